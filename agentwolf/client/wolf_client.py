@@ -1,0 +1,138 @@
+"""WolfClient: the Python API for sessions (start, submit, prompt, steer, interrupt, close, follow)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from pydantic_ai.messages import ModelMessage
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.envconfig import ClientConfig
+
+from agentwolf.activities.types import TRANSCRIPT_QUERY
+from agentwolf.config.loading import load_manifest
+from agentwolf.config.manifest import Manifest
+from agentwolf.worker.main import TASK_QUEUE
+from agentwolf.workflows.session import SessionWorkflow
+from agentwolf.workflows.types import (
+    AGENT_ATTR,
+    EVENTS_TOPIC,
+    STATE_ATTR,
+    TENANT_ATTR,
+    Event,
+    SessionInput,
+    SessionResult,
+    SessionStatus,
+    workflow_id,
+)
+
+
+async def connect(
+    address: str | None = None, namespace: str | None = None, profile: str | None = None
+) -> Client:
+    """Connect the way every Temporal tool does (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, API key, TLS,
+    profiles), with AgentWolf's pydantic data converter; explicit arguments win."""
+    config = ClientConfig.load_client_connect_config(profile=profile)
+    if address:
+        config["target_host"] = address
+    if namespace:
+        config["namespace"] = namespace
+    config.setdefault("target_host", "localhost:7233")
+    return await Client.connect(**config, data_converter=pydantic_data_converter)
+
+
+class WolfClient:
+    """Sessions of one tenant on one Temporal namespace."""
+
+    def __init__(self, client: Client, *, tenant: str = "default", task_queue: str = TASK_QUEUE) -> None:
+        self.client = client
+        self.tenant = tenant
+        self.task_queue = task_queue
+
+    @classmethod
+    async def connect(
+        cls, address: str | None = None, *, namespace: str | None = None, tenant: str = "default", **kwargs: str
+    ) -> WolfClient:
+        return cls(await connect(address, namespace), tenant=tenant, **kwargs)
+
+    def _handle(self, session_id: str) -> WorkflowHandle[SessionWorkflow, SessionResult]:
+        return self.client.get_workflow_handle_for(SessionWorkflow.run, workflow_id(self.tenant, session_id))
+
+    async def start_session(
+        self,
+        agent: str,
+        manifest: Manifest | str | Path,
+        *,
+        session_id: str | None = None,
+        prompt: str | None = None,
+        background: bool = False,
+        keep: bool = False,
+    ) -> str:
+        """Start a session (its first prompt optional); returns the session id."""
+        if not isinstance(manifest, Manifest):
+            manifest = load_manifest(manifest)
+        if agent not in manifest.agents:
+            raise ValueError(f"unknown agent {agent!r} (agents in this config: {sorted(manifest.agents) or 'none'})")
+        session_id = session_id or uuid.uuid4().hex[:12]
+        await self.client.start_workflow(
+            SessionWorkflow.run,
+            SessionInput(
+                session_id=session_id,
+                tenant=self.tenant,
+                agent=agent,
+                manifest=manifest,
+                prompt=prompt,
+                background=background,
+                keep=keep,
+            ),
+            id=workflow_id(self.tenant, session_id),
+            task_queue=self.task_queue,
+            search_attributes=TypedSearchAttributes(
+                [
+                    SearchAttributePair(TENANT_ATTR, self.tenant),
+                    SearchAttributePair(AGENT_ATTR, agent),
+                    SearchAttributePair(STATE_ATTR, "idle"),
+                ]
+            ),
+        )
+        return session_id
+
+    async def submit(
+        self, prompt: str, agent: str, manifest: Manifest | str | Path, *, session_id: str | None = None, keep: bool = False
+    ) -> str:
+        """A background task: a session whose first prompt arrives at start and that closes after it."""
+        return await self.start_session(
+            agent, manifest, session_id=session_id, prompt=prompt, background=True, keep=keep
+        )
+
+    async def prompt(self, session_id: str, text: str) -> str:
+        """Start (or queue) a turn; returns its turn id."""
+        return await self._handle(session_id).execute_update(SessionWorkflow.prompt, text)
+
+    async def steer(self, session_id: str, text: str) -> None:
+        await self._handle(session_id).signal(SessionWorkflow.steer, text)
+
+    async def interrupt(self, session_id: str, reason: str | None = None) -> None:
+        await self._handle(session_id).signal(SessionWorkflow.interrupt, reason)
+
+    async def close(self, session_id: str) -> None:
+        await self._handle(session_id).signal(SessionWorkflow.close)
+
+    async def status(self, session_id: str) -> SessionStatus:
+        return await self._handle(session_id).query(SessionWorkflow.status)
+
+    async def transcript(self, session_id: str) -> list[ModelMessage]:
+        return await self._handle(session_id).query(TRANSCRIPT_QUERY, result_type=list[ModelMessage])
+
+    async def result(self, session_id: str) -> SessionResult:
+        return await self._handle(session_id).result()
+
+    async def events(self, session_id: str, from_offset: int = 0) -> AsyncIterator[tuple[int, Event]]:
+        """The session's events from `from_offset` on, live, across continue-as-new; ends when it ends."""
+        stream = WorkflowStreamClient.create(self.client, workflow_id(self.tenant, session_id))
+        async for item in stream.subscribe(EVENTS_TOPIC, from_offset, result_type=Event):
+            yield item.offset, item.data

@@ -1,0 +1,142 @@
+"""Load a manifest from YAML with errors that name the file, the line and the key path."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from agentwolf.config.aliases import AliasError, resolve_model
+from agentwolf.config.manifest import Manifest
+
+_LEGACY_KEYS = ("models", "mcp_servers", "sessions")
+
+
+class ManifestError(ValueError):
+    """A manifest that cannot be used; the message lists `file:line: key.path: problem` lines."""
+
+
+def load_manifest(path: str | Path) -> Manifest:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ManifestError(f"{path}: cannot read manifest: {exc.strerror or exc}") from exc
+    return parse_manifest(text, source=str(path))
+
+
+def parse_manifest(text: str, source: str = "<manifest>") -> Manifest:
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ManifestError(f"{source}{line}: invalid YAML: {problem}") from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ManifestError(f"{source}:1: the manifest must be a mapping with `host:` and `agents:`")
+    lines = _line_index(node)
+    legacy = [key for key in _LEGACY_KEYS if key in data]
+    if legacy:
+        if "host" in data:
+            raise ManifestError(
+                f"{source}:{lines.get((legacy[0],), 1)}: {legacy[0]}: put it under `host:`, "
+                "not at the root, when the manifest has a `host:` section"
+            )
+        warnings.warn(
+            f"{source}: the flat layout ({', '.join(legacy)} at the root) is deprecated; "
+            "move these keys under `host:`",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        data = {"host": {key: data.pop(key) for key in legacy}, **data}
+        lines = {(("host", *key) if key and key[0] in legacy else key): ln for key, ln in lines.items()}
+    try:
+        manifest = Manifest.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = tuple(str(p) for p in err["loc"] if not _is_union_tag(p))
+            message = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            problems.append((loc, message))
+        raise ManifestError(_format(source, lines, problems)) from exc
+    problems = _check_references(manifest)
+    if problems:
+        raise ManifestError(_format(source, lines, problems))
+    return manifest
+
+
+def _check_references(manifest: Manifest) -> list[tuple[tuple[str, ...], str]]:
+    """Cross-references pydantic cannot see: aliases (and their cycles) and MCP server names."""
+    problems: list[tuple[tuple[str, ...], str]] = []
+    models = manifest.host.models
+    for alias in models.aliases:
+        try:
+            resolve_model(models, alias)
+        except AliasError as exc:
+            problems.append((("host", "models", "aliases", alias), str(exc)))
+    if models.defaults.model:
+        try:
+            resolve_model(models, models.defaults.model)
+        except AliasError as exc:
+            problems.append((("host", "models", "defaults", "model"), str(exc)))
+    for name, agent in manifest.agents.items():
+        if agent.model:
+            try:
+                resolve_model(models, agent.model)
+            except AliasError as exc:
+                problems.append((("agents", name, "model"), str(exc)))
+        for i, cap in enumerate(agent.capabilities):
+            if cap.mcp not in manifest.host.mcp_servers:
+                known = sorted(manifest.host.mcp_servers) or "none"
+                problems.append(
+                    (("agents", name, "capabilities", str(i), "mcp"), f"unknown MCP server {cap.mcp!r} (known: {known})")
+                )
+    return problems
+
+
+def _format(source: str, lines: dict[tuple[str, ...], int], problems: list[tuple[tuple[str, ...], str]]) -> str:
+    out = []
+    for loc, message in problems:
+        line = _nearest_line(lines, loc)
+        out.append(f"{source}:{line}: {'.'.join(loc) or '<root>'}: {message}")
+    return "\n".join(out)
+
+
+def _nearest_line(lines: dict[tuple[str, ...], int], loc: tuple[str, ...]) -> int:
+    while loc and loc not in lines:
+        loc = loc[:-1]
+    return lines.get(loc, 1)
+
+
+def _is_union_tag(part: Any) -> bool:
+    """Pydantic adds union member names (`str`, `FallbackAlias`) to error locations; drop them."""
+    return isinstance(part, str) and (part[:1].isupper() or part in {"str", "int", "float"})
+
+
+def _line_index(node: yaml.Node | None) -> dict[tuple[str, ...], int]:
+    """Map every key path in the YAML document to its 1-based line."""
+    index: dict[tuple[str, ...], int] = {}
+
+    def walk(n: yaml.Node, path: tuple[str, ...]) -> None:
+        if isinstance(n, yaml.MappingNode):
+            for key, value in n.value:
+                child = (*path, str(key.value))
+                index[child] = key.start_mark.line + 1
+                walk(value, child)
+        elif isinstance(n, yaml.SequenceNode):
+            for i, item in enumerate(n.value):
+                child = (*path, str(i))
+                index[child] = item.start_mark.line + 1
+                walk(item, child)
+
+    if node is not None:
+        index[()] = node.start_mark.line + 1
+        walk(node, ())
+    return index

@@ -1,0 +1,103 @@
+"""Manifest models: the RFC-0050 layout (`host:` + `agents:`), validated with pydantic.
+
+Values keep their `${VAR}` placeholders: the manifest travels through workflow history and must
+never carry a secret. Placeholders are resolved on the worker (`placeholders.resolve`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ProviderConfig(_Strict):
+    api_key: str | None = None
+    base_url: str | None = None
+
+
+class FallbackAlias(_Strict):
+    type: Literal["fallback"]
+    models: list[str] = Field(min_length=1)
+
+
+class ModelDefaults(_Strict):
+    model: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+
+class ModelsConfig(_Strict):
+    providers: dict[str, ProviderConfig] = {}
+    aliases: dict[str, str | FallbackAlias] = {}
+    defaults: ModelDefaults = ModelDefaults()
+
+
+class McpServerConfig(_Strict):
+    """One MCP server: a stdio `command` or a streamable HTTP `url`."""
+
+    command: str | None = None
+    args: list[str] = []
+    env: dict[str, str] = {}
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = {}
+    connect_timeout: float = 15.0
+    call_timeout: float = 300.0
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("an MCP server needs exactly one of `command` (stdio) or `url` (streamable HTTP)")
+        return self
+
+
+class SessionSettings(_Strict):
+    """When a session snapshots itself with continue-as-new (at idle points only)."""
+
+    continue_as_new_bytes: int = 4_000_000
+    events_kept: int = 1000
+
+
+class HostConfig(_Strict):
+    models: ModelsConfig = ModelsConfig()
+    mcp_servers: dict[str, McpServerConfig] = {}
+    sessions: SessionSettings = SessionSettings()
+
+
+class McpCapability(_Strict):
+    mcp: str
+
+
+class Limits(_Strict):
+    max_steps: int = Field(40, ge=1)
+    token_budget: int | None = Field(None, ge=1)
+    loop_warn: int = Field(3, ge=1)
+    loop_stop: int = Field(5, ge=1)
+
+
+class AgentConfig(_Strict):
+    model: str | None = None
+    instructions: str = ""
+    capabilities: list[McpCapability] = []
+    limits: Limits = Limits()
+    double_texting: Literal["queue", "reject", "interrupt"] = "queue"
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+
+class Manifest(_Strict):
+    host: HostConfig = HostConfig()
+    agents: dict[str, AgentConfig] = {}
+
+    @property
+    def identity(self) -> str:
+        """Content hash of the canonical form: equal manifests share hosts on every worker."""
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]

@@ -1,0 +1,33 @@
+"""`${VAR}` and `${VAR:-default}` placeholders, resolved on the worker only."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+
+_PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class MissingVariable(KeyError):
+    def __str__(self) -> str:
+        return f"environment variable {self.args[0]} is not set (referenced as ${{{self.args[0]}}})"
+
+
+def resolve(value: str, env: Mapping[str, str] | None = None) -> str:
+    """Substitute every placeholder in `value`; an unset variable without a default raises."""
+    env = os.environ if env is None else env
+
+    def sub(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in env:
+            return env[name]
+        if default is not None:
+            return default
+        raise MissingVariable(name)
+
+    return _PLACEHOLDER.sub(sub, value)
+
+
+def has_placeholder(value: str) -> bool:
+    return _PLACEHOLDER.search(value) is not None

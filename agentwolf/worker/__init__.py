@@ -1,0 +1,1 @@
+"""Layer 2: worker bootstrap and the hosts (MCP pool, models, caches) it owns."""

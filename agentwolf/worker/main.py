@@ -1,0 +1,67 @@
+"""Worker bootstrap: registers the session workflow and activities, owns the host registry."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from datetime import timedelta
+
+from pydantic_ai.models import Model
+from temporalio.client import Client
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from agentwolf.activities.session import SessionActivities
+from agentwolf.worker.host import HostRegistry
+from agentwolf.workflows.session import SessionWorkflow
+
+log = logging.getLogger(__name__)
+
+TASK_QUEUE = "agentwolf"
+WORKFLOWS = [SessionWorkflow]
+
+# The workflow imports these pure-data modules; pass them through rather than re-import per run.
+SANDBOX = SandboxedWorkflowRunner(
+    restrictions=SandboxRestrictions.default.with_passthrough_modules("pydantic_ai", "agentwolf", "pydantic")
+)
+
+
+def create_worker(
+    client: Client,
+    *,
+    task_queue: str = TASK_QUEUE,
+    hosts: HostRegistry | None = None,
+    local_models: Mapping[str, Model] | None = None,
+    max_concurrent_activities: int = 200,
+) -> tuple[Worker, HostRegistry]:
+    """A worker for sessions; `local_models` registers in-process models (`local:<name>` in manifests)."""
+    hosts = hosts or HostRegistry(local_models)
+    activities = SessionActivities(hosts)
+    worker = Worker(
+        client,
+        task_queue=task_queue,
+        workflows=WORKFLOWS,
+        activities=[activities.compile, activities.model_request, activities.call_tool],
+        workflow_runner=SANDBOX,
+        # Interrupts reach activities through heartbeat replies: keep the throttle short.
+        max_heartbeat_throttle_interval=timedelta(milliseconds=200),
+        default_heartbeat_throttle_interval=timedelta(milliseconds=200),
+        max_concurrent_activities=max_concurrent_activities,
+        graceful_shutdown_timeout=timedelta(seconds=10),
+    )
+    return worker, hosts
+
+
+async def run_worker(worker: Worker, hosts: HostRegistry, stop: asyncio.Event) -> None:
+    """Run until `stop` is set; then drain activities, then close every host's MCP clients."""
+    task = asyncio.create_task(worker.run())
+    stopper = asyncio.create_task(stop.wait())
+    await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    stopper.cancel()
+    if not task.done():
+        await worker.shutdown()
+    try:
+        await task
+    finally:
+        await hosts.close()

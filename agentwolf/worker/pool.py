@@ -1,0 +1,259 @@
+"""The host's MCP connection pool: one live client per server, shared by every session and call.
+
+Each connection is entered and exited by its own task, because the SDK's transports use anyio
+scopes that must close in the task that opened them. Calls come from activity tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import mcp_types
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+
+from agentwolf.config.manifest import McpServerConfig
+from agentwolf.config.placeholders import resolve
+
+log = logging.getLogger(__name__)
+
+_CONNECTION_LOST = {mcp_types.CONNECTION_CLOSED}
+
+
+class McpUnavailable(RuntimeError):
+    """A server that cannot be reached; `permanent` when retrying cannot help (bad command, bad URL)."""
+
+    def __init__(self, server: str, reason: str, *, permanent: bool = False) -> None:
+        super().__init__(f"MCP server {server!r} is unavailable: {reason}")
+        self.server = server
+        self.permanent = permanent
+
+
+@dataclass
+class _Connection:
+    name: str
+    client: Client | None = None
+    task: asyncio.Task[None] | None = None
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    in_flight: int = 0
+    last_used: float = field(default_factory=time.monotonic)
+    alive: bool = False
+
+
+def _command_path(command: str) -> str:
+    """Find a command on PATH, else beside this interpreter (a venv's console scripts)."""
+    found = shutil.which(command) or shutil.which(command, path=str(Path(sys.executable).parent))
+    if found is None:
+        raise FileNotFoundError(f"command {command!r} not found on PATH")
+    return found
+
+
+class McpPool:
+    """Lazily connects, reuses, reconnects (with backoff) and evicts MCP clients for one host."""
+
+    def __init__(
+        self,
+        servers: Mapping[str, McpServerConfig],
+        *,
+        env: Mapping[str, str] | None = None,
+        max_clients: int = 20,
+        idle_timeout: float = 600.0,
+        connect_attempts: int = 3,
+        backoff: float = 0.5,
+    ) -> None:
+        self.servers = dict(servers)
+        self._env = os.environ if env is None else env
+        self.max_clients = max_clients
+        self.idle_timeout = idle_timeout
+        self.connect_attempts = connect_attempts
+        self.backoff = backoff
+        self._connections: dict[str, _Connection] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._reaper: asyncio.Task[None] | None = None
+        self.connects: dict[str, int] = {}
+        """How many times each server was started (or connected) by this pool."""
+
+    # -- calls -------------------------------------------------------------------------------
+
+    async def list_tools(self, server: str) -> list[mcp_types.Tool]:
+        return await self._use(server, lambda c: c.list_tools(), timeout=self._config(server).connect_timeout)
+
+    async def call_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
+        timeout = self._config(server).call_timeout
+        return await self._use(server, lambda c: c.call_tool(tool, arguments, read_timeout_seconds=timeout))
+
+    async def _use(self, server: str, op: Any, timeout: float | None = None) -> Any:
+        conn = await self._get(server)
+        conn.in_flight += 1
+        try:
+            result = await asyncio.wait_for(op(conn.client), timeout)
+        except MCPError as exc:
+            if exc.code in _CONNECTION_LOST:
+                await self._discard(conn)
+            raise
+        except (OSError, EOFError) as exc:
+            await self._discard(conn)
+            raise McpUnavailable(server, f"connection lost: {exc}") from exc
+        finally:
+            conn.in_flight -= 1
+            conn.last_used = time.monotonic()
+        if isinstance(result, mcp_types.ListToolsResult):
+            return result.tools
+        return result
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def _config(self, server: str) -> McpServerConfig:
+        try:
+            return self.servers[server]
+        except KeyError:
+            raise McpUnavailable(server, "not declared in host.mcp_servers", permanent=True) from None
+
+    async def _get(self, server: str) -> _Connection:
+        conn = self._connections.get(server)
+        if conn is not None and conn.alive:
+            return conn
+        lock = self._locks.setdefault(server, asyncio.Lock())
+        async with lock:
+            conn = self._connections.get(server)
+            if conn is not None and conn.alive:
+                return conn
+            return await self._connect(server)
+
+    async def _connect(self, server: str) -> _Connection:
+        config = self._config(server)
+        await self._make_room()
+        delay = self.backoff
+        for attempt in range(1, self.connect_attempts + 1):
+            try:
+                conn = await self._open(server, config)
+            except McpUnavailable as exc:
+                if exc.permanent or attempt == self.connect_attempts:
+                    raise
+                log.warning("%s (attempt %d/%d); retrying in %.1fs", exc, attempt, self.connect_attempts, delay)
+                await asyncio.sleep(delay)
+                delay *= 2
+            else:
+                self._connections[server] = conn
+                self.connects[server] = self.connects.get(server, 0) + 1
+                if self._reaper is None:
+                    self._reaper = asyncio.create_task(self._reap_idle())
+                return conn
+        raise AssertionError("unreachable")
+
+    async def _open(self, server: str, config: McpServerConfig) -> _Connection:
+        try:
+            if config.command is not None:
+                params = StdioServerParameters(
+                    command=_command_path(resolve(config.command, self._env)),
+                    args=[resolve(a, self._env) for a in config.args],
+                    env={k: resolve(v, self._env) for k, v in config.env.items()},
+                    cwd=config.cwd,
+                )
+                client = Client(params)
+            else:
+                headers = {k: resolve(v, self._env) for k, v in config.headers.items()}
+                http = create_mcp_http_client(headers=headers)
+                client = Client(streamable_http_client(resolve(config.url or "", self._env), http_client=http))
+        except (FileNotFoundError, KeyError) as exc:
+            raise McpUnavailable(server, str(exc), permanent=True) from exc
+        conn = _Connection(server, client=client)
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        conn.task = asyncio.create_task(self._hold(conn, ready), name=f"mcp:{server}")
+        try:
+            await asyncio.wait_for(asyncio.shield(ready), config.connect_timeout)
+        except TimeoutError:
+            conn.task.cancel()
+            raise McpUnavailable(server, f"no answer to initialize within {config.connect_timeout:g}s") from None
+        except Exception as exc:
+            raise McpUnavailable(server, _describe(exc), permanent=_is_permanent(exc)) from exc
+        return conn
+
+    @staticmethod
+    async def _hold(conn: _Connection, ready: asyncio.Future[None]) -> None:
+        """Own the client's context for its whole life (anyio scopes are task-bound)."""
+        assert conn.client is not None
+        try:
+            async with conn.client:
+                conn.alive = True
+                ready.set_result(None)
+                await conn.stop.wait()
+        except BaseException as exc:  # noqa: BLE001 - reported to whoever waits for the connection
+            if not ready.done():
+                ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
+            elif not isinstance(exc, asyncio.CancelledError):
+                log.warning("MCP server %r connection ended: %s", conn.name, _describe(exc))
+        finally:
+            conn.alive = False
+
+    async def _discard(self, conn: _Connection) -> None:
+        conn.alive = False
+        if self._connections.get(conn.name) is conn:
+            del self._connections[conn.name]
+        await self._close(conn, timeout=1.0)
+
+    async def _close(self, conn: _Connection, timeout: float) -> None:
+        conn.stop.set()
+        if conn.task is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(conn.task), timeout)
+        except (TimeoutError, Exception):
+            conn.task.cancel()
+            try:
+                await conn.task
+            except BaseException:  # noqa: BLE001 - the connection is going away either way
+                pass
+
+    async def _make_room(self) -> None:
+        live = [c for c in self._connections.values() if c.alive]
+        if len(live) < self.max_clients:
+            return
+        idle = sorted((c for c in live if c.in_flight == 0), key=lambda c: c.last_used)
+        if not idle:
+            raise McpUnavailable("*", f"pool full: {self.max_clients} clients all busy")
+        await self._discard(idle[0])
+
+    async def _reap_idle(self) -> None:
+        while True:
+            await asyncio.sleep(max(self.idle_timeout / 4, 0.05))
+            now = time.monotonic()
+            for conn in list(self._connections.values()):
+                if conn.in_flight == 0 and now - conn.last_used > self.idle_timeout:
+                    log.info("closing idle MCP server %r", conn.name)
+                    await self._discard(conn)
+
+    def live_servers(self) -> list[str]:
+        return [name for name, c in self._connections.items() if c.alive]
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """Close every client (each gets `timeout` seconds, then its task is cancelled)."""
+        if self._reaper is not None:
+            self._reaper.cancel()
+            self._reaper = None
+        conns = list(self._connections.values())
+        self._connections.clear()
+        await asyncio.gather(*(self._close(c, timeout) for c in conns))
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(e) for e in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _is_permanent(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_is_permanent(e) for e in exc.exceptions)
+    return isinstance(exc, (FileNotFoundError, PermissionError))

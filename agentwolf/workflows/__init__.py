@@ -1,0 +1,1 @@
+"""Layer 4: the durable session run loop. Deterministic code only."""

@@ -1,0 +1,137 @@
+"""What clients send to and read from a session: its input, status, events and result."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from pydantic_ai.messages import ModelMessage
+from temporalio.common import SearchAttributeKey
+from temporalio.contrib.workflow_streams import WorkflowStreamState
+
+from agentwolf.activities.types import CompiledAgent
+from agentwolf.config.manifest import Manifest
+
+SessionState = Literal["idle", "running", "waiting_approval", "done"]
+TurnOutcome = Literal["completed", "interrupted", "limit", "failed"]
+
+EVENTS_TOPIC = "events"
+
+TENANT_ATTR = SearchAttributeKey.for_keyword("WolfTenant")
+AGENT_ATTR = SearchAttributeKey.for_keyword("WolfAgent")
+STATE_ATTR = SearchAttributeKey.for_keyword("WolfState")
+SEARCH_ATTRIBUTES = (TENANT_ATTR, AGENT_ATTR, STATE_ATTR)
+
+
+def workflow_id(tenant: str, session_id: str) -> str:
+    return f"wolf/{tenant}/{session_id}"
+
+
+class Usage(BaseModel):
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tool_calls: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def plus(self, other: Usage) -> Usage:
+        return Usage(
+            requests=self.requests + other.requests,
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            tool_calls=self.tool_calls + other.tool_calls,
+        )
+
+
+EventKind = Literal[
+    "turn_started",
+    "compiled",
+    "model_text",
+    "tool_call_started",
+    "tool_call_finished",
+    "steer_applied",
+    "limit_warning",
+    "limit_reached",
+    "interrupted",
+    "error",
+    "turn_finished",
+    "session_closed",
+]
+
+
+class Event(BaseModel):
+    """One thing that happened in a session, as `wolf follow` shows it."""
+
+    kind: EventKind
+    at: datetime
+    turn_id: str | None = None
+    step: int | None = None
+    text: str | None = None
+    tool: str | None = None
+    call_id: str | None = None
+    args: dict[str, Any] | None = None
+    duration_ms: int | None = None
+    outcome: str | None = None
+    usage: Usage | None = None
+
+
+class Prompt(BaseModel):
+    turn_id: str
+    text: str
+
+
+class Counters(BaseModel):
+    """What a session has done so far; carried exactly across continue-as-new."""
+
+    turns: int = 0
+    turn_seq: int = 0
+    steps: int = 0
+    usage: Usage = Usage()
+    continued_as_new: int = 0
+
+
+class SessionInput(BaseModel):
+    """Start arguments, and the snapshot a continue-as-new hands to the next run."""
+
+    session_id: str
+    tenant: str = "default"
+    agent: str
+    manifest: Manifest
+    prompt: str | None = None
+    background: bool = False
+    keep: bool = False
+    # Snapshot (empty on a fresh start).
+    transcript: list[ModelMessage] = []
+    compiled: CompiledAgent | None = None
+    counters: Counters = Counters()
+    queue: list[Prompt] = []
+    steers: list[str] = []
+    last_output: str | None = None
+    last_outcome: TurnOutcome | None = None
+    stream_state: WorkflowStreamState | None = None
+
+
+class SessionStatus(BaseModel):
+    session_id: str
+    tenant: str
+    agent: str
+    config_id: str
+    state: SessionState
+    turn_id: str | None
+    step: int
+    queued: int
+    counters: Counters
+    transcript_len: int
+    last_output: str | None
+    last_outcome: TurnOutcome | None
+
+
+class SessionResult(BaseModel):
+    session_id: str
+    output: str | None
+    outcome: TurnOutcome | None
+    counters: Counters

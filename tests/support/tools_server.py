@@ -1,0 +1,56 @@
+"""A small MCP server for tests: `python tools_server.py [stdio|streamable-http PORT]`.
+
+Writes its PID to $WOLF_PID_FILE at start (so tests count spawns) and appends to
+$WOLF_SIDE_EFFECTS on every `record` call (so tests count side effects).
+"""
+
+import os
+import sys
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("wolf-test-tools")
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return text
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@server.tool()
+async def slow(seconds: float) -> str:
+    """Sleep, then answer."""
+    await anyio.sleep(seconds)
+    return f"slept {seconds}s"
+
+
+@server.tool()
+def fail(message: str) -> str:
+    """Always raises."""
+    raise ValueError(message)
+
+
+@server.tool()
+def record(tag: str) -> str:
+    """A tool with a side effect: appends a line to $WOLF_SIDE_EFFECTS."""
+    with open(os.environ["WOLF_SIDE_EFFECTS"], "a") as f:
+        f.write(tag + "\n")
+    return f"recorded {tag}"
+
+
+if __name__ == "__main__":
+    if pid_file := os.environ.get("WOLF_PID_FILE"):
+        with open(pid_file, "a") as f:
+            f.write(f"{os.getpid()}\n")
+    if len(sys.argv) > 1 and sys.argv[1] == "streamable-http":
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")
