@@ -14,7 +14,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     from pydantic_ai.messages import (
@@ -197,15 +197,18 @@ class SessionWorkflow:
                     )
                     pending.append(UserPromptPart(text, timestamp=workflow.now()))
                     self._publish("limit_warning", text=text, tool=tool)
-        except asyncio.CancelledError:
-            outcome, output = "interrupted", None
-            self._publish("interrupted", text=self.interrupt_reason)
+        except (asyncio.CancelledError, ActivityError) as err:
+            if self.interrupt_reason is not None and is_cancelled_exception(err):
+                outcome, output = "interrupted", None
+                self._publish("interrupted", text=self.interrupt_reason)
+            elif isinstance(err, ActivityError):
+                outcome, output = "failed", _cause_message(err)
+                self._publish("error", text=output)
+            else:
+                raise
         except _TurnStopped as stop:
             outcome, output = stop.outcome, str(stop)
             self._publish("limit_reached", text=str(stop))
-        except ActivityError as err:
-            outcome, output = "failed", _cause_message(err)
-            self._publish("error", text=output)
         # Close every dangling tool call so the transcript stays valid for the next turn.
         closing_note = {"interrupted": "interrupted by the user", "limit": f"not run: {output}"}.get(outcome, "not run")
         for call in open_calls:

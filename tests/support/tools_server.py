@@ -9,6 +9,7 @@ import sys
 
 import anyio
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 server = MCPServer("wolf-test-tools")
 
@@ -35,7 +36,7 @@ async def slow(seconds: float) -> str:
 @server.tool()
 def fail(message: str) -> str:
     """Always raises."""
-    raise ValueError(message)
+    raise ToolError(message)
 
 
 @server.tool()
