@@ -1,5 +1,6 @@
-"""A scripted OpenAI-compatible chat-completions server on 127.0.0.1, so the real `openai:`
-provider code path runs in tests. `reply(request) -> Reply` decides each answer."""
+"""A scripted OpenAI-compatible server on 127.0.0.1 (Responses API, which pydantic-ai's `openai:`
+models use, and Chat Completions, for `openai-chat:`), so the real provider code runs in tests.
+`reply(request) -> Reply` decides each answer; `tool_outputs(request)` reads either shape."""
 
 from __future__ import annotations
 
@@ -38,7 +39,11 @@ class ScriptedOpenAI:
                 if answer.delay:
                     time.sleep(answer.delay)
                 outer._calls += 1
-                payload = outer._completion(answer, body.get("model", "scripted"))
+                model = body.get("model", "scripted")
+                if self.path.endswith("/responses"):
+                    payload = outer._response(answer, model)
+                else:
+                    payload = outer._completion(answer, model)
                 data = json.dumps(payload).encode()
                 self.send_response(answer.status)
                 self.send_header("Content-Type", "application/json")
@@ -52,6 +57,50 @@ class ScriptedOpenAI:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def _response(self, answer: Reply, model: str) -> dict[str, Any]:
+        if answer.status != 200:
+            return {"error": {"message": answer.text or "scripted failure", "type": "invalid_request_error"}}
+        output: list[dict[str, Any]] = []
+        if answer.text is not None:
+            output.append(
+                {
+                    "type": "message",
+                    "id": f"msg_{self._calls}",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": answer.text, "annotations": []}],
+                }
+            )
+        for i, (name, args) in enumerate(answer.tool_calls):
+            output.append(
+                {
+                    "type": "function_call",
+                    "id": f"fc_{self._calls}_{i}",
+                    "call_id": f"call_{self._calls}_{i}",
+                    "name": name,
+                    "arguments": json.dumps(args),
+                    "status": "completed",
+                }
+            )
+        return {
+            "id": f"resp_{self._calls}",
+            "object": "response",
+            "created_at": int(time.time()),
+            "model": model,
+            "status": "completed",
+            "output": output,
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "usage": {
+                "input_tokens": 100,
+                "output_tokens": 20,
+                "total_tokens": 120,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens_details": {"reasoning_tokens": 0},
+            },
+        }
 
     def _completion(self, answer: Reply, model: str) -> dict[str, Any]:
         if answer.status != 200:
@@ -80,3 +129,10 @@ class ScriptedOpenAI:
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def tool_outputs(request: dict[str, Any]) -> list[str]:
+    """The tool results the model was sent, in order (Responses or Chat Completions shape)."""
+    if "input" in request:
+        return [item["output"] for item in request["input"] if item.get("type") == "function_call_output"]
+    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
