@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -45,6 +46,7 @@ class _Connection:
     name: str
     client: Client | None = None
     task: asyncio.Task[None] | None = None
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     in_flight: int = 0
     last_used: float = field(default_factory=time.monotonic)
@@ -174,21 +176,34 @@ class McpPool:
         try:
             await asyncio.wait_for(asyncio.shield(ready), config.connect_timeout)
         except TimeoutError:
-            conn.task.cancel()
-            raise McpUnavailable(server, f"no answer to initialize within {config.connect_timeout:g}s") from None
+            conn.scope.cancel()
+            await asyncio.wait({conn.task}, timeout=10.0)
+            if ready.done():
+                ready.exception()  # consumed: the timeout below is the error we report
+            # A server that cannot initialize in time will not do better on a retry.
+            raise McpUnavailable(
+                server, f"no answer to initialize within {config.connect_timeout:g}s", permanent=True
+            ) from None
         except Exception as exc:
             raise McpUnavailable(server, _describe(exc), permanent=_is_permanent(exc)) from exc
         return conn
 
     @staticmethod
     async def _hold(conn: _Connection, ready: asyncio.Future[None]) -> None:
-        """Own the client's context for its whole life (anyio scopes are task-bound)."""
+        """Own the client's context for its whole life (anyio scopes are task-bound).
+
+        It is stopped through `conn.stop` or `conn.scope`, never `Task.cancel()`: a native cancel
+        defeats the SDK's shielded shutdown and leaks the server process.
+        """
         assert conn.client is not None
         try:
-            async with conn.client:
-                conn.alive = True
-                ready.set_result(None)
-                await conn.stop.wait()
+            with conn.scope:
+                async with conn.client:
+                    conn.alive = True
+                    ready.set_result(None)
+                    await conn.stop.wait()
+            if not ready.done():
+                ready.set_exception(TimeoutError())
         except BaseException as exc:  # noqa: BLE001 - reported to whoever waits for the connection
             if not ready.done():
                 ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
@@ -204,17 +219,14 @@ class McpPool:
         await self._close(conn, timeout=1.0)
 
     async def _close(self, conn: _Connection, timeout: float) -> None:
+        """Ask the client to shut down; after `timeout`, cancel its scope (the SDK then kills it)."""
         conn.stop.set()
         if conn.task is None:
             return
-        try:
-            await asyncio.wait_for(asyncio.shield(conn.task), timeout)
-        except (TimeoutError, Exception):
-            conn.task.cancel()
-            try:
-                await conn.task
-            except BaseException:  # noqa: BLE001 - the connection is going away either way
-                pass
+        done, _ = await asyncio.wait({conn.task}, timeout=timeout)
+        if not done:
+            conn.scope.cancel()
+            await asyncio.wait({conn.task}, timeout=10.0)
 
     async def _make_room(self) -> None:
         live = [c for c in self._connections.values() if c.alive]
