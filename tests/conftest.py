@@ -92,3 +92,17 @@ async def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval
         if asyncio.get_running_loop().time() > deadline:
             raise TimeoutError("condition not met in time")
         await asyncio.sleep(interval)
+
+
+HISTORIES = Path(__file__).parent / "histories"
+
+
+async def record_history(client: Client, session_wid: str, name: str, run_id: str | None = None) -> None:
+    """With WOLF_RECORD_HISTORIES=1, save the run's history under tests/histories for replay tests."""
+    import os
+
+    if os.environ.get("WOLF_RECORD_HISTORIES") != "1":
+        return
+    history = await client.get_workflow_handle(session_wid, run_id=run_id).fetch_history()
+    HISTORIES.mkdir(exist_ok=True)
+    (HISTORIES / f"{name}.json").write_text(history.to_json())

@@ -9,7 +9,7 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 
 from agentwolf.workflows.session import SessionWorkflow
 from agentwolf.workflows.types import SessionInput, workflow_id
-from tests.conftest import SUPPORT, make_manifest
+from tests.conftest import SUPPORT, make_manifest, record_history
 from tests.support.models import Script, sequence, text
 
 
@@ -68,6 +68,7 @@ async def test_interactive_session_survives_a_failed_turn(wolf, run_worker):
         assert status.state == "idle" and status.transcript_len == 1  # the prompt is kept
         await wolf.close(sid)
         assert (await wolf.result(sid)).outcome == "failed"
+        await record_history(wolf.client, workflow_id("default", sid), "failed_turn")
 
 
 async def test_malformed_tool_arguments_become_a_tool_error(wolf, run_worker):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolReturnPart
 
-from tests.conftest import make_manifest
+from agentwolf.workflows.types import workflow_id
+from tests.conftest import make_manifest, record_history
 from tests.support.models import Script, sequence, text, tool, tools, user_texts
 
 
@@ -13,6 +14,7 @@ async def test_multi_step_turn_runs_tools_and_answers(wolf, run_worker):
     async with run_worker(local_models={"m": script.model}):
         sid = await wolf.submit("compute", "a", make_manifest())
         result = await wolf.result(sid)
+        await record_history(wolf.client, workflow_id("default", sid), "multi_step_turn")
     assert result.output == "five and hi"
     assert result.outcome == "completed"
     assert result.counters.steps == 3 and result.counters.usage.tool_calls == 3
@@ -53,6 +55,7 @@ async def test_steer_reaches_the_very_next_model_request(wolf, run_worker):
         await events_until(wolf, sid, "tool_call_started")
         await wolf.steer(sid, "also check the weather")
         result = await wolf.result(sid)
+        await record_history(wolf.client, workflow_id("default", sid), "steer")
     assert result.output == "ok"
     assert "also check the weather" not in user_texts(script.requests[0])
     assert user_texts(script.requests[1]) == ["start", "also check the weather"]
@@ -91,6 +94,7 @@ async def test_interrupt_during_a_long_tool_call(wolf, run_worker):
         assert user_texts(script.requests[-1]) == ["go slow", "now answer"]
         await wolf.close(sid)
         await wolf.result(sid)
+        await record_history(wolf.client, workflow_id("default", sid), "interrupt_tool_call")
 
 
 async def _status_turns(wolf, sid, n):
@@ -115,6 +119,8 @@ async def test_interrupt_during_a_slow_model_request(wolf, run_worker):
         assert (await wolf.status(sid)).last_output == "answer 2"
         assert user_texts(script.requests[-1]) == ["think hard", "quick one"]
         await wolf.close(sid)
+        await wolf.result(sid)
+        await record_history(wolf.client, workflow_id("default", sid), "interrupt_model_request")
 
 
 async def test_double_texting_policies(wolf, run_worker):
@@ -139,6 +145,9 @@ async def test_double_texting_policies(wolf, run_worker):
         await wait_for(lambda: _status_turns(wolf, queueing, 2), timeout=20)
         for sid in (rejecting, queueing):
             await wolf.close(sid)
+            await wolf.result(sid)
+        await record_history(wolf.client, workflow_id("default", rejecting), "double_texting_reject")
+        await record_history(wolf.client, workflow_id("default", queueing), "double_texting_queue")
 
 
 async def test_tool_errors_reach_the_model(wolf, run_worker):
@@ -163,7 +172,9 @@ async def test_max_steps_stops_the_turn_with_a_valid_transcript(wolf, run_worker
 async def test_loop_guard_warns_then_stops(wolf, run_worker):
     script = Script(lambda s: tool("echo", {"text": "same"}))
     async with run_worker(local_models={"m": script.model}):
-        result = await wolf.result(await wolf.submit("loop", "a", make_manifest()))
+        sid = await wolf.submit("loop", "a", make_manifest())
+        result = await wolf.result(sid)
+        await record_history(wolf.client, workflow_id("default", sid), "loop_guard")
     assert result.outcome == "limit" and "loop guard" in result.output
     assert script.calls == 5
     assert any("3 times with the same arguments" in t for t in user_texts(script.requests[3]))
@@ -178,6 +189,7 @@ async def test_token_budget_warns_at_80_percent_and_stops(wolf, run_worker):
     async with run_worker(local_models={"m": script.model}):
         sid = await wolf.submit("spend", "a", make_manifest({"limits": {"token_budget": 100}}))
         events = await events_until(wolf, sid, "session_closed")
+        await record_history(wolf.client, workflow_id("default", sid), "token_budget")
     kinds = [e.kind for e in events]
     assert kinds.count("limit_warning") == 1 and "limit_reached" in kinds
     assert kinds.index("limit_warning") < kinds.index("limit_reached")

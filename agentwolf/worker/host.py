@@ -35,6 +35,8 @@ class AgentHost:
     pool: McpPool
     max_transcripts: int = 256
     compiled: dict[str, CompiledAgent] = field(default_factory=dict)
+    transcript_misses: int = 0
+    """Model requests whose transcript prefix had to be fetched from the workflow."""
     _models: dict[tuple[str, ...], Model] = field(default_factory=dict)
     _transcripts: OrderedDict[str, CachedTranscript] = field(default_factory=OrderedDict)
 
@@ -48,6 +50,7 @@ class AgentHost:
         """This worker's copy of a session's first `base_len` messages, if it provably matches."""
         cached = self._transcripts.get(workflow_id)
         if cached is None or len(cached.messages) != base_len or cached.digest != base_digest:
+            self.transcript_misses += 1
             return None
         self._transcripts.move_to_end(workflow_id)
         return cached.messages
