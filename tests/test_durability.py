@@ -1,0 +1,73 @@
+"""Durability as durability: SIGKILL the worker process mid-turn; a new worker finishes the turn
+and every message is present exactly once."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart, UserPromptPart
+
+from agentwolf.config.manifest import Manifest
+from tests.conftest import tools_server
+from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
+
+
+def _start_worker(env, task_queue):
+    address = env.client.service_client.config.target_host
+    return subprocess.Popen(
+        [sys.executable, "-m", "agentwolf.worker", "--address", address, "--task-queue", task_queue],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+async def test_sigkill_mid_turn_then_a_new_worker_finishes(env, wolf, task_queue, tmp_path):
+    effects = tmp_path / "effects"
+
+    def reply(request):
+        done = tool_outputs(request)
+        if not done:
+            return Reply(tool_calls=[("record", {"tag": "before"})])
+        if len(done) == 1:
+            return Reply(tool_calls=[("slow", {"seconds": 3})])
+        return Reply(text="finished after " + done[-1])
+
+    with ScriptedOpenAI(reply) as server:
+        manifest = Manifest.model_validate(
+            {
+                "host": {
+                    "models": {"providers": {"openai": {"api_key": "k", "base_url": server.base_url}}},
+                    "mcp_servers": {"tools": tools_server(WOLF_SIDE_EFFECTS=str(effects))},
+                },
+                "agents": {"a": {"model": "openai:gpt-4o-mini", "capabilities": [{"mcp": "tools"}]}},
+            }
+        )
+        first = _start_worker(env, task_queue)
+        second = None
+        try:
+            sid = await wolf.submit("do the work", "a", manifest)
+            async for _, event in wolf.events(sid):
+                if event.kind == "tool_call_started" and event.tool == "slow":
+                    break
+            first.send_signal(signal.SIGKILL)
+            first.wait()
+            second = _start_worker(env, task_queue)
+            result = await wolf.result(sid)
+            transcript = await wolf.transcript(sid)
+        finally:
+            for proc in (first, second):
+                if proc is not None and proc.poll() is None:
+                    proc.terminate()
+                    proc.wait(10)
+    assert result.output == "finished after slept 3.0s"
+    prompts = [p.content for m in transcript if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, UserPromptPart)]
+    calls = [p.tool_call_id for m in transcript if isinstance(m, ModelResponse) for p in m.parts if isinstance(p, ToolCallPart)]
+    returns = [p.tool_call_id for m in transcript for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
+    assert prompts == ["do the work"]
+    assert len(calls) == 2 and returns == calls  # every call answered exactly once, in order
+    assert sum(isinstance(m, ModelResponse) for m in transcript) == 3
+    # The side effect before the crash ran once: completed activities are never re-run.
+    assert effects.read_text().split() == ["before"]
+    assert len(server.requests) == 3  # the model request before the crash completed; it is not repeated
