@@ -41,7 +41,7 @@ from agentwolf.activities.types import (
 )
 from agentwolf.config.aliases import AliasError, resolve_model
 from agentwolf.config.manifest import Manifest
-from agentwolf.config.placeholders import MissingVariable
+from agentwolf.config.placeholders import MissingVariable, resolve
 from agentwolf.worker.host import AgentHost, HostRegistry
 from agentwolf.worker.pool import McpUnavailable
 
@@ -67,8 +67,9 @@ class SessionActivities:
                 non_retryable=True,
             )
         try:
-            models = resolve_model(inp.manifest.host.models, agent.model)
-        except AliasError as exc:
+            # Specs may carry placeholders (`${WOLF_MODEL:-test}`): resolved here, on the worker.
+            models = [resolve(spec) for spec in resolve_model(inp.manifest.host.models, agent.model)]
+        except (AliasError, MissingVariable) as exc:
             raise ApplicationError(str(exc), type="ConfigError", non_retryable=True) from None
         servers = [cap.mcp for cap in agent.capabilities]
         try:

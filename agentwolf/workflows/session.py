@@ -189,6 +189,8 @@ class SessionWorkflow:
                     if repeats[key] == limits.loop_warn:
                         warnings.append(call.tool_name)
                 pending.extend(await self._call_tools(compiled, open_calls, finished))
+                usage = usage.plus(Usage(tool_calls=len(open_calls)))
+                self.counters.usage.tool_calls += len(open_calls)
                 open_calls, finished = [], {}
                 for tool in warnings:
                     text = (
@@ -304,7 +306,6 @@ class SessionWorkflow:
         outcome = "failed" if result.is_error else "success"
         part = self._tool_return(call, result.content, outcome)
         finished[call.tool_call_id] = part
-        self.counters.usage.tool_calls += 1
         self._publish(
             "tool_call_finished",
             tool=call.tool_name,
