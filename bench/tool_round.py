@@ -1,0 +1,219 @@
+"""Per-round cost of a tool-using agent turn: AgentWolf vs pydantic-ai's Temporal durable execution.
+
+One Temporal dev server, one process. Both runtimes drive the same pydantic-ai `FunctionModel`
+against the same MCP stdio server (tests/support/tools_server.py). A round is one model request
+plus one `add` tool call; the model keeps calling `add` (distinct args each round, ~500 chars of
+text alongside) until the turn has N tool results, then answers "done".
+
+  (A) AgentWolf: `create_worker` + `WolfClient.submit` / `result`.
+  (B) pydantic-ai: `Agent(..., capabilities=[TemporalDurability()])` with an `MCPToolset` over a
+      FastMCP `StdioTransport`, run from a workflow on a worker whose client has `PydanticAIPlugin`.
+
+For each: one untimed warm-up turn (process spawn, MCP connect, sandbox load), then three timed
+N-round turns; prints the median ms per round, MCP server processes spawned (PIDs the server
+writes to $WOLF_PID_FILE), and workflow history bytes of the N-round turn (sum of protobuf
+`HistoryEvent.ByteSize()` over every run of the workflow, following continue-as-new).
+
+Run:  python bench/tool_round.py [--steps 50] [--default-dispatch]
+(`--default-dispatch` keeps the dev server's default transfer-queue throttle, i.e. without
+AgentWolf's `dynamic_config_args()`.) Needs `pydantic-ai-slim[mcp]` (FastMCP client) installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from temporalio import workflow
+
+# The workflow sandbox re-imports this module for every pydantic-ai workflow run: keep the heavy,
+# non-deterministic imports out of it.
+with workflow.unsafe.imports_passed_through():
+    from fastmcp.client.transports import StdioTransport
+    from pydantic_ai import Agent
+    from pydantic_ai.durable_exec.temporal import PydanticAIPlugin, PydanticAIWorkflow, TemporalDurability
+    from pydantic_ai.mcp import MCPToolset
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+    from pydantic_ai.usage import UsageLimits
+    from temporalio.client import Client
+    from temporalio.contrib.pydantic import pydantic_data_converter
+    from temporalio.testing import WorkflowEnvironment
+    from temporalio.worker import Worker
+
+    from agentwolf.client.devserver import dynamic_config_args, temporal_binary
+    from agentwolf.client.wolf_client import WolfClient
+    from agentwolf.config.manifest import Manifest
+    from agentwolf.worker.main import create_worker
+    from agentwolf.workflows.types import SEARCH_ATTRIBUTES, workflow_id
+
+TOOLS_SERVER = str(Path(__file__).parents[1] / "tests" / "support" / "tools_server.py")  # __file__ is absolute
+PID_DIR = Path(tempfile.gettempdir()) / "agentwolf-bench"
+WOLF_PIDS, PAI_PIDS = PID_DIR / "agentwolf.pids", PID_DIR / "pydantic-ai.pids"
+FILLER = ("Thinking about the next addition before calling the tool again. " * 10)[:500]
+WARMUP_STEPS, REPEATS = 2, 3
+
+
+def prompt_for(steps: int) -> str:
+    return f"rounds={steps}: add numbers with the tool until you have {steps} results."
+
+
+def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Call `add(i, 1)` for round i until the transcript holds `rounds` tool results, then say "done"."""
+    parts = [p for m in messages if isinstance(m, ModelRequest) for p in m.parts]
+    prompt = next(p.content for p in parts if isinstance(p, UserPromptPart) and isinstance(p.content, str))
+    rounds = int(prompt.split(":", 1)[0].removeprefix("rounds="))
+    done = sum(isinstance(p, ToolReturnPart) for p in parts)
+    if done >= rounds:
+        return ModelResponse(parts=[TextPart("done")])
+    return ModelResponse(
+        parts=[TextPart(f"Round {done}. {FILLER}"), ToolCallPart("add", {"a": done, "b": 1}, tool_call_id=f"call-{done}")]
+    )
+
+
+MODEL = FunctionModel(script)
+
+# (B) pydantic-ai: a module-level agent, as its Temporal integration requires.
+PAI_TOOLSET = MCPToolset(
+    StdioTransport(sys.executable, [TOOLS_SERVER], env={"WOLF_PID_FILE": str(PAI_PIDS)}), id="tools"
+)
+PAI_AGENT = Agent(MODEL, name="bench", toolsets=[PAI_TOOLSET], capabilities=[TemporalDurability()])
+
+
+@workflow.defn
+class PaiTurn(PydanticAIWorkflow):
+    __pydantic_ai_agents__ = [PAI_AGENT]
+
+    @workflow.run
+    async def run(self, prompt: str, steps: int) -> str:
+        result = await PAI_AGENT.run(prompt, usage_limits=UsageLimits(request_limit=steps + 5))
+        return result.output
+
+
+async def history_bytes(client: Client, wid: str) -> tuple[int, int]:
+    """(protobuf bytes, runs) of a workflow's history, walking back through continue-as-new."""
+    total, runs, run_id = 0, 0, None
+    while True:
+        history = await client.get_workflow_handle(wid, run_id=run_id).fetch_history()
+        total, runs = total + sum(e.ByteSize() for e in history.events), runs + 1
+        run_id = history.events[0].workflow_execution_started_event_attributes.continued_execution_run_id
+        if not run_id:
+            return total, runs
+
+
+class Measure:
+    """Median seconds of the timed turns, plus the last one's history size."""
+
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+        self.history = (0, 0)
+
+    async def time(self, turn: Callable[[], Awaitable[str]]) -> str:
+        start = time.perf_counter()
+        wid = await turn()
+        self.seconds.append(time.perf_counter() - start)
+        return wid
+
+
+async def run_agentwolf(client: Client, steps: int) -> Measure:
+    def manifest(max_steps: int) -> Manifest:
+        server = {"command": sys.executable, "args": [TOOLS_SERVER], "env": {"WOLF_PID_FILE": str(WOLF_PIDS)}}
+        agent = {"model": "local:m", "capabilities": [{"mcp": "tools"}], "limits": {"max_steps": max_steps + 5}}
+        return Manifest.model_validate({"host": {"mcp_servers": {"tools": server}}, "agents": {"a": agent}})
+
+    measure = Measure()
+    worker, hosts = create_worker(client, task_queue="bench-wolf", local_models={"m": MODEL})
+    try:
+        async with worker:
+            wolf = WolfClient(client, task_queue="bench-wolf")
+
+            async def turn(n: int) -> str:
+                sid = await wolf.submit(prompt_for(n), "a", manifest(n))
+                result = await wolf.result(sid)
+                assert result.output == "done" and result.counters.usage.tool_calls == n, result
+                return workflow_id(wolf.tenant, sid)
+
+            await turn(WARMUP_STEPS)
+            for _ in range(REPEATS):
+                wid = await measure.time(lambda: turn(steps))
+            measure.history = await history_bytes(client, wid)
+    finally:
+        await hosts.close()
+    return measure
+
+
+async def run_pydantic_ai(target: str, namespace: str, steps: int) -> Measure:
+    client = await Client.connect(target, namespace=namespace, plugins=[PydanticAIPlugin()])
+    measure = Measure()
+    async with Worker(client, task_queue="bench-pai", workflows=[PaiTurn]):
+
+        async def turn(n: int) -> str:
+            wid = f"bench-pai-{uuid.uuid4().hex[:8]}"
+            output = await client.execute_workflow(PaiTurn.run, args=[prompt_for(n), n], id=wid, task_queue="bench-pai")
+            assert output == "done", output
+            return wid
+
+        await turn(WARMUP_STEPS)
+        for _ in range(REPEATS):
+            wid = await measure.time(lambda: turn(steps))
+        measure.history = await history_bytes(client, wid)
+    return measure
+
+
+def spawned(pid_file: Path) -> int:
+    return len(pid_file.read_text().split()) if pid_file.exists() else 0
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=50, help="rounds (model request + tool call) per turn")
+    parser.add_argument("--default-dispatch", action="store_true", help="don't pass AgentWolf's dynamic config")
+    args = parser.parse_args()
+    steps: int = args.steps
+
+    PID_DIR.mkdir(exist_ok=True)
+    for pid_file in (WOLF_PIDS, PAI_PIDS):
+        pid_file.unlink(missing_ok=True)
+
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal_binary(),
+        data_converter=pydantic_data_converter,
+        search_attributes=SEARCH_ATTRIBUTES,
+        dev_server_extra_args=[] if args.default_dispatch else dynamic_config_args(),
+    )
+    try:
+        wolf = await run_agentwolf(env.client, steps)
+        pai = await run_pydantic_ai(env.client.service_client.config.target_host, env.client.namespace, steps)
+    finally:
+        await env.shutdown()
+
+    dispatch = "dev-server default" if args.default_dispatch else "agentwolf dynamic_config_args()"
+    print(f"Temporal dispatch: {dispatch}; {steps} rounds per turn; median of {REPEATS} timed turns")
+    print(f"{'runtime':<12} {'ms/round':>9} {'turn s':>7} {'MCP procs':>9} {'history B':>10} {'runs':>4}")
+    rows = [("agentwolf", wolf, WOLF_PIDS), ("pydantic-ai", pai, PAI_PIDS)]
+    for name, m, pids in rows:
+        turn_s = statistics.median(m.seconds)
+        print(f"{name:<12} {turn_s / steps * 1000:>9.1f} {turn_s:>7.2f} {spawned(pids):>9} {m.history[0]:>10} {m.history[1]:>4}")
+    ratio = statistics.median(wolf.seconds) / statistics.median(pai.seconds)
+    print(f"ratio per round (agentwolf / pydantic-ai): {ratio:.2f}  goal <= 0.6")
+    print(f"history bytes ratio: {wolf.history[0] / pai.history[0]:.2f} goal <= 0.15")
+    print(f"MCP processes: agentwolf={spawned(WOLF_PIDS)} pydantic-ai={spawned(PAI_PIDS)}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
