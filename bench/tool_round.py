@@ -33,8 +33,8 @@ from pathlib import Path
 
 from temporalio import workflow
 
-# The workflow sandbox re-imports this module for every pydantic-ai workflow run: keep the heavy,
-# non-deterministic imports out of it.
+# The workflow sandbox re-runs this module for every pydantic-ai workflow: share the host's copies
+# of these modules instead of re-importing them there.
 with workflow.unsafe.imports_passed_through():
     from fastmcp.client.transports import StdioTransport
     from pydantic_ai import Agent
@@ -62,9 +62,8 @@ with workflow.unsafe.imports_passed_through():
     from agentwolf.worker.main import create_worker
     from agentwolf.workflows.types import SEARCH_ATTRIBUTES, workflow_id
 
-TOOLS_SERVER = str(Path(__file__).parents[1] / "tests" / "support" / "tools_server.py")  # __file__ is absolute
-PID_DIR = Path(tempfile.gettempdir()) / "agentwolf-bench"
-WOLF_PIDS, PAI_PIDS = PID_DIR / "agentwolf.pids", PID_DIR / "pydantic-ai.pids"
+# __file__ is already absolute; Path.resolve() is off-limits in the workflow sandbox.
+TOOLS_SERVER = str(Path(__file__).parents[1] / "tests" / "support" / "tools_server.py")
 FILLER = ("Thinking about the next addition before calling the tool again. " * 10)[:500]
 WARMUP_STEPS, REPEATS = 2, 3
 
@@ -82,22 +81,26 @@ def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     if done >= rounds:
         return ModelResponse(parts=[TextPart("done")])
     return ModelResponse(
-        parts=[TextPart(f"Round {done}. {FILLER}"), ToolCallPart("add", {"a": done, "b": 1}, tool_call_id=f"call-{done}")]
+        parts=[
+            TextPart(f"Round {done}. {FILLER}"),
+            ToolCallPart("add", {"a": done, "b": 1}, tool_call_id=f"call-{done}"),
+        ]
     )
 
 
 MODEL = FunctionModel(script)
 
-# (B) pydantic-ai: a module-level agent, as its Temporal integration requires.
-PAI_TOOLSET = MCPToolset(
-    StdioTransport(sys.executable, [TOOLS_SERVER], env={"WOLF_PID_FILE": str(PAI_PIDS)}), id="tools"
+# (B) pydantic-ai: a module-level agent, as its Temporal integration requires. The sandbox re-runs
+# this module, so nothing here may touch the filesystem: the PID file env is set in main().
+PAI_TRANSPORT = StdioTransport(sys.executable, [TOOLS_SERVER])  # keep_alive=True: one process
+PAI_AGENT = Agent(
+    MODEL, name="bench", toolsets=[MCPToolset(PAI_TRANSPORT, id="tools")], capabilities=[TemporalDurability()]
 )
-PAI_AGENT = Agent(MODEL, name="bench", toolsets=[PAI_TOOLSET], capabilities=[TemporalDurability()])
 
 
 @workflow.defn
 class PaiTurn(PydanticAIWorkflow):
-    __pydantic_ai_agents__ = [PAI_AGENT]
+    __pydantic_ai_agents__ = (PAI_AGENT,)
 
     @workflow.run
     async def run(self, prompt: str, steps: int) -> str:
@@ -117,102 +120,119 @@ async def history_bytes(client: Client, wid: str) -> tuple[int, int]:
 
 
 class Measure:
-    """Median seconds of the timed turns, plus the last one's history size."""
+    """Timed turns of one runtime, the last turn's history (bytes, runs), and MCP processes spawned."""
 
-    def __init__(self) -> None:
+    def __init__(self, steps: int, pid_file: Path) -> None:
+        self.steps = steps
+        self.pid_file = pid_file
         self.seconds: list[float] = []
         self.history = (0, 0)
 
-    async def time(self, turn: Callable[[], Awaitable[str]]) -> str:
+    async def time(self, turn: Callable[[int], Awaitable[str]]) -> str:
         start = time.perf_counter()
-        wid = await turn()
+        wid = await turn(self.steps)
         self.seconds.append(time.perf_counter() - start)
         return wid
 
+    @property
+    def turn_seconds(self) -> float:
+        return statistics.median(self.seconds)
 
-async def run_agentwolf(client: Client, steps: int) -> Measure:
-    def manifest(max_steps: int) -> Manifest:
-        server = {"command": sys.executable, "args": [TOOLS_SERVER], "env": {"WOLF_PID_FILE": str(WOLF_PIDS)}}
-        agent = {"model": "local:m", "capabilities": [{"mcp": "tools"}], "limits": {"max_steps": max_steps + 5}}
-        return Manifest.model_validate({"host": {"mcp_servers": {"tools": server}}, "agents": {"a": agent}})
+    @property
+    def processes(self) -> int:
+        return len(self.pid_file.read_text().split()) if self.pid_file.exists() else 0
 
-    measure = Measure()
+
+async def run_agentwolf(client: Client, measure: Measure) -> None:
+    # One manifest for warm-up and timed turns: hosts (and their MCP pools) are keyed by its identity.
+    server = {
+        "command": sys.executable,
+        "args": [TOOLS_SERVER],
+        "env": {"WOLF_PID_FILE": str(measure.pid_file)},
+    }
+    agent = {
+        "model": "local:m",
+        "capabilities": [{"mcp": "tools"}],
+        "limits": {"max_steps": measure.steps + 5},
+    }
+    manifest = Manifest.model_validate({"host": {"mcp_servers": {"tools": server}}, "agents": {"a": agent}})
+
     worker, hosts = create_worker(client, task_queue="bench-wolf", local_models={"m": MODEL})
     try:
         async with worker:
             wolf = WolfClient(client, task_queue="bench-wolf")
 
-            async def turn(n: int) -> str:
-                sid = await wolf.submit(prompt_for(n), "a", manifest(n))
+            async def turn(steps: int) -> str:
+                sid = await wolf.submit(prompt_for(steps), "a", manifest)
                 result = await wolf.result(sid)
-                assert result.output == "done" and result.counters.usage.tool_calls == n, result
+                assert result.output == "done" and result.counters.usage.tool_calls == steps, result
                 return workflow_id(wolf.tenant, sid)
 
             await turn(WARMUP_STEPS)
             for _ in range(REPEATS):
-                wid = await measure.time(lambda: turn(steps))
+                wid = await measure.time(turn)
             measure.history = await history_bytes(client, wid)
     finally:
         await hosts.close()
-    return measure
 
 
-async def run_pydantic_ai(target: str, namespace: str, steps: int) -> Measure:
+async def run_pydantic_ai(target: str, namespace: str, measure: Measure) -> None:
+    PAI_TRANSPORT.env = {"WOLF_PID_FILE": str(measure.pid_file)}  # before the first connect
     client = await Client.connect(target, namespace=namespace, plugins=[PydanticAIPlugin()])
-    measure = Measure()
-    async with Worker(client, task_queue="bench-pai", workflows=[PaiTurn]):
+    try:
+        async with Worker(client, task_queue="bench-pai", workflows=[PaiTurn]):
 
-        async def turn(n: int) -> str:
-            wid = f"bench-pai-{uuid.uuid4().hex[:8]}"
-            output = await client.execute_workflow(PaiTurn.run, args=[prompt_for(n), n], id=wid, task_queue="bench-pai")
-            assert output == "done", output
-            return wid
+            async def turn(steps: int) -> str:
+                wid = f"bench-pai-{uuid.uuid4().hex[:8]}"
+                args = [prompt_for(steps), steps]
+                output = await client.execute_workflow(PaiTurn.run, args=args, id=wid, task_queue="bench-pai")
+                assert output == "done", output
+                return wid
 
-        await turn(WARMUP_STEPS)
-        for _ in range(REPEATS):
-            wid = await measure.time(lambda: turn(steps))
-        measure.history = await history_bytes(client, wid)
-    return measure
-
-
-def spawned(pid_file: Path) -> int:
-    return len(pid_file.read_text().split()) if pid_file.exists() else 0
+            await turn(WARMUP_STEPS)
+            for _ in range(REPEATS):
+                wid = await measure.time(turn)
+            measure.history = await history_bytes(client, wid)
+    finally:
+        await PAI_TRANSPORT.close()
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=50, help="rounds (model request + tool call) per turn")
-    parser.add_argument("--default-dispatch", action="store_true", help="don't pass AgentWolf's dynamic config")
-    args = parser.parse_args()
-    steps: int = args.steps
-
-    PID_DIR.mkdir(exist_ok=True)
-    for pid_file in (WOLF_PIDS, PAI_PIDS):
-        pid_file.unlink(missing_ok=True)
-
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal_binary(),
-        data_converter=pydantic_data_converter,
-        search_attributes=SEARCH_ATTRIBUTES,
-        dev_server_extra_args=[] if args.default_dispatch else dynamic_config_args(),
+    parser.add_argument(
+        "--default-dispatch", action="store_true", help="don't pass AgentWolf's dynamic config"
     )
-    try:
-        wolf = await run_agentwolf(env.client, steps)
-        pai = await run_pydantic_ai(env.client.service_client.config.target_host, env.client.namespace, steps)
-    finally:
-        await env.shutdown()
+    args = parser.parse_args()
 
-    dispatch = "dev-server default" if args.default_dispatch else "agentwolf dynamic_config_args()"
-    print(f"Temporal dispatch: {dispatch}; {steps} rounds per turn; median of {REPEATS} timed turns")
-    print(f"{'runtime':<12} {'ms/round':>9} {'turn s':>7} {'MCP procs':>9} {'history B':>10} {'runs':>4}")
-    rows = [("agentwolf", wolf, WOLF_PIDS), ("pydantic-ai", pai, PAI_PIDS)]
-    for name, m, pids in rows:
-        turn_s = statistics.median(m.seconds)
-        print(f"{name:<12} {turn_s / steps * 1000:>9.1f} {turn_s:>7.2f} {spawned(pids):>9} {m.history[0]:>10} {m.history[1]:>4}")
-    ratio = statistics.median(wolf.seconds) / statistics.median(pai.seconds)
-    print(f"ratio per round (agentwolf / pydantic-ai): {ratio:.2f}  goal <= 0.6")
-    print(f"history bytes ratio: {wolf.history[0] / pai.history[0]:.2f} goal <= 0.15")
-    print(f"MCP processes: agentwolf={spawned(WOLF_PIDS)} pydantic-ai={spawned(PAI_PIDS)}")
+    with tempfile.TemporaryDirectory() as tmp:
+        wolf = Measure(args.steps, Path(tmp) / "agentwolf.pids")
+        pai = Measure(args.steps, Path(tmp) / "pydantic-ai.pids")
+        env = await WorkflowEnvironment.start_local(
+            dev_server_existing_path=temporal_binary(),
+            data_converter=pydantic_data_converter,
+            search_attributes=SEARCH_ATTRIBUTES,
+            dev_server_extra_args=[] if args.default_dispatch else dynamic_config_args(),
+        )
+        try:
+            await run_agentwolf(env.client, wolf)
+            await run_pydantic_ai(env.client.service_client.config.target_host, env.client.namespace, pai)
+        finally:
+            await env.shutdown()
+
+        dispatch = "dev-server default" if args.default_dispatch else "agentwolf dynamic_config_args()"
+        print(f"dispatch: {dispatch}; {args.steps} rounds per turn; median of {REPEATS} timed turns")
+        print(f"{'runtime':<12} {'ms/round':>9} {'turn s':>7} {'MCP procs':>9} {'history B':>10} {'runs':>4}")
+        for name, m in (("agentwolf", wolf), ("pydantic-ai", pai)):
+            ms = m.turn_seconds * 1000 / m.steps
+            print(
+                f"{name:<12} {ms:>9.1f} {m.turn_seconds:>7.2f} {m.processes:>9} {m.history[0]:>10} {m.history[1]:>4}"
+            )
+        print(
+            f"ratio per round (agentwolf / pydantic-ai): {wolf.turn_seconds / pai.turn_seconds:.2f}  goal <= 0.6"
+        )
+        print(f"history bytes ratio: {wolf.history[0] / pai.history[0]:.2f} goal <= 0.15")
+        print(f"MCP processes: agentwolf={wolf.processes} pydantic-ai={pai.processes}")
 
 
 if __name__ == "__main__":
