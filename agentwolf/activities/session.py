@@ -138,7 +138,7 @@ class SessionActivities:
     @activity.defn(name="wolf.call_tool")
     async def call_tool(self, inp: ToolCallInput) -> ToolCallOutput:
         """Run one MCP tool on the host's pooled client; MCP failures become errors the model sees."""
-        host = await self._host(inp.ref)
+        host = self.hosts.ensure(inp.manifest, inp.ref.tenant) if inp.manifest else await self._host(inp.ref)
         try:
             result = await _heartbeating(host.pool.call_tool(inp.server, inp.tool, inp.arguments))
         except McpUnavailable as exc:
@@ -167,7 +167,8 @@ async def _heartbeating(work: Awaitable[T], interval: float = 0.1) -> T:
             done, _ = await asyncio.wait({task}, timeout=interval)
             if done:
                 return task.result()
-            activity.heartbeat()
+            if not activity.info().is_local:
+                activity.heartbeat()
     finally:
         if not task.done():
             task.cancel()

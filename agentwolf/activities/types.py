@@ -93,6 +93,8 @@ class ToolCallInput(BaseModel):
     tool: str
     arguments: dict[str, Any]
     call_id: str
+    manifest: Manifest | None = None
+    """Set for local activities, whose input history never records, so the host is found without a query."""
 
 
 class ToolCallOutput(BaseModel):

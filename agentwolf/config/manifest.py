@@ -50,6 +50,9 @@ class McpServerConfig(_Strict):
     headers: dict[str, str] = {}
     connect_timeout: float = 15.0
     call_timeout: float = 300.0
+    fast_call_ms: int = 200
+    """A tool whose last call took less than this runs next time as a local activity (no server
+    round trip); 0 always uses regular activities. See DESIGN notes in the README."""
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:

@@ -62,6 +62,7 @@ MODEL_RETRY = RetryPolicy(
 )
 TOOL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)
+LOCAL_TOOL_CALLS = "local-tool-calls"  # patch: known-fast tools run as local activities
 MODEL_TIMEOUT = timedelta(minutes=10)
 
 
@@ -98,6 +99,7 @@ class SessionWorkflow:
         self.turns_this_run = 0
         self.turn_task: asyncio.Task[None] | None = None
         self.interrupt_reason: str | None = None
+        self.tool_ms: dict[str, int] = {}  # each tool's last call duration (workflow time: replay-safe)
         if inp.prompt is not None and not inp.transcript and self.counters.turns == 0 and not self.queue:
             self.queue.append(Prompt(turn_id=self._next_turn_id(), text=inp.prompt))
 
@@ -293,16 +295,31 @@ class SessionWorkflow:
             result = ToolCallOutput(content=f"unknown tool {call.tool_name!r}", is_error=True)
         if spec is not None:
             server = self.inp.manifest.host.mcp_servers[spec.server]
-            result = await workflow.execute_activity(
-                "wolf.call_tool",
-                ToolCallInput(
-                    ref=self._ref(), server=spec.server, tool=spec.tool, arguments=arguments, call_id=call.tool_call_id
-                ),
-                result_type=ToolCallOutput,
-                start_to_close_timeout=timedelta(seconds=server.call_timeout + 30),
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                retry_policy=TOOL_RETRY,
+            inp = ToolCallInput(
+                ref=self._ref(), server=spec.server, tool=spec.tool, arguments=arguments, call_id=call.tool_call_id
             )
+            last_ms = self.tool_ms.get(call.tool_name)
+            if last_ms is not None and last_ms < server.fast_call_ms and workflow.patched(LOCAL_TOOL_CALLS):
+                # Known-fast tool: a local activity skips the server round trip (its input is not
+                # recorded, so it carries the manifest). Signals wait for it, which is fine at this speed.
+                result = await workflow.execute_local_activity(
+                    "wolf.call_tool",
+                    inp.model_copy(update={"manifest": self.inp.manifest}),
+                    result_type=ToolCallOutput,
+                    start_to_close_timeout=timedelta(seconds=server.call_timeout + 30),
+                    retry_policy=TOOL_RETRY,
+                )
+            else:
+                result = await workflow.execute_activity(
+                    "wolf.call_tool",
+                    inp,
+                    result_type=ToolCallOutput,
+                    start_to_close_timeout=timedelta(seconds=server.call_timeout + 30),
+                    heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                    retry_policy=TOOL_RETRY,
+                )
+        elapsed = workflow.now() - started
+        self.tool_ms[call.tool_name] = int(elapsed.total_seconds() * 1000)
         outcome = "failed" if result.is_error else "success"
         part = self._tool_return(call, result.content, outcome)
         finished[call.tool_call_id] = part
@@ -310,7 +327,7 @@ class SessionWorkflow:
             "tool_call_finished",
             tool=call.tool_name,
             call_id=call.tool_call_id,
-            duration_ms=int((workflow.now() - started).total_seconds() * 1000),
+            duration_ms=self.tool_ms[call.tool_name],
             outcome=outcome,
             text=result.content[:2000],
         )
