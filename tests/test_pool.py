@@ -94,3 +94,14 @@ async def test_unknown_server_is_a_clear_error():
 
 def _convert(step):
     return {"source_timezone": "UTC", "time": f"1{step}:00", "target_timezone": "Europe/Paris"}
+
+
+def test_configs_differing_only_in_agents_share_one_host():
+    from agentwolf.worker.host import HostRegistry
+
+    hosts = HostRegistry()
+    first = hosts.ensure(make_manifest({"limits": {"max_steps": 3}}), "t1")
+    assert hosts.ensure(make_manifest({"limits": {"max_steps": 9}}), "t1") is first
+    assert hosts.ensure(make_manifest(), "t2") is not first  # tenants never share
+    assert hosts.ensure(make_manifest(mcp_servers={}), "t1") is not first
+    assert len(hosts.hosts()) == 3

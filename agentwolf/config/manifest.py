@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import cached_property
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -99,8 +100,17 @@ class Manifest(_Strict):
     host: HostConfig = HostConfig()
     agents: dict[str, AgentConfig] = {}
 
-    @property
+    @cached_property
     def identity(self) -> str:
-        """Content hash of the canonical form: equal manifests share hosts on every worker."""
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+        """Content hash of the canonical form: the config's identity."""
+        return _digest(self)
+
+    @cached_property
+    def host_identity(self) -> str:
+        """Hash of the `host:` section only: editing an agent must not restart MCP servers."""
+        return _digest(self.host)
+
+
+def _digest(model: BaseModel) -> str:
+    canonical = json.dumps(model.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]

@@ -93,9 +93,15 @@ class HostRegistry:
         return self.ensure(manifest, tenant)
 
     def ensure(self, manifest: Manifest, tenant: str) -> AgentHost:
+        """The host for this config and tenant; configs whose `host:` sections match share one."""
         key = (manifest.identity, tenant)
-        host = self._hosts.get(key)
-        if host is None:
+        host = self._hosts.get(key) or next(
+            (h for h in self._hosts.values() if h.tenant == tenant and h.manifest.host_identity == manifest.host_identity),
+            None,
+        )
+        if host is not None:
+            self._hosts[key] = host
+        else:
             pool = McpPool(
                 manifest.host.mcp_servers, max_clients=self.max_mcp_clients, idle_timeout=self.mcp_idle_timeout
             )
@@ -105,8 +111,8 @@ class HostRegistry:
         return host
 
     def hosts(self) -> list[AgentHost]:
-        return list(self._hosts.values())
+        return list({id(h): h for h in self._hosts.values()}.values())
 
     async def close(self) -> None:
-        hosts, self._hosts = list(self._hosts.values()), {}
+        hosts, self._hosts = self.hosts(), {}
         await asyncio.gather(*(h.close() for h in hosts))
