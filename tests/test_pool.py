@@ -8,6 +8,7 @@ import signal
 import sys
 
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from agentwolf.config.manifest import McpServerConfig
 from agentwolf.worker.pool import McpPool, McpUnavailable
@@ -55,7 +56,7 @@ async def test_reconnects_after_the_server_crashes(tmp_path):
     try:
         assert (await pool.call_tool("t", "add", {"a": 1, "b": 2})).content[0].text == "3"
         os.kill(_pids(pid_file)[0], signal.SIGKILL)
-        with pytest.raises(Exception):  # the in-flight call fails at once
+        with pytest.raises(MCPError):  # the in-flight call fails at once
             await pool.call_tool("t", "slow", {"seconds": 5})
         assert (await pool.call_tool("t", "add", {"a": 2, "b": 2})).content[0].text == "4"
         assert pool.connects["t"] == 2 and len(_pids(pid_file)) == 2

@@ -453,17 +453,17 @@ class SessionWorkflow:
             stream_state.base_offset += dropped
             return [
                 self.inp.model_copy(
-                    update=dict(
-                        prompt=None,
-                        transcript=self.transcript,
-                        compiled=self.compiled,
-                        counters=self.counters,
-                        queue=self.queue,
-                        steers=self.steers,
-                        last_output=self.last_output,
-                        last_outcome=self.last_outcome,
-                        stream_state=stream_state,
-                    )
+                    update={
+                        "prompt": None,
+                        "transcript": self.transcript,
+                        "compiled": self.compiled,
+                        "counters": self.counters,
+                        "queue": self.queue,
+                        "steers": self.steers,
+                        "last_output": self.last_output,
+                        "last_outcome": self.last_outcome,
+                        "stream_state": stream_state,
+                    }
                 )
             ]
 

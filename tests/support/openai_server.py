@@ -122,7 +122,7 @@ class ScriptedOpenAI:
             "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
         }
 
-    def __enter__(self) -> ScriptedOpenAI:
+    def __enter__(self) -> ScriptedOpenAI:  # noqa: PYI034
         self._thread.start()
         return self
 
