@@ -29,10 +29,13 @@ def _manifest(tmp_path: Path) -> Path:
     return path
 
 
-async def _wolf(address: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NO_COLOR": "1", "TEMPORAL_ADDRESS": address}
+async def _wolf(address: str | None, *args: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {**os.environ, "NO_COLOR": "1", **env}
+    environ.pop("TEMPORAL_ADDRESS", None)
+    if address:
+        environ["TEMPORAL_ADDRESS"] = address
     return await asyncio.to_thread(
-        subprocess.run, [WOLF, *args], capture_output=True, text=True, env=env, timeout=120
+        subprocess.run, [WOLF, *args], capture_output=True, text=True, env=environ, timeout=120, input=stdin
     )
 
 
@@ -55,7 +58,7 @@ async def test_submit_wait_json_and_status(env, client, tmp_path):
 async def test_config_errors_exit_2_and_name_the_line(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("agents:\n  a:\n    modle: fast\n")
-    run = await _wolf("127.0.0.1:1", "validate", str(bad))
+    run = await _wolf("127.0.0.1:1", "config", "validate", str(bad))
     assert run.returncode == 2
     assert f"{bad}:3: agents.a.modle: unknown key" in " ".join(run.stderr.split())
 
@@ -64,3 +67,120 @@ async def test_unreachable_server_exits_3(tmp_path):
     run = await _wolf("127.0.0.1:1", "status", "nope")
     assert run.returncode == 3, run.stderr
     assert "cannot reach Temporal" in run.stderr
+
+
+def _scripted_manifest(tmp_path: Path) -> Path:
+    path = tmp_path / "scripted.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "host": {"mcp_servers": {"tools": {"command": sys.executable, "args": [TOOLS_SERVER]}}},
+                "agents": {"a": {"model": "local:m", "capabilities": [{"mcp": "tools"}]}},
+            }
+        )
+    )
+    return path
+
+
+async def test_steer_and_interrupt_from_a_second_process(client, tmp_path):
+    from agentwolf.worker.main import TASK_QUEUE, create_worker
+    from tests.conftest import wait_for
+    from tests.support.models import Script, text, tool, user_texts
+
+    address = client.service_client.config.target_host
+    script = Script(lambda s: tool("slow", {"seconds": 30 if s.calls == 1 else 2}) if s.calls < 3 else text("ok"))
+    worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
+    config = str(_scripted_manifest(tmp_path))
+    async with worker:
+        started = await _wolf(address, "submit", "work", "--agent", "a", "--config", config, "--json")
+        sid = json.loads(started.stdout.strip().splitlines()[-1])["session_id"]
+        await wait_for(lambda: script.calls == 1)
+        await asyncio.sleep(0.5)  # the 30 s tool call is running
+        assert (await _wolf(address, "interrupt", sid, "--reason", "too slow")).returncode == 0
+        # The background task ends after its interrupted turn: exit code 1 says it did not complete.
+        res = await _wolf(address, "result", sid)
+        assert res.returncode == 1 and "interrupted" in res.stderr
+
+        kept = await _wolf(address, "submit", "again", "--agent", "a", "--config", config, "--keep", "--json")
+        sid2 = json.loads(kept.stdout.strip().splitlines()[-1])["session_id"]
+        await wait_for(lambda: script.calls == 2)
+        steered = await _wolf(address, "steer", sid2, "use the fast path")
+        assert steered.returncode == 0, steered.stderr
+        await wait_for(lambda: script.calls == 3, timeout=30)
+        assert "use the fast path" in user_texts(script.requests[2])
+        await wait_for(lambda: _state(address, sid2, "idle"))
+        assert (await _wolf(address, "close", sid2)).returncode == 0
+        res = await _wolf(address, "result", sid2, "--json")
+        assert res.returncode == 0 and json.loads(res.stdout)["output"] == "ok"
+        follow = await _wolf(address, "follow", sid2, "--json")  # replays the log, ends with the session
+        kinds = [json.loads(line)["kind"] for line in follow.stdout.splitlines()]
+        assert "steer_applied" in kinds and kinds[-1] == "session_closed"
+        await hosts.close()
+
+
+async def _state(address, sid, state):
+    run = await _wolf(address, "status", sid, "--json")
+    return run.returncode == 0 and json.loads(run.stdout)["state"] == state
+
+
+async def test_list_filters_by_state_and_agent(client, tmp_path):
+    from agentwolf.worker.main import TASK_QUEUE, create_worker
+    from tests.conftest import wait_for
+    from tests.support.models import Script, text
+
+    address = client.service_client.config.target_host
+    script = Script(lambda s: text("hi"))
+    config = str(_scripted_manifest(tmp_path))
+    worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
+    async with worker:
+        done = json.loads((await _wolf(address, "submit", "x", "-a", "a", "-c", config, "--wait", "--json", "--tenant", "lists")).stdout.splitlines()[-1])
+        idle = json.loads((await _wolf(address, "submit", "y", "-a", "a", "-c", config, "--keep", "--json", "--tenant", "lists")).stdout.splitlines()[-1])
+
+        async def listed(state):
+            run = await _wolf(address, "list", "--state", state, "--tenant", "lists", "--json")
+            return {s["session_id"] for s in json.loads(run.stdout)}
+
+        await wait_for(lambda: _contains(listed("idle"), idle["session_id"]), timeout=20)
+        await wait_for(lambda: _contains(listed("done"), done["session_id"]), timeout=20)
+        assert done["session_id"] not in await listed("idle")
+        assert idle["session_id"] not in await listed("done")
+        other_agent = await _wolf(address, "list", "--agent", "nobody", "--tenant", "lists", "--json")
+        assert json.loads(other_agent.stdout) == []
+        await _wolf(address, "close", idle["session_id"], "--tenant", "lists")
+        await hosts.close()
+
+
+async def _contains(listing, item):
+    return item in await listing
+
+
+async def test_config_show_masks_secrets(tmp_path):
+    path = tmp_path / "secret.yaml"
+    path.write_text(
+        "host:\n  models:\n    providers: {openai: {api_key: '${CANARY}', base_url: '${BASE:-http://x/v1}'}}\n"
+        "  mcp_servers:\n    r: {url: 'http://h/mcp', headers: {Authorization: 'Bearer ${CANARY}'}, }\n"
+        "    s: {command: srv, env: {TOKEN: '${CANARY}'}}\n"
+        "agents: {a: {model: test}}\n"
+    )
+    run = await _wolf(None, "config", "show", str(path), "--json", CANARY="sk-canary-123")
+    assert run.returncode == 0, run.stderr
+    assert "sk-canary-123" not in run.stdout
+    view = json.loads(run.stdout)
+    assert view["host"]["models"]["providers"]["openai"] == {"api_key": "****", "base_url": "http://x/v1"}
+    assert view["host"]["mcp_servers"]["r"]["headers"] == {"Authorization": "****"}
+    assert view["host"]["mcp_servers"]["s"]["env"] == {"TOKEN": "****"}
+
+
+async def test_chat_runs_turns_until_exit(client, tmp_path):
+    from agentwolf.worker.main import TASK_QUEUE, create_worker
+    from tests.support.models import Script, text
+
+    address = client.service_client.config.target_host
+    script = Script(lambda s: text(f"reply number {s.calls}"))
+    worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
+    async with worker:
+        run = await _wolf(address, "chat", "-a", "a", "-c", str(_scripted_manifest(tmp_path)), stdin="hello\nmore\n/exit\n")
+        await hosts.close()
+    assert run.returncode == 0, run.stderr
+    assert "reply number 1" in run.stdout and "reply number 2" in run.stdout
+    assert script.calls == 2

@@ -8,19 +8,24 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
+import yaml
 from rich.console import Console
+from rich.table import Table
 from temporalio.client import WorkflowFailureError
 from temporalio.service import RPCError
 
 from agentwolf.client import local_stack
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.loading import ManifestError, load_manifest
+from agentwolf.config.masking import masked
 from agentwolf.worker.main import TASK_QUEUE
 from agentwolf.workflows.types import Event
 
@@ -52,30 +57,39 @@ def _config_path(config: Path | None) -> Path:
     return Path("wolf.yaml") if Path("wolf.yaml").exists() else BUNDLED_CONFIG
 
 
-def _run(main: Callable[[], Awaitable[T]]) -> T:
+def _run(main: Callable[[], Awaitable[object]]) -> NoReturn:
+    """Run a command and leave with its exit code.
+
+    The process ends with `os._exit`: temporalio's core threads can still call into Python while
+    the interpreter finalizes, which intermittently aborts a CLI that has already done its work.
+    """
+    code = 0
     try:
-        return asyncio.run(main())
+        asyncio.run(main())
     except Exit as exc:
         err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(exc.code) from None
+        code = exc.code
     except ManifestError as exc:
         err.print(f"[red]config error:[/red]\n{exc}")
-        raise typer.Exit(2) from None
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
+        code = 2
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        code = 130
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 async def _client(address: str | None, tenant: str, *, start_local: bool = False) -> WolfClient:
     """Connect; with no address configured and nothing listening locally, bring up the local stack."""
-    target = address or local_stack.DEFAULT_ADDRESS
-    if start_local and address is None and not local_stack.listening(target):
-        err.print("[yellow]no Temporal server on localhost:7233: starting the embedded local stack...[/yellow]")
-        status = local_stack.up()
-        err.print(f"server {status.address}, UI {status.ui}, worker pid {status.worker_pid}")
-    elif start_local and address is None:
-        local_stack.up()  # make sure the local worker runs too (idempotent)
+    target = address or local_stack.local_address()
+    if start_local and address is None:
+        if not local_stack.listening(target):
+            err.print(f"[yellow]no Temporal server on {target}: starting the embedded local stack...[/yellow]")
+        status = local_stack.up()  # idempotent: also makes sure the local worker runs
+        if "server" in status.started:
+            err.print(f"server {status.address}, UI {status.ui}, worker pid {status.worker_pid}")
     try:
-        return await WolfClient.connect(address, tenant=tenant, task_queue=TASK_QUEUE)
+        return await WolfClient.connect(target, tenant=tenant, task_queue=TASK_QUEUE)
     except RuntimeError as exc:
         raise Exit(3, f"cannot reach Temporal at {target}: {exc}") from None
 
@@ -260,15 +274,136 @@ def down() -> None:
     out.print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
 
 
-@app.command("validate")
-def validate(config: Path) -> None:
-    """Check a manifest; errors name the file, line and key path."""
+config_app = typer.Typer(help="Check and inspect manifests.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+
+@config_app.command("validate")
+def config_validate(file: Path, as_json: Json = False) -> None:
+    """Check a manifest; errors name the file, line and key path (exit 2)."""
+
+    async def main() -> None:
+        manifest = load_manifest(file)
+        info = {"ok": True, "agents": sorted(manifest.agents), "identity": manifest.identity}
+        out.print(json.dumps(info) if as_json else f"ok: agents {', '.join(info['agents']) or 'none'}; identity {manifest.identity}")
+
+    _run(main)
+
+
+@config_app.command("show")
+def config_show(file: Annotated[Path | None, typer.Argument()] = None, as_json: Json = False) -> None:
+    """The manifest as the worker sees it: placeholders resolved, secrets masked."""
+
+    async def main() -> None:
+        view = masked(load_manifest(_config_path(file)))
+        out.print(json.dumps(view, indent=2) if as_json else yaml.safe_dump(view, sort_keys=False).rstrip())
+
+    _run(main)
+
+
+@app.command("list")
+def list_sessions(
+    state: Annotated[str | None, typer.Option("--state", help="idle, running, waiting_approval, done")] = None,
+    agent: Annotated[str | None, typer.Option("--agent", "-a")] = None,
+    tenant: Tenant = "default",
+    limit: Annotated[int, typer.Option("--limit")] = 50,
+    address: Address = None,
+    as_json: Json = False,
+) -> None:
+    """Sessions of a tenant, newest first (Temporal visibility)."""
+
+    async def main() -> None:
+        sessions = await (await _client(address, tenant)).list_sessions(state=state, agent=agent, limit=limit)
+        if as_json:
+            out.print(json.dumps([s.model_dump(mode="json") for s in sessions]))
+            return
+        table = Table("session", "agent", "state", "status", "started", box=None)
+        for s in sessions:
+            started = s.started.strftime("%Y-%m-%d %H:%M:%S") if s.started else ""
+            table.add_row(s.session_id, s.agent or "", s.state or "", s.status, started)
+        out.print(table)
+
+    _run(main)
+
+
+@app.command()
+def chat(
+    agent: Agent = "assistant",
+    config: ConfigOpt = None,
+    session: Annotated[str | None, typer.Option("--session", help="Attach to an existing session.")] = None,
+    tenant: Tenant = "default",
+    address: Address = None,
+) -> None:
+    """Interactive multi-turn session: Ctrl-C interrupts the running turn (twice exits), /exit leaves."""
+
+    async def main() -> None:
+        wolf = await _client(address, tenant, start_local=True)
+        if session:
+            sid, offset = session, await wolf.event_offset(session)
+        else:
+            manifest = load_manifest(_config_path(config))
+            if agent not in manifest.agents:
+                raise Exit(2, f"unknown agent {agent!r} (agents in this config: {', '.join(sorted(manifest.agents))})")
+            sid, offset = await wolf.start_session(agent, manifest), 0
+        err.print(f"[dim]session {sid}: /exit leaves, Ctrl-C interrupts a turn (twice exits)[/dim]")
+        try:
+            while True:
+                try:
+                    line = (await asyncio.to_thread(input, "you> ")).strip()
+                except EOFError:
+                    break
+                if line == "/exit":
+                    break
+                if line:
+                    await wolf.prompt(sid, line)
+                    offset = await _follow_turn(wolf, sid, offset)
+        finally:
+            if not session:
+                await wolf.close(sid)
+        out.print(sid)
+
+    _run(main)
+
+
+async def _follow_turn(wolf: WolfClient, sid: str, offset: int) -> int:
+    """Show one turn's events; the first Ctrl-C interrupts the turn, the second leaves."""
+    loop = asyncio.get_running_loop()
+    me = asyncio.current_task()
+    presses = 0
+
+    def on_sigint() -> None:
+        nonlocal presses
+        presses += 1
+        if presses == 1:
+            err.print("[yellow]interrupting the turn (Ctrl-C again to leave)[/yellow]")
+            loop.create_task(wolf.interrupt(sid, "Ctrl-C in wolf chat"))
+        elif me is not None:
+            me.cancel()
+
+    loop.add_signal_handler(signal.SIGINT, on_sigint)
     try:
-        manifest = load_manifest(config)
-    except ManifestError as exc:
-        err.print(f"[red]config error:[/red]\n{exc}")
-        raise typer.Exit(2) from None
-    out.print(f"ok: {len(manifest.agents)} agents, identity {manifest.identity}")
+        async for position, event in wolf.events(sid, offset):
+            offset = position + 1
+            _print_event(event, False)
+            if event.kind in ("turn_finished", "session_closed"):
+                break
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+    return offset
+
+
+@app.command()
+def dev() -> None:
+    """The embedded local stack in the foreground until Ctrl-C."""
+    st = local_stack.up()
+    out.print(f"server {st.address}, UI {st.ui}, worker pid {st.worker_pid}; Ctrl-C stops both")
+    try:
+        while True:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        out.print(f"stopped: {', '.join(local_stack.down()) or 'nothing'}")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,16 @@ from pathlib import Path
 from agentwolf.client.devserver import dynamic_config_args, search_attribute_args, temporal_binary
 
 DEFAULT_ADDRESS = "localhost:7233"
-UI_PORT = 8233
+
+
+def local_address() -> str:
+    """Where the embedded server listens: `WOLF_LOCAL_ADDRESS`, else localhost:7233."""
+    return os.environ.get("WOLF_LOCAL_ADDRESS") or DEFAULT_ADDRESS
+
+
+def ui_url(address: str) -> str:
+    host, port = address.rsplit(":", 1)
+    return f"http://{host}:{int(port) + 1000}"
 
 
 def data_dir() -> Path:
@@ -27,7 +36,7 @@ def data_dir() -> Path:
     return path
 
 
-def listening(address: str = DEFAULT_ADDRESS, timeout: float = 0.3) -> bool:
+def listening(address: str, timeout: float = 0.3) -> bool:
     host, port = address.rsplit(":", 1)
     try:
         with socket.create_connection((host, int(port)), timeout=timeout):
@@ -54,15 +63,16 @@ class StackStatus:
     started: list[str]
 
 
-def up(address: str = DEFAULT_ADDRESS, timeout: float = 30.0) -> StackStatus:
+def up(timeout: float = 30.0) -> StackStatus:
     """Start whatever of (server, worker) is not running; idempotent."""
     home = data_dir()
+    address = local_address()
     started = []
     server_pid = _alive(home / "server.pid")
     if not listening(address):
         port = address.rsplit(":", 1)[1]
         cmd = [
-            temporal_binary(), "server", "start-dev", "--headless", "--port", port, "--ui-port", str(UI_PORT),
+            temporal_binary(), "server", "start-dev", "--port", port, "--ui-port", str(int(port) + 1000),
             "--db-filename", str(home / "temporal.db"), "--log-level", "warn",
             *search_attribute_args(), *dynamic_config_args(),
         ]
@@ -78,7 +88,7 @@ def up(address: str = DEFAULT_ADDRESS, timeout: float = 30.0) -> StackStatus:
         cmd = [sys.executable, "-m", "agentwolf.worker", "--address", address]
         worker_pid = _spawn(cmd, home / "worker.log", home / "worker.pid")
         started.append("worker")
-    return StackStatus(address, f"http://localhost:{UI_PORT}", server_pid, worker_pid, started)
+    return StackStatus(address, ui_url(address), server_pid, worker_pid, started)
 
 
 def down(timeout: float = 15.0) -> list[str]:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 
+from pydantic import BaseModel
 from pydantic_ai.messages import ModelMessage
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
@@ -43,6 +45,17 @@ async def connect(
         config["namespace"] = namespace
     config.setdefault("target_host", "localhost:7233")
     return await Client.connect(**config, data_converter=pydantic_data_converter)
+
+
+class SessionSummary(BaseModel):
+    """One session as Temporal visibility sees it (`wolf list`)."""
+
+    session_id: str
+    tenant: str | None
+    agent: str | None
+    state: str | None
+    status: str
+    started: datetime | None
 
 
 class WolfClient:
@@ -136,3 +149,35 @@ class WolfClient:
         stream = WorkflowStreamClient.create(self.client, workflow_id(self.tenant, session_id))
         async for item in stream.subscribe(EVENTS_TOPIC, from_offset, result_type=Event):
             yield item.offset, item.data
+
+    async def event_offset(self, session_id: str) -> int:
+        """The offset the next event will have (to follow only what happens from now on)."""
+        return await WorkflowStreamClient.create(self.client, workflow_id(self.tenant, session_id)).get_offset()
+
+    async def list_sessions(
+        self, *, state: str | None = None, agent: str | None = None, limit: int = 100
+    ) -> list[SessionSummary]:
+        """This tenant's sessions, newest first, filtered through the search attributes."""
+        clauses = [f"WorkflowType = '{SessionWorkflow.__name__}'", f"{TENANT_ATTR.name} = {_quote(self.tenant)}"]
+        if state:
+            clauses.append(f"{STATE_ATTR.name} = {_quote(state)}")
+        if agent:
+            clauses.append(f"{AGENT_ATTR.name} = {_quote(agent)}")
+        sessions = []
+        async for wf in self.client.list_workflows(" AND ".join(clauses), limit=limit):
+            attrs = wf.typed_search_attributes
+            sessions.append(
+                SessionSummary(
+                    session_id=wf.id.split("/", 2)[-1],
+                    tenant=attrs.get(TENANT_ATTR),
+                    agent=attrs.get(AGENT_ATTR),
+                    state=attrs.get(STATE_ATTR),
+                    status=wf.status.name.lower() if wf.status else "unknown",
+                    started=wf.start_time,
+                )
+            )
+        return sessions
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
