@@ -210,9 +210,11 @@ def status(session_id: str, tenant: Tenant = "default", address: Address = None,
 
 
 @app.command()
-def steer(session_id: str, message: str, tenant: Tenant = "default", address: Address = None) -> None:
+def steer(
+    session_id: str, message: str, tenant: Tenant = "default", address: Address = None, as_json: Json = False
+) -> None:
     """Inject a user message before the running turn's next model request."""
-    _run(lambda: _signal(address, tenant, lambda w: w.steer(session_id, message)))
+    _run(lambda: _signal(address, tenant, session_id, as_json, lambda w: w.steer(session_id, message)))
 
 
 @app.command()
@@ -221,19 +223,24 @@ def interrupt(
     reason: Annotated[str | None, typer.Option("--reason")] = None,
     tenant: Tenant = "default",
     address: Address = None,
+    as_json: Json = False,
 ) -> None:
     """Cancel the running turn; the session goes idle with a valid transcript."""
-    _run(lambda: _signal(address, tenant, lambda w: w.interrupt(session_id, reason)))
+    _run(lambda: _signal(address, tenant, session_id, as_json, lambda w: w.interrupt(session_id, reason)))
 
 
 @app.command()
-def close(session_id: str, tenant: Tenant = "default", address: Address = None) -> None:
+def close(session_id: str, tenant: Tenant = "default", address: Address = None, as_json: Json = False) -> None:
     """Finish a session."""
-    _run(lambda: _signal(address, tenant, lambda w: w.close(session_id)))
+    _run(lambda: _signal(address, tenant, session_id, as_json, lambda w: w.close(session_id)))
 
 
-async def _signal(address: str | None, tenant: str, send: Callable[[WolfClient], Awaitable[None]]) -> None:
+async def _signal(
+    address: str | None, tenant: str, session_id: str, as_json: bool, send: Callable[[WolfClient], Awaitable[None]]
+) -> None:
     await _rpc(send(await _client(address, tenant)))
+    if as_json:
+        out.print(json.dumps({"ok": True, "session_id": session_id}))
 
 
 async def _rpc(call: Awaitable[T]) -> T:
@@ -268,10 +275,10 @@ def up(as_json: Json = False) -> None:
 
 
 @app.command()
-def down() -> None:
+def down(as_json: Json = False) -> None:
     """Stop the embedded local stack."""
     stopped = local_stack.down()
-    out.print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+    out.print(json.dumps({"stopped": stopped}) if as_json else f"stopped: {', '.join(stopped) or 'nothing was running'}")
 
 
 config_app = typer.Typer(help="Check and inspect manifests.", no_args_is_help=True)
