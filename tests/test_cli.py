@@ -226,3 +226,87 @@ async def test_submit_brings_the_local_stack_up_and_down_leaves_nothing(tmp_path
         assert not [p for p in everything if _alive(p)]
     finally:
         await _wolf(None, "down", **env)
+
+
+async def test_submit_follow_result_and_error_paths(client, tmp_path):
+    from agentwolf.worker.main import TASK_QUEUE, create_worker
+    from tests.support.models import Script, sequence, text, tool
+
+    address = client.service_client.config.target_host
+    script = Script(sequence(tool("add", {"a": 20, "b": 22}), text("the answer is 42")))
+    worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
+    config = str(_scripted_manifest(tmp_path))
+    async with worker:
+        started = await _wolf(address, "submit", "add them", "-a", "a", "-c", config, "--json")
+        sid = json.loads(started.stdout.splitlines()[-1])["session_id"]
+        follow = await _wolf(address, "follow", sid, "--json")
+        events = [json.loads(line) for line in follow.stdout.splitlines()]
+        calls = [e for e in events if e["kind"] == "tool_call_finished"]
+        assert calls and calls[0]["tool"] == "add" and calls[0]["outcome"] == "success" and calls[0]["text"] == "42"
+        assert events[-1]["kind"] == "session_closed"
+        human = await _wolf(address, "follow", sid)
+        assert "-> add({\"a\": 20, \"b\": 22})" in human.stdout and "turn completed" in human.stdout
+        res = await _wolf(address, "result", sid, "--json")
+        assert res.returncode == 0 and json.loads(res.stdout)["output"] == "the answer is 42"
+        await hosts.close()
+    # Error paths: one clear line, the right exit code, never a traceback.
+    for args, code, words in [
+        (("status", "no-such-session"), 2, "workflow not found"),
+        (("result", "no-such-session"), 2, "workflow not found"),
+        (("steer", "no-such-session", "hi"), 2, "workflow not found"),
+        (("submit", "x", "-a", "ghost", "-c", config), 2, "unknown agent 'ghost'"),
+        (("submit", "x", "-c", str(tmp_path / "missing.yaml")), 2, "cannot read manifest"),
+    ]:
+        run = await _wolf(address, *args)
+        assert run.returncode == code, (args, run.stderr)
+        assert words in run.stderr and "Traceback" not in run.stderr, run.stderr
+        assert len(run.stderr.strip().splitlines()) <= 2
+    down = await _wolf("127.0.0.1:1", "result", "x")
+    assert down.returncode == 3 and "Traceback" not in down.stderr
+
+
+def _chat_in_a_terminal(address: str, config: str) -> tuple[int, str]:
+    import pexpect
+
+    env = {**os.environ, "NO_COLOR": "1", "TEMPORAL_ADDRESS": address}
+    child = pexpect.spawn(WOLF, ["chat", "-a", "a", "-c", config], env=env, encoding="utf-8", timeout=60)
+    transcript = []
+    try:
+        child.expect("you> ")
+        child.sendline("hello")
+        child.expect("reply number 1")
+        child.expect("you> ")
+        child.sendline("go slow")
+        child.expect(r"-> slow")
+        child.sendintr()  # Ctrl-C: interrupts the turn, the chat stays
+        child.expect("interrupting the turn")
+        child.expect("interrupted")
+        child.expect("you> ")
+        child.sendline("and now?")
+        child.expect("reply number 3")
+        child.expect("you> ")
+        child.sendline("/exit")
+        child.expect(pexpect.EOF)
+    finally:
+        transcript.append(child.before or "")
+        child.close()
+    return child.exitstatus, "".join(transcript)
+
+
+async def test_chat_in_a_pseudo_terminal_with_an_interrupt(client, tmp_path):
+    from agentwolf.worker.main import TASK_QUEUE, create_worker
+    from tests.support.models import Script, text, tool, user_texts
+
+    def decide(s):
+        last = user_texts(s.requests[-1][-1:])
+        return tool("slow", {"seconds": 30}) if last == ["go slow"] else text(f"reply number {s.calls}")
+
+    address = client.service_client.config.target_host
+    script = Script(decide)
+    worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
+    async with worker:
+        status, _ = await asyncio.to_thread(_chat_in_a_terminal, address, str(_scripted_manifest(tmp_path)))
+        await hosts.close()
+    assert status == 0
+    assert script.calls == 3  # hello, go slow (interrupted during its tool call), and now?
+    assert user_texts(script.requests[-1]) == ["hello", "go slow", "and now?"]

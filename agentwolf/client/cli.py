@@ -13,13 +13,13 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import Annotated, Any, NoReturn
 
 import typer
 import yaml
 from rich.console import Console
 from rich.table import Table
-from temporalio.client import WorkflowFailureError
+from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from agentwolf.client import local_stack
@@ -31,8 +31,7 @@ from agentwolf.workflows.types import Event
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False)
 out = Console(no_color=bool(os.environ.get("NO_COLOR")) or None, highlight=False, soft_wrap=True)
-err = Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")) or None, highlight=False)
-T = TypeVar("T")
+err = Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")) or None, highlight=False, soft_wrap=True)
 
 BUNDLED_CONFIG = Path(__file__).resolve().parents[2] / "config" / "wolf.yaml"
 
@@ -70,7 +69,10 @@ def _run(main: Callable[[], Awaitable[object]]) -> NoReturn:
         err.print(f"[red]error:[/red] {exc}")
         code = exc.code
     except ManifestError as exc:
-        err.print(f"[red]config error:[/red]\n{exc}")
+        err.print(f"[red]config error:[/red] {exc}")
+        code = 2
+    except RPCError as exc:  # unknown session, rejected update, missing search attribute...
+        err.print(f"[red]error:[/red] {exc.message}")
         code = 2
     except (KeyboardInterrupt, asyncio.CancelledError):
         code = 130
@@ -196,7 +198,7 @@ def status(session_id: str, tenant: Tenant = "default", address: Address = None,
     """A session's state, current turn and counters."""
 
     async def main() -> None:
-        st = await _rpc((await _client(address, tenant)).status(session_id))
+        st = await (await _client(address, tenant)).status(session_id)
         if as_json:
             out.print(st.model_dump_json(), soft_wrap=True)
         else:
@@ -238,16 +240,9 @@ def close(session_id: str, tenant: Tenant = "default", address: Address = None, 
 async def _signal(
     address: str | None, tenant: str, session_id: str, as_json: bool, send: Callable[[WolfClient], Awaitable[None]]
 ) -> None:
-    await _rpc(send(await _client(address, tenant)))
+    await send(await _client(address, tenant))
     if as_json:
         out.print(json.dumps({"ok": True, "session_id": session_id}))
-
-
-async def _rpc(call: Awaitable[T]) -> T:
-    try:
-        return await call
-    except RPCError as exc:
-        raise Exit(2, exc.message) from None
 
 
 @app.command()
@@ -362,7 +357,11 @@ def chat(
                 if line == "/exit":
                     break
                 if line:
-                    await wolf.prompt(sid, line)
+                    try:
+                        await wolf.prompt(sid, line)
+                    except WorkflowUpdateFailedError as exc:
+                        err.print(f"[red]refused:[/red] {exc.cause}")
+                        continue
                     offset = await _follow_turn(wolf, sid, offset)
         finally:
             if not session:
