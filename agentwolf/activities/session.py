@@ -38,9 +38,10 @@ from agentwolf.activities.types import (
     ToolCallOutput,
     ToolSpec,
     chain_digest,
+    delegate_spec,
 )
 from agentwolf.config.aliases import AliasError, resolve_model
-from agentwolf.config.manifest import Manifest
+from agentwolf.config.manifest import Manifest, McpCapability, SubagentCapability
 from agentwolf.config.placeholders import MissingVariable, resolve
 from agentwolf.worker.host import AgentHost, HostRegistry
 from agentwolf.worker.pool import McpUnavailable
@@ -71,7 +72,8 @@ class SessionActivities:
             models = [resolve(spec) for spec in resolve_model(inp.manifest.host.models, agent.model)]
         except (AliasError, MissingVariable) as exc:
             raise ApplicationError(str(exc), type="ConfigError", non_retryable=True) from None
-        servers = [cap.mcp for cap in agent.capabilities]
+        servers = [cap.mcp for cap in agent.capabilities if isinstance(cap, McpCapability)]
+        subagents = [name for cap in agent.capabilities if isinstance(cap, SubagentCapability) for name in cap.subagent]
         try:
             listed = await asyncio.gather(*(host.pool.list_tools(s) for s in servers))
         except McpUnavailable as exc:
@@ -83,7 +85,7 @@ class SessionActivities:
             agent=inp.agent,
             models=models,
             instructions=agent.instructions,
-            tools=_tool_specs(dict(zip(servers, listed, strict=True))),
+            tools=_tool_specs(dict(zip(servers, listed, strict=True))) + ([delegate_spec(subagents)] if subagents else []),
             temperature=agent.temperature if agent.temperature is not None else defaults.temperature,
             max_tokens=agent.max_tokens if agent.max_tokens is not None else defaults.max_tokens,
         )

@@ -46,6 +46,28 @@ class ToolSpec(BaseModel):
     parameters: dict[str, Any] = {"type": "object", "properties": {}}
 
 
+SUBAGENTS = "@subagents"
+"""The `server` of the `delegate` tool: the workflow runs it as child sessions, not over MCP."""
+
+
+def delegate_spec(agents: list[str]) -> ToolSpec:
+    return ToolSpec(
+        name="delegate",
+        server=SUBAGENTS,
+        tool="delegate",
+        description="Hand a self-contained task to another agent and get its final answer back. "
+        "Several delegate calls in one step run in parallel.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "agent": {"type": "string", "enum": sorted(set(agents))},
+                "task": {"type": "string", "description": "Everything the agent needs to know."},
+            },
+            "required": ["agent", "task"],
+        },
+    )
+
+
 class CompiledAgent(BaseModel):
     """An agent ready to run: concrete model chain, instructions, tools, settings."""
 

@@ -10,7 +10,7 @@ import yaml
 from pydantic import ValidationError
 
 from agentwolf.config.aliases import AliasError, resolve_model
-from agentwolf.config.manifest import Manifest
+from agentwolf.config.manifest import Manifest, McpCapability, SubagentCapability
 
 _LEGACY_KEYS = ("models", "mcp_servers", "sessions")
 
@@ -93,11 +93,21 @@ def _check_references(manifest: Manifest) -> list[tuple[tuple[str, ...], str]]:
             except AliasError as exc:
                 problems.append((("agents", name, "model"), str(exc)))
         for i, cap in enumerate(agent.capabilities):
-            if cap.mcp not in manifest.host.mcp_servers:
+            if isinstance(cap, McpCapability) and cap.mcp not in manifest.host.mcp_servers:
                 known = sorted(manifest.host.mcp_servers) or "none"
                 problems.append(
                     (("agents", name, "capabilities", str(i), "mcp"), f"unknown MCP server {cap.mcp!r} (known: {known})")
                 )
+            elif isinstance(cap, SubagentCapability):
+                for j, sub in enumerate(cap.subagent):
+                    if sub not in manifest.agents:
+                        problems.append((("agents", name, "capabilities", str(i), "subagent", str(j)), f"unknown agent {sub!r}"))
+    for name, team in manifest.teams.items():
+        if name in manifest.agents:
+            problems.append((("teams", name), "a team and an agent share this name"))
+        for j, member in enumerate(team.members):
+            if member not in manifest.agents:
+                problems.append((("teams", name, "members", str(j)), f"unknown agent {member!r} (teams have agents as members)"))
     return problems
 
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from functools import cached_property
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class _Strict(BaseModel):
@@ -67,16 +68,72 @@ class SessionSettings(_Strict):
 
     continue_as_new_bytes: int = 4_000_000
     events_kept: int = 1000
+    max_subagent_depth: int = Field(3, ge=0)
+
+
+class McpCapability(_Strict):
+    mcp: str
+
+
+class SubagentCapability(_Strict):
+    """`{subagent: [reviewer, tester]}`: a `delegate(agent, task)` tool running them as child sessions."""
+
+    subagent: list[str] = Field(min_length=1)
+
+
+Capability = McpCapability | SubagentCapability
+
+
+class PermissionRule(_Strict):
+    """`tool` (and each `args` value, as text) must fully match its regular expression."""
+
+    tool: str
+    args: dict[str, str] = {}
+    action: Literal["allow", "confirm", "deny"]
+
+    @field_validator("tool")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        re.compile(value)
+        return value
+
+
+class Permissions(_Strict):
+    """Ordered rules; of the rules that match, deny beats confirm beats allow; else `default`."""
+
+    default: Literal["allow", "confirm", "deny"] = "allow"
+    rules: list[PermissionRule] = []
+    approval_timeout: float | None = Field(None, gt=0)
+    """Seconds to wait for a person; None waits for as long as it takes."""
+    timeout_outcome: Literal["allow", "deny"] = "deny"
+
+    def decide(self, tool: str, arguments: dict[str, object]) -> str:
+        matched = {
+            rule.action
+            for rule in self.rules
+            if re.fullmatch(rule.tool, tool)
+            and all(
+                key in arguments and re.fullmatch(pattern, str(arguments[key])) for key, pattern in rule.args.items()
+            )
+        }
+        for action in ("deny", "confirm", "allow"):
+            if action in matched:
+                return action
+        return self.default
 
 
 class HostConfig(_Strict):
     models: ModelsConfig = ModelsConfig()
     mcp_servers: dict[str, McpServerConfig] = {}
     sessions: SessionSettings = SessionSettings()
+    permissions: Permissions = Permissions()
 
 
-class McpCapability(_Strict):
-    mcp: str
+class Team(_Strict):
+    """Members run as child sessions: in turn (each gets the previous output) or all at once."""
+
+    mode: Literal["sequential", "parallel"] = "sequential"
+    members: list[str] = Field(min_length=1)
 
 
 class Limits(_Strict):
@@ -89,7 +146,9 @@ class Limits(_Strict):
 class AgentConfig(_Strict):
     model: str | None = None
     instructions: str = ""
-    capabilities: list[McpCapability] = []
+    capabilities: list[Capability] = []
+    permissions: Permissions | None = None
+    """Overrides `host.permissions` for this agent."""
     limits: Limits = Limits()
     double_texting: Literal["queue", "reject", "interrupt"] = "queue"
     temperature: float | None = None
@@ -99,6 +158,11 @@ class AgentConfig(_Strict):
 class Manifest(_Strict):
     host: HostConfig = HostConfig()
     agents: dict[str, AgentConfig] = {}
+    teams: dict[str, Team] = {}
+
+    def permissions(self, agent: str) -> Permissions:
+        config = self.agents.get(agent)
+        return config.permissions if config and config.permissions else self.host.permissions
 
     @cached_property
     def identity(self) -> str:

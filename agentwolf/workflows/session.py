@@ -10,11 +10,15 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any, TypeVar
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
+from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, is_cancelled_exception
+from temporalio.workflow import ChildWorkflowCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from pydantic_ai.messages import (
@@ -22,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         ModelRequest,
         ModelRequestPart,
         ModelResponse,
+        TextPart,
         ToolCallPart,
         ToolReturnPart,
         UserPromptPart,
@@ -32,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         COMPILED_QUERY,
         EMPTY_DIGEST,
         MANIFEST_QUERY,
+        SUBAGENTS,
         TRANSCRIPT_QUERY,
         CompiledAgent,
         CompileInput,
@@ -40,13 +46,19 @@ with workflow.unsafe.imports_passed_through():
         ModelRequestOutput,
         ToolCallInput,
         ToolCallOutput,
+        ToolSpec,
         chain_digest,
     )
-    from agentwolf.config.manifest import AgentConfig, Limits, Manifest
+    from agentwolf.config.manifest import AgentConfig, Limits, Manifest, Team
     from agentwolf.workflows.types import (
+        AGENT_ATTR,
         EVENTS_TOPIC,
+        PARENT_ATTR,
         STATE_ATTR,
+        TENANT_ATTR,
+        Approval,
         Event,
+        PendingApproval,
         Prompt,
         SessionInput,
         SessionResult,
@@ -54,7 +66,10 @@ with workflow.unsafe.imports_passed_through():
         SessionStatus,
         TurnOutcome,
         Usage,
+        workflow_id,
     )
+
+T = TypeVar("T")
 
 COMPILE_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1))
 MODEL_RETRY = RetryPolicy(
@@ -64,6 +79,16 @@ TOOL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)
 LOCAL_TOOL_CALLS = "local-tool-calls"  # patch: known-fast tools run as local activities
 MODEL_TIMEOUT = timedelta(minutes=10)
+
+
+@dataclass
+class _Turn:
+    """What a turn has produced but not yet recorded, so that any ending can close it cleanly."""
+
+    pending: list[ModelRequestPart]
+    finished: dict[str, ToolReturnPart] = field(default_factory=dict)
+    open_calls: list[ToolCallPart] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
 
 
 class _TurnStopped(Exception):
@@ -100,6 +125,9 @@ class SessionWorkflow:
         self.turn_task: asyncio.Task[None] | None = None
         self.interrupt_reason: str | None = None
         self.tool_ms: dict[str, int] = {}  # each tool's last call duration (workflow time: replay-safe)
+        self.pending_approvals: dict[str, PendingApproval] = {}
+        self.decisions: dict[str, tuple[bool, Approval]] = {}
+        self.always_allowed: set[str] = set(inp.always_allowed)
         if inp.prompt is not None and not inp.transcript and self.counters.turns == 0 and not self.queue:
             self.queue.append(Prompt(turn_id=self._next_turn_id(), text=inp.prompt))
 
@@ -121,7 +149,13 @@ class SessionWorkflow:
                 prompt = Prompt(turn_id=self._next_turn_id(), text="\n".join(self.steers))
                 self.steers.clear()
             self.turn_task = asyncio.create_task(self._run_turn(prompt))
-            await self.turn_task
+            try:
+                await self.turn_task
+            except asyncio.CancelledError:  # the workflow is cancelled (its parent was interrupted)
+                self._interrupt("cancelled by the parent session")
+                await self.turn_task
+                self._set_state("done")
+                raise
             self.turn_task = None
             if inp.background and not inp.keep:
                 break
@@ -139,68 +173,12 @@ class SessionWorkflow:
         self.turns_this_run += 1
         self._set_state("running")
         self._publish("turn_started", text=prompt.text)
-        pending: list[ModelRequestPart] = [UserPromptPart(prompt.text, timestamp=workflow.now())]
-        finished: dict[str, ToolReturnPart] = {}
-        open_calls: list[ToolCallPart] = []
-        usage = Usage()
+        turn = _Turn(pending=[UserPromptPart(prompt.text, timestamp=workflow.now())])
         outcome: TurnOutcome = "completed"
         output: str | None = None
         try:
-            compiled = self.compiled or await self._compile()
-            limits = self._limits()
-            repeats: Counter[str] = Counter()
-            warned_budget = False
-            while True:
-                if self.step >= limits.max_steps:
-                    raise _TurnStopped("limit", f"max_steps ({limits.max_steps}) reached")
-                for text in self.steers:
-                    pending.append(UserPromptPart(text, timestamp=workflow.now()))
-                    self._publish("steer_applied", text=text)
-                self.steers.clear()
-                self._append(ModelRequest(parts=pending, timestamp=workflow.now()))
-                pending = []
-                self.step += 1
-                self.counters.steps += 1
-                response = await self._model_request(compiled)
-                self._append(response)
-                step_usage = Usage(
-                    requests=1,
-                    input_tokens=response.usage.input_tokens or 0,
-                    output_tokens=response.usage.output_tokens or 0,
-                )
-                usage = usage.plus(step_usage)
-                self.counters.usage = self.counters.usage.plus(step_usage)
-                if response.text:
-                    self._publish("model_text", text=response.text)
-                open_calls = response.tool_calls
-                if not open_calls:
-                    output = response.text
-                    break
-                if limits.token_budget:
-                    if usage.total_tokens >= limits.token_budget:
-                        raise _TurnStopped("limit", f"token budget ({limits.token_budget}) reached")
-                    if not warned_budget and usage.total_tokens >= 0.8 * limits.token_budget:
-                        warned_budget = True
-                        self._publish("limit_warning", text=f"80% of the token budget used ({usage.total_tokens})")
-                warnings = []
-                for call in open_calls:
-                    key = f"{call.tool_name}:{json.dumps(call.args_as_dict(), sort_keys=True, default=str)}"
-                    repeats[key] += 1
-                    if repeats[key] >= limits.loop_stop:
-                        raise _TurnStopped("limit", f"loop guard: {call.tool_name} called {repeats[key]} times with the same arguments")
-                    if repeats[key] == limits.loop_warn:
-                        warnings.append(call.tool_name)
-                pending.extend(await self._call_tools(compiled, open_calls, finished))
-                usage = usage.plus(Usage(tool_calls=len(open_calls)))
-                self.counters.usage.tool_calls += len(open_calls)
-                open_calls, finished = [], {}
-                for tool in warnings:
-                    text = (
-                        f"You have called {tool} {limits.loop_warn} times with the same arguments. "
-                        f"Change approach; the turn stops at {limits.loop_stop} repeats."
-                    )
-                    pending.append(UserPromptPart(text, timestamp=workflow.now()))
-                    self._publish("limit_warning", text=text, tool=tool)
+            team = self.inp.manifest.teams.get(self.inp.agent)
+            output = await (self._run_team(team, prompt.text, turn) if team else self._run_steps(turn))
         except (asyncio.CancelledError, ActivityError) as err:
             if self.interrupt_reason is not None and is_cancelled_exception(err):
                 outcome, output = "interrupted", None
@@ -212,12 +190,12 @@ class SessionWorkflow:
                 raise
         except _TurnStopped as stop:
             outcome, output = stop.outcome, str(stop)
-            self._publish("limit_reached", text=str(stop))
+            self._publish("error" if stop.outcome == "failed" else "limit_reached", text=str(stop))
         # Close every dangling tool call so the transcript stays valid for the next turn.
         closing_note = {"interrupted": "interrupted by the user", "limit": f"not run: {output}"}.get(outcome, "not run")
-        for call in open_calls:
-            finished.setdefault(call.tool_call_id, self._tool_return(call, closing_note, "interrupted"))
-        pending = [*(finished[c.tool_call_id] for c in open_calls), *pending]
+        for call in turn.open_calls:
+            turn.finished.setdefault(call.tool_call_id, self._tool_return(call, closing_note, "interrupted"))
+        pending = [*(turn.finished[c.tool_call_id] for c in turn.open_calls), *turn.pending]
         if outcome != "completed":  # steers this turn never reached the model: keep them on record
             pending.extend(UserPromptPart(text, timestamp=workflow.now()) for text in self.steers)
             self.steers.clear()
@@ -225,9 +203,124 @@ class SessionWorkflow:
             self._append(ModelRequest(parts=pending, timestamp=workflow.now()))
         self.counters.turns += 1
         self.last_output, self.last_outcome = output, outcome
-        self._publish("turn_finished", text=output, outcome=outcome, usage=usage)
+        self._publish("turn_finished", text=output, outcome=outcome, usage=turn.usage)
         self.turn_id = None
         self._set_state("idle")
+
+    async def _run_steps(self, turn: _Turn) -> str | None:
+        """Model request -> tool calls, until an answer without tool calls or a limit."""
+        compiled = self.compiled or await self._compile()
+        limits = self._limits()
+        repeats: Counter[str] = Counter()
+        warned_budget = False
+        while True:
+            if self.step >= limits.max_steps:
+                raise _TurnStopped("limit", f"max_steps ({limits.max_steps}) reached")
+            for text in self.steers:
+                turn.pending.append(UserPromptPart(text, timestamp=workflow.now()))
+                self._publish("steer_applied", text=text)
+            self.steers.clear()
+            self._append(ModelRequest(parts=turn.pending, timestamp=workflow.now()))
+            turn.pending = []
+            self.step += 1
+            self.counters.steps += 1
+            response = await self._model_request(compiled)
+            self._append(response)
+            step_usage = Usage(
+                requests=1,
+                input_tokens=response.usage.input_tokens or 0,
+                output_tokens=response.usage.output_tokens or 0,
+            )
+            turn.usage = turn.usage.plus(step_usage)
+            self.counters.usage = self.counters.usage.plus(step_usage)
+            if response.text:
+                self._publish("model_text", text=response.text)
+            turn.open_calls = response.tool_calls
+            if not turn.open_calls:
+                return response.text
+            if limits.token_budget:
+                if turn.usage.total_tokens >= limits.token_budget:
+                    raise _TurnStopped("limit", f"token budget ({limits.token_budget}) reached")
+                if not warned_budget and turn.usage.total_tokens >= 0.8 * limits.token_budget:
+                    warned_budget = True
+                    self._publish("limit_warning", text=f"80% of the token budget used ({turn.usage.total_tokens})")
+            warnings = []
+            for call in turn.open_calls:
+                key = f"{call.tool_name}:{json.dumps(call.args_as_dict(), sort_keys=True, default=str)}"
+                repeats[key] += 1
+                if repeats[key] >= limits.loop_stop:
+                    raise _TurnStopped(
+                        "limit", f"loop guard: {call.tool_name} called {repeats[key]} times with the same arguments"
+                    )
+                if repeats[key] == limits.loop_warn:
+                    warnings.append(call.tool_name)
+            calls = turn.open_calls
+            turn.pending.extend(await _all([self._call_tool(compiled, c, turn.finished) for c in calls]))
+            turn.usage = turn.usage.plus(Usage(tool_calls=len(calls)))
+            self.counters.usage.tool_calls += len(calls)
+            turn.open_calls, turn.finished = [], {}
+            for tool in warnings:
+                text = (
+                    f"You have called {tool} {limits.loop_warn} times with the same arguments. "
+                    f"Change approach; the turn stops at {limits.loop_stop} repeats."
+                )
+                turn.pending.append(UserPromptPart(text, timestamp=workflow.now()))
+                self._publish("limit_warning", text=text, tool=tool)
+
+    async def _run_team(self, team: Team, task: str, turn: _Turn) -> str:
+        """Members as child sessions: each gets the previous one's output, or all get the task."""
+        self._append(ModelRequest(parts=turn.pending, timestamp=workflow.now()))
+        turn.pending = []
+        prefix = f"{self.inp.session_id}.{self.turn_id}"
+        if team.mode == "sequential":
+            output = task
+            for i, member in enumerate(team.members):
+                result = await self._child(member, output, f"{prefix}.{i}-{member}")
+                if result.is_error:
+                    raise _TurnStopped("failed", f"team member {member}: {result.content}")
+                output = result.content
+        else:
+            results = await _all([self._child(m, task, f"{prefix}.{i}-{m}") for i, m in enumerate(team.members)])
+            failed = [f"{m}: {r.content}" for m, r in zip(team.members, results, strict=True) if r.is_error]
+            if failed:
+                raise _TurnStopped("failed", "team members failed: " + "; ".join(failed))
+            output = "\n\n".join(f"## {m}\n{r.content}" for m, r in zip(team.members, results, strict=True))
+        self._append(ModelResponse(parts=[TextPart(output)], timestamp=workflow.now()))
+        return output
+
+    async def _child(self, agent: str, task: str, session_id: str) -> ToolCallOutput:
+        """Run `agent` on `task` as a child session and wait for its answer."""
+        self._publish("child_started", tool=agent, call_id=session_id, text=task)
+        tenant = self.inp.tenant
+        try:
+            result = await workflow.execute_child_workflow(
+                SessionWorkflow.run,
+                SessionInput(
+                    session_id=session_id,
+                    tenant=tenant,
+                    agent=agent,
+                    manifest=self.inp.manifest,
+                    prompt=task,
+                    background=True,
+                    depth=self.inp.depth + 1,
+                    parent=self.inp.session_id,
+                ),
+                id=workflow_id(tenant, session_id),
+                search_attributes=TypedSearchAttributes(
+                    [
+                        SearchAttributePair(TENANT_ATTR, tenant),
+                        SearchAttributePair(AGENT_ATTR, agent),
+                        SearchAttributePair(STATE_ATTR, "idle"),
+                        SearchAttributePair(PARENT_ATTR, self.inp.session_id),
+                    ]
+                ),
+                cancellation_type=ChildWorkflowCancellationType.TRY_CANCEL,
+            )
+            output = ToolCallOutput(content=result.output or "", is_error=result.outcome != "completed")
+        except ChildWorkflowError as err:
+            output = ToolCallOutput(content=f"{agent} failed: {_cause_message(err)}", is_error=True)
+        self._publish("child_finished", tool=agent, call_id=session_id, outcome="failed" if output.is_error else "success", text=output.content[:2000])
+        return output
 
     # -- activities ----------------------------------------------------------------------------
 
@@ -269,69 +362,116 @@ class SessionWorkflow:
         self.synced_digest = chain_digest(self.digest, [out.response])
         return out.response
 
-    async def _call_tools(
-        self, compiled: CompiledAgent, calls: list[ToolCallPart], finished: dict[str, ToolReturnPart]
-    ) -> list[ToolReturnPart]:
-        """Run the step's tool calls in parallel; if one fails for good, the others are cancelled."""
-        tasks = [asyncio.create_task(self._call_tool(compiled, c, finished)) for c in calls]
-        try:
-            return await asyncio.gather(*tasks)
-        except BaseException:
-            for task in tasks:
-                task.cancel()
-            raise
-
     async def _call_tool(
         self, compiled: CompiledAgent, call: ToolCallPart, finished: dict[str, ToolReturnPart]
     ) -> ToolReturnPart:
         spec = compiled.tool(call.tool_name)
         self._publish("tool_call_started", tool=call.tool_name, call_id=call.tool_call_id, args=_args(call))
         started = workflow.now()
+        outcome: str | None = None
         try:
             arguments = call.args_as_dict(raise_if_invalid=True)
         except ValueError as exc:
-            spec, result = None, ToolCallOutput(content=f"invalid JSON arguments: {exc}", is_error=True)
+            result = ToolCallOutput(content=f"invalid JSON arguments: {exc}", is_error=True)
         else:
-            result = ToolCallOutput(content=f"unknown tool {call.tool_name!r}", is_error=True)
-        if spec is not None:
-            server = self.inp.manifest.host.mcp_servers[spec.server]
-            inp = ToolCallInput(
-                ref=self._ref(), server=spec.server, tool=spec.tool, arguments=arguments, call_id=call.tool_call_id
-            )
-            last_ms = self.tool_ms.get(call.tool_name)
-            if last_ms is not None and last_ms < server.fast_call_ms and workflow.patched(LOCAL_TOOL_CALLS):
-                # Known-fast tool: a local activity skips the server round trip (its input is not
-                # recorded, so it carries the manifest). Signals wait for it, which is fine at this speed.
-                result = await workflow.execute_local_activity(
-                    "wolf.call_tool",
-                    inp.model_copy(update={"manifest": self.inp.manifest}),
-                    result_type=ToolCallOutput,
-                    start_to_close_timeout=timedelta(seconds=server.call_timeout + 30),
-                    retry_policy=TOOL_RETRY,
-                )
+            refusal = await self._permission(call, arguments) if spec is not None else None
+            if spec is None:
+                result = ToolCallOutput(content=f"unknown tool {call.tool_name!r}", is_error=True)
+            elif refusal is not None:
+                result, outcome = ToolCallOutput(content=refusal, is_error=True), "denied"
+            elif spec.server == SUBAGENTS:
+                result = await self._delegate(compiled, call, arguments)
             else:
-                result = await workflow.execute_activity(
-                    "wolf.call_tool",
-                    inp,
-                    result_type=ToolCallOutput,
-                    start_to_close_timeout=timedelta(seconds=server.call_timeout + 30),
-                    heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                    retry_policy=TOOL_RETRY,
-                )
-        elapsed = workflow.now() - started
-        self.tool_ms[call.tool_name] = int(elapsed.total_seconds() * 1000)
-        outcome = "failed" if result.is_error else "success"
+                result = await self._mcp_call(spec, call, arguments)
+        outcome = outcome or ("failed" if result.is_error else "success")
         part = self._tool_return(call, result.content, outcome)
         finished[call.tool_call_id] = part
         self._publish(
             "tool_call_finished",
             tool=call.tool_name,
             call_id=call.tool_call_id,
-            duration_ms=self.tool_ms[call.tool_name],
+            duration_ms=int((workflow.now() - started).total_seconds() * 1000),
             outcome=outcome,
             text=result.content[:2000],
         )
         return part
+
+    async def _mcp_call(self, spec: ToolSpec, call: ToolCallPart, arguments: dict[str, Any]) -> ToolCallOutput:
+        server = self.inp.manifest.host.mcp_servers[spec.server]
+        inp = ToolCallInput(
+            ref=self._ref(), server=spec.server, tool=spec.tool, arguments=arguments, call_id=call.tool_call_id
+        )
+        started = workflow.now()
+        last_ms = self.tool_ms.get(call.tool_name)
+        if last_ms is not None and last_ms < server.fast_call_ms and workflow.patched(LOCAL_TOOL_CALLS):
+            # Known-fast tool: a local activity skips the server round trip (its input is not
+            # recorded, so it carries the manifest). Signals wait for it, which is fine at this speed.
+            result = await workflow.execute_local_activity(
+                "wolf.call_tool",
+                inp.model_copy(update={"manifest": self.inp.manifest}),
+                result_type=ToolCallOutput,
+                start_to_close_timeout=timedelta(seconds=server.call_timeout + 30),
+                retry_policy=TOOL_RETRY,
+            )
+        else:
+            result = await workflow.execute_activity(
+                "wolf.call_tool",
+                inp,
+                result_type=ToolCallOutput,
+                start_to_close_timeout=timedelta(seconds=server.call_timeout + 30),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                retry_policy=TOOL_RETRY,
+            )
+        self.tool_ms[call.tool_name] = int((workflow.now() - started).total_seconds() * 1000)
+        return result
+
+    async def _delegate(self, compiled: CompiledAgent, call: ToolCallPart, arguments: dict[str, Any]) -> ToolCallOutput:
+        agent, task = arguments.get("agent"), arguments.get("task")
+        allowed = compiled.tool("delegate").parameters["properties"]["agent"]["enum"]  # type: ignore[union-attr]
+        limit = self.inp.manifest.host.sessions.max_subagent_depth
+        if agent not in allowed or not isinstance(task, str) or not task.strip():
+            return ToolCallOutput(content=f"delegate needs `agent` (one of {allowed}) and a non-empty `task`", is_error=True)
+        if self.inp.depth >= limit:
+            return ToolCallOutput(content=f"subagent depth limit ({limit}) reached: do the task yourself", is_error=True)
+        return await self._child(agent, task, f"{self.inp.session_id}.{call.tool_call_id}")
+
+    async def _permission(self, call: ToolCallPart, arguments: dict[str, Any]) -> str | None:
+        """None when the call may run; else the refusal the model sees. `confirm` waits for a person."""
+        permissions = self.inp.manifest.permissions(self.inp.agent)
+        action = permissions.decide(call.tool_name, arguments)
+        if action == "allow" or (action == "confirm" and call.tool_name in self.always_allowed):
+            return None
+        if action == "deny":
+            return f"denied by policy: {call.tool_name} is not allowed for this agent"
+        call_id = call.tool_call_id
+        self.pending_approvals[call_id] = PendingApproval(call_id=call_id, tool=call.tool_name, args=arguments)
+        self._set_state("waiting_approval")
+        self._publish("approval_requested", tool=call.tool_name, call_id=call_id, args=arguments)
+        timeout = permissions.approval_timeout
+        try:
+            await workflow.wait_condition(
+                lambda: call_id in self.decisions, timeout=timedelta(seconds=timeout) if timeout else None
+            )
+            approved, answer = self.decisions.pop(call_id)
+        except TimeoutError:
+            approved = permissions.timeout_outcome == "allow"
+            answer = Approval(call_id=call_id, reason=f"no answer within {timeout:g}s")
+        finally:
+            del self.pending_approvals[call_id]
+            if not self.pending_approvals and self.state == "waiting_approval":
+                self._set_state("running")
+        if approved and answer.always:
+            self.always_allowed.add(call.tool_name)
+        self._publish(
+            "approval_resolved",
+            tool=call.tool_name,
+            call_id=call_id,
+            outcome="approved" if approved else "denied",
+            text=answer.reason,
+        )
+        if approved:
+            return None
+        return "denied by the user" + (f": {answer.reason}" if answer.reason else "")
 
     # -- inputs --------------------------------------------------------------------------------
 
@@ -361,6 +501,22 @@ class SessionWorkflow:
             self.steers.append(text)
 
     @workflow.signal
+    def approve(self, answer: Approval) -> None:
+        """Let a tool call waiting for approval run (`always`: this tool, for the rest of the session)."""
+        self._decide(answer, approved=True)
+
+    @workflow.signal
+    def deny(self, answer: Approval) -> None:
+        """Refuse a tool call waiting for approval; the model sees the refusal and the reason."""
+        self._decide(answer, approved=False)
+
+    def _decide(self, answer: Approval, approved: bool) -> None:
+        if answer.call_id in self.pending_approvals:
+            self.decisions[answer.call_id] = (approved, answer)
+        else:
+            workflow.logger.warning("ignored an answer for call %r: no such call waits for approval", answer.call_id)
+
+    @workflow.signal
     def interrupt(self, reason: str | None = None) -> None:
         self._interrupt(reason or "interrupted by the user")
 
@@ -384,6 +540,8 @@ class SessionWorkflow:
             transcript_len=len(self.transcript),
             last_output=self.last_output,
             last_outcome=self.last_outcome,
+            pending_approvals=list(self.pending_approvals.values()),
+            parent=self.inp.parent,
         )
 
     @workflow.query(name=TRANSCRIPT_QUERY)
@@ -462,6 +620,7 @@ class SessionWorkflow:
                         "steers": self.steers,
                         "last_output": self.last_output,
                         "last_outcome": self.last_outcome,
+                        "always_allowed": sorted(self.always_allowed),
                         "stream_state": stream_state,
                     }
                 )
@@ -482,3 +641,14 @@ def _cause_message(err: BaseException) -> str:
     while err.__cause__ is not None:
         err = err.__cause__
     return str(err)
+
+
+async def _all(coros: list[Coroutine[Any, Any, T]]) -> list[T]:
+    """Run in parallel; if one fails for good, cancel the others (asyncio.gather would not)."""
+    tasks = [asyncio.create_task(c) for c in coros]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        raise

@@ -21,7 +21,8 @@ EVENTS_TOPIC = "events"
 TENANT_ATTR = SearchAttributeKey.for_keyword("WolfTenant")
 AGENT_ATTR = SearchAttributeKey.for_keyword("WolfAgent")
 STATE_ATTR = SearchAttributeKey.for_keyword("WolfState")
-SEARCH_ATTRIBUTES = (TENANT_ATTR, AGENT_ATTR, STATE_ATTR)
+PARENT_ATTR = SearchAttributeKey.for_keyword("WolfParent")
+SEARCH_ATTRIBUTES = (TENANT_ATTR, AGENT_ATTR, STATE_ATTR, PARENT_ATTR)
 
 
 def workflow_id(tenant: str, session_id: str) -> str:
@@ -57,6 +58,10 @@ EventKind = Literal[
     "limit_warning",
     "limit_reached",
     "interrupted",
+    "approval_requested",
+    "approval_resolved",
+    "child_started",
+    "child_finished",
     "error",
     "turn_finished",
     "session_closed",
@@ -84,6 +89,21 @@ class Prompt(BaseModel):
     text: str
 
 
+class Approval(BaseModel):
+    """A person's answer to a tool call waiting for approval."""
+
+    call_id: str
+    reason: str | None = None
+    always: bool = False
+    """Approve this tool for the rest of the session."""
+
+
+class PendingApproval(BaseModel):
+    call_id: str
+    tool: str
+    args: dict[str, Any]
+
+
 class Counters(BaseModel):
     """What a session has done so far; carried exactly across continue-as-new."""
 
@@ -104,6 +124,8 @@ class SessionInput(BaseModel):
     prompt: str | None = None
     background: bool = False
     keep: bool = False
+    depth: int = 0
+    parent: str | None = None
     # Snapshot (empty on a fresh start).
     transcript: list[ModelMessage] = []
     compiled: CompiledAgent | None = None
@@ -112,6 +134,7 @@ class SessionInput(BaseModel):
     steers: list[str] = []
     last_output: str | None = None
     last_outcome: TurnOutcome | None = None
+    always_allowed: list[str] = []
     stream_state: WorkflowStreamState | None = None
 
 
@@ -128,6 +151,8 @@ class SessionStatus(BaseModel):
     transcript_len: int
     last_output: str | None
     last_outcome: TurnOutcome | None
+    pending_approvals: list[PendingApproval] = []
+    parent: str | None = None
 
 
 class SessionResult(BaseModel):
