@@ -25,6 +25,7 @@ from temporalio.service import RPCError
 from agentwolf.client import local_stack
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.loading import ManifestError, load_manifest
+from agentwolf.config.manifest import Manifest
 from agentwolf.config.masking import masked
 from agentwolf.worker.main import TASK_QUEUE
 from agentwolf.workflows.types import Event
@@ -71,6 +72,9 @@ def _run(main: Callable[[], Awaitable[object]]) -> NoReturn:
     except ManifestError as exc:
         err.print(f"[red]config error:[/red] {exc}")
         code = 2
+    except ValueError as exc:  # refused by the client: unknown agent, no such pending call...
+        err.print(f"[red]error:[/red] {exc}")
+        code = 2
     except RPCError as exc:  # unknown session, rejected update, missing search attribute...
         err.print(f"[red]error:[/red] {exc.message}")
         code = 2
@@ -96,6 +100,12 @@ async def _client(address: str | None, tenant: str, *, start_local: bool = False
         raise Exit(3, f"cannot reach Temporal at {target}: {exc}") from None
 
 
+def _check_agent(manifest: Manifest, agent: str) -> None:
+    if agent not in manifest.agents and agent not in manifest.teams:
+        known = ", ".join(sorted([*manifest.agents, *manifest.teams]))
+        raise Exit(2, f"unknown agent {agent!r} (agents and teams in this config: {known})")
+
+
 def _print_event(event: Event, as_json: bool) -> None:
     if as_json:
         out.print(event.model_dump_json(exclude_none=True), soft_wrap=True)
@@ -115,6 +125,17 @@ def _print_event(event: Event, as_json: bool) -> None:
         usage = event.usage
         tokens = f", {usage.total_tokens} tokens, {usage.tool_calls} tool calls" if usage else ""
         out.print(f"[dim]turn {event.outcome}{tokens}[/dim]")
+    elif k == "approval_requested":
+        out.print(
+            f"[yellow bold]  ? {event.tool}({json.dumps(event.args)}) waits for approval: "
+            f"wolf approve SESSION {event.call_id} | wolf deny SESSION {event.call_id}[/yellow bold]"
+        )
+    elif k == "approval_resolved":
+        out.print(f"[yellow]  {event.tool} {event.outcome}{': ' + event.text if event.text else ''}[/yellow]")
+    elif k == "child_started":
+        out.print(f"[magenta]  => {event.tool} ({event.call_id}): {(event.text or '')[:120]}[/magenta]")
+    elif k == "child_finished":
+        out.print(f"[magenta]  <= {event.tool} {event.outcome}: {(event.text or '')[:120]}[/magenta]")
     elif k in ("error", "limit_reached", "interrupted"):
         out.print(f"[red]{k}: {event.text}[/red]")
     else:
@@ -145,8 +166,7 @@ def submit(
 
     async def main() -> None:
         manifest = load_manifest(_config_path(config))
-        if agent not in manifest.agents:
-            raise Exit(2, f"unknown agent {agent!r} (agents in this config: {', '.join(sorted(manifest.agents))})")
+        _check_agent(manifest, agent)
         wolf = await _client(address, tenant, start_local=True)
         sid = await wolf.submit(prompt, agent, manifest, session_id=session, keep=keep)
         if follow:
@@ -229,6 +249,32 @@ def interrupt(
 ) -> None:
     """Cancel the running turn; the session goes idle with a valid transcript."""
     _run(lambda: _signal(address, tenant, session_id, as_json, lambda w: w.interrupt(session_id, reason)))
+
+
+@app.command()
+def approve(
+    session_id: str,
+    call_id: str,
+    always: Annotated[bool, typer.Option("--always", help="Allow this tool for the rest of the session.")] = False,
+    tenant: Tenant = "default",
+    address: Address = None,
+    as_json: Json = False,
+) -> None:
+    """Let a tool call that waits for approval run."""
+    _run(lambda: _signal(address, tenant, session_id, as_json, lambda w: w.approve(session_id, call_id, always=always)))
+
+
+@app.command()
+def deny(
+    session_id: str,
+    call_id: str,
+    reason: Annotated[str | None, typer.Option("--reason")] = None,
+    tenant: Tenant = "default",
+    address: Address = None,
+    as_json: Json = False,
+) -> None:
+    """Refuse a tool call that waits for approval; the model sees the refusal."""
+    _run(lambda: _signal(address, tenant, session_id, as_json, lambda w: w.deny(session_id, call_id, reason)))
 
 
 @app.command()
@@ -319,10 +365,10 @@ def list_sessions(
         if as_json:
             out.print(json.dumps([s.model_dump(mode="json") for s in sessions]))
             return
-        table = Table("session", "agent", "state", "status", "started", box=None)
+        table = Table("session", "agent", "state", "status", "parent", "started", box=None)
         for s in sessions:
             started = s.started.strftime("%Y-%m-%d %H:%M:%S") if s.started else ""
-            table.add_row(s.session_id, s.agent or "", s.state or "", s.status, started)
+            table.add_row(s.session_id, s.agent or "", s.state or "", s.status, s.parent or "", started)
         out.print(table)
 
     _run(main)
@@ -344,8 +390,7 @@ def chat(
             sid, offset = session, await wolf.event_offset(session)
         else:
             manifest = load_manifest(_config_path(config))
-            if agent not in manifest.agents:
-                raise Exit(2, f"unknown agent {agent!r} (agents in this config: {', '.join(sorted(manifest.agents))})")
+            _check_agent(manifest, agent)
             sid, offset = await wolf.start_session(agent, manifest), 0
         err.print(f"[dim]session {sid}: /exit leaves, Ctrl-C interrupts a turn (twice exits)[/dim]")
         try:

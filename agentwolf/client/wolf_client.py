@@ -23,8 +23,10 @@ from agentwolf.workflows.session import SessionWorkflow
 from agentwolf.workflows.types import (
     AGENT_ATTR,
     EVENTS_TOPIC,
+    PARENT_ATTR,
     STATE_ATTR,
     TENANT_ATTR,
+    Approval,
     Event,
     SessionInput,
     SessionResult,
@@ -54,6 +56,7 @@ class SessionSummary(BaseModel):
     tenant: str | None
     agent: str | None
     state: str | None
+    parent: str | None
     status: str
     started: datetime | None
 
@@ -88,8 +91,9 @@ class WolfClient:
         """Start a session (its first prompt optional); returns the session id."""
         if not isinstance(manifest, Manifest):
             manifest = load_manifest(manifest)
-        if agent not in manifest.agents:
-            raise ValueError(f"unknown agent {agent!r} (agents in this config: {sorted(manifest.agents) or 'none'})")
+        if agent not in manifest.agents and agent not in manifest.teams:
+            known = sorted([*manifest.agents, *manifest.teams]) or "none"
+            raise ValueError(f"unknown agent {agent!r} (agents and teams in this config: {known})")
         session_id = session_id or uuid.uuid4().hex[:12]
         await self.client.start_workflow(
             SessionWorkflow.run,
@@ -128,6 +132,19 @@ class WolfClient:
 
     async def steer(self, session_id: str, text: str) -> None:
         await self._handle(session_id).signal(SessionWorkflow.steer, text)
+
+    async def approve(self, session_id: str, call_id: str, *, always: bool = False) -> None:
+        await self._answer(session_id, SessionWorkflow.approve, Approval(call_id=call_id, always=always))
+
+    async def deny(self, session_id: str, call_id: str, reason: str | None = None) -> None:
+        await self._answer(session_id, SessionWorkflow.deny, Approval(call_id=call_id, reason=reason))
+
+    async def _answer(self, session_id: str, signal: object, answer: Approval) -> None:
+        """Refuse answers for calls that do not wait (signals cannot report errors themselves)."""
+        waiting = {p.call_id for p in (await self.status(session_id)).pending_approvals}
+        if answer.call_id not in waiting:
+            raise ValueError(f"no tool call {answer.call_id!r} waits for approval in session {session_id!r} (waiting: {sorted(waiting) or 'none'})")
+        await self._handle(session_id).signal(signal, answer)  # type: ignore[arg-type]
 
     async def interrupt(self, session_id: str, reason: str | None = None) -> None:
         await self._handle(session_id).signal(SessionWorkflow.interrupt, reason)
@@ -172,6 +189,7 @@ class WolfClient:
                     tenant=attrs.get(TENANT_ATTR),
                     agent=attrs.get(AGENT_ATTR),
                     state=attrs.get(STATE_ATTR),
+                    parent=attrs.get(PARENT_ATTR),
                     status=wf.status.name.lower() if wf.status else "unknown",
                     started=wf.start_time,
                 )

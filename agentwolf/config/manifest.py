@@ -94,8 +94,20 @@ class PermissionRule(_Strict):
     @field_validator("tool")
     @classmethod
     def _compiles(cls, value: str) -> str:
-        re.compile(value)
-        return value
+        return _regex(value)
+
+    @field_validator("args")
+    @classmethod
+    def _args_compile(cls, value: dict[str, str]) -> dict[str, str]:
+        return {k: _regex(v) for k, v in value.items()}
+
+
+def _regex(pattern: str) -> str:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+    return pattern
 
 
 class Permissions(_Strict):

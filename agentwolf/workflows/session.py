@@ -149,13 +149,9 @@ class SessionWorkflow:
                 prompt = Prompt(turn_id=self._next_turn_id(), text="\n".join(self.steers))
                 self.steers.clear()
             self.turn_task = asyncio.create_task(self._run_turn(prompt))
-            try:
-                await self.turn_task
-            except asyncio.CancelledError:  # the workflow is cancelled (its parent was interrupted)
-                self._interrupt("cancelled by the parent session")
-                await self.turn_task
-                self._set_state("done")
-                raise
+            # A workflow cancel (the parent was interrupted) reaches the turn through this await:
+            # the turn ends as interrupted and the session closes normally.
+            await self.turn_task
             self.turn_task = None
             if inp.background and not inp.keep:
                 break
@@ -180,9 +176,9 @@ class SessionWorkflow:
             team = self.inp.manifest.teams.get(self.inp.agent)
             output = await (self._run_team(team, prompt.text, turn) if team else self._run_steps(turn))
         except (asyncio.CancelledError, ActivityError) as err:
-            if self.interrupt_reason is not None and is_cancelled_exception(err):
+            if is_cancelled_exception(err):  # an interrupt, or the workflow itself was cancelled
                 outcome, output = "interrupted", None
-                self._publish("interrupted", text=self.interrupt_reason)
+                self._publish("interrupted", text=self.interrupt_reason or "cancelled")
             elif isinstance(err, ActivityError):
                 outcome, output = "failed", _cause_message(err)
                 self._publish("error", text=output)
