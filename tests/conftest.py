@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -12,12 +13,12 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from agentwolf.client.devserver import dynamic_config_args, temporal_binary
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
+from agentwolf.payloads import data_converter
 from agentwolf.worker.host import HostRegistry
 from agentwolf.worker.main import create_worker
 from agentwolf.workflows.types import SEARCH_ATTRIBUTES
@@ -27,10 +28,12 @@ TOOLS_SERVER = str(SUPPORT / "tools_server.py")
 
 
 @pytest.fixture(scope="session")
-async def env() -> AsyncIterator[WorkflowEnvironment]:
+async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[WorkflowEnvironment]:
+    # One payload store for this process and every worker or CLI subprocess it starts.
+    os.environ["WOLF_PAYLOAD_STORE"] = str(tmp_path_factory.mktemp("payloads"))
     environment = await WorkflowEnvironment.start_local(
         dev_server_existing_path=temporal_binary(),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(),
         search_attributes=SEARCH_ATTRIBUTES,
         dev_server_extra_args=dynamic_config_args(),
     )
@@ -99,8 +102,6 @@ HISTORIES = Path(__file__).parent / "histories"
 
 async def record_history(client: Client, session_wid: str, name: str, run_id: str | None = None) -> None:
     """With WOLF_RECORD_HISTORIES=1, save the run's history under tests/histories for replay tests."""
-    import os
-
     if os.environ.get("WOLF_RECORD_HISTORIES") != "1":
         return
     history = await client.get_workflow_handle(session_wid, run_id=run_id).fetch_history()

@@ -49,7 +49,7 @@ async def test_submit_wait_json_and_status(env, client, tmp_path):
         assert done.returncode == 0, done.stderr
         lines = done.stdout.strip().splitlines()
         result, last = json.loads(lines[0]), json.loads(lines[-1])
-        assert result["outcome"] == "completed" and result["counters"]["usage"]["tool_calls"] == 5
+        assert result["outcome"] == "completed" and result["counters"]["usage"]["tool_calls"] == 6  # TestModel calls each tool
         status = await _wolf(address, "status", last["session_id"], "--json")
         assert json.loads(status.stdout)["state"] == "done"
         await hosts.close()

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentwolf.client.devserver import dynamic_config_args, search_attribute_args, temporal_binary
+from agentwolf.paths import data_dir
 
 DEFAULT_ADDRESS = "localhost:7233"
 
@@ -25,15 +26,6 @@ def local_address() -> str:
 def ui_url(address: str) -> str:
     host, port = address.rsplit(":", 1)
     return f"http://{host}:{int(port) + 1000}"
-
-
-def data_dir() -> Path:
-    base = os.environ.get("WOLF_HOME") or os.path.join(
-        os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"), "agentwolf"
-    )
-    path = Path(base)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def listening(address: str, timeout: float = 0.3) -> bool:

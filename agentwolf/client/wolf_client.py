@@ -11,13 +11,13 @@ from pydantic import BaseModel
 from pydantic_ai.messages import ModelMessage
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.envconfig import ClientConfig
 
 from agentwolf.activities.types import TRANSCRIPT_QUERY
 from agentwolf.config.loading import load_manifest
 from agentwolf.config.manifest import Manifest
+from agentwolf.payloads import data_converter
 from agentwolf.worker.main import TASK_QUEUE
 from agentwolf.workflows.session import SessionWorkflow
 from agentwolf.workflows.types import (
@@ -46,7 +46,7 @@ async def connect(
     if namespace:
         config["namespace"] = namespace
     config.setdefault("target_host", "localhost:7233")
-    return await Client.connect(**config, data_converter=pydantic_data_converter)
+    return await Client.connect(**config, data_converter=data_converter())
 
 
 class SessionSummary(BaseModel):

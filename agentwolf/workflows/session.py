@@ -77,7 +77,8 @@ MODEL_RETRY = RetryPolicy(
 )
 TOOL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)
-LOCAL_TOOL_CALLS = "local-tool-calls"  # patch: known-fast tools run as local activities
+LOCAL_TOOL_CALLS = "local-tool-calls"
+EVENT_TEXT_LIMIT = 2000  # patch: known-fast tools run as local activities
 MODEL_TIMEOUT = timedelta(minutes=10)
 
 
@@ -315,7 +316,7 @@ class SessionWorkflow:
             output = ToolCallOutput(content=result.output or "", is_error=result.outcome != "completed")
         except ChildWorkflowError as err:
             output = ToolCallOutput(content=f"{agent} failed: {_cause_message(err)}", is_error=True)
-        self._publish("child_finished", tool=agent, call_id=session_id, outcome="failed" if output.is_error else "success", text=output.content[:2000])
+        self._publish("child_finished", tool=agent, call_id=session_id, outcome="failed" if output.is_error else "success", text=output.content)
         return output
 
     # -- activities ----------------------------------------------------------------------------
@@ -388,7 +389,7 @@ class SessionWorkflow:
             call_id=call.tool_call_id,
             duration_ms=int((workflow.now() - started).total_seconds() * 1000),
             outcome=outcome,
-            text=result.content[:2000],
+            text=result.content,
         )
         return part
 
@@ -442,7 +443,7 @@ class SessionWorkflow:
         call_id = call.tool_call_id
         self.pending_approvals[call_id] = PendingApproval(call_id=call_id, tool=call.tool_name, args=arguments)
         self._set_state("waiting_approval")
-        self._publish("approval_requested", tool=call.tool_name, call_id=call_id, args=arguments)
+        self._publish("approval_requested", tool=call.tool_name, call_id=call_id, args=_args(call))
         timeout = permissions.approval_timeout
         try:
             await workflow.wait_condition(
@@ -572,8 +573,12 @@ class SessionWorkflow:
             outcome=outcome,  # type: ignore[arg-type]
         )
 
-    def _publish(self, kind: str, **fields: object) -> None:
-        self.events.publish(Event(kind=kind, at=workflow.now(), turn_id=self.turn_id, step=self.step, **fields))  # type: ignore[arg-type]
+    def _publish(self, kind: str, text: str | None = None, **fields: object) -> None:
+        """Events stay small whatever the payloads: texts are cut; the transcript has them whole."""
+        if text is not None and len(text) > EVENT_TEXT_LIMIT:
+            text = f"{text[:EVENT_TEXT_LIMIT]}... [{len(text)} chars]"
+        event = Event(kind=kind, at=workflow.now(), turn_id=self.turn_id, step=self.step, text=text, **fields)  # type: ignore[arg-type]
+        self.events.publish(event)
 
     def _set_state(self, state: SessionState) -> None:
         if state != self.state:
@@ -626,10 +631,14 @@ class SessionWorkflow:
 
 
 def _args(call: ToolCallPart) -> dict[str, object]:
+    """The call's arguments for an event: whole when small, else a cut of their JSON."""
+    raw = call.args_as_json_str()
+    if len(raw) > EVENT_TEXT_LIMIT:
+        return {"_truncated": f"{raw[:EVENT_TEXT_LIMIT]}... [{len(raw)} chars]"}
     try:
         return call.args_as_dict(raise_if_invalid=True)
     except ValueError:
-        return {"_raw": str(call.args)}
+        return {"_raw": raw}
 
 
 def _cause_message(err: BaseException) -> str:

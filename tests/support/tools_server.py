@@ -34,6 +34,12 @@ async def slow(seconds: float) -> str:
 
 
 @server.tool()
+def big(size: int) -> str:
+    """A huge output (`size` characters)."""
+    return "x" * size
+
+
+@server.tool()
 def fail(message: str) -> str:
     """Always raises."""
     raise ToolError(message)

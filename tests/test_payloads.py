@@ -1,0 +1,63 @@
+"""Payloads far over Temporal's 2 MB limit go to external storage; history keeps references."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic_ai.messages import ToolReturnPart
+
+from agentwolf.workflows.types import workflow_id
+from tests.conftest import make_manifest
+from tests.support.models import Script, text, tool, user_texts
+
+TEN_MB = 10_000_000
+FIVE_MB = 5_000_000
+
+
+def _largest_payload(history) -> int:
+    """The biggest payload any history event carries (walks every protobuf field)."""
+    from google.protobuf.message import Message
+    from temporalio.api.common.v1 import Payload
+
+    largest = 0
+
+    def walk(message: Message) -> None:
+        nonlocal largest
+        if isinstance(message, Payload):
+            largest = max(largest, message.ByteSize())
+            return
+        for field, value in message.ListFields():
+            if field.message_type is None:
+                continue
+            if isinstance(value, Message):
+                walk(value)
+            else:  # a repeated field or a map of messages
+                for item in value.values() if hasattr(value, "values") else value:
+                    walk(item)
+
+    for event in history.events:
+        walk(event)
+    return largest
+
+
+async def test_a_10_mb_tool_output_and_a_5_mb_prompt_end_to_end(wolf, run_worker):
+    def decide(s):
+        if s.calls == 1:
+            return tool("big", {"size": TEN_MB})
+        (ret,) = [p for p in s.requests[-1][-1].parts if isinstance(p, ToolReturnPart)]
+        return text(f"prompt {len(user_texts(s.requests[-1])[0])} chars, tool output {len(ret.content)} chars")
+
+    script = Script(decide)
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.submit("y" * FIVE_MB, "a", make_manifest())
+        result = await wolf.result(sid)
+        transcript = await wolf.transcript(sid)  # a 15 MB query answer, through the store too
+        history = await wolf.client.get_workflow_handle(workflow_id("default", sid)).fetch_history()
+    assert result.output == f"prompt {FIVE_MB} chars, tool output {TEN_MB} chars"
+    assert sum(len(getattr(p, "content", "")) for m in transcript for p in m.parts if isinstance(getattr(p, "content", None), str)) >= TEN_MB + FIVE_MB
+    largest = _largest_payload(history)
+    print(f"largest payload in history: {largest} bytes; history {history.to_json().__len__()} bytes of JSON")
+    assert largest < 300 * 1024  # references and small payloads only: nothing near 2 MB
+    store = Path(os.environ["WOLF_PAYLOAD_STORE"])
+    assert any(f.stat().st_size > TEN_MB for f in store.rglob("*") if f.is_file())
