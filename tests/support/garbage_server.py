@@ -1,0 +1,7 @@
+"""An 'MCP server' that answers every line with garbage: malformed MCP responses."""
+
+import sys
+
+for line in sys.stdin:
+    sys.stdout.write("this is not json-rpc {{{\n")
+    sys.stdout.flush()
