@@ -29,7 +29,10 @@ def http_tools_server():
         proc.wait(5)
 
 
-async def test_openai_provider_with_stdio_and_http_mcp_servers(wolf, run_worker, http_tools_server, monkeypatch):
+async def test_openai_provider_with_stdio_and_http_mcp_servers(wolf, run_worker, http_tools_server, monkeypatch, caplog):
+    import logging
+
+    caplog.set_level(logging.DEBUG)
     def reply(request):
         done = tool_outputs(request)
         if not done:
@@ -60,6 +63,7 @@ async def test_openai_provider_with_stdio_and_http_mcp_servers(wolf, run_worker,
             sid = await wolf.submit("what time is it?", "coder", manifest)
             result = await wolf.result(sid)
             transcript = await wolf.transcript(sid)
+            events = [event.model_dump_json() async for _, event in wolf.events(sid)]
     assert result.output == "It is UTC; 42; over http"
     assert len(server.requests) == 3
     first = server.requests[0]
@@ -75,6 +79,8 @@ async def test_openai_provider_with_stdio_and_http_mcp_servers(wolf, run_worker,
     recorded = "".join(str(event) for event in history.events)  # payload bytes as text
     assert "sk-test-canary" not in recorded and "sk-test-canary" not in history.to_json()
     assert "${WOLF_TEST_KEY}" in recorded
+    assert events and not any("sk-test-canary" in e for e in events)
+    assert "sk-test-canary" not in caplog.text
 
 
 async def test_a_permanent_provider_error_fails_the_task_clearly(wolf, run_worker):
