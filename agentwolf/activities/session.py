@@ -75,7 +75,7 @@ class SessionActivities:
         servers = [cap.mcp for cap in agent.capabilities if isinstance(cap, McpCapability)]
         subagents = [name for cap in agent.capabilities if isinstance(cap, SubagentCapability) for name in cap.subagent]
         try:
-            listed = await asyncio.gather(*(host.pool.list_tools(s) for s in servers))
+            listed = await _heartbeating(asyncio.gather(*(host.pool.list_tools(s) for s in servers)))
         except McpUnavailable as exc:
             raise ApplicationError(str(exc), type="McpUnavailable", non_retryable=exc.permanent) from None
         except (MCPError, TimeoutError) as exc:

@@ -332,6 +332,7 @@ class SessionWorkflow:
             CompileInput(ref=self._ref(), manifest=self.inp.manifest, agent=self.inp.agent),
             result_type=CompiledAgent,
             start_to_close_timeout=timedelta(seconds=90),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,  # a worker lost mid-compile is noticed in seconds
             retry_policy=COMPILE_RETRY,
         )
         tools = ", ".join(t.name for t in self.compiled.tools) or "no tools"
