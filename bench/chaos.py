@@ -1,5 +1,5 @@
-"""Chaos: sessions run multi-step turns while the worker is SIGKILLed, or the MCP server is killed,
-at random points; every session must finish with every message and tool result exactly once.
+"""Chaos: sessions run multi-step turns while the worker is SIGKILLed, the MCP server is killed, or
+the Temporal dev server is stopped and restarted on its SQLite file, at random points; every session must finish with every message and tool result exactly once.
 
 Each iteration submits `--sessions` background tasks (a scripted OpenAI-compatible model on
 127.0.0.1 calling `record(tag)` and `slow(0.3)` in parallel for `--steps` steps), kills something
@@ -20,6 +20,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -31,13 +32,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart, UserPromptPart
-from temporalio.testing import WorkflowEnvironment
+from temporalio.client import Client
+from temporalio.service import RPCError
 
-from agentwolf.client.devserver import dynamic_config_args, temporal_binary
+from agentwolf.client.devserver import start_dev_command
+from agentwolf.client.local_stack import listening
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
 from agentwolf.payloads import data_converter
-from agentwolf.workflows.types import SEARCH_ATTRIBUTES
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
 
 TOOLS_SERVER = str(Path(__file__).resolve().parents[1] / "tests" / "support" / "tools_server.py")
@@ -96,22 +98,17 @@ async def run_chaos(iterations: int, seed: int, sessions: int = 3, steps: int = 
     work = Path(tempfile.mkdtemp(prefix="wolf-chaos-"))
     previous_store = os.environ.get("WOLF_PAYLOAD_STORE")
     os.environ["WOLF_PAYLOAD_STORE"] = str(work / "payloads")  # shared with the worker processes
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal_binary(),
-        data_converter=data_converter(),
-        search_attributes=SEARCH_ATTRIBUTES,
-        dev_server_extra_args=dynamic_config_args(),
-    )
-    address = env.client.service_client.config.target_host
+    server = _DevServer(work / "temporal.db")
     try:
+        client = await server.start()
         with ScriptedOpenAI(_model(steps)) as model:
             for it in range(iterations):
                 t0 = time.monotonic()
-                await _iteration(env, address, model.base_url, work, it, rng, sessions, steps, report)
+                await _iteration(server, client, model.base_url, work, it, rng, sessions, steps, report)
                 report.iterations += 1
                 print(f"iteration {it}: {time.monotonic() - t0:.1f}s", file=sys.stderr)
     finally:
-        await env.shutdown()
+        server.stop()
         if previous_store is None:
             os.environ.pop("WOLF_PAYLOAD_STORE", None)
         else:
@@ -119,7 +116,44 @@ async def run_chaos(iterations: int, seed: int, sessions: int = 3, steps: int = 
     return report
 
 
-async def _iteration(env, address, base_url, work, it, rng, sessions, steps, report) -> None:
+class _DevServer:
+    """A dev server on a SQLite file, as `wolf up` runs it, that chaos can stop and restart."""
+
+    def __init__(self, db: Path) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.address = f"127.0.0.1:{self.port}"
+        self.db = db
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    async def start(self) -> Client:
+        self.proc = subprocess.Popen(  # noqa: ASYNC220 - returns at once
+            start_dev_command(self.port, str(self.db), ui=False), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        while not listening(self.address):
+            await asyncio.sleep(0.1)
+        return await Client.connect(self.address, data_converter=data_converter())
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(30)
+
+
+async def _results(wolf: WolfClient, sids: list[str]) -> list:
+    """Wait for every result, riding out a server restart (the client's RPCs fail meanwhile)."""
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            return await asyncio.gather(*(wolf.result(s) for s in sids))
+        except RPCError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(1)
+
+
+async def _iteration(server, client, base_url, work, it, rng, sessions, steps, report) -> None:
     effects, pid_file, task_queue = work / f"effects-{it}", work / f"pids-{it}", f"chaos-{it}"
     manifest = Manifest.model_validate(
         {
@@ -137,9 +171,10 @@ async def _iteration(env, address, base_url, work, it, rng, sessions, steps, rep
             "agents": {"a": {"model": "openai:gpt-4o-mini", "capabilities": [{"mcp": "tools"}]}},
         }
     )
-    wolf = WolfClient(env.client, task_queue=task_queue)
+    address = server.address
+    wolf = WolfClient(client, task_queue=task_queue)
     workers = [_start_worker(address, task_queue, work / "worker.log")]
-    fault = rng.choice(["worker", "worker", "mcp"])
+    fault = rng.choice(["worker", "worker", "mcp", "server"])
     try:
         sids = [await wolf.submit(f"it{it}s{i}", "a", manifest) for i in range(sessions)]
         await asyncio.sleep(rng.uniform(0.3, 0.3 * steps * 2))
@@ -147,6 +182,10 @@ async def _iteration(env, address, base_url, work, it, rng, sessions, steps, rep
             workers[0].send_signal(signal.SIGKILL)
             workers[0].wait()
             workers.append(_start_worker(address, task_queue, work / "worker.log"))
+        elif fault == "server":
+            server.stop()
+            await asyncio.sleep(rng.uniform(0.5, 2.0))
+            await server.start()
         else:
             for pid in _mcp_pids(pid_file):
                 try:
@@ -154,7 +193,7 @@ async def _iteration(env, address, base_url, work, it, rng, sessions, steps, rep
                 except ProcessLookupError:
                     pass
         report.faults[fault] += 1
-        results = await asyncio.wait_for(asyncio.gather(*(wolf.result(s) for s in sids)), timeout=180)
+        results = await _results(wolf, sids)
         for i, (sid, result) in enumerate(zip(sids, results, strict=True)):
             report.sessions += 1
             report.completed += result.outcome == "completed"

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentwolf.client.devserver import dynamic_config_args, search_attribute_args, temporal_binary
+from agentwolf.client.devserver import start_dev_command
 from agentwolf.paths import data_dir
 
 DEFAULT_ADDRESS = "localhost:7233"
@@ -62,12 +62,7 @@ def up(timeout: float = 30.0) -> StackStatus:
     started = []
     server_pid = _alive(home / "server.pid")
     if not listening(address):
-        port = address.rsplit(":", 1)[1]
-        cmd = [
-            temporal_binary(), "server", "start-dev", "--port", port, "--ui-port", str(int(port) + 1000),
-            "--db-filename", str(home / "temporal.db"), "--log-level", "warn",
-            *search_attribute_args(), *dynamic_config_args(),
-        ]
+        cmd = start_dev_command(int(address.rsplit(":", 1)[1]), str(home / "temporal.db"))
         server_pid = _spawn(cmd, home / "server.log", home / "server.pid")
         started.append("server")
         deadline = time.monotonic() + timeout
