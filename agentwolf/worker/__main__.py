@@ -6,13 +6,16 @@ import argparse
 import asyncio
 import logging
 import signal
+import time
+
+from temporalio.client import Client
 
 from agentwolf.client.wolf_client import connect
 from agentwolf.worker.main import TASK_QUEUE, create_worker, run_worker
 
 
-async def serve(address: str | None, namespace: str | None, task_queue: str) -> None:
-    client = await connect(address, namespace)
+async def serve(address: str | None, namespace: str | None, task_queue: str, connect_for: float = 120.0) -> None:
+    client = await _connect_patiently(address, namespace, connect_for)
     worker, hosts = create_worker(client, task_queue=task_queue)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -20,6 +23,22 @@ async def serve(address: str | None, namespace: str | None, task_queue: str) -> 
         loop.add_signal_handler(sig, stop.set)
     logging.getLogger(__name__).info("worker ready on task queue %s", task_queue)
     await run_worker(worker, hosts, stop)
+
+
+async def _connect_patiently(address: str | None, namespace: str | None, give_up_after: float) -> Client:
+    """A worker may start while the server is (re)starting: retry with backoff before giving up."""
+    log = logging.getLogger(__name__)
+    deadline = time.monotonic() + give_up_after
+    delay = 0.5
+    while True:
+        try:
+            return await connect(address, namespace)
+        except RuntimeError as exc:
+            if time.monotonic() + delay > deadline:
+                raise
+            log.warning("cannot reach Temporal yet (%s); retrying in %.1fs", str(exc).splitlines()[0][:120], delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
 
 def main() -> None:
