@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -107,3 +108,23 @@ async def record_history(client: Client, session_wid: str, name: str, run_id: st
     history = await client.get_workflow_handle(session_wid, run_id=run_id).fetch_history()
     HISTORIES.mkdir(exist_ok=True)
     (HISTORIES / f"{name}.json").write_text(history.to_json())
+
+
+def worker_process(env: WorkflowEnvironment, task_queue: str) -> subprocess.Popen[bytes]:
+    """A worker in its own process (`python -m agentwolf.worker`), for tests that SIGKILL it."""
+    address = env.client.service_client.config.target_host
+    return subprocess.Popen(
+        [sys.executable, "-m", "agentwolf.worker", "--address", address, "--task-queue", task_queue],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def openai_manifest(base_url: str, **host: Any) -> Manifest:
+    """Agent `a` on the real `openai:` provider (pointed at a scripted server) with the test tools."""
+    return Manifest.model_validate(
+        {
+            "host": {"models": {"providers": {"openai": {"api_key": "k", "base_url": base_url}}}, **host},
+            "agents": {"a": {"model": "openai:gpt-4o-mini", "capabilities": [{"mcp": "tools"}]}},
+        }
+    )

@@ -14,7 +14,14 @@ from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
 from agentwolf.config.manifest import Manifest
 from agentwolf.workflows.types import workflow_id
-from tests.conftest import make_manifest, record_history, tools_server, wait_for
+from tests.conftest import (
+    make_manifest,
+    openai_manifest,
+    record_history,
+    tools_server,
+    wait_for,
+    worker_process,
+)
 from tests.support.models import Script, sequence, text, tool
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
 
@@ -130,15 +137,6 @@ async def _turns(wolf, sid, n):
     return status.counters.turns >= n and status.state == "idle"
 
 
-def _worker(env, task_queue):
-    address = env.client.service_client.config.target_host
-    return subprocess.Popen(
-        [sys.executable, "-m", "agentwolf.worker", "--address", address, "--task-queue", task_queue],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-
 async def test_approval_survives_a_worker_restart_and_the_call_runs_once(env, wolf, task_queue, tmp_path):
     effects = tmp_path / "effects"
 
@@ -147,24 +145,19 @@ async def test_approval_survives_a_worker_restart_and_the_call_runs_once(env, wo
         return Reply(tool_calls=[("record", {"tag": "approved"})]) if not done else Reply(text=f"result: {done[0]}")
 
     with ScriptedOpenAI(reply) as server:
-        manifest = Manifest.model_validate(
-            {
-                "host": {
-                    "models": {"providers": {"openai": {"api_key": "k", "base_url": server.base_url}}},
-                    "mcp_servers": {"tools": tools_server(WOLF_SIDE_EFFECTS=str(effects))},
-                    "permissions": {"rules": [{"tool": "rec.*", "action": "confirm"}]},
-                },
-                "agents": {"a": {"model": "openai:gpt-4o-mini", "capabilities": [{"mcp": "tools"}]}},
-            }
+        manifest = openai_manifest(
+            server.base_url,
+            mcp_servers={"tools": tools_server(WOLF_SIDE_EFFECTS=str(effects))},
+            permissions={"rules": [{"tool": "rec.*", "action": "confirm"}]},
         )
-        first = _worker(env, task_queue)
+        first = worker_process(env, task_queue)
         second = None
         try:
             sid = await wolf.submit("record something", "a", manifest)
             (pending,) = await wait_for(lambda: _pending(wolf, sid), timeout=60)
             first.send_signal(signal.SIGKILL)
             first.wait()
-            second = _worker(env, task_queue)
+            second = worker_process(env, task_queue)
             address = env.client.service_client.config.target_host
             approve = await asyncio.to_thread(
                 subprocess.run, [WOLF, "approve", sid, pending.call_id, "--address", address], capture_output=True, text=True

@@ -4,23 +4,11 @@ and every message is present exactly once."""
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart, UserPromptPart
 
-from agentwolf.config.manifest import Manifest
-from tests.conftest import tools_server
+from tests.conftest import openai_manifest, tools_server, worker_process
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
-
-
-def _start_worker(env, task_queue):
-    address = env.client.service_client.config.target_host
-    return subprocess.Popen(
-        [sys.executable, "-m", "agentwolf.worker", "--address", address, "--task-queue", task_queue],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
 
 
 async def test_sigkill_mid_turn_then_a_new_worker_finishes(env, wolf, task_queue, tmp_path):
@@ -35,16 +23,11 @@ async def test_sigkill_mid_turn_then_a_new_worker_finishes(env, wolf, task_queue
         return Reply(text="finished after " + done[-1])
 
     with ScriptedOpenAI(reply) as server:
-        manifest = Manifest.model_validate(
-            {
-                "host": {
-                    "models": {"providers": {"openai": {"api_key": "k", "base_url": server.base_url}}},
-                    "mcp_servers": {"tools": tools_server(WOLF_SIDE_EFFECTS=str(effects))},
-                },
-                "agents": {"a": {"model": "openai:gpt-4o-mini", "capabilities": [{"mcp": "tools"}]}},
-            }
+        manifest = openai_manifest(
+            server.base_url,
+            mcp_servers={"tools": tools_server(WOLF_SIDE_EFFECTS=str(effects))},
         )
-        first = _start_worker(env, task_queue)
+        first = worker_process(env, task_queue)
         second = None
         try:
             sid = await wolf.submit("do the work", "a", manifest)
@@ -53,7 +36,7 @@ async def test_sigkill_mid_turn_then_a_new_worker_finishes(env, wolf, task_queue
                     break
             first.send_signal(signal.SIGKILL)
             first.wait()
-            second = _start_worker(env, task_queue)
+            second = worker_process(env, task_queue)
             result = await wolf.result(sid)
             transcript = await wolf.transcript(sid)
         finally:
