@@ -77,6 +77,8 @@ class CompiledAgent(BaseModel):
     tools: list[ToolSpec]
     temperature: float | None = None
     max_tokens: int | None = None
+    sources: list[str] = []
+    """What the tools and skills came from (`mcp:<server>`, `skills:<root>`): changes to these recompile."""
 
     @property
     def digest(self) -> str:

@@ -186,6 +186,16 @@ class Manifest(_Strict):
         """Hash of the `host:` section only: editing an agent must not restart MCP servers."""
         return _digest(self.host)
 
+    def agent_identity(self, agent: str) -> str:
+        """Hash of what one agent (or team) runs with: its own section and the host section."""
+        own = self.agents.get(agent) or self.teams.get(agent)
+        return _digest(_AgentView(host=self.host, agent=own))
+
+
+class _AgentView(_Strict):
+    host: HostConfig
+    agent: AgentConfig | Team | None
+
 
 def _digest(model: BaseModel) -> str:
     canonical = json.dumps(model.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))

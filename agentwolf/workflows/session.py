@@ -57,7 +57,9 @@ with workflow.unsafe.imports_passed_through():
         STATE_ATTR,
         TENANT_ATTR,
         Approval,
+        ConfigUpdate,
         Event,
+        ExtensionsChanged,
         PendingApproval,
         Prompt,
         SessionInput,
@@ -129,6 +131,9 @@ class SessionWorkflow:
         self.pending_approvals: dict[str, PendingApproval] = {}
         self.decisions: dict[str, tuple[bool, Approval]] = {}
         self.always_allowed: set[str] = set(inp.always_allowed)
+        self.next_config: ConfigUpdate | None = None
+        self.stale: str | None = None
+        """Why the compiled agent is out of date (recompiled before the next model request)."""
         if inp.prompt is not None and not inp.transcript and self.counters.turns == 0 and not self.queue:
             self.queue.append(Prompt(turn_id=self._next_turn_id(), text=inp.prompt))
 
@@ -166,6 +171,7 @@ class SessionWorkflow:
         )
 
     async def _run_turn(self, prompt: Prompt) -> None:
+        self._apply_config()
         self.turn_id, self.step, self.interrupt_reason = prompt.turn_id, 0, None
         self.turns_this_run += 1
         self._set_state("running")
@@ -206,7 +212,6 @@ class SessionWorkflow:
 
     async def _run_steps(self, turn: _Turn) -> str | None:
         """Model request -> tool calls, until an answer without tool calls or a limit."""
-        compiled = self.compiled or await self._compile()
         limits = self._limits()
         repeats: Counter[str] = Counter()
         warned_budget = False
@@ -221,6 +226,7 @@ class SessionWorkflow:
             turn.pending = []
             self.step += 1
             self.counters.steps += 1
+            compiled = await self._current_compiled()
             response = await self._model_request(compiled)
             self._append(response)
             step_usage = Usage(
@@ -326,7 +332,14 @@ class SessionWorkflow:
             config_id=self.inp.manifest.identity, tenant=self.inp.tenant, workflow_id=workflow.info().workflow_id
         )
 
-    async def _compile(self) -> CompiledAgent:
+    async def _current_compiled(self) -> CompiledAgent:
+        """The compiled agent, recompiled first if the config or the agent's extensions changed."""
+        if self.compiled is None or self.stale:
+            reason, self.stale = self.stale, None
+            return await self._compile(reason)
+        return self.compiled
+
+    async def _compile(self, reason: str | None = None) -> CompiledAgent:
         self.compiled = await workflow.execute_activity(
             "wolf.compile",
             CompileInput(ref=self._ref(), manifest=self.inp.manifest, agent=self.inp.agent),
@@ -336,7 +349,8 @@ class SessionWorkflow:
             retry_policy=COMPILE_RETRY,
         )
         tools = ", ".join(t.name for t in self.compiled.tools) or "no tools"
-        self._publish("compiled", text=f"{self.compiled.agent}: {' -> '.join(self.compiled.models)}; {tools}")
+        text = f"{self.compiled.agent}: {' -> '.join(self.compiled.models)}; {tools}"
+        self._publish("compiled", text=f"{text} (recompiled: {reason})" if reason else text)
         return self.compiled
 
     async def _model_request(self, compiled: CompiledAgent) -> ModelResponse:
@@ -515,6 +529,22 @@ class SessionWorkflow:
             workflow.logger.warning("ignored an answer for call %r: no such call waits for approval", answer.call_id)
 
     @workflow.signal
+    def config_changed(self, update: ConfigUpdate) -> None:
+        """A new version of this session's config: taken at the next turn boundary (never mid-step)."""
+        if update.name != self.inp.config_name or self.inp.pinned:
+            return
+        if update.version > max(self.inp.config_version or 0, self.next_config.version if self.next_config else 0):
+            self.next_config = update
+
+    @workflow.signal
+    def extensions_changed(self, change: ExtensionsChanged) -> None:
+        """Skills or MCP lists this agent uses changed: recompile before the next model request."""
+        if self.compiled is None or not set(change.sources) & set(self.compiled.sources):
+            return
+        self.stale = change.detail or ", ".join(change.sources)
+        self._publish("extensions_changed", text=self.stale)
+
+    @workflow.signal
     def interrupt(self, reason: str | None = None) -> None:
         self._interrupt(reason or "interrupted by the user")
 
@@ -540,6 +570,8 @@ class SessionWorkflow:
             last_outcome=self.last_outcome,
             pending_approvals=list(self.pending_approvals.values()),
             parent=self.inp.parent,
+            config_name=self.inp.config_name,
+            config_version=self.inp.config_version,
         )
 
     @workflow.query(name=TRANSCRIPT_QUERY)
@@ -555,6 +587,23 @@ class SessionWorkflow:
         return self.compiled
 
     # -- helpers -------------------------------------------------------------------------------
+
+    def _apply_config(self) -> None:
+        """Switch to a pushed config version; recompile only if this agent's effective config changed."""
+        update, self.next_config = self.next_config, None
+        if update is None:
+            return
+        old = self.inp.manifest
+        self.inp = self.inp.model_copy(update={"manifest": update.manifest, "config_version": update.version})
+        changed = old.agent_identity(self.inp.agent) != update.manifest.agent_identity(self.inp.agent)
+        if changed:
+            self.compiled = None
+        self._publish(
+            "config_changed",
+            text=f"config {update.name} v{update.version}: "
+            + ("this agent changed, recompiling" if changed else "this agent is unchanged"),
+            outcome="recompile" if changed else "unchanged",
+        )
 
     def _interrupt(self, reason: str) -> None:
         if self.turn_task is not None and not self.turn_task.done():
@@ -605,6 +654,7 @@ class SessionWorkflow:
 
     async def _continue_as_new(self) -> None:
         self.counters.continued_as_new += 1
+        self._apply_config()
         keep = self.inp.manifest.host.sessions.events_kept
 
         def snapshot(stream_state: WorkflowStreamState) -> list[SessionInput]:
@@ -616,7 +666,7 @@ class SessionWorkflow:
                     update={
                         "prompt": None,
                         "transcript": self.transcript,
-                        "compiled": self.compiled,
+                        "compiled": None if self.stale else self.compiled,
                         "counters": self.counters,
                         "queue": self.queue,
                         "steers": self.steers,

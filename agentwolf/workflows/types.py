@@ -22,7 +22,9 @@ TENANT_ATTR = SearchAttributeKey.for_keyword("WolfTenant")
 AGENT_ATTR = SearchAttributeKey.for_keyword("WolfAgent")
 STATE_ATTR = SearchAttributeKey.for_keyword("WolfState")
 PARENT_ATTR = SearchAttributeKey.for_keyword("WolfParent")
-SEARCH_ATTRIBUTES = (TENANT_ATTR, AGENT_ATTR, STATE_ATTR, PARENT_ATTR)
+CONFIG_ATTR = SearchAttributeKey.for_keyword("WolfConfig")
+"""The registry name of the session's config (absent for a config given as a file)."""
+SEARCH_ATTRIBUTES = (TENANT_ATTR, AGENT_ATTR, STATE_ATTR, PARENT_ATTR, CONFIG_ATTR)
 
 
 def workflow_id(tenant: str, session_id: str) -> str:
@@ -62,6 +64,9 @@ EventKind = Literal[
     "approval_resolved",
     "child_started",
     "child_finished",
+    "config_changed",
+    "extensions_changed",
+    "command_expanded",
     "error",
     "turn_finished",
     "session_closed",
@@ -114,6 +119,21 @@ class Counters(BaseModel):
     continued_as_new: int = 0
 
 
+class ConfigUpdate(BaseModel):
+    """A new version of a named config, sent to its running sessions (applied at a turn boundary)."""
+
+    name: str
+    version: int
+    manifest: Manifest
+
+
+class ExtensionsChanged(BaseModel):
+    """A worker saw skills or MCP lists change; `sources` match `CompiledAgent.sources`."""
+
+    sources: list[str]
+    detail: str = ""
+
+
 class SessionInput(BaseModel):
     """Start arguments, and the snapshot a continue-as-new hands to the next run."""
 
@@ -126,6 +146,11 @@ class SessionInput(BaseModel):
     keep: bool = False
     depth: int = 0
     parent: str | None = None
+    config_name: str | None = None
+    """Set when the config came from the registry: new versions of it reach this session."""
+    config_version: int | None = None
+    pinned: bool = False
+    """Keep this config version even when a new one is pushed."""
     # Snapshot (empty on a fresh start).
     transcript: list[ModelMessage] = []
     compiled: CompiledAgent | None = None
@@ -153,6 +178,8 @@ class SessionStatus(BaseModel):
     last_outcome: TurnOutcome | None
     pending_approvals: list[PendingApproval] = []
     parent: str | None = None
+    config_name: str | None = None
+    config_version: int | None = None
 
 
 class SessionResult(BaseModel):
