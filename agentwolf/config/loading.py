@@ -72,6 +72,11 @@ def parse_manifest(text: str, source: str = "<manifest>") -> Manifest:
     return manifest
 
 
+def reference_problems(manifest: Manifest) -> list[str]:
+    """`key.path: problem` lines for a manifest that arrived already parsed (no YAML, so no lines)."""
+    return [f"{'.'.join(loc)}: {message}" for loc, message in _check_references(manifest)]
+
+
 def _check_references(manifest: Manifest) -> list[tuple[tuple[str, ...], str]]:
     """Cross-references pydantic cannot see: aliases (and their cycles) and MCP server names."""
     problems: list[tuple[tuple[str, ...], str]] = []

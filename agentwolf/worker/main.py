@@ -12,14 +12,16 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from agentwolf.activities.config import config_notify
 from agentwolf.activities.session import SessionActivities
 from agentwolf.worker.host import HostRegistry
+from agentwolf.workflows.registry import ConfigRegistryWorkflow
 from agentwolf.workflows.session import SessionWorkflow
 
 log = logging.getLogger(__name__)
 
 TASK_QUEUE = "agentwolf"
-WORKFLOWS = [SessionWorkflow]
+WORKFLOWS = [SessionWorkflow, ConfigRegistryWorkflow]
 
 # The workflow imports these pure-data modules; pass them through rather than re-import per run.
 SANDBOX = SandboxedWorkflowRunner(
@@ -42,7 +44,7 @@ def create_worker(
         client,
         task_queue=task_queue,
         workflows=WORKFLOWS,
-        activities=[activities.compile, activities.model_request, activities.call_tool],
+        activities=[activities.compile, activities.model_request, activities.call_tool, config_notify],
         workflow_runner=SANDBOX,
         # Interrupts reach activities through heartbeat replies: keep the throttle short.
         max_heartbeat_throttle_interval=timedelta(milliseconds=200),
