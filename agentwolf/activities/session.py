@@ -1,4 +1,4 @@
-"""The activities a session runs: compile, model_request, call_tool.
+"""The activities a session runs: compile, model_request, call_tool, read_skill, expand_command.
 
 Thin by design: each looks up the host for (config, tenant) and delegates to it. Whatever a worker
 lacks (a manifest it never saw, a compiled agent, a transcript prefix) it fetches from the session
@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import json
 import re
+import shlex
 from collections.abc import Awaitable
 from typing import TypeVar
 
@@ -29,20 +30,29 @@ from agentwolf.activities.types import (
     COMPILED_QUERY,
     MANIFEST_QUERY,
     TRANSCRIPT_QUERY,
+    CommandInput,
+    CommandOutput,
     CompiledAgent,
     CompileInput,
     HostRef,
     ModelRequestInput,
     ModelRequestOutput,
+    SkillInfo,
+    SkillReadInput,
     ToolCallInput,
     ToolCallOutput,
     ToolSpec,
     chain_digest,
     delegate_spec,
+    skill_tools,
 )
 from agentwolf.config.aliases import AliasError, resolve_model
-from agentwolf.config.manifest import Manifest, McpCapability, SubagentCapability
+from agentwolf.config.manifest import Manifest, McpServerConfig, SubagentCapability
 from agentwolf.config.placeholders import MissingVariable, resolve
+from agentwolf.extensions.mcp import McpServerCap
+from agentwolf.extensions.registry import Scope
+from agentwolf.extensions.skills import LocalSkillRoot
+from agentwolf.extensions.types import ExtensionError, ToolEntry
 from agentwolf.worker.host import AgentHost, HostRegistry
 from agentwolf.worker.pool import McpUnavailable
 
@@ -72,25 +82,97 @@ class SessionActivities:
             models = [resolve(spec) for spec in resolve_model(inp.manifest.host.models, agent.model)]
         except (AliasError, MissingVariable) as exc:
             raise ApplicationError(str(exc), type="ConfigError", non_retryable=True) from None
-        servers = [cap.mcp for cap in agent.capabilities if isinstance(cap, McpCapability)]
         subagents = [name for cap in agent.capabilities if isinstance(cap, SubagentCapability) for name in cap.subagent]
+        scope = await host.scope(inp.manifest, inp.agent, inp.ref.workflow_id, inp.turn_id or "-")
         try:
-            listed = await _heartbeating(asyncio.gather(*(host.pool.list_tools(s) for s in servers)))
+            skill_servers = await _activate_skills(host, scope, inp.active_skills)
+            servers = host.registry.tool_sources(scope)
+            listed = await _heartbeating(asyncio.gather(*(s.list_tools() for s in servers)))
+            skills = host.registry.skills(scope)
+            entries = await skills.list_skills()
+            catalog = await skills.catalog(inp.manifest.host.skills.catalog_bytes)
         except McpUnavailable as exc:
             raise ApplicationError(str(exc), type="McpUnavailable", non_retryable=exc.permanent) from None
         except (MCPError, TimeoutError) as exc:
             raise ApplicationError(f"listing MCP tools failed: {exc}", type="McpUnavailable") from None
+        except ExtensionError as exc:
+            raise ApplicationError(str(exc), type="ExtensionError", non_retryable=True) from None
+        for problem in skills.shadowed:
+            activity.logger.warning("skills: %s", problem)
         defaults = inp.manifest.host.models.defaults
+        tools = _tool_specs(dict(zip([s.server for s in servers], listed, strict=True)))  # type: ignore[attr-defined]
         compiled = CompiledAgent(
             agent=inp.agent,
             models=models,
-            instructions=agent.instructions,
-            tools=_tool_specs(dict(zip(servers, listed, strict=True))) + ([delegate_spec(subagents)] if subagents else []),
+            instructions="\n\n".join(part for part in (agent.instructions, catalog) if part),
+            tools=tools
+            + ([delegate_spec(subagents)] if subagents else [])
+            + (skill_tools([e.name for e in entries]) if entries else []),
             temperature=agent.temperature if agent.temperature is not None else defaults.temperature,
             max_tokens=agent.max_tokens if agent.max_tokens is not None else defaults.max_tokens,
+            sources=sorted(
+                {f"mcp:{s.server}" for s in servers}  # type: ignore[attr-defined]
+                | {f"skills:{r.path}" for r in host.registry.visible(scope, LocalSkillRoot)}
+            ),
+            skills=[
+                SkillInfo(
+                    name=e.name,
+                    uri=e.uri,
+                    allowed_tools=list(e.allowed_tools) if e.allowed_tools is not None else None,
+                    mcp_servers=list(e.mcp_servers),
+                )
+                for e in entries
+            ],
+            skill_servers=skill_servers,
         )
         host.compiled[compiled.digest] = compiled
+        host.track(inp.ref.workflow_id, compiled.sources)
         return compiled
+
+    @activity.defn(name="wolf.read_skill")
+    async def read_skill(self, inp: SkillReadInput) -> ToolCallOutput:
+        """A skill file as the model may see it: text, or a note for binary files (never decoded)."""
+        host = await self._host(inp.ref)
+        scope = await host.scope(self.hosts.manifests[inp.ref.config_id], inp.agent, inp.ref.workflow_id, inp.turn_id)
+        try:
+            file = await host.registry.resolve_uri(inp.uri, scope)
+        except ExtensionError as exc:
+            return ToolCallOutput(content=str(exc), is_error=True)
+        except (McpUnavailable, MCPError, TimeoutError) as exc:
+            return ToolCallOutput(content=f"reading {inp.uri} failed: {exc}", is_error=True)
+        if file.text is None:
+            size = len(file.blob or b"")
+            return ToolCallOutput(content=f"[binary file {inp.uri}: {size} bytes, {file.mime_type}; not shown]")
+        content = file.text
+        if inp.listing:
+            files = await _skill_files(host, scope, inp.uri)
+            if files:
+                content += "\n\n---\nFiles in this skill (read with read_skill_file): " + ", ".join(files)
+        return ToolCallOutput(content=content)
+
+    @activity.defn(name="wolf.expand_command")
+    async def expand_command(self, inp: CommandInput) -> CommandOutput:
+        """`/name args`: a local skill (with $ARGUMENTS, $1...) first, else an MCP prompt `/server:prompt`."""
+        host = await self._host(inp.ref)
+        scope = await host.scope(self.hosts.manifests[inp.ref.config_id], inp.agent, inp.ref.workflow_id, inp.turn_id)
+        name, _, rest = inp.text[1:].strip().partition(" ")
+        commands = {c.name: c for c in await host.registry.commands(scope)}
+        command = commands.get(name)
+        if command is None:
+            known = ", ".join(f"/{c}" for c in sorted(commands)) or "none"
+            return CommandOutput(error=f"unknown command /{name} (commands for {inp.agent}: {known})")
+        try:
+            if command.origin.startswith("mcp:"):
+                server = host.mcp[command.origin.removeprefix("mcp:")]
+                text = await server.get_command(name, _prompt_arguments(command.arguments, rest))
+                return CommandOutput(text=text)
+            for root in host.registry.visible(scope, LocalSkillRoot):
+                if any(c.name == name for c in await root.list_commands()):
+                    text = await root.get_command(name, {"ARGUMENTS": rest})
+                    return CommandOutput(text=text.strip(), skill=name)
+        except (ExtensionError, McpUnavailable, MCPError, TimeoutError) as exc:
+            return CommandOutput(error=f"/{name} failed: {exc}")
+        return CommandOutput(error=f"/{name} is not served by any visible extension")
 
     @activity.defn(name="wolf.model_request")
     async def model_request(self, inp: ModelRequestInput) -> ModelRequestOutput:
@@ -100,6 +182,9 @@ class SessionActivities:
         if compiled is None:
             compiled = await _query(inp.ref, COMPILED_QUERY, CompiledAgent)
             host.compiled[compiled.digest] = compiled
+        if inp.ref.workflow_id not in host.sessions:
+            host.track(inp.ref.workflow_id, compiled.sources)
+        offered = compiled.tools if inp.tool_names is None else [t for t in compiled.tools if t.name in inp.tool_names]
         base = host.transcript(inp.ref.workflow_id, inp.base_len, inp.base_digest) if inp.base_len else []
         cache_hit = base is not None
         if base is None:
@@ -116,7 +201,7 @@ class SessionActivities:
                     model_request_parameters=ModelRequestParameters(
                         function_tools=[
                             ToolDefinition(name=t.name, description=t.description, parameters_json_schema=t.parameters)
-                            for t in compiled.tools
+                            for t in offered
                         ],
                         allow_text_output=True,
                     ),
@@ -141,6 +226,10 @@ class SessionActivities:
     async def call_tool(self, inp: ToolCallInput) -> ToolCallOutput:
         """Run one MCP tool on the host's pooled client; MCP failures become errors the model sees."""
         host = self.hosts.ensure(inp.manifest, inp.ref.tenant) if inp.manifest else await self._host(inp.ref)
+        if inp.server_config is not None:
+            host.pool.add_server(inp.server, inp.server_config)
+        cap = host.mcp_server(inp.server)
+        version = cap.version
         try:
             result = await _heartbeating(host.pool.call_tool(inp.server, inp.tool, inp.arguments))
         except McpUnavailable as exc:
@@ -150,7 +239,8 @@ class SessionActivities:
         except TimeoutError:
             timeout = host.pool.servers[inp.server].call_timeout
             return ToolCallOutput(content=f"tool call timed out after {timeout:g}s", is_error=True)
-        return ToolCallOutput(content=_render(result), is_error=bool(result.is_error))
+        await asyncio.sleep(0)  # let a list_changed that arrived with the result reach the cap
+        return ToolCallOutput(content=_render(result), is_error=bool(result.is_error), changed=cap.version != version)
 
     async def _host(self, ref: HostRef) -> AgentHost:
         return await self.hosts.get(ref.config_id, ref.tenant, lambda: _query(ref, MANIFEST_QUERY, Manifest))
@@ -198,7 +288,45 @@ def _settings(compiled: CompiledAgent) -> ModelSettings:
     return settings
 
 
-def _tool_specs(listed: dict[str, list[mcp_types.Tool]]) -> list[ToolSpec]:
+async def _activate_skills(host: AgentHost, scope: Scope, names: list[str]) -> dict[str, McpServerConfig]:
+    """Register the MCP servers this turn's active skills bring, at TURN scope; earlier turns' go."""
+    host.registry.clear_turns(scope.session_id, keep=scope.turn_id)
+    servers: dict[str, McpServerConfig] = {}
+    for root in host.registry.visible(scope, LocalSkillRoot):
+        for name in names:
+            parsed = root.parsed(name)
+            if parsed is None:
+                continue
+            for server, config in parsed.mcp_servers.items():
+                label = f"{name}/{server}"
+                host.registry.link(f"skill:{name}", f"mcp:{label}")
+                host.pool.add_server(label, config)
+                host.registry.add(McpServerCap(host.pool, label), scope)
+                servers[label] = config
+    return servers
+
+
+async def _skill_files(host: AgentHost, scope: Scope, uri: str) -> list[str]:
+    for root in host.registry.visible(scope, LocalSkillRoot):
+        for entry in await root.list_skills():
+            if entry.uri == uri:
+                return root.files(entry.name)
+    return []
+
+
+def _prompt_arguments(names: tuple[object, ...], rest: str) -> dict[str, str]:
+    """`key=value` words by name, other words in the prompt's declared argument order."""
+    try:
+        words = shlex.split(rest)
+    except ValueError:
+        words = rest.split()
+    named = dict(w.split("=", 1) for w in words if "=" in w)
+    positional = [w for w in words if "=" not in w]
+    order = [a.name for a in names if a.name not in named]  # type: ignore[attr-defined]
+    return {**dict(zip(order, positional, strict=False)), **named}
+
+
+def _tool_specs(listed: dict[str, list[ToolEntry]]) -> list[ToolSpec]:
     """Model-facing names: the MCP name, prefixed with the server only where two servers clash."""
     counts: dict[str, int] = {}
     for tools in listed.values():
@@ -213,8 +341,8 @@ def _tool_specs(listed: dict[str, list[mcp_types.Tool]]) -> list[ToolSpec]:
                     name=_TOOL_NAME.sub("_", name)[:64],
                     server=server,
                     tool=tool.name,
-                    description=tool.description or "",
-                    parameters=dict(tool.input_schema),
+                    description=tool.description,
+                    parameters=dict(tool.parameters),
                 )
             )
     return specs

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
 
-from agentwolf.config.manifest import Manifest
+from agentwolf.config.manifest import Manifest, McpServerConfig
 
 EMPTY_DIGEST = ""
 
@@ -46,6 +46,8 @@ class ToolSpec(BaseModel):
     parameters: dict[str, Any] = {"type": "object", "properties": {}}
 
 
+SKILLS = "@skills"
+"""The `server` of the skill tools: `load_skill` and `read_skill_file` run as `wolf.read_skill`."""
 SUBAGENTS = "@subagents"
 """The `server` of the `delegate` tool: the workflow runs it as child sessions, not over MCP."""
 
@@ -68,6 +70,40 @@ def delegate_spec(agents: list[str]) -> ToolSpec:
     )
 
 
+def skill_tools(names: list[str]) -> list[ToolSpec]:
+    """Progressive disclosure: the catalog names skills; the model loads one's instructions on demand."""
+    skill = {"type": "string", "enum": sorted(set(names))}
+    return [
+        ToolSpec(
+            name="load_skill",
+            server=SKILLS,
+            tool="load_skill",
+            description="Load a skill's instructions (and the list of its files) before doing a task it covers.",
+            parameters={"type": "object", "properties": {"name": skill}, "required": ["name"]},
+        ),
+        ToolSpec(
+            name="read_skill_file",
+            server=SKILLS,
+            tool="read_skill_file",
+            description="Read one file of a loaded skill, by its path inside the skill folder.",
+            parameters={
+                "type": "object",
+                "properties": {"name": skill, "path": {"type": "string"}},
+                "required": ["name", "path"],
+            },
+        ),
+    ]
+
+
+class SkillInfo(BaseModel):
+    """What the workflow needs to know about a skill to run its tools and honour `allowed-tools`."""
+
+    name: str
+    uri: str
+    allowed_tools: list[str] | None = None
+    mcp_servers: list[str] = []
+
+
 class CompiledAgent(BaseModel):
     """An agent ready to run: concrete model chain, instructions, tools, settings."""
 
@@ -79,6 +115,9 @@ class CompiledAgent(BaseModel):
     max_tokens: int | None = None
     sources: list[str] = []
     """What the tools and skills came from (`mcp:<server>`, `skills:<root>`): changes to these recompile."""
+    skills: list[SkillInfo] = []
+    skill_servers: dict[str, McpServerConfig] = {}
+    """MCP servers that active skills bring (`<skill>/<server>`): tool calls carry their config."""
 
     @property
     def digest(self) -> str:
@@ -89,11 +128,45 @@ class CompiledAgent(BaseModel):
     def tool(self, name: str) -> ToolSpec | None:
         return next((t for t in self.tools if t.name == name), None)
 
+    def skill(self, name: str) -> SkillInfo | None:
+        return next((s for s in self.skills if s.name == name), None)
+
 
 class CompileInput(BaseModel):
     ref: HostRef
     manifest: Manifest
     agent: str
+    turn_id: str = ""
+    active_skills: list[str] = []
+    """Skills loaded this turn: the MCP servers they bring are connected and their tools listed."""
+
+
+class SkillReadInput(BaseModel):
+    """Read a skill file (`skill://...`) as the agent sees it in this turn."""
+
+    ref: HostRef
+    agent: str
+    turn_id: str
+    uri: str
+    listing: bool = False
+    """Append the skill's file list (when loading SKILL.md)."""
+
+
+class CommandInput(BaseModel):
+    """Expand a `/command args` prompt for an agent."""
+
+    ref: HostRef
+    agent: str
+    turn_id: str
+    text: str
+
+
+class CommandOutput(BaseModel):
+    text: str | None = None
+    """The expanded prompt, or None with `error` set."""
+    error: str | None = None
+    skill: str | None = None
+    """The local skill the command ran, active for the rest of the turn."""
 
 
 class ModelRequestInput(BaseModel):
@@ -104,6 +177,8 @@ class ModelRequestInput(BaseModel):
     base_len: int
     base_digest: str
     delta: list[ModelMessage]
+    tool_names: list[str] | None = None
+    """Only these tools are offered (a skill with `allowed-tools` is active); None offers all."""
 
 
 class ModelRequestOutput(BaseModel):
@@ -119,11 +194,15 @@ class ToolCallInput(BaseModel):
     call_id: str
     manifest: Manifest | None = None
     """Set for local activities, whose input history never records, so the host is found without a query."""
+    server_config: McpServerConfig | None = None
+    """For a server a skill brought: any worker can start it."""
 
 
 class ToolCallOutput(BaseModel):
     content: str
     is_error: bool = False
+    changed: bool = False
+    """The server announced new tool, prompt or resource lists during the call: recompile."""
 
 
 # Queries a session workflow answers so a worker that misses a cache can catch up.

@@ -81,7 +81,34 @@ class SubagentCapability(_Strict):
     subagent: list[str] = Field(min_length=1)
 
 
-Capability = McpCapability | SubagentCapability
+DEFAULT_SKILL_PATHS = [".claude/skills", "~/.claude/skills"]
+
+
+class SkillsCapability(_Strict):
+    """`{skills: [./skills, ~/.claude/skills]}` or `{skills: default}` (project, then user folder).
+
+    Earlier folders win a name clash (reported, never silent). `${tenant}` in a path is replaced by
+    the session's tenant, so tenants can have their own skills.
+    """
+
+    skills: list[str] | Literal["default"]
+
+    @property
+    def paths(self) -> list[str]:
+        return DEFAULT_SKILL_PATHS if self.skills == "default" else self.skills
+
+
+Capability = McpCapability | SubagentCapability | SkillsCapability
+
+
+class SkillSettings(_Strict):
+    """Skill folders every agent of the host sees (after its own), and how skills are presented."""
+
+    paths: list[str] = []
+    catalog_bytes: int = Field(50_000, ge=200)
+    """Budget of the `<available-skills>` catalog in the instructions."""
+    max_composition_depth: int = Field(3, ge=1)
+    """Warn when a chain of extensions (a skill bringing an MCP server serving skills...) is deeper."""
 
 
 class PermissionRule(_Strict):
@@ -139,6 +166,9 @@ class HostConfig(_Strict):
     mcp_servers: dict[str, McpServerConfig] = {}
     sessions: SessionSettings = SessionSettings()
     permissions: Permissions = Permissions()
+    skills: SkillSettings = SkillSettings()
+    allowed_commands: list[str] | None = None
+    """When set, the only stdio commands MCP servers (also those skills bring) may run."""
 
 
 class Team(_Strict):

@@ -337,6 +337,10 @@ class LocalSkillRoot:
     async def list_skills(self) -> list[SkillEntry]:
         return [skill.parsed.entry for skill in self._loaded().values()]
 
+    def parsed(self, name: str) -> ParsedSkill | None:
+        """The whole parsed skill (its MCP servers, hints), or None if this root has no such skill."""
+        return next((s.parsed for s in self._loaded().values() if s.parsed.entry.name == name), None)
+
     async def read_skill(self, uri: str) -> SkillFile:
         skills = self._loaded()
         located = _locate(uri, skills)

@@ -1,20 +1,36 @@
-"""Hosts: the live infrastructure for one (config identity, tenant) on this worker."""
+"""Hosts: the live infrastructure for one (config identity, tenant) on this worker.
+
+A host holds the MCP pool, the extension registry (skill folders, MCP servers as capabilities),
+the watchers that notice when they change, and caches. When something an agent uses changes, the
+host signals the sessions it has served that use it; they recompile before their next model request.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
 from agentwolf.activities.types import CompiledAgent
-from agentwolf.config.manifest import Manifest
+from agentwolf.config.manifest import Manifest, McpCapability, SkillsCapability
+from agentwolf.extensions.mcp import McpServerCap
+from agentwolf.extensions.registry import POOL, ExtensionRegistry, Scope, ScopeLevel
+from agentwolf.extensions.skills import LocalSkillRoot
+from agentwolf.extensions.types import ChangeEvent
+from agentwolf.extensions.watch import SkillRootWatcher
 from agentwolf.worker.models import build_model
 from agentwolf.worker.pool import McpPool
+from agentwolf.workflows.types import ExtensionsChanged
+
+Notify = Callable[[str, ExtensionsChanged], Awaitable[None]]
+"""Signal one session (by workflow id) that extensions it uses changed."""
 
 log = logging.getLogger(__name__)
 
@@ -33,12 +49,100 @@ class AgentHost:
     tenant: str
     local_models: Mapping[str, Model]
     pool: McpPool
+    notify: Notify | None = None
     max_transcripts: int = 256
     compiled: dict[str, CompiledAgent] = field(default_factory=dict)
     transcript_misses: int = 0
     """Model requests whose transcript prefix had to be fetched from the workflow."""
+    registry: ExtensionRegistry = field(init=False)
+    mcp: dict[str, McpServerCap] = field(default_factory=dict)
+    skill_roots: dict[str, LocalSkillRoot] = field(default_factory=dict)
+    sessions: dict[str, set[str]] = field(default_factory=dict)
+    """Sessions this host served -> the sources their compiled agent depends on."""
+    _watchers: dict[str, SkillRootWatcher] = field(default_factory=dict)
+    _agents: set[str] = field(default_factory=set)
+    _pump: asyncio.Task[None] | None = None
     _models: dict[tuple[str, ...], Model] = field(default_factory=dict)
     _transcripts: OrderedDict[str, CachedTranscript] = field(default_factory=OrderedDict)
+
+    def __post_init__(self) -> None:
+        self.registry = ExtensionRegistry(max_composition_depth=self.manifest.host.skills.max_composition_depth)
+        self.pool.on_list_changed = self._list_changed
+
+    # -- extensions ----------------------------------------------------------------------------
+
+    async def scope(self, manifest: Manifest, agent: str, session_id: str, turn_id: str) -> Scope:
+        """The turn's scope, registering the host's and the agent's capabilities on first use."""
+        if self._pump is None:
+            self._pump = asyncio.create_task(self._pump_changes())
+            for path in self.manifest.host.skills.paths:
+                self.registry.add(await self.skill_root(path), POOL)
+        key = f"{agent}@{manifest.agent_identity(agent)}"
+        if key not in self._agents:
+            self._agents.add(key)
+            where = Scope(ScopeLevel.AGENT, key)
+            config = manifest.agents.get(agent)
+            for cap in config.capabilities if config else ():
+                if isinstance(cap, SkillsCapability):
+                    for path in cap.paths:
+                        self.registry.add(await self.skill_root(path), where)
+            for cap in config.capabilities if config else ():
+                if isinstance(cap, McpCapability):
+                    self.registry.add(self.mcp_server(cap.mcp), where)
+        return Scope(ScopeLevel.TURN, key, session_id, turn_id)
+
+    def mcp_server(self, name: str) -> McpServerCap:
+        if name not in self.mcp:
+            self.mcp[name] = McpServerCap(self.pool, name)
+        return self.mcp[name]
+
+    async def skill_root(self, path: str) -> LocalSkillRoot:
+        """A watched skill folder; `${tenant}` in its path is this host's tenant."""
+        resolved = str(Path(os.path.expanduser(path.replace("${tenant}", self.tenant))).resolve())
+        if resolved not in self.skill_roots:
+            self.skill_roots[resolved] = LocalSkillRoot(resolved)
+            watcher = SkillRootWatcher(Path(resolved), source=f"skills:{resolved}")
+            await watcher.start()
+            self._watchers[resolved] = watcher
+            self.registry.add(watcher, POOL)  # observed only: a watcher serves no skills
+        return self.skill_roots[resolved]
+
+    def track(self, workflow_id: str, sources: list[str]) -> None:
+        self.sessions[workflow_id] = set(sources)
+
+    def _list_changed(self, server: str, kind: str) -> None:
+        if server in self.mcp:
+            self.mcp[server].list_changed(kind)
+
+    async def _pump_changes(self) -> None:
+        async for event in self.registry.changes():
+            try:
+                await self._changed(event)
+            except Exception:
+                log.exception("handling %s failed", event)
+
+    async def _changed(self, event: ChangeEvent) -> None:
+        """Refresh what changed, then tell every session this host served that depends on it."""
+        root = self.skill_roots.get(event.source.removeprefix("skills:"))
+        if root is not None:
+            await asyncio.to_thread(root.refresh)
+        log.info("extensions changed: %s %s", event.source, event.detail)
+        if self.notify is None:
+            return
+        change = ExtensionsChanged(sources=[event.source], detail=f"{event.source} changed: {event.detail}".strip())
+        for workflow_id, sources in list(self.sessions.items()):
+            if event.source in sources:
+                try:
+                    await self.notify(workflow_id, change)
+                except Exception as exc:  # noqa: BLE001 - a finished session cannot be told; forget it
+                    log.info("could not tell %s about %s: %s", workflow_id, event.source, exc)
+                    self.forget(workflow_id)
+
+    def forget(self, workflow_id: str) -> None:
+        """This host no longer serves the session: drop its caches and its session and turn extensions."""
+        self.sessions.pop(workflow_id, None)
+        self._transcripts.pop(workflow_id, None)
+        self.registry.clear_session(workflow_id)
 
     def model(self, specs: list[str]) -> Model:
         key = tuple(specs)
@@ -59,9 +163,15 @@ class AgentHost:
         self._transcripts[workflow_id] = CachedTranscript(messages, digest)
         self._transcripts.move_to_end(workflow_id)
         while len(self._transcripts) > self.max_transcripts:
-            self._transcripts.popitem(last=False)
+            self.forget(next(iter(self._transcripts)))
 
     async def close(self) -> None:
+        if self._pump is not None:
+            self._pump.cancel()
+        await asyncio.gather(*(w.stop() for w in self._watchers.values()))
+        for cap in self.mcp.values():
+            cap.close()
+        await self.registry.close()
         await self.pool.close()
 
 
@@ -76,6 +186,9 @@ class HostRegistry:
         mcp_idle_timeout: float = 600.0,
     ) -> None:
         self.local_models = dict(local_models or {})
+        self.notify: Notify | None = None
+        self.manifests: dict[str, Manifest] = {}
+        """Every config this worker has seen, by identity (a host may serve several)."""
         self.max_mcp_clients = max_mcp_clients
         self.mcp_idle_timeout = mcp_idle_timeout
         self._hosts: dict[tuple[str, str], AgentHost] = {}
@@ -89,12 +202,13 @@ class HostRegistry:
         host = self.find(config_id, tenant)
         if host is not None:
             return host
-        manifest = await fetch_manifest()
+        manifest = self.manifests.get(config_id) or await fetch_manifest()
         return self.ensure(manifest, tenant)
 
     def ensure(self, manifest: Manifest, tenant: str) -> AgentHost:
         """The host for this config and tenant; configs whose `host:` sections match share one."""
         key = (manifest.identity, tenant)
+        self.manifests.setdefault(manifest.identity, manifest)
         host = self._hosts.get(key) or next(
             (h for h in self._hosts.values() if h.tenant == tenant and h.manifest.host_identity == manifest.host_identity),
             None,
@@ -103,9 +217,12 @@ class HostRegistry:
             self._hosts[key] = host
         else:
             pool = McpPool(
-                manifest.host.mcp_servers, max_clients=self.max_mcp_clients, idle_timeout=self.mcp_idle_timeout
+                manifest.host.mcp_servers,
+                max_clients=self.max_mcp_clients,
+                idle_timeout=self.mcp_idle_timeout,
+                allowed_commands=manifest.host.allowed_commands,
             )
-            host = AgentHost(manifest, tenant, self.local_models, pool)
+            host = AgentHost(manifest, tenant, self.local_models, pool, notify=self.notify)
             self._hosts[key] = host
             log.info("host created: config %s, tenant %s", manifest.identity, tenant)
         return host

@@ -14,9 +14,10 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from agentwolf.activities.config import config_notify
 from agentwolf.activities.session import SessionActivities
-from agentwolf.worker.host import HostRegistry
+from agentwolf.worker.host import HostRegistry, Notify
 from agentwolf.workflows.registry import ConfigRegistryWorkflow
 from agentwolf.workflows.session import SessionWorkflow
+from agentwolf.workflows.types import ExtensionsChanged
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +40,20 @@ def create_worker(
 ) -> tuple[Worker, HostRegistry]:
     """A worker for sessions; `local_models` registers in-process models (`local:<name>` in manifests)."""
     hosts = hosts or HostRegistry(local_models)
+    hosts.notify = _signaller(client)
     activities = SessionActivities(hosts)
     worker = Worker(
         client,
         task_queue=task_queue,
         workflows=WORKFLOWS,
-        activities=[activities.compile, activities.model_request, activities.call_tool, config_notify],
+        activities=[
+            activities.compile,
+            activities.model_request,
+            activities.call_tool,
+            activities.read_skill,
+            activities.expand_command,
+            config_notify,
+        ],
         workflow_runner=SANDBOX,
         # Interrupts reach activities through heartbeat replies: keep the throttle short.
         max_heartbeat_throttle_interval=timedelta(milliseconds=200),
@@ -53,6 +62,13 @@ def create_worker(
         graceful_shutdown_timeout=timedelta(seconds=10),
     )
     return worker, hosts
+
+
+def _signaller(client: Client) -> Notify:
+    async def notify(workflow_id: str, change: ExtensionsChanged) -> None:
+        await client.get_workflow_handle(workflow_id).signal("extensions_changed", change)
+
+    return notify
 
 
 async def run_worker(worker: Worker, hosts: HostRegistry, stop: asyncio.Event) -> None:

@@ -12,7 +12,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ import anyio
 import mcp_types
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
@@ -30,6 +31,16 @@ from agentwolf.config.placeholders import resolve
 log = logging.getLogger(__name__)
 
 _CONNECTION_LOST = {mcp_types.CONNECTION_CLOSED}
+
+ListKind = str
+"""`tools`, `prompts` or `resources`: which of a server's lists changed."""
+OnListChanged = Callable[[str, ListKind], None]
+
+_NOTIFICATION_KINDS: dict[type, ListKind] = {
+    mcp_types.ToolListChangedNotification: "tools",
+    mcp_types.PromptListChangedNotification: "prompts",
+    mcp_types.ResourceListChangedNotification: "resources",
+}
 
 
 class McpUnavailable(RuntimeError):
@@ -73,8 +84,13 @@ class McpPool:
         idle_timeout: float = 600.0,
         connect_attempts: int = 3,
         backoff: float = 0.5,
+        allowed_commands: Sequence[str] | None = None,
+        on_list_changed: OnListChanged | None = None,
     ) -> None:
         self.servers = dict(servers)
+        """Declared servers; skills may add theirs (`add_server`)."""
+        self.allowed_commands = None if allowed_commands is None else set(allowed_commands)
+        self.on_list_changed = on_list_changed
         self._env = os.environ if env is None else env
         self.max_clients = max_clients
         self.idle_timeout = idle_timeout
@@ -88,14 +104,21 @@ class McpPool:
 
     # -- calls -------------------------------------------------------------------------------
 
+    def add_server(self, name: str, config: McpServerConfig) -> None:
+        """Declare a server at run time (one a skill brings); a changed config replaces the old one."""
+        if self.servers.get(name) != config:
+            self.servers[name] = config
+
     async def list_tools(self, server: str) -> list[mcp_types.Tool]:
-        return await self._use(server, lambda c: c.list_tools(), timeout=self._config(server).connect_timeout)
+        result = await self.use(server, lambda c: c.list_tools(), timeout=self._config(server).connect_timeout)
+        return result.tools
 
     async def call_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
         timeout = self._config(server).call_timeout
-        return await self._use(server, lambda c: c.call_tool(tool, arguments, read_timeout_seconds=timeout))
+        return await self.use(server, lambda c: c.call_tool(tool, arguments, read_timeout_seconds=timeout))
 
-    async def _use(self, server: str, op: Any, timeout: float | None = None) -> Any:
+    async def use(self, server: str, op: Callable[[Client], Awaitable[Any]], timeout: float | None = None) -> Any:
+        """Run `op` on the server's pooled client (connecting on first use); a lost connection is dropped."""
         conn = await self._get(server)
         conn.in_flight += 1
         try:
@@ -110,8 +133,6 @@ class McpPool:
         finally:
             conn.in_flight -= 1
             conn.last_used = time.monotonic()
-        if isinstance(result, mcp_types.ListToolsResult):
-            return result.tools
         return result
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -157,17 +178,25 @@ class McpPool:
     async def _open(self, server: str, config: McpServerConfig) -> _Connection:
         try:
             if config.command is not None:
+                command = resolve(config.command, self._env)
+                if self.allowed_commands is not None and command not in self.allowed_commands:
+                    raise McpUnavailable(
+                        server, f"command {command!r} is not in host.allowed_commands", permanent=True
+                    )
                 params = StdioServerParameters(
-                    command=_command_path(resolve(config.command, self._env)),
+                    command=_command_path(command),
                     args=[resolve(a, self._env) for a in config.args],
                     env={k: resolve(v, self._env) for k, v in config.env.items()},
                     cwd=config.cwd,
                 )
-                client = Client(params)
+                client = Client(params, message_handler=self._notifications(server))
             else:
                 headers = {k: resolve(v, self._env) for k, v in config.headers.items()}
                 http = create_mcp_http_client(headers=headers)
-                client = Client(streamable_http_client(resolve(config.url or "", self._env), http_client=http))
+                client = Client(
+                    streamable_http_client(resolve(config.url or "", self._env), http_client=http),
+                    message_handler=self._notifications(server),
+                )
         except (FileNotFoundError, KeyError) as exc:
             raise McpUnavailable(server, str(exc), permanent=True) from exc
         conn = _Connection(server, client=client)
@@ -188,8 +217,33 @@ class McpPool:
             raise McpUnavailable(server, _describe(exc), permanent=_is_permanent(exc)) from exc
         return conn
 
-    @staticmethod
-    async def _hold(conn: _Connection, ready: asyncio.Future[None]) -> None:
+    def _notifications(self, server: str) -> Callable[[Any], Awaitable[None]]:
+        """2025 sessions deliver `notifications/*/list_changed` here."""
+
+        async def handle(message: Any) -> None:
+            kind = _NOTIFICATION_KINDS.get(type(message))
+            if kind is not None and self.on_list_changed is not None:
+                self.on_list_changed(server, kind)
+
+        return handle
+
+    async def _listen(self, conn: _Connection) -> None:
+        """2026 sessions deliver list changes only on a `subscriptions/listen` stream."""
+        assert conn.client is not None and self.on_list_changed is not None
+        try:
+            async with conn.client.listen(
+                tools_list_changed=True, prompts_list_changed=True, resources_list_changed=True
+            ) as subscription:
+                async for event in subscription:
+                    kind = type(event).__name__.removesuffix("ListChanged").lower()
+                    if kind in ("tools", "prompts", "resources"):
+                        self.on_list_changed(conn.name, kind)
+        except ListenNotSupportedError:
+            pass  # a 2025 session: the message handler gets them
+        except (MCPError, SubscriptionLost, TimeoutError) as exc:
+            log.info("MCP server %r: no list-change stream (%s)", conn.name, _describe(exc))
+
+    async def _hold(self, conn: _Connection, ready: asyncio.Future[None]) -> None:
         """Own the client's context for its whole life (anyio scopes are task-bound).
 
         It is stopped through `conn.stop` or `conn.scope`, never `Task.cancel()`: a native cancel
@@ -198,10 +252,13 @@ class McpPool:
         assert conn.client is not None
         try:
             with conn.scope:
-                async with conn.client:
+                async with conn.client, anyio.create_task_group() as listeners:
                     conn.alive = True
                     ready.set_result(None)
+                    if self.on_list_changed is not None:
+                        listeners.start_soon(self._listen, conn)
                     await conn.stop.wait()
+                    listeners.cancel_scope.cancel()
             if not ready.done():
                 ready.set_exception(TimeoutError())
         except BaseException as exc:  # noqa: BLE001 - reported to whoever waits for the connection

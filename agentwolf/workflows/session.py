@@ -8,6 +8,7 @@ decides, records and publishes. Deterministic code only (see DESIGN.md, "Rules t
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import json
 from collections import Counter
 from collections.abc import Coroutine
@@ -37,13 +38,17 @@ with workflow.unsafe.imports_passed_through():
         COMPILED_QUERY,
         EMPTY_DIGEST,
         MANIFEST_QUERY,
+        SKILLS,
         SUBAGENTS,
         TRANSCRIPT_QUERY,
+        CommandInput,
+        CommandOutput,
         CompiledAgent,
         CompileInput,
         HostRef,
         ModelRequestInput,
         ModelRequestOutput,
+        SkillReadInput,
         ToolCallInput,
         ToolCallOutput,
         ToolSpec,
@@ -79,8 +84,9 @@ MODEL_RETRY = RetryPolicy(
 )
 TOOL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)
-LOCAL_TOOL_CALLS = "local-tool-calls"
-EVENT_TEXT_LIMIT = 2000  # patch: known-fast tools run as local activities
+LOCAL_TOOL_CALLS = "local-tool-calls"  # patch: known-fast tools run as local activities
+SLASH_COMMANDS = "slash-commands"  # patch: prompts starting with `/` expand through an activity
+EVENT_TEXT_LIMIT = 2000
 MODEL_TIMEOUT = timedelta(minutes=10)
 
 
@@ -134,6 +140,8 @@ class SessionWorkflow:
         self.next_config: ConfigUpdate | None = None
         self.stale: str | None = None
         """Why the compiled agent is out of date (recompiled before the next model request)."""
+        self.active_skills: list[str] = []
+        """Skills loaded this turn: their `allowed-tools` limit the tools, their MCP servers join."""
         if inp.prompt is not None and not inp.transcript and self.counters.turns == 0 and not self.queue:
             self.queue.append(Prompt(turn_id=self._next_turn_id(), text=inp.prompt))
 
@@ -180,8 +188,12 @@ class SessionWorkflow:
         outcome: TurnOutcome = "completed"
         output: str | None = None
         try:
+            text = prompt.text
+            if text.startswith("/") and workflow.patched(SLASH_COMMANDS):
+                text = await self._expand_command(text)
+                turn.pending = [UserPromptPart(text, timestamp=workflow.now())]
             team = self.inp.manifest.teams.get(self.inp.agent)
-            output = await (self._run_team(team, prompt.text, turn) if team else self._run_steps(turn))
+            output = await (self._run_team(team, text, turn) if team else self._run_steps(turn))
         except (asyncio.CancelledError, ActivityError) as err:
             if is_cancelled_exception(err):  # an interrupt, or the workflow itself was cancelled
                 outcome, output = "interrupted", None
@@ -204,6 +216,9 @@ class SessionWorkflow:
             self.steers.clear()
         if pending:
             self._append(ModelRequest(parts=pending, timestamp=workflow.now()))
+        if any(s.mcp_servers for s in self._active_skill_infos()):
+            self.stale = "the turn's skills released their MCP servers"
+        self.active_skills = []
         self.counters.turns += 1
         self.last_output, self.last_outcome = output, outcome
         self._publish("turn_finished", text=output, outcome=outcome, usage=turn.usage)
@@ -339,10 +354,32 @@ class SessionWorkflow:
             return await self._compile(reason)
         return self.compiled
 
+    async def _expand_command(self, text: str) -> str:
+        """`/name args` -> the prompt it stands for; an unknown command fails the turn, no model call."""
+        out = await workflow.execute_activity(
+            "wolf.expand_command",
+            CommandInput(ref=self._ref(), agent=self.inp.agent, turn_id=self.turn_id or "", text=text),
+            result_type=CommandOutput,
+            start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=TOOL_RETRY,
+        )
+        if out.text is None:
+            raise _TurnStopped("failed", out.error or f"cannot expand {text.split()[0]}")
+        if out.skill and out.skill not in self.active_skills:
+            self.active_skills.append(out.skill)
+        self._publish("command_expanded", text=out.text, tool=text.split()[0])
+        return out.text
+
     async def _compile(self, reason: str | None = None) -> CompiledAgent:
         self.compiled = await workflow.execute_activity(
             "wolf.compile",
-            CompileInput(ref=self._ref(), manifest=self.inp.manifest, agent=self.inp.agent),
+            CompileInput(
+                ref=self._ref(),
+                manifest=self.inp.manifest,
+                agent=self.inp.agent,
+                turn_id=self.turn_id or "",
+                active_skills=self.active_skills,
+            ),
             result_type=CompiledAgent,
             start_to_close_timeout=timedelta(seconds=90),
             heartbeat_timeout=HEARTBEAT_TIMEOUT,  # a worker lost mid-compile is noticed in seconds
@@ -363,6 +400,7 @@ class SessionWorkflow:
                 base_len=self.synced_len,
                 base_digest=self.synced_digest,
                 delta=delta,
+                tool_names=self._offered(compiled),
             ),
             result_type=ModelRequestOutput,
             start_to_close_timeout=MODEL_TIMEOUT,
@@ -386,11 +424,20 @@ class SessionWorkflow:
         except ValueError as exc:
             result = ToolCallOutput(content=f"invalid JSON arguments: {exc}", is_error=True)
         else:
+            offered = self._offered(compiled)
+            if spec is not None and offered is not None and spec.name not in offered:
+                skills = ", ".join(self.active_skills)
+                result, outcome = ToolCallOutput(content=f"{spec.name} is not allowed while {skills} is active", is_error=True), "denied"
+                spec = None
             refusal = await self._permission(call, arguments) if spec is not None else None
-            if spec is None:
+            if outcome == "denied":
+                pass
+            elif spec is None:
                 result = ToolCallOutput(content=f"unknown tool {call.tool_name!r}", is_error=True)
             elif refusal is not None:
                 result, outcome = ToolCallOutput(content=refusal, is_error=True), "denied"
+            elif spec.server == SKILLS:
+                result = await self._skill_tool(compiled, spec, arguments)
             elif spec.server == SUBAGENTS:
                 result = await self._delegate(compiled, call, arguments)
             else:
@@ -408,10 +455,57 @@ class SessionWorkflow:
         )
         return part
 
+    async def _skill_tool(self, compiled: CompiledAgent, spec: ToolSpec, arguments: dict[str, Any]) -> ToolCallOutput:
+        """load_skill (activates it for the turn) or read_skill_file, read by the `wolf.read_skill` activity."""
+        name, path = arguments.get("name"), arguments.get("path")
+        skill = compiled.skill(name) if isinstance(name, str) else None
+        if skill is None:
+            return ToolCallOutput(content=f"unknown skill {name!r} (skills: {[s.name for s in compiled.skills]})", is_error=True)
+        if spec.tool == "read_skill_file" and (not isinstance(path, str) or not path):
+            return ToolCallOutput(content="read_skill_file needs `path`", is_error=True)
+        loading = spec.tool == "load_skill"
+        uri = skill.uri if loading else f"{skill.uri.rsplit('/', 1)[0]}/{path}"
+        result = await workflow.execute_activity(
+            "wolf.read_skill",
+            SkillReadInput(ref=self._ref(), agent=self.inp.agent, turn_id=self.turn_id or "", uri=uri, listing=loading),
+            result_type=ToolCallOutput,
+            start_to_close_timeout=timedelta(seconds=60),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            retry_policy=TOOL_RETRY,
+        )
+        if loading and not result.is_error and skill.name not in self.active_skills:
+            self.active_skills.append(skill.name)
+            if skill.mcp_servers:
+                self.stale = f"skill {skill.name} brings MCP servers {skill.mcp_servers}"
+        return result
+
+    def _active_skill_infos(self) -> list[Any]:
+        compiled = self.compiled
+        return [info for n in self.active_skills if compiled and (info := compiled.skill(n))]
+
+    def _offered(self, compiled: CompiledAgent) -> list[str] | None:
+        """Tool names the model may use now: limited while an active skill declares `allowed-tools`."""
+        limited = [s for s in self._active_skill_infos() if s.allowed_tools is not None]
+        if not limited:
+            return None
+        patterns = [p.split("(", 1)[0] for s in limited for p in s.allowed_tools or ()]
+        brought = tuple(f"{s.name}/" for s in self._active_skill_infos())
+        return [
+            t.name
+            for t in compiled.tools
+            if t.server == SKILLS or t.server.startswith(brought) or any(fnmatch.fnmatchcase(t.name, p) for p in patterns)
+        ]
+
     async def _mcp_call(self, spec: ToolSpec, call: ToolCallPart, arguments: dict[str, Any]) -> ToolCallOutput:
-        server = self.inp.manifest.host.mcp_servers[spec.server]
+        compiled_server = self.compiled.skill_servers.get(spec.server) if self.compiled else None
+        server = compiled_server or self.inp.manifest.host.mcp_servers[spec.server]
         inp = ToolCallInput(
-            ref=self._ref(), server=spec.server, tool=spec.tool, arguments=arguments, call_id=call.tool_call_id
+            ref=self._ref(),
+            server=spec.server,
+            tool=spec.tool,
+            arguments=arguments,
+            call_id=call.tool_call_id,
+            server_config=compiled_server,
         )
         started = workflow.now()
         last_ms = self.tool_ms.get(call.tool_name)
@@ -435,6 +529,9 @@ class SessionWorkflow:
                 retry_policy=TOOL_RETRY,
             )
         self.tool_ms[call.tool_name] = int((workflow.now() - started).total_seconds() * 1000)
+        if result.changed:
+            self.stale = f"{spec.server} changed its lists during {spec.tool}"
+            self._publish("extensions_changed", text=self.stale, tool=call.tool_name, call_id=call.tool_call_id)
         return result
 
     async def _delegate(self, compiled: CompiledAgent, call: ToolCallPart, arguments: dict[str, Any]) -> ToolCallOutput:

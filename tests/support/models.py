@@ -24,11 +24,14 @@ class Script:
         self.decide = decide
         self.delay = delay
         self.requests: list[list[ModelMessage]] = []
+        self.offered: list[set[str]] = []
+        """The tool names each request offered."""
         self.model = FunctionModel(self._answer)
 
     async def _answer(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         self.requests.append(list(messages))
         self.tools = [t.name for t in info.function_tools]
+        self.offered.append(set(self.tools))
         if self.delay:
             await asyncio.sleep(self.delay)
         return self.decide(self)

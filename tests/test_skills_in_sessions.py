@@ -1,0 +1,168 @@
+"""Skills, slash commands and hot reload in running sessions (real Temporal, real watcher, real MCP servers)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai.messages import ModelRequest, ToolReturnPart
+
+from agentwolf.config.manifest import Manifest
+from agentwolf.workflows.types import Event, workflow_id
+from tests.conftest import SUPPORT, TOOLS_SERVER, record_history, tools_server
+from tests.support.models import Script, sequence, text, tool, user_texts
+
+
+def write_skill(root: Path, name: str, body: str = "Follow the steps.", extra: str = "", atomic: bool = False) -> None:
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    content = f"---\nname: {name}\ndescription: The {name} skill.\n{extra}---\n{body}\n"
+    if atomic:  # how editors save: a temp file renamed over the real one
+        (folder / ".SKILL.md.tmp").write_text(content)
+        os.replace(folder / ".SKILL.md.tmp", folder / "SKILL.md")
+    else:
+        (folder / "SKILL.md").write_text(content)
+
+
+def manifest(skills: Path, *caps: dict[str, Any], **servers: dict[str, Any]) -> Manifest:
+    return Manifest.model_validate(
+        {
+            "host": {"mcp_servers": servers},
+            "agents": {"a": {"model": "local:m", "instructions": "Be brief.", "capabilities": [{"skills": [str(skills)]}, *caps]}},
+        }
+    )
+
+
+def instructions(script: Script, request: int = -1) -> str:
+    last = [m for m in script.requests[request] if isinstance(m, ModelRequest)][-1]
+    return last.instructions or ""
+
+
+def returns(script: Script, request: int = -1) -> dict[str, str]:
+    return {
+        p.tool_name: str(p.content)
+        for m in script.requests[request]
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, ToolReturnPart)
+    }
+
+
+async def run_turn(wolf: Any, sid: str, prompt: str) -> list[Event]:
+    offset = await wolf.event_offset(sid)
+    await wolf.prompt(sid, prompt)
+    events = []
+    async for _, event in wolf.events(sid, offset):
+        events.append(event)
+        if event.kind == "turn_finished":
+            return events
+    return events
+
+
+async def test_a_running_session_picks_up_a_new_skill_and_loads_it_on_demand(wolf, run_worker, tmp_path, client):
+    skills = tmp_path / "skills"
+    write_skill(skills, "review", body="Read every line.")
+    script = Script(
+        lambda s: tool("load_skill", {"name": "deploy"}) if s.calls == 2 else text(f"answer {s.calls}")
+    )
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.start_session("a", manifest(skills))
+        await run_turn(wolf, sid, "hello")
+        catalog = instructions(script)
+        assert catalog.startswith("Be brief.") and "<available-skills>" in catalog
+        assert "review" in catalog and "deploy" not in catalog
+        assert "Read every line." not in catalog  # progressive disclosure: bodies load on demand
+
+        offset = await wolf.event_offset(sid)
+        write_skill(skills, "deploy", body="Ship it with care.", atomic=True)
+        (skills / "deploy" / "runbook.md").write_text("step 1\n")
+        async for _, event in wolf.events(sid, offset):  # the worker tells the idle session
+            if event.kind == "extensions_changed":
+                assert "deploy" in (event.text or "")
+                break
+        events = await run_turn(wolf, sid, "deploy please")
+        assert "deploy" in instructions(script, 1)  # before the first model request of the turn
+        recompiled = [e for e in events if e.kind == "compiled"]
+        assert len(recompiled) == 1 and "recompiled" in (recompiled[0].text or "")
+        loaded = returns(script)["load_skill"]
+        assert "Ship it with care." in loaded and "runbook.md" in loaded and "---" not in loaded.split("\n")[0]
+        await record_history(client, workflow_id("default", sid), "skills_hot_reload")
+        await wolf.close(sid)
+
+
+async def test_a_new_mcp_tool_reaches_the_very_next_model_request(wolf, run_worker, tmp_path, client):
+    script = Script(
+        sequence(tool("grow", {"name": "fresh"}), tool("fresh", {}), text("done"))
+    )
+    skills_server = {"command": sys.executable, "args": [str(SUPPORT / "skills_server.py")]}
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.submit("grow a tool", "a", manifest(tmp_path, {"mcp": "s"}, s=skills_server))
+        result = await wolf.result(sid)
+        events = [e async for _, e in wolf.events(sid)]
+        await record_history(client, workflow_id("default", sid), "mcp_tools_changed")
+    assert result.outcome == "completed"
+    assert returns(script)["fresh"] == "fresh here"  # the model saw and called the new tool
+    kinds = [e.kind for e in events]
+    assert kinds.index("extensions_changed") < kinds.index("tool_call_started", kinds.index("extensions_changed"))
+
+
+async def test_slash_commands_expand_local_skills_and_mcp_prompts(wolf, run_worker, tmp_path):
+    skills = tmp_path / "skills"
+    write_skill(skills, "review", body="Review $ARGUMENTS; start with $1.")
+    script = Script(lambda s: text(f"answer {s.calls}"))
+    skills_server = {"command": sys.executable, "args": [str(SUPPORT / "skills_server.py")]}
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.start_session("a", manifest(skills, {"mcp": "s"}, s=skills_server))
+        events = await run_turn(wolf, sid, "/review main.py utils.py")
+        assert user_texts(script.requests[-1])[-1] == "Review main.py utils.py; start with main.py."
+        assert any(e.kind == "command_expanded" and e.tool == "/review" for e in events)
+        await run_turn(wolf, sid, "/s:review the-release")
+        assert user_texts(script.requests[-1])[-1] == "Please review the-release carefully."
+        calls = script.calls
+        events = await run_turn(wolf, sid, "/nope now")
+        assert script.calls == calls  # no model request for an unknown command
+        error = next(e for e in events if e.kind == "error")
+        assert "unknown command /nope" in (error.text or "") and "/review" in (error.text or "")
+        assert events[-1].outcome == "failed"
+        transcript = await wolf.transcript(sid)
+        assert "/nope now" in user_texts(transcript)  # the prompt is kept on record
+        await wolf.close(sid)
+
+
+async def test_allowed_tools_limit_the_agent_while_a_skill_is_active(wolf, run_worker, tmp_path):
+    skills = tmp_path / "skills"
+    write_skill(skills, "careful", extra="allowed-tools: echo\n")
+    script = Script(sequence(tool("load_skill", {"name": "careful"}), tool("add", {"a": 1, "b": 2}), text("ok")))
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.start_session("a", manifest(skills, {"mcp": "tools"}, tools=tools_server()))
+        await run_turn(wolf, sid, "go")
+        assert {"add", "echo", "load_skill"} <= script.offered[0]
+        assert script.offered[1] == {"echo", "load_skill", "read_skill_file"}  # while `careful` is active
+        assert "not allowed while careful is active" in returns(script)["add"]  # and enforced, not just hidden
+        await run_turn(wolf, sid, "again")  # the skill ended with its turn: every tool is back
+        assert {"add", "echo", "load_skill"} <= script.offered[-1]
+        await wolf.close(sid)
+
+
+async def test_a_skill_brings_its_own_mcp_server_for_its_turn_only(wolf, run_worker, tmp_path):
+    skills = tmp_path / "skills"
+    extra = f"mcp-servers:\n  helper:\n    command: {sys.executable}\n    args: [{TOOLS_SERVER}]\n"
+    write_skill(skills, "helped", extra=extra)
+    script = Script(sequence(tool("load_skill", {"name": "helped"}), tool("echo", {"text": "from helper"}), text("ok")))
+    async with run_worker(local_models={"m": script.model}) as hosts:
+        sid = await wolf.start_session("a", manifest(skills))
+        other = await wolf.start_session("a", manifest(skills))
+        await run_turn(wolf, sid, "use the helper")
+        assert "echo" not in script.offered[0]
+        assert "echo" in script.offered[1]  # connected once the skill was loaded
+        assert returns(script)["echo"] == "from helper"
+        await run_turn(wolf, other, "hello")  # another session of the same agent: no helper tools
+        assert "echo" not in script.offered[-1]
+        await run_turn(wolf, sid, "and now?")  # the next turn: the skill's server is gone again
+        assert "echo" not in script.offered[-1]
+        (host,) = hosts.hosts()
+        assert "helped/helper" in host.pool.servers
+        await wolf.close(sid)
+        await wolf.close(other)
