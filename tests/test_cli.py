@@ -251,9 +251,9 @@ async def test_submit_follow_result_and_error_paths(client, tmp_path):
         await hosts.close()
     # Error paths: one clear line, the right exit code, never a traceback.
     for args, code, words in [
-        (("status", "no-such-session"), 2, "workflow not found"),
-        (("result", "no-such-session"), 2, "workflow not found"),
-        (("steer", "no-such-session", "hi"), 2, "workflow not found"),
+        (("status", "no-such-session"), 2, "not found in tenant"),
+        (("result", "no-such-session"), 2, "not found in tenant"),
+        (("steer", "no-such-session", "hi"), 2, "not found in tenant"),
         (("submit", "x", "-a", "ghost", "-c", config), 2, "unknown agent 'ghost'"),
         (("submit", "x", "-c", str(tmp_path / "missing.yaml")), 2, "cannot read manifest"),
     ]:

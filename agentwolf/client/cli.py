@@ -27,7 +27,9 @@ from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.loading import ManifestError, load_manifest
 from agentwolf.config.manifest import Manifest
 from agentwolf.config.masking import masked
+from agentwolf.tenants import namespace_for
 from agentwolf.worker.main import TASK_QUEUE
+from agentwolf.workflows.registry import PushResult, VersionInfo, check_config_name, is_config_name, pushable
 from agentwolf.workflows.types import Event
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False)
@@ -37,8 +39,10 @@ err = Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")) or None, hi
 BUNDLED_CONFIG = Path(__file__).resolve().parents[2] / "config" / "wolf.yaml"
 
 Agent = Annotated[str, typer.Option("--agent", "-a", help="Agent name from the config.")]
-ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Manifest file.")]
-Tenant = Annotated[str, typer.Option("--tenant", help="Tenant owning the session.")]
+ConfigOpt = Annotated[
+    str | None, typer.Option("--config", "-c", help="Registry config NAME, or a manifest file (has a '.' or '/', or exists).")
+]
+Tenant = Annotated[str, typer.Option("--tenant", envvar="WOLF_TENANT", help="Tenant owning the session.")]
 Json = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 Address = Annotated[str | None, typer.Option("--address", envvar="TEMPORAL_ADDRESS", help="Temporal frontend.")]
 
@@ -55,6 +59,27 @@ def _config_path(config: Path | None) -> Path:
     if env := os.environ.get("WOLF_CONFIG"):
         return Path(env)
     return Path("wolf.yaml") if Path("wolf.yaml").exists() else BUNDLED_CONFIG
+
+
+def _config_source(config: str | None) -> Manifest | str:
+    """`--config` (else WOLF_CONFIG): a registry config name, or a manifest loaded from a file.
+
+    Registry names have no '.' or '/'; a path that exists is always a file."""
+    value = config or os.environ.get("WOLF_CONFIG")
+    if value and is_config_name(value) and not Path(value).exists():
+        return value
+    return load_manifest(_config_path(Path(value) if value else None))
+
+
+def _registry_ref(target: str | None) -> tuple[str, int | None] | None:
+    """`NAME` or `NAME@VERSION` (a registry config), else None (a manifest file)."""
+    value = target or os.environ.get("WOLF_CONFIG")
+    if not value or Path(value).exists():
+        return None
+    name, _, version = value.partition("@")
+    if not is_config_name(name) or (version and not version.isdigit()):
+        return None
+    return name, int(version) if version else None
 
 
 def _run(main: Callable[[], Awaitable[object]]) -> NoReturn:
@@ -159,16 +184,18 @@ def submit(
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream the events.")] = False,
     wait: Annotated[bool, typer.Option("--wait", "-w", help="Block until the result.")] = False,
     keep: Annotated[bool, typer.Option("--keep", help="Keep the session open after its turn.")] = False,
+    pin: Annotated[bool, typer.Option("--pin", help="Stay on the registry config's current version.")] = False,
     address: Address = None,
     as_json: Json = False,
 ) -> None:
     """Start a background task; prints its session id (last line)."""
 
     async def main() -> None:
-        manifest = load_manifest(_config_path(config))
-        _check_agent(manifest, agent)
+        source = _config_source(config)
+        if isinstance(source, Manifest):
+            _check_agent(source, agent)
         wolf = await _client(address, tenant, start_local=True)
-        sid = await wolf.submit(prompt, agent, manifest, session_id=session, keep=keep)
+        sid = await wolf.submit(prompt, agent, session_id=session, keep=keep, pinned=pin, **_source_args(source))
         if follow:
             await _follow(wolf, sid, as_json, until_turn_end=keep)
         if wait or follow:
@@ -176,6 +203,10 @@ def submit(
         out.print(json.dumps({"session_id": sid}) if as_json else sid)
 
     _run(main)
+
+
+def _source_args(source: Manifest | str) -> dict[str, Any]:
+    return {"config_name": source} if isinstance(source, str) else {"manifest": source}
 
 
 async def _print_result(wolf: WolfClient, sid: str, as_json: bool, quiet: bool = False) -> None:
@@ -296,14 +327,23 @@ def worker(
     address: Address = None,
     namespace: Annotated[str | None, typer.Option("--namespace", envvar="TEMPORAL_NAMESPACE")] = None,
     task_queue: Annotated[str, typer.Option("--task-queue")] = TASK_QUEUE,
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", help="Serve this tenant's namespace (WOLF_TENANT_NAMESPACES).")
+    ] = None,
 ) -> None:
-    """Run a worker in the foreground (for any Temporal cluster)."""
+    """Run a worker in the foreground (for any Temporal cluster); a worker serves one namespace."""
     import logging
 
     from agentwolf.worker.__main__ import serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    _run(lambda: serve(address, namespace, task_queue))
+
+    async def main() -> None:
+        if tenant and (namespace_for(tenant) is None):
+            raise Exit(2, f"tenant {tenant!r} has no namespace in WOLF_TENANT_NAMESPACES")
+        await serve(address, namespace_for(tenant) if tenant else namespace, task_queue)
+
+    _run(main)
 
 
 @app.command()
@@ -322,7 +362,7 @@ def down(as_json: Json = False) -> None:
     out.print(json.dumps({"stopped": stopped}) if as_json else f"stopped: {', '.join(stopped) or 'nothing was running'}")
 
 
-config_app = typer.Typer(help="Check and inspect manifests.", no_args_is_help=True)
+config_app = typer.Typer(help="Check and inspect manifests; push, list and roll back registry configs.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 
 
@@ -339,12 +379,113 @@ def config_validate(file: Path, as_json: Json = False) -> None:
 
 
 @config_app.command("show")
-def config_show(file: Annotated[Path | None, typer.Argument()] = None, as_json: Json = False) -> None:
-    """The manifest as the worker sees it: placeholders resolved, secrets masked."""
+def config_show(
+    target: Annotated[str | None, typer.Argument(help="FILE, or NAME[@VERSION] from the registry.")] = None,
+    tenant: Tenant = "default",
+    address: Address = None,
+    as_json: Json = False,
+) -> None:
+    """The manifest with placeholders resolved (here) and secrets masked."""
 
     async def main() -> None:
-        view = masked(load_manifest(_config_path(file)))
-        out.print(json.dumps(view, indent=2) if as_json else yaml.safe_dump(view, sort_keys=False).rstrip())
+        ref = _registry_ref(target)
+        if ref is None:
+            view = masked(load_manifest(_config_path(Path(target) if target else None)))
+            out.print(json.dumps(view, indent=2) if as_json else yaml.safe_dump(view, sort_keys=False).rstrip())
+            return
+        found = await (await _client(address, tenant)).config_get(*ref)
+        info = found.model_dump(mode="json", exclude={"manifest"})
+        view = masked(found.manifest)
+        if as_json:
+            out.print(json.dumps({**info, "manifest": view}, indent=2))
+        else:
+            out.print(f"# {found.name} v{found.version} ({_describe(found)})")
+            out.print(yaml.safe_dump(view, sort_keys=False).rstrip())
+
+    _run(main)
+
+
+def _describe(info: VersionInfo) -> str:
+    note = f", {info.note}" if info.note else ""
+    return f"identity {info.identity}, pushed {info.pushed_at:%Y-%m-%d %H:%M:%S}{note}"
+
+
+def _print_push(result: PushResult, as_json: bool) -> None:
+    if as_json:
+        out.print(result.model_dump_json())
+    elif result.created:
+        out.print(f"{result.name} v{result.version} (identity {result.identity}); running sessions take it at their next turn")
+    else:
+        out.print(f"unchanged: {result.name} v{result.version} already has this content")
+
+
+@config_app.command("push")
+def config_push(
+    name: str,
+    file: Path,
+    note: Annotated[str, typer.Option("--note", help="Why this version (shown by history).")] = "",
+    tenant: Tenant = "default",
+    address: Address = None,
+    as_json: Json = False,
+) -> None:
+    """Push FILE as the next version of registry config NAME (identical content: no new version)."""
+
+    async def main() -> None:
+        manifest = pushable(file)  # file:line errors before anything is sent
+        wolf = await _client(address, tenant, start_local=True)
+        _print_push(await wolf.config_push(check_config_name(name), manifest, note=note), as_json)
+
+    _run(main)
+
+
+@config_app.command("rollback")
+def config_rollback(
+    name: str,
+    version: int,
+    note: Annotated[str, typer.Option("--note")] = "",
+    tenant: Tenant = "default",
+    address: Address = None,
+    as_json: Json = False,
+) -> None:
+    """Push a new version of NAME with VERSION's content (versions only go up)."""
+
+    async def main() -> None:
+        _print_push(await (await _client(address, tenant)).config_rollback(name, version, note=note), as_json)
+
+    _run(main)
+
+
+@config_app.command("list")
+def config_list(tenant: Tenant = "default", address: Address = None, as_json: Json = False) -> None:
+    """The tenant's registry configs and their current versions."""
+
+    async def main() -> None:
+        configs = await (await _client(address, tenant)).config_list()
+        if as_json:
+            out.print(json.dumps([c.model_dump(mode="json") for c in configs]))
+            return
+        table = Table("config", "version", "identity", "pushed", "note", box=None)
+        for c in configs:
+            table.add_row(c.name, str(c.version), c.identity, f"{c.pushed_at:%Y-%m-%d %H:%M:%S}", c.note)
+        out.print(table)
+
+    _run(main)
+
+
+@config_app.command("history")
+def config_history(name: str, tenant: Tenant = "default", address: Address = None, as_json: Json = False) -> None:
+    """Every version of NAME: identity, when, note, and how many running sessions were told."""
+
+    async def main() -> None:
+        versions = await (await _client(address, tenant)).config_history(name)
+        if as_json:
+            out.print(json.dumps([v.model_dump(mode="json") for v in versions]))
+            return
+        table = Table("version", "identity", "pushed", "sessions told", "note", box=None)
+        for v in versions:
+            told = "" if v.notified is None else str(v.notified)
+            table.add_row(str(v.version), v.identity, f"{v.pushed_at:%Y-%m-%d %H:%M:%S}", told, v.note)
+        out.print(table)
 
     _run(main)
 
@@ -353,6 +494,7 @@ def config_show(file: Annotated[Path | None, typer.Argument()] = None, as_json: 
 def list_sessions(
     state: Annotated[str | None, typer.Option("--state", help="idle, running, waiting_approval, done")] = None,
     agent: Annotated[str | None, typer.Option("--agent", "-a")] = None,
+    config: Annotated[str | None, typer.Option("--config", "-c", help="Registry config name.")] = None,
     tenant: Tenant = "default",
     limit: Annotated[int, typer.Option("--limit")] = 50,
     address: Address = None,
@@ -361,14 +503,15 @@ def list_sessions(
     """Sessions of a tenant, newest first (Temporal visibility)."""
 
     async def main() -> None:
-        sessions = await (await _client(address, tenant)).list_sessions(state=state, agent=agent, limit=limit)
+        wolf = await _client(address, tenant)
+        sessions = await wolf.list_sessions(state=state, agent=agent, config=config, limit=limit)
         if as_json:
             out.print(json.dumps([s.model_dump(mode="json") for s in sessions]))
             return
-        table = Table("session", "agent", "state", "status", "parent", "started", box=None)
+        table = Table("session", "agent", "state", "status", "parent", "config", "started", box=None)
         for s in sessions:
             started = s.started.strftime("%Y-%m-%d %H:%M:%S") if s.started else ""
-            table.add_row(s.session_id, s.agent or "", s.state or "", s.status, s.parent or "", started)
+            table.add_row(s.session_id, s.agent or "", s.state or "", s.status, s.parent or "", s.config or "", started)
         out.print(table)
 
     _run(main)
@@ -389,9 +532,10 @@ def chat(
         if session:
             sid, offset = session, await wolf.event_offset(session)
         else:
-            manifest = load_manifest(_config_path(config))
-            _check_agent(manifest, agent)
-            sid, offset = await wolf.start_session(agent, manifest), 0
+            source = _config_source(config)
+            if isinstance(source, Manifest):
+                _check_agent(source, agent)
+            sid, offset = await wolf.start_session(agent, **_source_args(source)), 0
         err.print(f"[dim]session {sid}: /exit leaves, Ctrl-C interrupts a turn (twice exits)[/dim]")
         try:
             while True:

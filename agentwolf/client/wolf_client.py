@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime
@@ -13,20 +14,25 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.envconfig import ClientConfig
+from temporalio.service import RPCError, RPCStatusCode
 
 from agentwolf.activities.types import TRANSCRIPT_QUERY
+from agentwolf.client.configs import ConfigMethods
 from agentwolf.config.loading import load_manifest
 from agentwolf.config.manifest import Manifest
 from agentwolf.payloads import data_converter
+from agentwolf.tenants import TenantError, check_tenant, namespace_for
 from agentwolf.worker.main import TASK_QUEUE
 from agentwolf.workflows.session import SessionWorkflow
 from agentwolf.workflows.types import (
     AGENT_ATTR,
+    CONFIG_ATTR,
     EVENTS_TOPIC,
     PARENT_ATTR,
     STATE_ATTR,
     TENANT_ATTR,
     Approval,
+    ConfigUpdate,
     Event,
     SessionInput,
     SessionResult,
@@ -58,43 +64,96 @@ class SessionSummary(BaseModel):
     state: str | None
     parent: str | None
     status: str
+    config: str | None = None
     started: datetime | None
 
 
-class WolfClient:
-    """Sessions of one tenant on one Temporal namespace."""
+VISIBILITY_WAIT = 30.0
+"""How long a session start waits for visibility to list the session (see `_catch_up`)."""
+
+
+class SessionNotFound(ValueError):
+    pass
+
+
+class WolfClient(ConfigMethods):
+    """Sessions and configs of one tenant on one Temporal namespace; another tenant's sessions are refused."""
 
     def __init__(self, client: Client, *, tenant: str = "default", task_queue: str = TASK_QUEUE) -> None:
         self.client = client
-        self.tenant = tenant
+        self.tenant = check_tenant(tenant)
         self.task_queue = task_queue
+        self._owned: set[str] = set()  # workflow ids checked to be this tenant's sessions
 
     @classmethod
     async def connect(
         cls, address: str | None = None, *, namespace: str | None = None, tenant: str = "default", **kwargs: str
     ) -> WolfClient:
-        return cls(await connect(address, namespace), tenant=tenant, **kwargs)
+        """`namespace` defaults to the tenant's own (`WOLF_TENANT_NAMESPACES`), else the configured one."""
+        return cls(await connect(address, namespace or namespace_for(check_tenant(tenant))), tenant=tenant, **kwargs)
 
-    def _handle(self, session_id: str) -> WorkflowHandle[SessionWorkflow, SessionResult]:
-        return self.client.get_workflow_handle_for(SessionWorkflow.run, workflow_id(self.tenant, session_id))
+    async def _handle(self, session_id: str) -> WorkflowHandle[SessionWorkflow, SessionResult]:
+        """A handle on one of this tenant's sessions. `session_id` may be a full workflow id
+        (`wolf/<tenant>/<id>`); another tenant's, or a session whose WolfTenant differs, is refused."""
+        if session_id.startswith("wolf/") and session_id.count("/") >= 2:
+            _, tenant, session_id = session_id.split("/", 2)
+            if tenant != self.tenant:
+                raise TenantError(f"session {session_id!r} belongs to tenant {tenant!r}, not to {self.tenant!r}")
+        handle = self.client.get_workflow_handle_for(SessionWorkflow.run, workflow_id(self.tenant, session_id))
+        if handle.id not in self._owned:
+            try:
+                described = await handle.describe()
+            except RPCError as exc:
+                if exc.status == RPCStatusCode.NOT_FOUND:
+                    raise SessionNotFound(f"session {session_id!r} not found in tenant {self.tenant!r}") from None
+                raise
+            owner = described.typed_search_attributes.get(TENANT_ATTR)
+            if described.workflow_type != SessionWorkflow.__name__ or owner != self.tenant:
+                raise TenantError(f"session {session_id!r} belongs to tenant {owner!r}, not to {self.tenant!r}")
+            self._owned.add(handle.id)
+        return handle
 
     async def start_session(
         self,
         agent: str,
-        manifest: Manifest | str | Path,
+        manifest: Manifest | str | Path | None = None,
         *,
+        config_name: str | None = None,
+        pinned: bool = False,
         session_id: str | None = None,
         prompt: str | None = None,
         background: bool = False,
         keep: bool = False,
     ) -> str:
-        """Start a session (its first prompt optional); returns the session id."""
+        """Start a session (its first prompt optional); returns the session id.
+
+        The config is a manifest (file or object), or `config_name` from the registry: the session
+        starts on its current version and takes new ones at turn boundaries unless `pinned`."""
+        version = None
+        if config_name is not None:
+            if manifest is not None:
+                raise ValueError("give a manifest or a registry config name, not both")
+            current = await self.config_get(config_name)
+            manifest, version = current.manifest, current.version
+        elif pinned:
+            raise ValueError("pinning applies to registry configs (config_name), not to manifest files")
+        elif manifest is None:
+            raise ValueError("a session needs a manifest or a registry config name")
         if not isinstance(manifest, Manifest):
             manifest = load_manifest(manifest)
         if agent not in manifest.agents and agent not in manifest.teams:
             known = sorted([*manifest.agents, *manifest.teams]) or "none"
             raise ValueError(f"unknown agent {agent!r} (agents and teams in this config: {known})")
         session_id = session_id or uuid.uuid4().hex[:12]
+        if "/" in session_id:
+            raise ValueError(f"invalid session id {session_id!r}: no '/' (it is part of the workflow id)")
+        attributes = [
+            SearchAttributePair(TENANT_ATTR, self.tenant),
+            SearchAttributePair(AGENT_ATTR, agent),
+            SearchAttributePair(STATE_ATTR, "idle"),
+        ]
+        if config_name is not None:
+            attributes.append(SearchAttributePair(CONFIG_ATTR, config_name))
         await self.client.start_workflow(
             SessionWorkflow.run,
             SessionInput(
@@ -105,33 +164,71 @@ class WolfClient:
                 prompt=prompt,
                 background=background,
                 keep=keep,
+                config_name=config_name,
+                config_version=version,
+                pinned=pinned,
             ),
             id=workflow_id(self.tenant, session_id),
             task_queue=self.task_queue,
-            search_attributes=TypedSearchAttributes(
-                [
-                    SearchAttributePair(TENANT_ATTR, self.tenant),
-                    SearchAttributePair(AGENT_ATTR, agent),
-                    SearchAttributePair(STATE_ATTR, "idle"),
-                ]
-            ),
+            search_attributes=TypedSearchAttributes(attributes),
         )
+        self._owned.add(workflow_id(self.tenant, session_id))
+        if config_name is not None and version is not None and not pinned:
+            await self._catch_up(session_id, config_name, version)
         return session_id
 
+    async def _catch_up(self, session_id: str, name: str, version: int) -> None:
+        """Close the race between starting a session and a push of its config.
+
+        The registry signals the sessions visibility lists, and visibility lags: a session started
+        just before a push may not be listed yet. So wait until visibility lists this session (every
+        later push then reaches it), then read the current version again and send it if it is newer
+        than the one the session started with (a session ignores versions it already has)."""
+        wid = workflow_id(self.tenant, session_id)
+        query = f"WorkflowId = {_quote(wid)} AND {CONFIG_ATTR.name} = {_quote(name)}"
+        loop = asyncio.get_running_loop()
+        deadline, delay = loop.time() + VISIBILITY_WAIT, 0.02
+        while not (await self.client.count_workflows(query)).count and loop.time() < deadline:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)
+        current = await self.config_get(name)
+        if current.version > version:
+            update = ConfigUpdate(name=name, version=current.version, manifest=current.manifest)
+            try:
+                await (await self._handle(session_id)).signal(SessionWorkflow.config_changed, update)
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.NOT_FOUND:  # NOT_FOUND: a short task already ended
+                    raise
+
     async def submit(
-        self, prompt: str, agent: str, manifest: Manifest | str | Path, *, session_id: str | None = None, keep: bool = False
+        self,
+        prompt: str,
+        agent: str,
+        manifest: Manifest | str | Path | None = None,
+        *,
+        config_name: str | None = None,
+        pinned: bool = False,
+        session_id: str | None = None,
+        keep: bool = False,
     ) -> str:
         """A background task: a session whose first prompt arrives at start and that closes after it."""
         return await self.start_session(
-            agent, manifest, session_id=session_id, prompt=prompt, background=True, keep=keep
+            agent,
+            manifest,
+            config_name=config_name,
+            pinned=pinned,
+            session_id=session_id,
+            prompt=prompt,
+            background=True,
+            keep=keep,
         )
 
     async def prompt(self, session_id: str, text: str) -> str:
         """Start (or queue) a turn; returns its turn id."""
-        return await self._handle(session_id).execute_update(SessionWorkflow.prompt, text)
+        return await (await self._handle(session_id)).execute_update(SessionWorkflow.prompt, text)
 
     async def steer(self, session_id: str, text: str) -> None:
-        await self._handle(session_id).signal(SessionWorkflow.steer, text)
+        await (await self._handle(session_id)).signal(SessionWorkflow.steer, text)
 
     async def approve(self, session_id: str, call_id: str, *, always: bool = False) -> None:
         await self._answer(session_id, SessionWorkflow.approve, Approval(call_id=call_id, always=always))
@@ -144,35 +241,35 @@ class WolfClient:
         waiting = {p.call_id for p in (await self.status(session_id)).pending_approvals}
         if answer.call_id not in waiting:
             raise ValueError(f"no tool call {answer.call_id!r} waits for approval in session {session_id!r} (waiting: {sorted(waiting) or 'none'})")
-        await self._handle(session_id).signal(signal, answer)  # type: ignore[arg-type]
+        await (await self._handle(session_id)).signal(signal, answer)  # type: ignore[arg-type]
 
     async def interrupt(self, session_id: str, reason: str | None = None) -> None:
-        await self._handle(session_id).signal(SessionWorkflow.interrupt, reason)
+        await (await self._handle(session_id)).signal(SessionWorkflow.interrupt, reason)
 
     async def close(self, session_id: str) -> None:
-        await self._handle(session_id).signal(SessionWorkflow.close)
+        await (await self._handle(session_id)).signal(SessionWorkflow.close)
 
     async def status(self, session_id: str) -> SessionStatus:
-        return await self._handle(session_id).query(SessionWorkflow.status)
+        return await (await self._handle(session_id)).query(SessionWorkflow.status)
 
     async def transcript(self, session_id: str) -> list[ModelMessage]:
-        return await self._handle(session_id).query(TRANSCRIPT_QUERY, result_type=list[ModelMessage])
+        return await (await self._handle(session_id)).query(TRANSCRIPT_QUERY, result_type=list[ModelMessage])
 
     async def result(self, session_id: str) -> SessionResult:
-        return await self._handle(session_id).result()
+        return await (await self._handle(session_id)).result()
 
     async def events(self, session_id: str, from_offset: int = 0) -> AsyncIterator[tuple[int, Event]]:
         """The session's events from `from_offset` on, live, across continue-as-new; ends when it ends."""
-        stream = WorkflowStreamClient.create(self.client, workflow_id(self.tenant, session_id))
+        stream = WorkflowStreamClient.create(self.client, (await self._handle(session_id)).id)
         async for item in stream.subscribe(EVENTS_TOPIC, from_offset, result_type=Event):
             yield item.offset, item.data
 
     async def event_offset(self, session_id: str) -> int:
         """The offset the next event will have (to follow only what happens from now on)."""
-        return await WorkflowStreamClient.create(self.client, workflow_id(self.tenant, session_id)).get_offset()
+        return await WorkflowStreamClient.create(self.client, (await self._handle(session_id)).id).get_offset()
 
     async def list_sessions(
-        self, *, state: str | None = None, agent: str | None = None, limit: int = 100
+        self, *, state: str | None = None, agent: str | None = None, config: str | None = None, limit: int = 100
     ) -> list[SessionSummary]:
         """This tenant's sessions, newest first, filtered through the search attributes."""
         clauses = [f"WorkflowType = '{SessionWorkflow.__name__}'", f"{TENANT_ATTR.name} = {_quote(self.tenant)}"]
@@ -180,6 +277,8 @@ class WolfClient:
             clauses.append(f"{STATE_ATTR.name} = {_quote(state)}")
         if agent:
             clauses.append(f"{AGENT_ATTR.name} = {_quote(agent)}")
+        if config:
+            clauses.append(f"{CONFIG_ATTR.name} = {_quote(config)}")
         sessions = []
         async for wf in self.client.list_workflows(" AND ".join(clauses), limit=limit):
             attrs = wf.typed_search_attributes
@@ -192,6 +291,7 @@ class WolfClient:
                     parent=attrs.get(PARENT_ATTR),
                     status=wf.status.name.lower() if wf.status else "unknown",
                     started=wf.start_time,
+                    config=attrs.get(CONFIG_ATTR),
                 )
             )
         return sessions
