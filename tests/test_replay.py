@@ -24,6 +24,7 @@ def test_the_corpus_covers_every_feature():
         "multi_step_turn", "steer", "interrupt_tool_call", "interrupt_model_request", "double_texting_queue",
         "double_texting_reject", "loop_guard", "token_budget", "failed_turn", "continue_as_new_first_run",
         "subagents", "team_sequential", "approval_denied", "approval_always",
+        "config_changed", "config_unchanged", "config_registry_rollback", "config_registry_continue_as_new",
     } <= names
 
 

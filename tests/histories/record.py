@@ -12,6 +12,7 @@ tests = [
     "tests/test_continue_as_new.py",
     "tests/test_teams.py",
     "tests/test_approvals.py",
+    "tests/test_configs.py",
 ]
 env = {**os.environ, "WOLF_RECORD_HISTORIES": "1"}
 sys.exit(subprocess.call([sys.executable, "-m", "pytest", "-q", *tests], cwd=root, env=env))
