@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import re
 import shlex
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import mcp_types
@@ -62,11 +63,26 @@ _PERMANENT_HTTP = {400, 401, 403, 404, 422}
 _TOOL_NAME = re.compile(r"[^a-zA-Z0-9_-]")
 
 
+A = TypeVar("A", bound=CompileInput | ModelRequestInput | ToolCallInput | SkillReadInput | CommandInput)
+
+
+def _serving(method: Callable[[SessionActivities, A], Awaitable[T]]) -> Callable[[SessionActivities, A], Awaitable[T]]:
+    """Keep the activity's host from being closed as idle while the activity runs."""
+
+    @functools.wraps(method)
+    async def serve(self: SessionActivities, inp: A) -> T:
+        with self.hosts.serving(inp.ref.config_id, inp.ref.tenant):
+            return await method(self, inp)
+
+    return serve
+
+
 class SessionActivities:
     def __init__(self, hosts: HostRegistry) -> None:
         self.hosts = hosts
 
     @activity.defn(name="wolf.compile")
+    @_serving
     async def compile(self, inp: CompileInput) -> CompiledAgent:
         """Agent name + manifest -> model chain, instructions, and the tools its MCP servers list."""
         host = self.hosts.ensure(inp.manifest, inp.ref.tenant)
@@ -130,6 +146,7 @@ class SessionActivities:
         return compiled
 
     @activity.defn(name="wolf.read_skill")
+    @_serving
     async def read_skill(self, inp: SkillReadInput) -> ToolCallOutput:
         """A skill file as the model may see it: text, or a note for binary files (never decoded)."""
         host = await self._host(inp.ref)
@@ -151,6 +168,7 @@ class SessionActivities:
         return ToolCallOutput(content=content)
 
     @activity.defn(name="wolf.expand_command")
+    @_serving
     async def expand_command(self, inp: CommandInput) -> CommandOutput:
         """`/name args`: a local skill (with $ARGUMENTS, $1...) first, else an MCP prompt `/server:prompt`."""
         host = await self._host(inp.ref)
@@ -175,6 +193,7 @@ class SessionActivities:
         return CommandOutput(error=f"/{name} is not served by any visible extension")
 
     @activity.defn(name="wolf.model_request")
+    @_serving
     async def model_request(self, inp: ModelRequestInput) -> ModelRequestOutput:
         """One model request; the transcript arrives as a delta against this worker's copy."""
         host = await self._host(inp.ref)
@@ -223,6 +242,7 @@ class SessionActivities:
         return ModelRequestOutput(response=response, cache_hit=cache_hit)
 
     @activity.defn(name="wolf.call_tool")
+    @_serving
     async def call_tool(self, inp: ToolCallInput) -> ToolCallOutput:
         """Run one MCP tool on the host's pooled client; MCP failures become errors the model sees."""
         host = self.hosts.ensure(inp.manifest, inp.ref.tenant) if inp.manifest else await self._host(inp.ref)

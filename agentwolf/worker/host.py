@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,6 +53,7 @@ class AgentHost:
     pool: McpPool
     notify: Notify | None = None
     max_transcripts: int = 256
+    last_used: float = field(default_factory=time.monotonic)
     compiled: dict[str, CompiledAgent] = field(default_factory=dict)
     transcript_misses: int = 0
     """Model requests whose transcript prefix had to be fetched from the workflow."""
@@ -176,7 +179,7 @@ class AgentHost:
 
 
 class HostRegistry:
-    """One `AgentHost` per (config identity, tenant), created on first use."""
+    """One `AgentHost` per (config identity, tenant), created on first use, closed when idle."""
 
     def __init__(
         self,
@@ -184,6 +187,7 @@ class HostRegistry:
         *,
         max_mcp_clients: int = 20,
         mcp_idle_timeout: float = 600.0,
+        host_idle_timeout: float = 1800.0,
     ) -> None:
         self.local_models = dict(local_models or {})
         self.notify: Notify | None = None
@@ -191,7 +195,23 @@ class HostRegistry:
         """Every config this worker has seen, by identity (a host may serve several)."""
         self.max_mcp_clients = max_mcp_clients
         self.mcp_idle_timeout = mcp_idle_timeout
+        self.host_idle_timeout = host_idle_timeout
+        self.evicted = 0
         self._hosts: dict[tuple[str, str], AgentHost] = {}
+        self._reaper: asyncio.Task[None] | None = None
+        self._serving: Counter[tuple[str, str]] = Counter()
+
+    @contextmanager
+    def serving(self, config_id: str, tenant: str) -> Iterator[None]:
+        """Mark an activity in progress for this host, so it is not closed under it."""
+        key = (config_id, tenant)
+        self._serving[key] += 1
+        try:
+            yield
+        finally:
+            self._serving[key] -= 1
+            if host := self._hosts.get(key):
+                host.last_used = time.monotonic()
 
     def find(self, config_id: str, tenant: str) -> AgentHost | None:
         return self._hosts.get((config_id, tenant))
@@ -201,6 +221,7 @@ class HostRegistry:
     ) -> AgentHost:
         host = self.find(config_id, tenant)
         if host is not None:
+            host.last_used = time.monotonic()
             return host
         manifest = self.manifests.get(config_id) or await fetch_manifest()
         return self.ensure(manifest, tenant)
@@ -215,6 +236,7 @@ class HostRegistry:
         )
         if host is not None:
             self._hosts[key] = host
+            host.last_used = time.monotonic()
         else:
             pool = McpPool(
                 manifest.host.mcp_servers,
@@ -225,11 +247,37 @@ class HostRegistry:
             host = AgentHost(manifest, tenant, self.local_models, pool, notify=self.notify)
             self._hosts[key] = host
             log.info("host created: config %s, tenant %s", manifest.identity, tenant)
+            self._start_reaper()
         return host
+
+    def _start_reaper(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # used outside an event loop (a one-off lookup): nothing to reap
+        if self._reaper is None:
+            self._reaper = loop.create_task(self._reap_idle())
+
+    async def _reap_idle(self) -> None:
+        """Close hosts nobody used for `host_idle_timeout` (their MCP servers stop); they return on demand."""
+        while True:
+            await asyncio.sleep(max(self.host_idle_timeout / 4, 0.05))
+            now = time.monotonic()
+            for host in self.hosts():
+                keys = [k for k, h in self._hosts.items() if h is host]
+                busy = host.pool.busy() or any(self._serving[k] for k in keys)
+                if now - host.last_used > self.host_idle_timeout and not busy:
+                    self._hosts = {k: h for k, h in self._hosts.items() if h is not host}
+                    self.evicted += 1
+                    log.info("closing idle host: config %s, tenant %s", host.manifest.identity, host.tenant)
+                    await host.close()
 
     def hosts(self) -> list[AgentHost]:
         return list({id(h): h for h in self._hosts.values()}.values())
 
     async def close(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+            self._reaper = None
         hosts, self._hosts = self.hosts(), {}
         await asyncio.gather(*(h.close() for h in hosts))

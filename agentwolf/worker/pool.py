@@ -303,6 +303,9 @@ class McpPool:
                     log.info("closing idle MCP server %r", conn.name)
                     await self._discard(conn)
 
+    def busy(self) -> bool:
+        return any(c.in_flight for c in self._connections.values())
+
     def live_servers(self) -> list[str]:
         return [name for name, c in self._connections.items() if c.alive]
 

@@ -424,24 +424,7 @@ class SessionWorkflow:
         except ValueError as exc:
             result = ToolCallOutput(content=f"invalid JSON arguments: {exc}", is_error=True)
         else:
-            offered = self._offered(compiled)
-            if spec is not None and offered is not None and spec.name not in offered:
-                skills = ", ".join(self.active_skills)
-                result, outcome = ToolCallOutput(content=f"{spec.name} is not allowed while {skills} is active", is_error=True), "denied"
-                spec = None
-            refusal = await self._permission(call, arguments) if spec is not None else None
-            if outcome == "denied":
-                pass
-            elif spec is None:
-                result = ToolCallOutput(content=f"unknown tool {call.tool_name!r}", is_error=True)
-            elif refusal is not None:
-                result, outcome = ToolCallOutput(content=refusal, is_error=True), "denied"
-            elif spec.server == SKILLS:
-                result = await self._skill_tool(compiled, spec, arguments)
-            elif spec.server == SUBAGENTS:
-                result = await self._delegate(compiled, call, arguments)
-            else:
-                result = await self._mcp_call(spec, call, arguments)
+            result, outcome = await self._route_call(compiled, spec, call, arguments)
         outcome = outcome or ("failed" if result.is_error else "success")
         part = self._tool_return(call, result.content, outcome)
         finished[call.tool_call_id] = part
@@ -454,6 +437,25 @@ class SessionWorkflow:
             text=result.content,
         )
         return part
+
+    async def _route_call(
+        self, compiled: CompiledAgent, spec: ToolSpec | None, call: ToolCallPart, arguments: dict[str, Any]
+    ) -> tuple[ToolCallOutput, str | None]:
+        """Run the call where it belongs; outcome `denied` when allowed-tools, a rule or a person refused it."""
+        if spec is None:
+            return ToolCallOutput(content=f"unknown tool {call.tool_name!r}", is_error=True), None
+        offered = self._offered(compiled)
+        if offered is not None and spec.name not in offered:
+            refusal = f"{spec.name} is not allowed while {', '.join(self.active_skills)} is active"
+            return ToolCallOutput(content=refusal, is_error=True), "denied"
+        refusal = await self._permission(call, arguments)
+        if refusal is not None:
+            return ToolCallOutput(content=refusal, is_error=True), "denied"
+        if spec.server == SKILLS:
+            return await self._skill_tool(compiled, spec, arguments), None
+        if spec.server == SUBAGENTS:
+            return await self._delegate(compiled, call, arguments), None
+        return await self._mcp_call(spec, call, arguments), None
 
     async def _skill_tool(self, compiled: CompiledAgent, spec: ToolSpec, arguments: dict[str, Any]) -> ToolCallOutput:
         """load_skill (activates it for the turn) or read_skill_file, read by the `wolf.read_skill` activity."""
