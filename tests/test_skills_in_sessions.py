@@ -166,3 +166,45 @@ async def test_a_skill_brings_its_own_mcp_server_for_its_turn_only(wolf, run_wor
         assert "helped/helper" in host.pool.servers
         await wolf.close(sid)
         await wolf.close(other)
+
+
+async def test_hostile_skills_and_a_list_changed_storm_do_not_stall_a_session(wolf, run_worker, tmp_path):
+    skills, outside = tmp_path / "skills", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("TOP-SECRET")
+    write_skill(skills, "good", body="Be good.")
+    (skills / "good" / "escape").symlink_to(outside)  # a symlink inside the skill pointing out of it
+    bomb = "---\nname: bomb\ndescription: &a [x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n---\nboom\n"
+    (skills / "bomb").mkdir()
+    (skills / "bomb" / "SKILL.md").write_text(bomb)
+    (skills / "big").mkdir()
+    (skills / "big" / "SKILL.md").write_text("---\nname: big\ndescription: big\n---\n" + "x" * 300_000)
+    (skills / "away").symlink_to(outside)  # a whole skill folder outside the root
+    attempts = [
+        ("read_skill_file", {"name": "good", "path": "../../outside/secret.txt"}),
+        ("read_skill_file", {"name": "good", "path": "%2e%2e/%2e%2e/outside/secret.txt"}),
+        ("read_skill_file", {"name": "good", "path": "/etc/passwd"}),
+        ("read_skill_file", {"name": "good", "path": "escape/secret.txt"}),
+        ("read_skill_file", {"name": "good", "path": "a\\..\\..\\secret.txt"}),
+        ("load_skill", {"name": "bomb"}),
+        ("load_skill", {"name": "../good"}),
+        ("grow", {"name": "stormy", "storm": 500}),
+    ]
+    script = Script(sequence(*(tool(n, a) for n, a in attempts), text("survived")))
+    skills_server = {"command": sys.executable, "args": [str(SUPPORT / "skills_server.py")]}
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.submit("try everything", "a", manifest(skills, {"mcp": "s"}, s=skills_server))
+        result = await wolf.result(sid)
+        events = [e async for _, e in wolf.events(sid)]
+        transcript = await wolf.transcript(sid)
+    assert result.outcome == "completed" and result.output == "survived"
+    catalog = instructions(script, 0)
+    assert "good" in catalog and not any(name in catalog for name in ("bomb", "big", "away"))
+    finished = [e for e in events if e.kind == "tool_call_finished"]
+    assert [e.outcome for e in finished[:7]] == ["failed"] * 7
+    reasons = [e.text or "" for e in finished[:7]]
+    assert all("may not leave the skill" in r for r in reasons[:2]), reasons
+    assert "empty" in reasons[2] and "outside the skill" in reasons[3] and "backslash" in reasons[4]
+    assert "unknown skill 'bomb'" in reasons[5] and "unknown skill '../good'" in reasons[6]
+    assert "TOP-SECRET" not in str(transcript)
+    assert sum(e.kind == "compiled" for e in events) <= 3  # 1000 notifications, a couple of recompiles

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import TypeVar
 
+from agentwolf.extensions.safety import parse_skill_uri
 from agentwolf.extensions.skills import SkillManagerCap
 from agentwolf.extensions.types import (
     ChangeEvent,
@@ -147,9 +148,11 @@ class ExtensionRegistry:
         """Read `skill://...` or `mcp://<server>/<resource-uri>`; each capability is asked cheaply first."""
         scheme = uri.partition("://")[0] if "://" in uri else ""
         if scheme == "skill":
+            parse_skill_uri(uri)  # traversal and malformed paths are refused by name, before any lookup
             manager = self.skills(scope)
             if await manager.skill_exists(uri):
                 return await manager.read_skill(uri)
+            await manager.read_skill(uri)  # raises the specific reason (an escaping symlink, no such file)
             raise ExtensionError(f"no visible skill has {uri!r}")
         if scheme == "mcp":
             server, _, resource = uri.removeprefix("mcp://").partition("/")
