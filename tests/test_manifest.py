@@ -73,3 +73,19 @@ def test_placeholders_resolve_on_the_worker_only():
     assert resolve("${MODEL:-test}", {}) == "test"
     with pytest.raises(MissingVariable, match="TOKEN is not set"):
         resolve("${TOKEN}", {})
+
+
+def test_relative_skill_folders_are_relative_to_the_manifest_file(tmp_path):
+    from agentwolf.config import load_manifest
+
+    path = tmp_path / "conf" / "wolf.yaml"
+    path.parent.mkdir()
+    path.write_text(
+        "host: {skills: {paths: [shared, ~/mine, /abs]}}\n"
+        "agents:\n  a: {capabilities: [{skills: [local, '${HOME}/x']}, {skills: default}]}\n"
+    )
+    manifest = load_manifest(path)
+    assert manifest.host.skills.paths == [str(path.parent / "shared"), "~/mine", "/abs"]
+    first, second = manifest.agents["a"].capabilities
+    assert first.paths == [str(path.parent / "local"), "${HOME}/x"]
+    assert second.paths == [".claude/skills", "~/.claude/skills"]  # `default` follows the worker's directory

@@ -25,10 +25,11 @@ def load_manifest(path: str | Path) -> Manifest:
         text = path.read_text()
     except OSError as exc:
         raise ManifestError(f"{path}: cannot read manifest: {exc.strerror or exc}") from exc
-    return parse_manifest(text, source=str(path))
+    return parse_manifest(text, source=str(path), base_dir=path.parent.resolve())
 
 
-def parse_manifest(text: str, source: str = "<manifest>") -> Manifest:
+def parse_manifest(text: str, source: str = "<manifest>", base_dir: Path | None = None) -> Manifest:
+    """`base_dir`: where relative skill folders are (the manifest's folder); else the worker's directory."""
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
@@ -57,6 +58,8 @@ def parse_manifest(text: str, source: str = "<manifest>") -> Manifest:
         )
         data = {"host": {key: data.pop(key) for key in legacy}, **data}
         lines = {(("host", *key) if key and key[0] in legacy else key): ln for key, ln in lines.items()}
+    if base_dir is not None:
+        _anchor_skill_paths(data, base_dir)
     try:
         manifest = Manifest.model_validate(data)
     except ValidationError as exc:
@@ -70,6 +73,23 @@ def parse_manifest(text: str, source: str = "<manifest>") -> Manifest:
     if problems:
         raise ManifestError(_format(source, lines, problems))
     return manifest
+
+
+def _anchor_skill_paths(data: dict[str, Any], base_dir: Path) -> None:
+    """Make relative skill folders relative to the manifest file (`default` stays the worker's)."""
+
+    def anchored(paths: Any) -> Any:
+        if not isinstance(paths, list):
+            return paths
+        return [p if not isinstance(p, str) or p.startswith(("/", "~", "$")) else str(base_dir / p) for p in paths]
+
+    host = data.get("host")
+    if isinstance(host, dict) and isinstance(host.get("skills"), dict) and "paths" in host["skills"]:
+        host["skills"]["paths"] = anchored(host["skills"]["paths"])
+    for agent in (data.get("agents") or {}).values() if isinstance(data.get("agents"), dict) else ():
+        for cap in agent.get("capabilities") or () if isinstance(agent, dict) else ():
+            if isinstance(cap, dict) and "skills" in cap:
+                cap["skills"] = anchored(cap["skills"])
 
 
 def reference_problems(manifest: Manifest) -> list[str]:
