@@ -310,3 +310,33 @@ async def test_chat_in_a_pseudo_terminal_with_an_interrupt(client, tmp_path):
     assert status == 0
     assert script.calls == 3  # hello, go slow (interrupted during its tool call), and now?
     assert user_texts(script.requests[-1]) == ["hello", "go slow", "and now?"]
+
+
+async def test_commands_lists_skills_and_mcp_prompts(tmp_path):
+    from tests.conftest import SUPPORT
+
+    for root, description in (("mine", "Mine."), ("team", "Team's.")):
+        folder = tmp_path / root / "review"
+        folder.mkdir(parents=True)
+        (folder / "SKILL.md").write_text(f"---\nname: review\ndescription: {description}\n---\nReview $ARGUMENTS.\n")
+    server = {"command": sys.executable, "args": [str(SUPPORT / "skills_server.py")]}
+    config = tmp_path / "wolf.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "host": {"mcp_servers": {"s": server}},
+                "agents": {"a": {"capabilities": [{"skills": ["mine", "team"]}, {"mcp": "s"}]}},
+            }
+        )
+    )
+    done = await _wolf(None, "commands", "-a", "a", "-c", str(config), "--json")
+    assert done.returncode == 0, done.stderr
+    listing = json.loads(done.stdout)
+    assert [(c["name"], c["origin"]) for c in listing["commands"]] == [
+        ("/review", f"local:{tmp_path / 'mine'}"),  # the first folder wins the name...
+        ("/s:review", "mcp:s"),
+    ]
+    assert any("team" in p for p in listing["problems"])  # ...and the clash is reported, not silent
+    assert [s["name"] for s in listing["skills"]] == ["review"]
+    unknown = await _wolf(None, "commands", "-a", "zz", "-c", str(config))
+    assert unknown.returncode == 2 and "unknown agent 'zz'" in unknown.stderr

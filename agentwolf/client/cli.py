@@ -28,6 +28,7 @@ from agentwolf.config.loading import ManifestError, load_manifest
 from agentwolf.config.manifest import Manifest
 from agentwolf.config.masking import masked
 from agentwolf.tenants import namespace_for
+from agentwolf.worker.host import HostRegistry
 from agentwolf.worker.main import TASK_QUEUE
 from agentwolf.workflows.registry import PushResult, VersionInfo, check_config_name, is_config_name, pushable
 from agentwolf.workflows.types import Event
@@ -364,6 +365,51 @@ def down(as_json: Json = False) -> None:
 
 config_app = typer.Typer(help="Check and inspect manifests; push, list and roll back registry configs.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
+
+
+@app.command()
+def commands(
+    agent: Agent = "assistant",
+    config: ConfigOpt = None,
+    tenant: Tenant = "default",
+    address: Address = None,
+    as_json: Json = False,
+) -> None:
+    """An agent's slash commands (its skills, its MCP servers' prompts) and skills, looked up here."""
+
+    async def main() -> None:
+        source = _config_source(config)
+        if isinstance(source, str):
+            source = (await (await _client(address, tenant)).config_get(source)).manifest
+        _check_agent(source, agent)
+        hosts = HostRegistry(host_idle_timeout=float("inf"))
+        try:
+            host = hosts.ensure(source, tenant)
+            scope = await host.scope(source, agent, "wolf-commands", "-")
+            listed = await host.registry.commands(scope)
+            manager = host.registry.skills(scope)
+            skills = await manager.list_skills()
+            problems = [*manager.shadowed, *manager.problems]
+            problems += [p for root in host.skill_roots.values() for p in root.problems]
+        finally:
+            await hosts.close()
+        if as_json:
+            out.print(json.dumps({
+                "commands": [{"name": f"/{c.name}", "origin": c.origin, "description": c.description} for c in listed],
+                "skills": [{"name": s.name, "origin": s.origin, "uri": s.uri, "description": s.description} for s in skills],
+                "problems": problems,
+            }))
+            return
+        table = Table("command", "from", "description", box=None)
+        for command in listed:
+            table.add_row(f"/{command.name}", command.origin, command.description)
+        out.print(table if listed else f"{agent} has no slash commands")
+        if skills:
+            out.print(f"skills: {', '.join(s.name for s in skills)}")
+        for problem in problems:
+            err.print(f"[yellow]warning:[/yellow] {problem}")
+
+    _run(main)
 
 
 @config_app.command("validate")
