@@ -25,6 +25,7 @@ def test_the_corpus_covers_every_feature():
         "double_texting_reject", "loop_guard", "token_budget", "failed_turn", "continue_as_new_first_run",
         "subagents", "team_sequential", "approval_denied", "approval_always",
         "config_changed", "config_unchanged", "config_registry_rollback", "config_registry_continue_as_new",
+        "skills_hot_reload", "mcp_tools_changed", "slash_commands",
     } <= names
 
 

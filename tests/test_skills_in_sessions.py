@@ -129,6 +129,8 @@ async def test_slash_commands_expand_local_skills_and_mcp_prompts(wolf, run_work
         transcript = await wolf.transcript(sid)
         assert "/nope now" in user_texts(transcript)  # the prompt is kept on record
         await wolf.close(sid)
+        await wolf.result(sid)
+        await record_history(wolf.client, workflow_id("default", sid), "slash_commands")
 
 
 async def test_allowed_tools_limit_the_agent_while_a_skill_is_active(wolf, run_worker, tmp_path):

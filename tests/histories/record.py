@@ -13,6 +13,7 @@ tests = [
     "tests/test_teams.py",
     "tests/test_approvals.py",
     "tests/test_configs.py",
+    "tests/test_skills_in_sessions.py",
 ]
 env = {**os.environ, "WOLF_RECORD_HISTORIES": "1"}
 sys.exit(subprocess.call([sys.executable, "-m", "pytest", "-q", *tests], cwd=root, env=env))
