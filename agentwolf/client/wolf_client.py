@@ -107,8 +107,11 @@ class WolfClient(ConfigMethods):
                 if exc.status == RPCStatusCode.NOT_FOUND:
                     raise SessionNotFound(f"session {session_id!r} not found in tenant {self.tenant!r}") from None
                 raise
-            owner = described.typed_search_attributes.get(TENANT_ATTR)
-            if described.workflow_type != SessionWorkflow.__name__ or owner != self.tenant:
+            # The id names this tenant; a WolfTenant that says otherwise wins (none: started by other means).
+            owner = described.typed_search_attributes.get(TENANT_ATTR, self.tenant)
+            if described.workflow_type != SessionWorkflow.__name__:
+                raise SessionNotFound(f"{handle.id} is a {described.workflow_type}, not a session")
+            if owner != self.tenant:
                 raise TenantError(f"session {session_id!r} belongs to tenant {owner!r}, not to {self.tenant!r}")
             self._owned.add(handle.id)
         return handle
