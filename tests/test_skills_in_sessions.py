@@ -210,3 +210,23 @@ async def test_hostile_skills_and_a_list_changed_storm_do_not_stall_a_session(wo
     assert "unknown skill 'bomb'" in reasons[5] and "unknown skill '../good'" in reasons[6]
     assert "TOP-SECRET" not in str(transcript)
     assert sum(e.kind == "compiled" for e in events) <= 3  # 1000 notifications, a couple of recompiles
+
+
+async def test_a_change_made_while_no_worker_watched_is_caught_by_the_next_worker(wolf, run_worker, tmp_path):
+    skills = tmp_path / "skills"
+    write_skill(skills, "review")
+    script = Script(lambda s: text(f"answer {s.calls}"))
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.start_session("a", manifest(skills))
+        await run_turn(wolf, sid, "one")
+    write_skill(skills, "deploy")  # no worker runs: nobody watches the folder
+    async with run_worker(local_models={"m": script.model}):
+        offset = await wolf.event_offset(sid)
+        await run_turn(wolf, sid, "two")
+        async for _, event in wolf.events(sid, offset):  # the new worker compared what it found
+            if event.kind == "extensions_changed":
+                assert "changed since the agent was compiled" in (event.text or "")
+                break
+        await run_turn(wolf, sid, "three")
+        assert "deploy" in instructions(script)
+        await wolf.close(sid)

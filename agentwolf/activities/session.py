@@ -141,6 +141,8 @@ class SessionActivities:
             ],
             skill_servers=skill_servers,
         )
+        digests = {source: await host.source_digest(source) for source in compiled.sources}
+        compiled.source_digests = {source: d for source, d in digests.items() if d is not None}
         host.compiled[compiled.digest] = compiled
         host.track(inp.ref.workflow_id, compiled.sources)
         return compiled
@@ -203,6 +205,8 @@ class SessionActivities:
             host.compiled[compiled.digest] = compiled
         if inp.ref.workflow_id not in host.sessions:
             host.track(inp.ref.workflow_id, compiled.sources)
+            manifest = self.hosts.manifests[inp.ref.config_id]
+            host.background(host.recheck(manifest, compiled, inp.ref.workflow_id))
         offered = compiled.tools if inp.tool_names is None else [t for t in compiled.tools if t.name in inp.tool_names]
         base = host.transcript(inp.ref.workflow_id, inp.base_len, inp.base_digest) if inp.base_len else []
         cache_hit = base is not None

@@ -115,6 +115,8 @@ class CompiledAgent(BaseModel):
     max_tokens: int | None = None
     sources: list[str] = []
     """What the tools and skills came from (`mcp:<server>`, `skills:<root>`): changes to these recompile."""
+    source_digests: dict[str, str] = {}
+    """What each source offered at compile time: a worker new to the session compares (`AgentHost.recheck`)."""
     skills: list[SkillInfo] = []
     skill_servers: dict[str, McpServerConfig] = {}
     """MCP servers that active skills bring (`<skill>/<server>`): tool calls carry their config."""

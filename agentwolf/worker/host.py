@@ -8,14 +8,17 @@ host signals the sessions it has served that use it; they recompile before their
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import os
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
@@ -65,6 +68,7 @@ class AgentHost:
     _watchers: dict[str, SkillRootWatcher] = field(default_factory=dict)
     _agents: set[str] = field(default_factory=set)
     _pump: asyncio.Task[None] | None = None
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     _models: dict[tuple[str, ...], Model] = field(default_factory=dict)
     _transcripts: OrderedDict[str, CachedTranscript] = field(default_factory=OrderedDict)
 
@@ -110,8 +114,42 @@ class AgentHost:
             self.registry.add(watcher, POOL)  # observed only: a watcher serves no skills
         return self.skill_roots[resolved]
 
+    def background(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` without blocking the activity; it is cancelled when the host closes."""
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     def track(self, workflow_id: str, sources: list[str]) -> None:
         self.sessions[workflow_id] = set(sources)
+
+    async def source_digest(self, source: str) -> str | None:
+        """A digest of what `source` offers now (tools, skills); None if this host does not hold it."""
+        kind, _, name = source.partition(":")
+        if kind == "mcp" and name in self.mcp:
+            cap = self.mcp[name]
+            offered: list[object] = [[t.name, t.description, t.parameters] for t in await cap.list_tools()]
+            offered += [[e.name, e.description, e.uri] for e in await cap.list_skills()]
+        elif kind == "skills" and name in self.skill_roots:
+            offered = [[e.name, e.description, e.uri] for e in await self.skill_roots[name].list_skills()]
+        else:
+            return None
+        return hashlib.sha256(json.dumps(offered, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    async def recheck(self, manifest: Manifest, compiled: CompiledAgent, workflow_id: str) -> None:
+        """A session this host had not served: tell it if its extensions changed while nobody watched."""
+        try:
+            await self.scope(manifest, compiled.agent, workflow_id, "-")  # watch its sources from now on
+            changed = [
+                source
+                for source, digest in compiled.source_digests.items()
+                if (now := await self.source_digest(source)) is not None and now != digest
+            ]
+            if changed and self.notify is not None:
+                detail = f"{', '.join(changed)} changed since the agent was compiled"
+                await self.notify(workflow_id, ExtensionsChanged(sources=changed, detail=detail))
+        except Exception as exc:  # noqa: BLE001 - best effort: the next change notification still works
+            log.info("could not re-check the extensions of %s: %s", workflow_id, exc)
 
     def _list_changed(self, server: str, kind: str) -> None:
         if server in self.mcp:
@@ -171,6 +209,8 @@ class AgentHost:
     async def close(self) -> None:
         if self._pump is not None:
             self._pump.cancel()
+        for task in list(self._tasks):
+            task.cancel()
         await asyncio.gather(*(w.stop() for w in self._watchers.values()))
         for cap in self.mcp.values():
             cap.close()
