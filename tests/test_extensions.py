@@ -179,11 +179,13 @@ async def test_list_changed_invalidates_the_cached_tools_and_storms_coalesce(tmp
 
     collector = asyncio.create_task(collect())
     try:
-        assert "fresh" not in [t.name for t in await cap.list_tools()]
-        await cap.call_tool("grow", {"name": "fresh"})
+        assert "fresh_listen" not in [t.name for t in await cap.list_tools()]
+        # A 2026 session: the change arrives on the `subscriptions/listen` stream (server-everything,
+        # below, speaks 2025 and uses notifications/tools/list_changed).
+        await cap.call_tool("grow", {"name": "fresh_listen", "via": "listen"})
         await wait_for(lambda: events)
         assert events[0].source == "mcp:s"
-        assert "fresh" in [t.name for t in await cap.list_tools()]
+        assert "fresh_listen" in [t.name for t in await cap.list_tools()]
         events.clear()
         await cap.call_tool("grow", {"name": "stormy", "storm": 500})  # 1000 notifications (both paths)
         await wait_for(lambda: events)

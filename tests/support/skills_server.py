@@ -92,16 +92,19 @@ def ping() -> str:
 
 
 @server.tool()
-async def grow(name: str, ctx: Context, storm: int = 1) -> str:
-    """Add a tool called `name` and announce the new tool list (`storm` times)."""
+async def grow(name: str, ctx: Context, storm: int = 1, via: str = "both") -> str:
+    """Add a tool called `name` and announce the new tool list (`storm` times), on the 2026
+    `subscriptions/listen` stream (`listen`), as a 2025 notification (`notification`), or both."""
 
     def added() -> str:
         return f"{name} here"
 
     server.add_tool(added, name=name, description=f"added at run time: {name}")
     for _ in range(storm):
-        await ctx.notify_tools_changed()
-        await ctx.session.send_tool_list_changed()
+        if via in ("both", "listen"):
+            await ctx.notify_tools_changed()
+        if via in ("both", "notification"):
+            await ctx.session.send_tool_list_changed()
     return f"added {name}"
 
 
