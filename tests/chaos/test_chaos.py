@@ -1,4 +1,5 @@
-"""A small, seeded run of bench/chaos.py: worker SIGKILLs and MCP server kills at random points."""
+"""Small, seeded runs of bench/chaos.py: worker SIGKILLs and MCP server kills at random points, and
+worker SIGKILLs around continue-as-new and during approval waits."""
 
 from __future__ import annotations
 
@@ -11,14 +12,34 @@ import pytest
 CHAOS = Path(__file__).resolve().parents[2] / "bench" / "chaos.py"
 
 
-@pytest.mark.timeout(600)
-async def test_chaos_seeded():
+def _chaos():
     spec = importlib.util.spec_from_file_location("chaos", CHAOS)
     assert spec and spec.loader
     chaos = importlib.util.module_from_spec(spec)
     sys.modules["chaos"] = chaos
     spec.loader.exec_module(chaos)
-    report = await chaos.run_chaos(iterations=3, seed=7, sessions=2, steps=3)
+    return chaos
+
+
+@pytest.mark.timeout(600)
+async def test_chaos_seeded():
+    report = await _chaos().run_chaos(iterations=3, seed=7, sessions=2, steps=3, scenarios=("steps",))
     assert report.problems == []
     assert report.completed == report.sessions == 6
     assert sum(report.faults.values()) == 3
+
+
+@pytest.mark.timeout(600)
+async def test_chaos_worker_killed_around_continue_as_new_and_during_approval_waits():
+    """One iteration each: sessions that continue as new after every turn lose their worker just after
+    a turn's last model answer; sessions with `confirm` tools lose it while a call waits for approval
+    (approvals arrive by signal, some while no worker runs). Nothing lost, nothing twice."""
+    report = await _chaos().run_chaos(
+        iterations=2, seed=11, sessions=2, steps=3, scenarios=("continue_as_new", "approval"), rotate=True
+    )
+    print(f"worker kills landed: {dict(report.landed)}")
+    assert report.problems == []
+    assert report.completed == report.sessions == 4
+    assert report.scenarios == {"continue_as_new": 1, "approval": 1}
+    assert report.faults == {"worker": 2} and sum(report.landed.values()) == 2
+    assert report.lost == report.duplicated == report.over_guarantee == 0
