@@ -103,6 +103,25 @@ async def test_a_new_version_reaches_the_next_turn_and_recompiles(wolf, run_work
     assert [(c.name, c.version) for c in listed if c.name == name] == [(name, 2)]
 
 
+async def test_a_version_without_the_sessions_agent_is_refused_by_the_session(wolf, run_worker):
+    script = Script(lambda s: text("ok"))
+    name = _name()
+    async with run_worker(local_models={"m": script.model}):
+        await wolf.config_push(name, _config(a="a v1", b="b rules"))
+        sid = await wolf.start_session("b", config_name=name)
+        await _turn(wolf, sid, "one")
+        await wolf.config_push(name, _config(a="a v2"))  # b is gone in v2
+        await wait_for(lambda: _told(wolf, name, 2))
+        await _turn(wolf, sid, "two")  # the session keeps working on v1
+        events = await _events(wolf, sid)
+        status = await wolf.status(sid)
+        await wolf.close(sid)
+    refused = [e for e in events if e.kind == "config_changed"]
+    assert [e.outcome for e in refused] == ["refused"] and "has no agent 'b'" in (refused[0].text or "")
+    assert status.config_version == 1 and status.last_outcome == "completed"
+    assert _instructions(script) == "b rules"
+
+
 async def test_a_session_of_an_unchanged_agent_does_not_recompile(wolf, run_worker):
     script = Script(lambda s: text("ok"))
     name = _name()

@@ -87,3 +87,22 @@ async def test_idle_hosts_close_their_mcp_servers_and_come_back_on_demand(wolf, 
         status = await wolf.status(sid)
         assert status.last_outcome == "completed"
         await wolf.close(sid)
+
+
+async def test_concurrent_first_uses_of_a_host_see_a_fully_registered_agent(tmp_path):
+    """Two compiles racing on a fresh host (after a restart or an eviction) get the same tools and skills."""
+    import asyncio
+
+    from agentwolf.extensions.mcp import McpServerCap
+    from agentwolf.extensions.skills import LocalSkillRoot
+
+    manifest = _manifest(tmp_path / "pids", tmp_path / "skills")
+    registry = HostRegistry(host_idle_timeout=float("inf"))
+    host = registry.ensure(manifest, "default")
+    try:
+        scopes = await asyncio.gather(*(host.scope(manifest, "a", f"s{i}", "t") for i in range(5)))
+        views = [[type(c) for c in host.registry.visible(scope)] for scope in scopes]
+        assert all(view == views[0] for view in views)
+        assert LocalSkillRoot in views[0] and McpServerCap in views[0]
+    finally:
+        await registry.close()

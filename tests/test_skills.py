@@ -761,3 +761,21 @@ async def test_catalog_truncation_respects_the_budget(tmp_path: Path) -> None:
     assert await manager.catalog(budget_bytes=10) == ""
     assert (await manager.catalog(budget_bytes=len(full.encode()) - 1)).count("<skill ") == 39
     assert await manager.catalog(budget_bytes=len(full.encode())) == full
+
+
+async def test_a_skill_nested_in_another_origins_skill_is_shadowed(tmp_path: Path) -> None:
+    """A later source listing `team/review` must not capture reads of the `team` skill's files."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    for root, rel in ((first, "team"), (second, "team/review")):
+        folder = root / rel
+        folder.mkdir(parents=True)
+        name = rel.rsplit("/", 1)[-1]
+        (folder / "SKILL.md").write_text(f"---\nname: {name}\ndescription: d\n---\n{root.name}\n")
+    (first / "team" / "review").mkdir(exist_ok=True)
+    (first / "team" / "review" / "checklist.md").write_text("from first\n")
+    (second / "team" / "review" / "checklist.md").write_text("INJECTED\n")
+    manager = SkillManagerCap([LocalSkillRoot(first), LocalSkillRoot(second)])
+    assert [s.name for s in await manager.list_skills()] == ["team"]
+    assert any("review" in s and "shadowed" in s for s in manager.shadowed)
+    read = await manager.read_skill("skill://team/review/checklist.md")
+    assert read.text == "from first\n"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import hashlib
 import json
 import re
 import shlex
@@ -50,10 +51,9 @@ from agentwolf.activities.types import (
 from agentwolf.config.aliases import AliasError, resolve_model
 from agentwolf.config.manifest import Manifest, McpServerConfig, SubagentCapability
 from agentwolf.config.placeholders import MissingVariable, resolve
-from agentwolf.extensions.mcp import McpServerCap
 from agentwolf.extensions.registry import Scope
 from agentwolf.extensions.skills import LocalSkillRoot
-from agentwolf.extensions.types import ExtensionError, ToolEntry
+from agentwolf.extensions.types import ExtensionError, SkillEntry, ToolEntry
 from agentwolf.worker.host import AgentHost, HostRegistry
 from agentwolf.worker.pool import McpUnavailable
 
@@ -100,12 +100,26 @@ class SessionActivities:
             raise ApplicationError(str(exc), type="ConfigError", non_retryable=True) from None
         subagents = [name for cap in agent.capabilities if isinstance(cap, SubagentCapability) for name in cap.subagent]
         scope = await host.scope(inp.manifest, inp.agent, inp.ref.workflow_id, inp.turn_id or "-")
+        skills = host.registry.skills(scope)
         try:
-            skill_servers = await _activate_skills(host, scope, inp.active_skills)
+            entries = await _heartbeating(skills.list_skills())
+            skill_servers = await _activate_skills(host, scope, inp.manifest, entries, inp.active_skills)
             servers = host.registry.tool_sources(scope)
-            listed = await _heartbeating(asyncio.gather(*(s.list_tools() for s in servers)))
-            skills = host.registry.skills(scope)
-            entries = await skills.list_skills()
+            results = await _heartbeating(asyncio.gather(*(s.list_tools() for s in servers), return_exceptions=True))
+            listed: list[list[ToolEntry]] = []
+            for server, result in zip(servers, list(results), strict=True):
+                label = server.server  # type: ignore[attr-defined]
+                if isinstance(result, BaseException) and label in skill_servers:
+                    # A skill still works without the servers it brings (its instructions load).
+                    activity.logger.warning("skill server %s is unavailable: %s", label, result)
+                    del skill_servers[label]
+                    result = []
+                elif isinstance(result, BaseException):
+                    raise result
+                listed.append(result)
+            if skill_servers:  # the skills' own servers may serve skills too
+                skills = host.registry.skills(scope)
+                entries = await _heartbeating(skills.list_skills())
             catalog = await skills.catalog(inp.manifest.host.skills.catalog_bytes)
         except McpUnavailable as exc:
             raise ApplicationError(str(exc), type="McpUnavailable", non_retryable=exc.permanent) from None
@@ -141,9 +155,9 @@ class SessionActivities:
             ],
             skill_servers=skill_servers,
         )
-        digests = {source: await host.source_digest(source) for source in compiled.sources}
+        digests = {source: await _heartbeating(host.source_digest(source)) for source in compiled.sources}
         compiled.source_digests = {source: d for source, d in digests.items() if d is not None}
-        host.compiled[compiled.digest] = compiled
+        host.keep(compiled)
         host.track(inp.ref.workflow_id, compiled.sources)
         return compiled
 
@@ -154,7 +168,7 @@ class SessionActivities:
         host = await self._host(inp.ref)
         scope = await host.scope(self.hosts.manifests[inp.ref.config_id], inp.agent, inp.ref.workflow_id, inp.turn_id)
         try:
-            file = await host.registry.resolve_uri(inp.uri, scope)
+            file = await _heartbeating(host.registry.resolve_uri(inp.uri, scope))
         except ExtensionError as exc:
             return ToolCallOutput(content=str(exc), is_error=True)
         except (McpUnavailable, MCPError, TimeoutError) as exc:
@@ -176,23 +190,20 @@ class SessionActivities:
         host = await self._host(inp.ref)
         scope = await host.scope(self.hosts.manifests[inp.ref.config_id], inp.agent, inp.ref.workflow_id, inp.turn_id)
         name, _, rest = inp.text[1:].strip().partition(" ")
-        commands = {c.name: c for c in await host.registry.commands(scope)}
-        command = commands.get(name)
-        if command is None:
-            known = ", ".join(f"/{c}" for c in sorted(commands)) or "none"
-            return CommandOutput(error=f"unknown command /{name} (commands for {inp.agent}: {known})")
         try:
+            commands = {c.name: c for c in await _heartbeating(host.registry.commands(scope))}
+            command = commands.get(name)
+            if command is None:
+                known = ", ".join(f"/{c}" for c in sorted(commands)) or "none"
+                return CommandOutput(error=f"unknown command /{name} (commands for {inp.agent}: {known})")
+            source = host.registry.command_source(command, scope)
             if command.origin.startswith("mcp:"):
-                server = host.mcp[command.origin.removeprefix("mcp:")]
-                text = await server.get_command(name, _prompt_arguments(command.arguments, rest))
+                text = await _heartbeating(source.get_command(name, _prompt_arguments(command.arguments, rest)))
                 return CommandOutput(text=text)
-            for root in host.registry.visible(scope, LocalSkillRoot):
-                if any(c.name == name for c in await root.list_commands()):
-                    text = await root.get_command(name, {"ARGUMENTS": rest})
-                    return CommandOutput(text=text.strip(), skill=name)
+            text = await source.get_command(name, {"ARGUMENTS": rest})
+            return CommandOutput(text=text.strip(), skill=name)
         except (ExtensionError, McpUnavailable, MCPError, TimeoutError) as exc:
             return CommandOutput(error=f"/{name} failed: {exc}")
-        return CommandOutput(error=f"/{name} is not served by any visible extension")
 
     @activity.defn(name="wolf.model_request")
     @_serving
@@ -202,7 +213,7 @@ class SessionActivities:
         compiled = host.compiled.get(inp.compiled_digest)
         if compiled is None:
             compiled = await _query(inp.ref, COMPILED_QUERY, CompiledAgent)
-            host.compiled[compiled.digest] = compiled
+            host.keep(compiled)
         if inp.ref.workflow_id not in host.sessions:
             host.track(inp.ref.workflow_id, compiled.sources)
             manifest = self.hosts.manifests[inp.ref.config_id]
@@ -251,9 +262,9 @@ class SessionActivities:
         """Run one MCP tool on the host's pooled client; MCP failures become errors the model sees."""
         host = self.hosts.ensure(inp.manifest, inp.ref.tenant) if inp.manifest else await self._host(inp.ref)
         if inp.server_config is not None:
-            host.pool.add_server(inp.server, inp.server_config)
-        cap = host.mcp_server(inp.server)
-        version = cap.version
+            await host.pool.add_server(inp.server, inp.server_config, trusted=False)
+        cap = host.mcp.get(inp.server)
+        version = cap.version if cap else 0
         try:
             result = await _heartbeating(host.pool.call_tool(inp.server, inp.tool, inp.arguments))
         except McpUnavailable as exc:
@@ -264,7 +275,8 @@ class SessionActivities:
             timeout = host.pool.servers[inp.server].call_timeout
             return ToolCallOutput(content=f"tool call timed out after {timeout:g}s", is_error=True)
         await asyncio.sleep(0)  # let a list_changed that arrived with the result reach the cap
-        return ToolCallOutput(content=_render(result), is_error=bool(result.is_error), changed=cap.version != version)
+        changed = cap is not None and cap.version != version
+        return ToolCallOutput(content=_render(result), is_error=bool(result.is_error), changed=changed)
 
     async def _host(self, ref: HostRef) -> AgentHost:
         return await self.hosts.get(ref.config_id, ref.tenant, lambda: _query(ref, MANIFEST_QUERY, Manifest))
@@ -312,22 +324,37 @@ def _settings(compiled: CompiledAgent) -> ModelSettings:
     return settings
 
 
-async def _activate_skills(host: AgentHost, scope: Scope, names: list[str]) -> dict[str, McpServerConfig]:
-    """Register the MCP servers this turn's active skills bring, at TURN scope; earlier turns' go."""
+async def _activate_skills(
+    host: AgentHost, scope: Scope, manifest: Manifest, entries: list[SkillEntry], names: list[str]
+) -> dict[str, McpServerConfig]:
+    """Register the MCP servers this turn's active skills bring, at TURN scope; earlier turns' go.
+
+    Only the skill that won its name (never a shadowed one), only local skills, and only when the
+    host opts in (`host.skills.allow_mcp_servers`): a skill folder is not trusted to run programs.
+    """
     host.registry.clear_turns(scope.session_id, keep=scope.turn_id)
     servers: dict[str, McpServerConfig] = {}
-    for root in host.registry.visible(scope, LocalSkillRoot):
-        for name in names:
-            parsed = root.parsed(name)
-            if parsed is None:
-                continue
-            for server, config in parsed.mcp_servers.items():
-                label = f"{name}/{server}"
-                host.registry.link(f"skill:{name}", f"mcp:{label}")
-                host.pool.add_server(label, config)
-                host.registry.add(McpServerCap(host.pool, label), scope)
-                servers[label] = config
+    roots = {root.origin: root for root in host.registry.visible(scope, LocalSkillRoot)}
+    for entry in entries:
+        root = roots.get(entry.origin)
+        if entry.name not in names or not entry.mcp_servers or root is None:
+            continue
+        if not manifest.host.skills.allow_mcp_servers:
+            activity.logger.warning("skill %s declares MCP servers; host.skills.allow_mcp_servers is off", entry.name)
+            continue
+        parsed = root.parsed(entry.name)
+        for server, config in parsed.mcp_servers.items() if parsed else ():
+            label = f"{entry.name}/{server}@{_config_digest(config)}"
+            host.registry.link(f"skill:{entry.name}", f"mcp:{label}")
+            await host.pool.add_server(label, config, trusted=False)
+            host.registry.add(host.mcp_server(label), scope)
+            servers[label] = config
     return servers
+
+
+def _config_digest(config: McpServerConfig) -> str:
+    """Servers of same-named skills from different folders must not share a connection."""
+    return hashlib.sha256(config.model_dump_json().encode()).hexdigest()[:8]
 
 
 async def _skill_files(host: AgentHost, scope: Scope, uri: str) -> list[str]:
@@ -350,9 +377,12 @@ def _prompt_arguments(names: tuple[object, ...], rest: str) -> dict[str, str]:
     return {**dict(zip(order, positional, strict=False)), **named}
 
 
+_BUILT_IN = ("delegate", "load_skill", "read_skill_file")
+
+
 def _tool_specs(listed: dict[str, list[ToolEntry]]) -> list[ToolSpec]:
-    """Model-facing names: the MCP name, prefixed with the server only where two servers clash."""
-    counts: dict[str, int] = {}
+    """Model-facing names: the MCP name, prefixed with the server where two servers (or a built-in) clash."""
+    counts: dict[str, int] = dict.fromkeys(_BUILT_IN, 1)
     for tools in listed.values():
         for tool in tools:
             counts[tool.name] = counts.get(tool.name, 0) + 1

@@ -19,13 +19,15 @@ class ManifestError(ValueError):
     """A manifest that cannot be used; the message lists `file:line: key.path: problem` lines."""
 
 
-def load_manifest(path: str | Path) -> Manifest:
+def load_manifest(path: str | Path, *, anchor: bool = True) -> Manifest:
+    """`anchor`: relative skill folders become relative to the file (off for registry pushes, whose
+    workers run elsewhere: there they stay relative to each worker's directory)."""
     path = Path(path)
     try:
         text = path.read_text()
     except OSError as exc:
         raise ManifestError(f"{path}: cannot read manifest: {exc.strerror or exc}") from exc
-    return parse_manifest(text, source=str(path), base_dir=path.parent.resolve())
+    return parse_manifest(text, source=str(path), base_dir=path.parent.resolve() if anchor else None)
 
 
 def parse_manifest(text: str, source: str = "<manifest>", base_dir: Path | None = None) -> Manifest:

@@ -109,6 +109,9 @@ class SkillSettings(_Strict):
     """Budget of the `<available-skills>` catalog in the instructions."""
     max_composition_depth: int = Field(3, ge=1)
     """Warn when a chain of extensions (a skill bringing an MCP server serving skills...) is deeper."""
+    allow_mcp_servers: bool = False
+    """Let skills start the MCP servers their frontmatter declares (`allowed_commands` still applies;
+    `${VAR}` is never resolved for them, so a skill cannot read the worker's secrets)."""
 
 
 class PermissionRule(_Strict):

@@ -131,11 +131,17 @@ class ExtensionRegistry:
         return self.visible(scope, McpResource)
 
     async def commands(self, scope: Scope) -> list[CommandEntry]:
-        """Slash commands: local skills first, then MCP prompts (`server:prompt`)."""
+        """Slash commands: local skills first (only those that won their name), then MCP prompts
+        (`server:prompt`)."""
+        effective = {(e.origin, e.name) for e in await self.skills(scope).list_skills()}
         local: list[CommandEntry] = []
         remote: list[CommandEntry] = []
         for source in self.visible(scope, CommandResource):
-            (remote if isinstance(source, McpResource) else local).extend(await source.list_commands())
+            listed = await source.list_commands()
+            if isinstance(source, McpResource):
+                remote.extend(listed)
+            else:
+                local.extend(c for c in listed if (c.origin, c.name) in effective)
         seen: set[str] = set()
         out = []
         for command in [*local, *remote]:
@@ -143,6 +149,13 @@ class ExtensionRegistry:
                 seen.add(command.name)
                 out.append(command)
         return out
+
+    def command_source(self, command: CommandEntry, scope: Scope) -> CommandResource:
+        """The capability that serves `command` (by origin)."""
+        for source in self.visible(scope, CommandResource):
+            if command.origin in (getattr(source, "origin", None), getattr(source, "source", None)):
+                return source
+        raise ExtensionError(f"/{command.name}: its source {command.origin} is no longer visible")
 
     async def resolve_uri(self, uri: str, scope: Scope) -> SkillFile:
         """Read `skill://...` or `mcp://<server>/<resource-uri>`; each capability is asked cheaply first."""

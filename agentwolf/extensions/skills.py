@@ -546,7 +546,17 @@ class SkillManagerCap:
                         f"skill {entry.name!r} from {entry.origin} left out: {entry.uri} is not a SKILL.md"
                     )
                     continue
-                owner = owners.get(f"name:{entry.name}") or owners.get(f"path:{path}")
+                # A path inside (or around) another origin's skill would capture its files' URIs.
+                owner = owners.get(f"name:{entry.name}") or next(
+                    (
+                        origin
+                        for key, origin in owners.items()
+                        if key.startswith("path:")
+                        and _nested(key.removeprefix("path:"), path)
+                        and (origin != entry.origin or key == f"path:{path}")
+                    ),
+                    None,
+                )
                 if owner is not None:
                     shadowed.append(
                         f"skill {entry.name!r} ({entry.uri}) from {entry.origin} is shadowed by the one from {owner}"
@@ -607,6 +617,10 @@ class SkillManagerCap:
                 used += _size(line)
         text = head + "".join(kept) + _left_out(len(entries) - len(kept)) + tail
         return text if _size(text) <= budget_bytes else ""
+
+
+def _nested(a: str, b: str) -> bool:
+    return a == b or a.startswith(f"{b}/") or b.startswith(f"{a}/")
 
 
 def _left_out(count: int) -> str:

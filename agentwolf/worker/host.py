@@ -20,18 +20,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcp.shared.exceptions import MCPError
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
 from agentwolf.activities.types import CompiledAgent
 from agentwolf.config.manifest import Manifest, McpCapability, SkillsCapability
+from agentwolf.config.placeholders import resolve
 from agentwolf.extensions.mcp import McpServerCap
 from agentwolf.extensions.registry import POOL, ExtensionRegistry, Scope, ScopeLevel
 from agentwolf.extensions.skills import LocalSkillRoot
-from agentwolf.extensions.types import ChangeEvent
+from agentwolf.extensions.types import ChangeEvent, ExtensionError
 from agentwolf.extensions.watch import SkillRootWatcher
 from agentwolf.worker.models import build_model
-from agentwolf.worker.pool import McpPool
+from agentwolf.worker.pool import McpPool, McpUnavailable
 from agentwolf.workflows.types import ExtensionsChanged
 
 Notify = Callable[[str, ExtensionsChanged], Awaitable[None]]
@@ -57,7 +59,7 @@ class AgentHost:
     notify: Notify | None = None
     max_transcripts: int = 256
     last_used: float = field(default_factory=time.monotonic)
-    compiled: dict[str, CompiledAgent] = field(default_factory=dict)
+    compiled: OrderedDict[str, CompiledAgent] = field(default_factory=OrderedDict)
     transcript_misses: int = 0
     """Model requests whose transcript prefix had to be fetched from the workflow."""
     registry: ExtensionRegistry = field(init=False)
@@ -67,6 +69,7 @@ class AgentHost:
     """Sessions this host served -> the sources their compiled agent depends on."""
     _watchers: dict[str, SkillRootWatcher] = field(default_factory=dict)
     _agents: set[str] = field(default_factory=set)
+    _registering: asyncio.Lock = field(default_factory=asyncio.Lock)
     _pump: asyncio.Task[None] | None = None
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     _models: dict[tuple[str, ...], Model] = field(default_factory=dict)
@@ -79,23 +82,25 @@ class AgentHost:
     # -- extensions ----------------------------------------------------------------------------
 
     async def scope(self, manifest: Manifest, agent: str, session_id: str, turn_id: str) -> Scope:
-        """The turn's scope, registering the host's and the agent's capabilities on first use."""
-        if self._pump is None:
-            self._pump = asyncio.create_task(self._pump_changes())
-            for path in self.manifest.host.skills.paths:
-                self.registry.add(await self.skill_root(path), POOL)
+        """The turn's scope, registering the host's and the agent's capabilities on first use.
+
+        Registration is serialized and counts only once complete, so a concurrent caller never
+        sees a half-registered agent, and a failure (a folder that cannot be watched) is retried.
+        """
         key = f"{agent}@{manifest.agent_identity(agent)}"
-        if key not in self._agents:
-            self._agents.add(key)
-            where = Scope(ScopeLevel.AGENT, key)
-            config = manifest.agents.get(agent)
-            for cap in config.capabilities if config else ():
-                if isinstance(cap, SkillsCapability):
-                    for path in cap.paths:
-                        self.registry.add(await self.skill_root(path), where)
-            for cap in config.capabilities if config else ():
-                if isinstance(cap, McpCapability):
-                    self.registry.add(self.mcp_server(cap.mcp), where)
+        async with self._registering:
+            if self._pump is None:
+                for path in self.manifest.host.skills.paths:
+                    self.registry.add(await self.skill_root(path), POOL)
+                self._pump = asyncio.create_task(self._pump_changes())
+            if key not in self._agents:
+                where = Scope(ScopeLevel.AGENT, key)
+                config = manifest.agents.get(agent)
+                caps = config.capabilities if config else []
+                roots = [await self.skill_root(p) for c in caps if isinstance(c, SkillsCapability) for p in c.paths]
+                for capability in [*roots, *(self.mcp_server(c.mcp) for c in caps if isinstance(c, McpCapability))]:
+                    self.registry.add(capability, where)
+                self._agents.add(key)
         return Scope(ScopeLevel.TURN, key, session_id, turn_id)
 
     def mcp_server(self, name: str) -> McpServerCap:
@@ -104,8 +109,8 @@ class AgentHost:
         return self.mcp[name]
 
     async def skill_root(self, path: str) -> LocalSkillRoot:
-        """A watched skill folder; `${tenant}` in its path is this host's tenant."""
-        resolved = str(Path(os.path.expanduser(path.replace("${tenant}", self.tenant))).resolve())
+        """A watched skill folder; `${tenant}` in its path is this host's tenant, `${VAR}` the worker's."""
+        resolved = str(Path(os.path.expanduser(resolve(path.replace("${tenant}", self.tenant)))).resolve())
         if resolved not in self.skill_roots:
             self.skill_roots[resolved] = LocalSkillRoot(resolved)
             watcher = SkillRootWatcher(Path(resolved), source=f"skills:{resolved}")
@@ -120,19 +125,31 @@ class AgentHost:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def keep(self, compiled: CompiledAgent) -> None:
+        """Cache a compiled agent by digest (least recently stored first out)."""
+        self.compiled[compiled.digest] = compiled
+        self.compiled.move_to_end(compiled.digest)
+        while len(self.compiled) > self.max_transcripts:
+            self.compiled.popitem(last=False)
+
     def track(self, workflow_id: str, sources: list[str]) -> None:
         self.sessions[workflow_id] = set(sources)
 
     async def source_digest(self, source: str) -> str | None:
-        """A digest of what `source` offers now (tools, skills); None if this host does not hold it."""
+        """A digest of what `source` offers now (tools, skills); None if this host does not hold it
+        or cannot reach it (then nothing is compared)."""
         kind, _, name = source.partition(":")
-        if kind == "mcp" and name in self.mcp:
-            cap = self.mcp[name]
-            offered: list[object] = [[t.name, t.description, t.parameters] for t in await cap.list_tools()]
-            offered += [[e.name, e.description, e.uri] for e in await cap.list_skills()]
-        elif kind == "skills" and name in self.skill_roots:
-            offered = [[e.name, e.description, e.uri] for e in await self.skill_roots[name].list_skills()]
-        else:
+        try:
+            if kind == "mcp" and name in self.mcp:
+                cap = self.mcp[name]
+                offered: list[object] = [[t.name, t.description, t.parameters] for t in await cap.list_tools()]
+                offered += [[e.name, e.description, e.uri] for e in await cap.list_skills()]
+            elif kind == "skills" and name in self.skill_roots:
+                offered = [[e.name, e.description, e.uri] for e in await self.skill_roots[name].list_skills()]
+            else:
+                return None
+        except (McpUnavailable, MCPError, TimeoutError, ExtensionError) as exc:
+            log.info("no digest for %s: %s", source, exc)
             return None
         return hashlib.sha256(json.dumps(offered, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -211,11 +228,15 @@ class AgentHost:
             self._pump.cancel()
         for task in list(self._tasks):
             task.cancel()
-        await asyncio.gather(*(w.stop() for w in self._watchers.values()))
-        for cap in self.mcp.values():
-            cap.close()
-        await self.registry.close()
-        await self.pool.close()
+        try:
+            stopped = await asyncio.gather(*(w.stop() for w in self._watchers.values()), return_exceptions=True)
+            for failure in (r for r in stopped if isinstance(r, BaseException)):
+                log.warning("stopping a skill watcher failed: %s", failure)
+            for cap in self.mcp.values():
+                cap.close()
+            await self.registry.close()
+        finally:
+            await self.pool.close()
 
 
 class HostRegistry:
@@ -310,7 +331,10 @@ class HostRegistry:
                     self._hosts = {k: h for k, h in self._hosts.items() if h is not host}
                     self.evicted += 1
                     log.info("closing idle host: config %s, tenant %s", host.manifest.identity, host.tenant)
-                    await host.close()
+                    try:
+                        await host.close()
+                    except Exception:
+                        log.exception("closing an idle host failed")
 
     def hosts(self) -> list[AgentHost]:
         return list({id(h): h for h in self._hosts.values()}.values())

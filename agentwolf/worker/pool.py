@@ -89,6 +89,8 @@ class McpPool:
     ) -> None:
         self.servers = dict(servers)
         """Declared servers; skills may add theirs (`add_server`)."""
+        self._untrusted: set[str] = set()
+        """Servers whose config came from a skill file: `${VAR}` is never resolved for them."""
         self.allowed_commands = None if allowed_commands is None else set(allowed_commands)
         self.on_list_changed = on_list_changed
         self._env = os.environ if env is None else env
@@ -104,10 +106,15 @@ class McpPool:
 
     # -- calls -------------------------------------------------------------------------------
 
-    def add_server(self, name: str, config: McpServerConfig) -> None:
-        """Declare a server at run time (one a skill brings); a changed config replaces the old one."""
+    async def add_server(self, name: str, config: McpServerConfig, *, trusted: bool = True) -> None:
+        """Declare a server at run time (one a skill brings); a changed config replaces the old one
+        and closes its connection, so the next call starts the new command."""
+        if not trusted:
+            self._untrusted.add(name)
         if self.servers.get(name) != config:
             self.servers[name] = config
+            if (conn := self._connections.get(name)) is not None:
+                await self._discard(conn)
 
     async def list_tools(self, server: str) -> list[mcp_types.Tool]:
         result = await self.use(server, lambda c: c.list_tools(), timeout=self._config(server).connect_timeout)
@@ -176,25 +183,26 @@ class McpPool:
         raise AssertionError("unreachable")
 
     async def _open(self, server: str, config: McpServerConfig) -> _Connection:
+        env: Mapping[str, str] = {} if server in self._untrusted else self._env
         try:
             if config.command is not None:
-                command = resolve(config.command, self._env)
+                command = resolve(config.command, env)
                 if self.allowed_commands is not None and command not in self.allowed_commands:
                     raise McpUnavailable(
                         server, f"command {command!r} is not in host.allowed_commands", permanent=True
                     )
                 params = StdioServerParameters(
                     command=_command_path(command),
-                    args=[resolve(a, self._env) for a in config.args],
-                    env={k: resolve(v, self._env) for k, v in config.env.items()},
+                    args=[resolve(a, env) for a in config.args],
+                    env={k: resolve(v, env) for k, v in config.env.items()},
                     cwd=config.cwd,
                 )
                 client = Client(params, message_handler=self._notifications(server))
             else:
-                headers = {k: resolve(v, self._env) for k, v in config.headers.items()}
+                headers = {k: resolve(v, env) for k, v in config.headers.items()}
                 http = create_mcp_http_client(headers=headers)
                 client = Client(
-                    streamable_http_client(resolve(config.url or "", self._env), http_client=http),
+                    streamable_http_client(resolve(config.url or "", env), http_client=http),
                     message_handler=self._notifications(server),
                 )
         except (FileNotFoundError, KeyError) as exc:

@@ -61,7 +61,7 @@ def pushable(manifest: Manifest | str | Path) -> Manifest:
     source = "<manifest>"
     if not isinstance(manifest, Manifest):
         source = f"{manifest}:1"  # what load_manifest accepts only fails at the root
-        manifest = load_manifest(manifest)
+        manifest = load_manifest(manifest, anchor=False)
     problems = config_problems(manifest)
     if problems:
         raise ManifestError("\n".join(f"{source}: {p}" for p in problems))

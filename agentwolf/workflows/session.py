@@ -137,7 +137,7 @@ class SessionWorkflow:
         self.pending_approvals: dict[str, PendingApproval] = {}
         self.decisions: dict[str, tuple[bool, Approval]] = {}
         self.always_allowed: set[str] = set(inp.always_allowed)
-        self.next_config: ConfigUpdate | None = None
+        self.next_config: ConfigUpdate | None = inp.next_config
         self.stale: str | None = None
         """Why the compiled agent is out of date (recompiled before the next model request)."""
         self.active_skills: list[str] = []
@@ -273,7 +273,14 @@ class SessionWorkflow:
                 if repeats[key] == limits.loop_warn:
                     warnings.append(call.tool_name)
             calls = turn.open_calls
-            turn.pending.extend(await _all([self._call_tool(compiled, c, turn.finished) for c in calls]))
+            # Skills load first, so their allowed-tools already bind the calls made beside them.
+            loads = [c for c in calls if (s := compiled.tool(c.tool_name)) and s.server == SKILLS]
+            returns: dict[int, ToolReturnPart] = {}
+            for group in (loads, [c for c in calls if all(c is not load for load in loads)]):
+                if group:
+                    parts = await _all([self._call_tool(compiled, c, turn.finished) for c in group])
+                    returns.update(zip(map(id, group), parts, strict=True))
+            turn.pending.extend(returns[id(c)] for c in calls)
             turn.usage = turn.usage.plus(Usage(tool_calls=len(calls)))
             self.counters.usage.tool_calls += len(calls)
             turn.open_calls, turn.finished = [], {}
@@ -350,8 +357,11 @@ class SessionWorkflow:
     async def _current_compiled(self) -> CompiledAgent:
         """The compiled agent, recompiled first if the config or the agent's extensions changed."""
         if self.compiled is None or self.stale:
-            reason, self.stale = self.stale, None
-            return await self._compile(reason)
+            reason = self.stale
+            compiled = await self._compile(reason)
+            if self.stale is reason:  # stays stale when the compile failed or a newer change came in
+                self.stale = None
+            return compiled
         return self.compiled
 
     async def _expand_command(self, text: str) -> str:
@@ -367,6 +377,9 @@ class SessionWorkflow:
             raise _TurnStopped("failed", out.error or f"cannot expand {text.split()[0]}")
         if out.skill and out.skill not in self.active_skills:
             self.active_skills.append(out.skill)
+            info = self.compiled.skill(out.skill) if self.compiled else None
+            if info is not None and info.mcp_servers:
+                self.stale = f"/{out.skill} brings MCP servers {info.mcp_servers}"
         self._publish("command_expanded", text=out.text, tool=text.split()[0])
         return out.text
 
@@ -693,6 +706,14 @@ class SessionWorkflow:
         if update is None:
             return
         old = self.inp.manifest
+        agent = self.inp.agent
+        if agent not in update.manifest.agents and agent not in update.manifest.teams:
+            self._publish(
+                "config_changed",
+                text=f"config {update.name} v{update.version} has no agent {agent!r}: staying on v{self.inp.config_version}",
+                outcome="refused",
+            )
+            return
         self.inp = self.inp.model_copy(update={"manifest": update.manifest, "config_version": update.version})
         changed = old.agent_identity(self.inp.agent) != update.manifest.agent_identity(self.inp.agent)
         if changed:
@@ -772,6 +793,7 @@ class SessionWorkflow:
                         "last_output": self.last_output,
                         "last_outcome": self.last_outcome,
                         "always_allowed": sorted(self.always_allowed),
+                        "next_config": self.next_config,
                         "stream_state": stream_state,
                     }
                 )

@@ -160,6 +160,8 @@ class SessionInput(BaseModel):
     last_output: str | None = None
     last_outcome: TurnOutcome | None = None
     always_allowed: list[str] = []
+    next_config: ConfigUpdate | None = None
+    """A pushed version not yet applied (it arrived while the snapshot was being taken)."""
     stream_state: WorkflowStreamState | None = None
 
 
