@@ -207,13 +207,6 @@ def _parsed(raw: object) -> object:
         return None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: arguments that are JSON but not an object ('[1, 2]', '5', 'null') make "
-    "ToolCallPart.args_as_dict raise AssertionError, which SessionWorkflow._call_tool and _args catch "
-    "as ValueError only: on a worker the workflow task fails and retries forever (the session is "
-    "stuck); under WorkflowEnvironment's interceptor the whole session fails instead",
-)
 async def test_arguments_that_are_json_but_not_an_object_fail_the_call_clearly(env, wolf, task_queue):
     """A real provider path (`openai:` against a scripted server) and a real worker process."""
 
@@ -239,7 +232,10 @@ async def test_arguments_that_are_json_but_not_an_object_fail_the_call_clearly(e
 
 # -- MCP responses ---------------------------------------------------------------------------------
 
-BROKEN = ("malformed", "not-jsonrpc", "wrong-id", "never", "crash")
+BROKEN = (
+    "malformed", "not-jsonrpc", "wrong-id", "never", "crash", "invalid-utf8",
+    "no-result-type", "null-result", "bad-content", "unknown-block",
+)
 """Answers that never make a result: each runs once explicitly, then as hypothesis draws them."""
 _answers = st.one_of(
     st.sampled_from([{"mode": m} for m in BROKEN]),
@@ -250,8 +246,6 @@ _answers = st.one_of(
     ),
     st.builds(lambda s: {"mode": "slow", "seconds": s}, st.floats(0, 0.3)),
 )
-# Not in the property yet (see the xfail tests below): `invalid-utf8` (the connection stays wedged) and
-# results the MCP client refuses to parse (`no-result-type`, `null-result`, `bad-content`, `unknown-block`).
 
 
 def _hostile_server(log=None, **config: Any) -> dict[str, Any]:
@@ -315,13 +309,6 @@ async def test_hostile_mcp_answers_become_clear_tool_errors_and_the_next_call_wo
     assert set(BROKEN) | {"error", "is-error", "huge", "slow"} <= set(served)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a stdio MCP server that writes one line of invalid UTF-8 wedges its pooled connection: "
-    "the MCP client's reader stops (its stdio decoding is strict) but the pool never sees the connection "
-    "as lost, so every later call to that server times out until the server process dies "
-    "(StdioServerParameters(encoding_error_handler='replace') in McpPool._open would keep it alive)",
-)
 async def test_after_invalid_utf8_the_next_call_to_the_server_works(wolf, run_worker):
     cases, answered, echoed = {0: {"mode": "invalid-utf8"}}, {}, {}
     manifest = make_manifest({"capabilities": [{"mcp": "hostile"}]}, mcp_servers={"hostile": _hostile_server()})
@@ -332,12 +319,6 @@ async def test_after_invalid_utf8_the_next_call_to_the_server_works(wolf, run_wo
     assert echoed[0] is not None and (echoed[0].outcome, echoed[0].content) == ("success", "alive 0")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: an MCP answer the client cannot parse (pydantic ValidationError, or RuntimeError for a "
-    "missing structured result) escapes SessionActivities.call_tool, which turns only McpUnavailable, "
-    "MCPError and TimeoutError into tool errors: the activity is retried 3 times and the turn fails",
-)
 @pytest.mark.parametrize("mode", ["no-result-type", "unknown-block"])
 async def test_an_answer_the_mcp_client_cannot_parse_is_a_tool_error(wolf, run_worker, mode):
     cases, answered, echoed = {0: {"mode": mode}}, {}, {}
@@ -351,12 +332,6 @@ async def test_an_answer_the_mcp_client_cannot_parse_is_a_tool_error(wolf, run_w
     assert echoed[0] is not None and echoed[0].content == "alive 0"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a tool call on the known-fast path (a local activity) that fails for good reaches the "
-    "workflow as a bare ApplicationError, not an ActivityError (temporalio 1.35), and "
-    "SessionWorkflow._run_turn catches only ActivityError: the whole session fails",
-)
 async def test_a_failing_known_fast_tool_call_does_not_end_the_session(wolf, run_worker):
     cases = {0: {"mode": "slow", "seconds": 0}, 1: {"mode": "bad-content"}}
     answered: dict[int, ToolReturnPart] = {}

@@ -19,6 +19,7 @@ from typing import TypeVar
 
 import mcp_types
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 from pydantic_ai.direct import model_request as direct_model_request
 from pydantic_ai.exceptions import ModelHTTPError, UserError
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest
@@ -274,6 +275,8 @@ class SessionActivities:
         except TimeoutError:
             timeout = host.pool.servers[inp.server].call_timeout
             return ToolCallOutput(content=f"tool call timed out after {timeout:g}s", is_error=True)
+        except (ValidationError, RuntimeError) as exc:  # an answer the MCP client cannot parse
+            return ToolCallOutput(content=f"MCP server {inp.server!r} sent an unusable answer: {exc}", is_error=True)
         await asyncio.sleep(0)  # let a list_changed that arrived with the result reach the cap
         changed = cap is not None and cap.version != version
         return ToolCallOutput(content=_render(result), is_error=bool(result.is_error), changed=changed)

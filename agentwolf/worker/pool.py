@@ -196,6 +196,7 @@ class McpPool:
                     args=[resolve(a, env) for a in config.args],
                     env={k: resolve(v, env) for k, v in config.env.items()},
                     cwd=config.cwd,
+                    encoding_error_handler="replace",  # one bad byte must not stop the client's reader
                 )
                 client = Client(params, message_handler=self._notifications(server))
             else:

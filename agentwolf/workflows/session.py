@@ -194,11 +194,12 @@ class SessionWorkflow:
                 turn.pending = [UserPromptPart(text, timestamp=workflow.now())]
             team = self.inp.manifest.teams.get(self.inp.agent)
             output = await (self._run_team(team, text, turn) if team else self._run_steps(turn))
-        except (asyncio.CancelledError, ActivityError) as err:
+        except (asyncio.CancelledError, ActivityError, ApplicationError) as err:
+            # A local activity (a known-fast tool call) that fails for good raises a bare ApplicationError.
             if is_cancelled_exception(err):  # an interrupt, or the workflow itself was cancelled
                 outcome, output = "interrupted", None
                 self._publish("interrupted", text=self.interrupt_reason or "cancelled")
-            elif isinstance(err, ActivityError):
+            elif isinstance(err, (ActivityError, ApplicationError)):
                 outcome, output = "failed", _cause_message(err)
                 self._publish("error", text=output)
             else:
@@ -434,8 +435,8 @@ class SessionWorkflow:
         outcome: str | None = None
         try:
             arguments = call.args_as_dict(raise_if_invalid=True)
-        except ValueError as exc:
-            result = ToolCallOutput(content=f"invalid JSON arguments: {exc}", is_error=True)
+        except (ValueError, AssertionError) as exc:  # AssertionError: JSON, but not an object
+            result = ToolCallOutput(content=f"arguments must be a JSON object: {exc}", is_error=True)
         else:
             result, outcome = await self._route_call(compiled, spec, call, arguments)
         outcome = outcome or ("failed" if result.is_error else "success")
@@ -809,7 +810,7 @@ def _args(call: ToolCallPart) -> dict[str, object]:
         return {"_truncated": f"{raw[:EVENT_TEXT_LIMIT]}... [{len(raw)} chars]"}
     try:
         return call.args_as_dict(raise_if_invalid=True)
-    except ValueError:
+    except (ValueError, AssertionError):
         return {"_raw": raw}
 
 
