@@ -435,8 +435,10 @@ class SessionWorkflow:
         outcome: str | None = None
         try:
             arguments = call.args_as_dict(raise_if_invalid=True)
-        except (ValueError, AssertionError) as exc:  # AssertionError: JSON, but not an object
-            result = ToolCallOutput(content=f"arguments must be a JSON object: {exc}", is_error=True)
+        except ValueError as exc:
+            result = ToolCallOutput(content=f"invalid JSON arguments: {exc}", is_error=True)
+        except AssertionError:  # JSON, but not an object
+            result = ToolCallOutput(content=f"arguments must be a JSON object, not {call.args!r:.200}", is_error=True)
         else:
             result, outcome = await self._route_call(compiled, spec, call, arguments)
         outcome = outcome or ("failed" if result.is_error else "success")
