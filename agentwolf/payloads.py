@@ -99,14 +99,14 @@ class FilesystemDriver(StorageDriver):
 class PerLoop(Generic[T]):
     """An async client opened on first use in each event loop and closed when that loop shuts down.
 
-    `open(stack)` opens the client, registering its cleanup on `stack`. The closing rides on an
+    `opener(stack)` opens the client, registering its cleanup on `stack`. The closing rides on an
     async generator the loop knows about: `asyncio.run` and `asyncio.Runner` finalize those inside
     the loop when they end, so the client is closed there even if nobody calls `aclose()`. A failed
     open is retried by the next use.
     """
 
-    def __init__(self, open: Callable[[AsyncExitStack], Awaitable[T]]) -> None:
-        self._open = open
+    def __init__(self, opener: Callable[[AsyncExitStack], Awaitable[T]]) -> None:
+        self._open = opener
         self._opened: dict[asyncio.AbstractEventLoop, asyncio.Task[tuple[T, AsyncGenerator[None, None]]]] = {}
 
     async def get(self) -> T:
@@ -220,6 +220,7 @@ def _needs(extra: str, location: str, exc: ImportError) -> PayloadStoreError:
 def _s3_driver(location: str, bucket: str, prefix: str) -> ObjectStoreDriver:
     try:
         import aioboto3
+        import types_aiobotocore_s3  # noqa: F401 - temporalio's aioboto3 adapter imports it at run time
         from temporalio.contrib.aws.s3driver import S3StorageDriver, S3StorageDriverClient
         from temporalio.contrib.aws.s3driver.aioboto3 import new_aioboto3_client
     except ImportError as exc:
