@@ -34,6 +34,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -185,6 +186,10 @@ async def run_chaos(
             os.environ.pop("WOLF_PAYLOAD_STORE", None)
         else:
             os.environ["WOLF_PAYLOAD_STORE"] = previous_store
+    if report.ok():
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        print(f"kept for diagnosis: {work} (temporal.db, worker.log, side effects)", file=sys.stderr)
     return report
 
 
