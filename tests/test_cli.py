@@ -340,3 +340,26 @@ async def test_commands_lists_skills_and_mcp_prompts(tmp_path):
     assert [s["name"] for s in listing["skills"]] == ["review"]
     unknown = await _wolf(None, "commands", "-a", "zz", "-c", str(config))
     assert unknown.returncode == 2 and "unknown agent 'zz'" in unknown.stderr
+
+
+async def test_text_that_looks_like_markup_is_printed_as_is(env, client, tmp_path):
+    """Prompts, model text and tool output are data: `[/x]` must neither vanish nor crash the CLI."""
+    from pydantic_ai.messages import ModelResponse, TextPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from agentwolf.worker.main import TASK_QUEUE, create_worker
+
+    answer = "[/oops] kept [bold]literally[/bold]"
+    model = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart(answer)]))
+    config = tmp_path / "wolf.yaml"
+    config.write_text(yaml.safe_dump({"agents": {"a": {"model": "local:m"}}}))
+    address = client.service_client.config.target_host
+    worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": model})
+    async with worker:
+        done = await _wolf(address, "submit", "say [red]it[/red]", "-a", "a", "-c", str(config), "--follow")
+        assert done.returncode == 0, done.stderr
+        assert "> say [red]it[/red]" in done.stdout and answer in done.stdout
+        sid = done.stdout.strip().splitlines()[-1]
+        result = await _wolf(address, "result", sid, "--json")
+        assert json.loads(result.stdout)["output"] == answer
+        await hosts.close()

@@ -18,6 +18,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 import yaml
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError
@@ -34,8 +35,8 @@ from agentwolf.workflows.registry import PushResult, VersionInfo, check_config_n
 from agentwolf.workflows.types import Event
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False)
-out = Console(no_color=bool(os.environ.get("NO_COLOR")) or None, highlight=False, soft_wrap=True)
-err = Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")) or None, highlight=False, soft_wrap=True)
+out = Console(no_color=bool(os.environ.get("NO_COLOR")) or None, highlight=False, soft_wrap=True, markup=False)
+err = Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")) or None, highlight=False, soft_wrap=True, markup=False)
 
 BUNDLED_CONFIG = Path(__file__).resolve().parents[2] / "config" / "wolf.yaml"
 
@@ -93,16 +94,16 @@ def _run(main: Callable[[], Awaitable[object]]) -> NoReturn:
     try:
         asyncio.run(main())
     except Exit as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        err.print(f"[red]error:[/red] {escape(str(exc))}", markup=True)
         code = exc.code
     except ManifestError as exc:
-        err.print(f"[red]config error:[/red] {exc}")
+        err.print(f"[red]config error:[/red] {escape(str(exc))}", markup=True)
         code = 2
     except ValueError as exc:  # refused by the client: unknown agent, no such pending call...
-        err.print(f"[red]error:[/red] {exc}")
+        err.print(f"[red]error:[/red] {escape(str(exc))}", markup=True)
         code = 2
     except RPCError as exc:  # unknown session, rejected update, missing search attribute...
-        err.print(f"[red]error:[/red] {exc.message}")
+        err.print(f"[red]error:[/red] {escape(exc.message)}", markup=True)
         code = 2
     except (KeyboardInterrupt, asyncio.CancelledError):
         code = 130
@@ -116,7 +117,7 @@ async def _client(address: str | None, tenant: str, *, start_local: bool = False
     target = address or local_stack.local_address()
     if start_local and address is None:
         if not local_stack.listening(target):
-            err.print(f"[yellow]no Temporal server on {target}: starting the embedded local stack...[/yellow]")
+            err.print(f"[yellow]no Temporal server on {target}: starting the embedded local stack...[/yellow]", markup=True)
         status = local_stack.up()  # idempotent: also makes sure the local worker runs
         if "server" in status.started:
             err.print(f"server {status.address}, UI {status.ui}, worker pid {status.worker_pid}")
@@ -137,35 +138,39 @@ def _print_event(event: Event, as_json: bool) -> None:
         out.print(event.model_dump_json(exclude_none=True), soft_wrap=True)
         return
     k = event.kind
+    # Everything from the session (prompts, model text, tool output) is escaped: `[/x]` is not markup.
+    text, tool = escape(event.text or ""), escape(event.tool or "")
+    args = escape(json.dumps(event.args))
     if k == "turn_started":
-        out.print(f"[bold]> {event.text}[/bold]")
+        out.print(f"[bold]> {text}[/bold]", markup=True)
     elif k == "model_text":
-        out.print(event.text or "")
+        out.print(event.text or "")  # the console does not parse markup unless told to
     elif k == "tool_call_started":
-        out.print(f"[cyan]  -> {event.tool}({json.dumps(event.args)})[/cyan]")
+        out.print(f"[cyan]  -> {tool}({args})[/cyan]", markup=True)
     elif k == "tool_call_finished":
         colour = "green" if event.outcome == "success" else "red"
-        result = (event.text or "").replace("\n", " ")[:120]
-        out.print(f"[{colour}]  <- {event.tool} {event.outcome} in {event.duration_ms} ms: {result}[/{colour}]")
+        result = escape((event.text or "").replace("\n", " ")[:120])
+        out.print(f"[{colour}]  <- {tool} {event.outcome} in {event.duration_ms} ms: {result}[/{colour}]", markup=True)
     elif k == "turn_finished":
         usage = event.usage
         tokens = f", {usage.total_tokens} tokens, {usage.tool_calls} tool calls" if usage else ""
-        out.print(f"[dim]turn {event.outcome}{tokens}[/dim]")
+        out.print(f"[dim]turn {event.outcome}{tokens}[/dim]", markup=True)
     elif k == "approval_requested":
         out.print(
-            f"[yellow bold]  ? {event.tool}({json.dumps(event.args)}) waits for approval: "
-            f"wolf approve SESSION {event.call_id} | wolf deny SESSION {event.call_id}[/yellow bold]"
+            f"[yellow bold]  ? {tool}({args}) waits for approval: "
+            f"wolf approve SESSION {event.call_id} | wolf deny SESSION {event.call_id}[/yellow bold]",
+            markup=True,
         )
     elif k == "approval_resolved":
-        out.print(f"[yellow]  {event.tool} {event.outcome}{': ' + event.text if event.text else ''}[/yellow]")
+        out.print(f"[yellow]  {tool} {event.outcome}{': ' + text if text else ''}[/yellow]", markup=True)
     elif k == "child_started":
-        out.print(f"[magenta]  => {event.tool} ({event.call_id}): {(event.text or '')[:120]}[/magenta]")
+        out.print(f"[magenta]  => {tool} ({escape(event.call_id or '')}): {escape((event.text or '')[:120])}[/magenta]", markup=True)
     elif k == "child_finished":
-        out.print(f"[magenta]  <= {event.tool} {event.outcome}: {(event.text or '')[:120]}[/magenta]")
+        out.print(f"[magenta]  <= {tool} {event.outcome}: {escape((event.text or '')[:120])}[/magenta]", markup=True)
     elif k in ("error", "limit_reached", "interrupted"):
-        out.print(f"[red]{k}: {event.text}[/red]")
+        out.print(f"[red]{k}: {text}[/red]", markup=True)
     else:
-        out.print(f"[dim]{k}: {event.text or ''}[/dim]")
+        out.print(f"[dim]{k}: {text}[/dim]", markup=True)
 
 
 async def _follow(wolf: WolfClient, session_id: str, as_json: bool, until_turn_end: bool) -> None:
@@ -407,7 +412,7 @@ def commands(
         if skills:
             out.print(f"skills: {', '.join(s.name for s in skills)}")
         for problem in problems:
-            err.print(f"[yellow]warning:[/yellow] {problem}")
+            err.print(f"[yellow]warning:[/yellow] {escape(problem)}", markup=True)
 
     _run(main)
 
@@ -582,7 +587,7 @@ def chat(
             if isinstance(source, Manifest):
                 _check_agent(source, agent)
             sid, offset = await wolf.start_session(agent, **_source_args(source)), 0
-        err.print(f"[dim]session {sid}: /exit leaves, Ctrl-C interrupts a turn (twice exits)[/dim]")
+        err.print(f"[dim]session {sid}: /exit leaves, Ctrl-C interrupts a turn (twice exits)[/dim]", markup=True)
         try:
             while True:
                 try:
@@ -595,7 +600,7 @@ def chat(
                     try:
                         await wolf.prompt(sid, line)
                     except WorkflowUpdateFailedError as exc:
-                        err.print(f"[red]refused:[/red] {exc.cause}")
+                        err.print(f"[red]refused:[/red] {escape(str(exc.cause))}", markup=True)
                         continue
                     offset = await _follow_turn(wolf, sid, offset)
         finally:
@@ -616,7 +621,7 @@ async def _follow_turn(wolf: WolfClient, sid: str, offset: int) -> int:
         nonlocal presses
         presses += 1
         if presses == 1:
-            err.print("[yellow]interrupting the turn (Ctrl-C again to leave)[/yellow]")
+            err.print("[yellow]interrupting the turn (Ctrl-C again to leave)[/yellow]", markup=True)
             loop.create_task(wolf.interrupt(sid, "Ctrl-C in wolf chat"))
         elif me is not None:
             me.cancel()
