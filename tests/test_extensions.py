@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -163,13 +165,11 @@ async def test_a_skill_file_that_no_longer_matches_its_digest_is_refused(tmp_pat
         await pool.close()
 
 
-async def next_change(cap: McpServerCap, timeout: float = 10.0) -> ChangeEvent:
-    return await asyncio.wait_for(anext(aiter(cap.on_change())), timeout)
-
-
-async def test_list_changed_invalidates_the_cached_tools_and_storms_coalesce(tmp_path: Path) -> None:
-    pool = McpPool({"s": skills_server(tmp_path)})
-    cap = McpServerCap(pool, "s")
+@asynccontextmanager
+async def observed(name: str, config: McpServerConfig) -> AsyncIterator[tuple[McpServerCap, list[ChangeEvent]]]:
+    """A server on its own pool, wired as a host wires it, with every change event it emits."""
+    pool = McpPool({name: config})
+    cap = McpServerCap(pool, name)
     pool.on_list_changed = lambda server, kind: cap.list_changed(kind)
     events: list[ChangeEvent] = []
 
@@ -179,6 +179,15 @@ async def test_list_changed_invalidates_the_cached_tools_and_storms_coalesce(tmp
 
     collector = asyncio.create_task(collect())
     try:
+        yield cap, events
+    finally:
+        collector.cancel()
+        cap.close()
+        await pool.close()
+
+
+async def test_list_changed_invalidates_the_cached_tools_and_storms_coalesce(tmp_path: Path) -> None:
+    async with observed("s", skills_server(tmp_path)) as (cap, events):
         assert "fresh_listen" not in [t.name for t in await cap.list_tools()]
         # A 2026 session: the change arrives on the `subscriptions/listen` stream (server-everything,
         # below, speaks 2025 and uses notifications/tools/list_changed).
@@ -192,10 +201,6 @@ async def test_list_changed_invalidates_the_cached_tools_and_storms_coalesce(tmp
         await asyncio.sleep(3)  # longer than the debounce's max wait: any straggler events are in
         assert 1 <= len(events) <= 3
         assert "stormy" in [t.name for t in await cap.list_tools()]
-    finally:
-        collector.cancel()
-        cap.close()
-        await pool.close()
 
 
 @pytest.fixture
@@ -206,17 +211,7 @@ def everything() -> McpServerConfig:
 
 
 async def test_server_everything_tools_resources_prompts_and_changes(everything: McpServerConfig) -> None:
-    pool = McpPool({"everything": everything})
-    cap = McpServerCap(pool, "everything")
-    pool.on_list_changed = lambda server, kind: cap.list_changed(kind)
-    events: list[ChangeEvent] = []
-
-    async def collect() -> None:
-        async for event in cap.on_change():
-            events.append(event)
-
-    collector = asyncio.create_task(collect())
-    try:
+    async with observed("everything", everything) as (cap, events):
         tools = {t.name for t in await cap.list_tools()}
         assert {"echo", "get-sum"} <= tools
         result = await cap.call_tool("get-sum", {"a": 2, "b": 3})
@@ -240,10 +235,6 @@ async def test_server_everything_tools_resources_prompts_and_changes(everything:
         await wait_for(lambda: events)
         assert events[0].source == "mcp:everything" and "resources" in events[0].detail
         assert len(await cap.list_resources()) == before + 1
-    finally:
-        collector.cancel()
-        cap.close()
-        await pool.close()
 
 
 async def test_allowed_commands_limit_stdio_servers(tmp_path: Path) -> None:
