@@ -103,41 +103,37 @@ async def test_a_new_version_reaches_the_next_turn_and_recompiles(wolf, run_work
     assert [(c.name, c.version) for c in listed if c.name == name] == [(name, 2)]
 
 
-async def test_a_version_without_the_sessions_agent_is_refused_by_the_session(wolf, run_worker):
+async def _second_turn_after_push(wolf, run_worker, v2: Manifest, history: str | None = None):
+    """Agent b's session on v1 runs a turn, v2 is pushed, then a second turn: its events and status."""
     script = Script(lambda s: text("ok"))
     name = _name()
     async with run_worker(local_models={"m": script.model}):
         await wolf.config_push(name, _config(a="a v1", b="b rules"))
         sid = await wolf.start_session("b", config_name=name)
         await _turn(wolf, sid, "one")
-        await wolf.config_push(name, _config(a="a v2"))  # b is gone in v2
-        await wait_for(lambda: _told(wolf, name, 2))
-        await _turn(wolf, sid, "two")  # the session keeps working on v1
-        events = await _events(wolf, sid)
-        status = await wolf.status(sid)
-        await wolf.close(sid)
-    refused = [e for e in events if e.kind == "config_changed"]
-    assert [e.outcome for e in refused] == ["refused"] and "has no agent 'b'" in (refused[0].text or "")
-    assert status.config_version == 1 and status.last_outcome == "completed"
-    assert _instructions(script) == "b rules"
-
-
-async def test_a_session_of_an_unchanged_agent_does_not_recompile(wolf, run_worker):
-    script = Script(lambda s: text("ok"))
-    name = _name()
-    async with run_worker(local_models={"m": script.model}):
-        await wolf.config_push(name, _config(a="a v1", b="b rules"))
-        sid = await wolf.start_session("b", config_name=name)
-        await _turn(wolf, sid, "one")
-        await wolf.config_push(name, _config(a="a v2", b="b rules"))  # only agent a changed
+        await wolf.config_push(name, v2)
         await wait_for(lambda: _told(wolf, name, 2))
         await _turn(wolf, sid, "two")
-        assert _instructions(script) == "b rules"
         events = await _events(wolf, sid)
         status = await wolf.status(sid)
         await wolf.close(sid)
         await wolf.result(sid)
-        await record_history(wolf.client, workflow_id("default", sid), "config_unchanged")
+        if history:
+            await record_history(wolf.client, workflow_id("default", sid), history)
+    assert _instructions(script) == "b rules"
+    return events, status
+
+
+async def test_a_version_without_the_sessions_agent_is_refused_by_the_session(wolf, run_worker):
+    events, status = await _second_turn_after_push(wolf, run_worker, _config(a="a v2"))  # b is gone in v2
+    refused = [e for e in events if e.kind == "config_changed"]
+    assert [e.outcome for e in refused] == ["refused"] and "has no agent 'b'" in (refused[0].text or "")
+    assert status.config_version == 1 and status.last_outcome == "completed"  # it keeps working on v1
+
+
+async def test_a_session_of_an_unchanged_agent_does_not_recompile(wolf, run_worker):
+    v2 = _config(a="a v2", b="b rules")  # only agent a changed
+    events, status = await _second_turn_after_push(wolf, run_worker, v2, history="config_unchanged")
     assert [e.outcome for e in events if e.kind == "config_changed"] == ["unchanged"]
     assert [e.kind for e in events].count("compiled") == 1
     assert status.config_version == 2

@@ -90,10 +90,6 @@ class ExtensionRegistry:
         if isinstance(capability, ChangeObservable) and id(capability) not in self._forwarders:
             self._forwarders[id(capability)] = asyncio.create_task(self._forward(capability))
 
-    def registered(self, scope: Scope) -> list[object]:
-        """Capabilities registered at exactly this scope."""
-        return [c for s, c in self._entries if s == scope]
-
     def clear_session(self, session_id: str) -> None:
         """A session ended: drop its SESSION and TURN entries; POOL and AGENT entries outlive it."""
         self._drop(lambda s: s.level >= ScopeLevel.SESSION and s.session_id == session_id)
