@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,20 @@ def run_worker(client: Client, task_queue: str) -> Callable[..., Any]:
     return _run
 
 
+@pytest.fixture
+def http_tools_server() -> Iterator[str]:
+    """The test tools over streamable HTTP: its URL."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, TOOLS_SERVER, "streamable-http", str(port)], stderr=subprocess.DEVNULL)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(5)
+
+
 def tools_server(**env: str) -> dict[str, Any]:
     return {"command": sys.executable, "args": [TOOLS_SERVER], "env": env}
 
@@ -110,13 +125,16 @@ async def record_history(client: Client, session_wid: str, name: str, run_id: st
     (HISTORIES / f"{name}.json").write_text(history.to_json())
 
 
-def worker_process(env: WorkflowEnvironment, task_queue: str) -> subprocess.Popen[bytes]:
+def worker_process(
+    env: WorkflowEnvironment, task_queue: str, extra_env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """A worker in its own process (`python -m agentwolf.worker`), for tests that SIGKILL it."""
     address = env.client.service_client.config.target_host
     return subprocess.Popen(
         [sys.executable, "-m", "agentwolf.worker", "--address", address, "--task-queue", task_queue],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env={**os.environ, **(extra_env or {})},
     )
 
 

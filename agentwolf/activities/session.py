@@ -51,12 +51,14 @@ from agentwolf.activities.types import (
 )
 from agentwolf.config.aliases import AliasError, resolve_model
 from agentwolf.config.manifest import Manifest, McpServerConfig, SubagentCapability
-from agentwolf.config.placeholders import MissingVariable, resolve
+from agentwolf.config.placeholders import MissingVariable
+from agentwolf.config.policy import PolicyError
 from agentwolf.extensions.registry import Scope
 from agentwolf.extensions.skills import LocalSkillRoot
 from agentwolf.extensions.types import ExtensionError, SkillEntry, ToolEntry
 from agentwolf.worker.host import AgentHost, HostRegistry
 from agentwolf.worker.pool import McpUnavailable
+from agentwolf.workflows.types import tenant_of
 
 T = TypeVar("T")
 
@@ -68,14 +70,33 @@ A = TypeVar("A", bound=CompileInput | ModelRequestInput | ToolCallInput | SkillR
 
 
 def _serving(method: Callable[[SessionActivities, A], Awaitable[T]]) -> Callable[[SessionActivities, A], Awaitable[T]]:
-    """Keep the activity's host from being closed as idle while the activity runs."""
+    """Check the tenant, then keep the activity's host from being closed as idle while it runs."""
 
     @functools.wraps(method)
     async def serve(self: SessionActivities, inp: A) -> T:
+        check_tenant(inp.ref, self.hosts.tenant)
         with self.hosts.serving(inp.ref.config_id, inp.ref.tenant):
             return await method(self, inp)
 
     return serve
+
+
+def check_tenant(ref: HostRef, served: str | None) -> None:
+    """The tenant is the one the calling workflow's id names; input that says otherwise is refused,
+    and so is a tenant this worker does not serve."""
+    caller = activity.info().workflow_id or ""
+    tenant = tenant_of(caller)
+    if ref.workflow_id != caller or ref.tenant != tenant:
+        raise ApplicationError(
+            f"refused: the input names session {ref.workflow_id!r} of tenant {ref.tenant!r}, "
+            f"but the calling workflow is {caller!r} (tenant {tenant!r})",
+            type="TenantMismatch",
+            non_retryable=True,
+        )
+    if served is not None and tenant != served:
+        raise ApplicationError(
+            f"refused: this worker serves tenant {served!r} only, not {tenant!r}", type="TenantMismatch", non_retryable=True
+        )
 
 
 class SessionActivities:
@@ -95,9 +116,13 @@ class SessionActivities:
                 non_retryable=True,
             )
         try:
-            # Specs may carry placeholders (`${WOLF_MODEL:-test}`): resolved here, on the worker.
-            models = [resolve(spec) for spec in resolve_model(inp.manifest.host.models, agent.model)]
-        except (AliasError, MissingVariable) as exc:
+            # Specs may carry placeholders (`${WOLF_MODEL:-test}`): they stay in what compile returns
+            # (it is recorded in history) and are resolved when the model is built. Checked now, so a
+            # refused or unset variable fails here, clearly.
+            models = resolve_model(inp.manifest.host.models, agent.model)
+            for spec in models:
+                host.secrets.resolve(spec)
+        except (AliasError, MissingVariable, PolicyError) as exc:
             raise ApplicationError(str(exc), type="ConfigError", non_retryable=True) from None
         subagents = [name for cap in agent.capabilities if isinstance(cap, SubagentCapability) for name in cap.subagent]
         scope = await host.scope(inp.manifest, inp.agent, inp.ref.workflow_id, inp.turn_id or "-")
@@ -123,10 +148,10 @@ class SessionActivities:
                 entries = await _heartbeating(skills.list_skills())
             catalog = await skills.catalog(inp.manifest.host.skills.catalog_bytes)
         except McpUnavailable as exc:
-            raise ApplicationError(str(exc), type="McpUnavailable", non_retryable=exc.permanent) from None
+            raise ApplicationError(host.secrets.redact(str(exc)), type="McpUnavailable", non_retryable=exc.permanent) from None
         except (MCPError, TimeoutError) as exc:
-            raise ApplicationError(f"listing MCP tools failed: {exc}", type="McpUnavailable") from None
-        except ExtensionError as exc:
+            raise ApplicationError(host.secrets.redact(f"listing MCP tools failed: {exc}"), type="McpUnavailable") from None
+        except (ExtensionError, MissingVariable, PolicyError) as exc:
             raise ApplicationError(str(exc), type="ExtensionError", non_retryable=True) from None
         for problem in skills.shadowed:
             activity.logger.warning("skills: %s", problem)
@@ -244,26 +269,38 @@ class SessionActivities:
             )
         except ModelHTTPError as exc:
             raise ApplicationError(
-                f"model request failed: {exc}", type="ModelHTTPError", non_retryable=exc.status_code in _PERMANENT_HTTP
+                host.secrets.redact(f"model request failed: {exc}"),
+                type="ModelHTTPError",
+                non_retryable=exc.status_code in _PERMANENT_HTTP,
             ) from None
-        except (UserError, LookupError, MissingVariable) as exc:
-            raise ApplicationError(f"model configuration: {exc}", type="ConfigError", non_retryable=True) from None
-        # Cache the response as the workflow will see it (after a trip through the data converter).
-        stored = ModelMessagesTypeAdapter.validate_python(ModelMessagesTypeAdapter.dump_python([response], mode="json"))
+        except (UserError, LookupError, MissingVariable, PolicyError) as exc:
+            message = host.secrets.redact(f"model configuration: {exc}")
+            raise ApplicationError(message, type="ConfigError", non_retryable=True) from None
+        # Cache the response as the workflow will see it (after a trip through the data converter),
+        # redacted: a provider echoes the model name and its URL, which may be resolved placeholders.
+        stored = ModelMessagesTypeAdapter.validate_json(
+            host.secrets.redact(ModelMessagesTypeAdapter.dump_json([response]).decode())
+        )
         host.remember(
             inp.ref.workflow_id,
             [*messages, *stored],
             chain_digest(chain_digest(inp.base_digest, inp.delta), stored),
         )
-        return ModelRequestOutput(response=response, cache_hit=cache_hit)
+        return ModelRequestOutput(response=stored[0], cache_hit=cache_hit)
 
     @activity.defn(name="wolf.call_tool")
     @_serving
     async def call_tool(self, inp: ToolCallInput) -> ToolCallOutput:
-        """Run one MCP tool on the host's pooled client; MCP failures become errors the model sees."""
+        """Run one MCP tool on the host's pooled client; MCP failures become errors the model sees.
+
+        What leaves is redacted: a tool (or an error naming a URL) may echo a resolved secret."""
         host = self.hosts.ensure(inp.manifest, inp.ref.tenant) if inp.manifest else await self._host(inp.ref)
-        if inp.server_config is not None:
-            await host.pool.add_server(inp.server, inp.server_config, trusted=False)
+        result = await self._call_tool(host, inp)
+        return result.model_copy(update={"content": host.secrets.redact(result.content)})
+
+    async def _call_tool(self, host: AgentHost, inp: ToolCallInput) -> ToolCallOutput:
+        if inp.server not in host.pool.servers:
+            await _restore_skill_server(host, self.hosts.manifests[inp.ref.config_id], inp)
         cap = host.mcp.get(inp.server)
         version = cap.version if cap else 0
         try:
@@ -347,7 +384,7 @@ async def _activate_skills(
             continue
         parsed = root.parsed(entry.name)
         for server, config in parsed.mcp_servers.items() if parsed else ():
-            label = f"{entry.name}/{server}@{_config_digest(config)}"
+            label = _skill_server_label(entry.name, server, config)
             host.registry.link(f"skill:{entry.name}", f"mcp:{label}")
             await host.pool.add_server(label, config, trusted=False)
             host.registry.add(host.mcp_server(label), scope)
@@ -355,9 +392,27 @@ async def _activate_skills(
     return servers
 
 
-def _config_digest(config: McpServerConfig) -> str:
-    """Servers of same-named skills from different folders must not share a connection."""
-    return hashlib.sha256(config.model_dump_json().encode()).hexdigest()[:8]
+def _skill_server_label(skill: str, server: str, config: McpServerConfig) -> str:
+    """`<skill>/<server>@<digest of its config>`: declared server names cannot hold `/`, so a skill's
+    server never takes a declared one's place; the digest keeps same-named skills from different
+    folders from sharing a connection, and binds the label to the exact config."""
+    return f"{skill}/{server}@{hashlib.sha256(config.model_dump_json().encode()).hexdigest()[:8]}"
+
+
+async def _restore_skill_server(host: AgentHost, manifest: Manifest, inp: ToolCallInput) -> None:
+    """A worker that did not compile this turn registers a skill's server from the skill file it
+    reads itself (never from activity input), if the label's digest matches that file's config."""
+    skill, _, rest = inp.server.partition("/")
+    server = rest.rpartition("@")[0]
+    if not (skill and server and manifest.host.skills.allow_mcp_servers):
+        return  # the pool reports the server as not declared
+    scope = await host.scope(manifest, inp.agent, inp.ref.workflow_id, inp.turn_id or "-")
+    for root in host.registry.visible(scope, LocalSkillRoot):
+        parsed = root.parsed(skill)
+        config = parsed.mcp_servers.get(server) if parsed else None
+        if config is not None and _skill_server_label(skill, server, config) == inp.server:
+            await host.pool.add_server(inp.server, config, trusted=False)
+            return
 
 
 async def _skill_files(host: AgentHost, scope: Scope, uri: str) -> list[str]:

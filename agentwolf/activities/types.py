@@ -196,8 +196,9 @@ class ToolCallInput(BaseModel):
     call_id: str
     manifest: Manifest | None = None
     """Set for local activities, whose input history never records, so the host is found without a query."""
-    server_config: McpServerConfig | None = None
-    """For a server a skill brought: any worker can start it."""
+    agent: str = ""
+    turn_id: str = ""
+    """Where a skill's server comes from: a worker new to the turn reads that skill's file itself."""
 
 
 class ToolCallOutput(BaseModel):

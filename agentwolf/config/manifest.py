@@ -149,19 +149,33 @@ class Permissions(_Strict):
     """Seconds to wait for a person; None waits for as long as it takes."""
     timeout_outcome: Literal["allow", "deny"] = "deny"
 
-    def decide(self, tool: str, arguments: dict[str, object]) -> str:
-        matched = {
-            rule.action
-            for rule in self.rules
-            if re.fullmatch(rule.tool, tool)
-            and all(
+    def decide(
+        self, tool: str, arguments: dict[str, object], identity: tuple[str, str] | None = None, shared: bool = False
+    ) -> str:
+        """The action for a call of the model-facing name `tool`, whose `identity` is (server, MCP name).
+
+        Rules match any of the names `tool`, `server:name` and the bare MCP name, so a rule keeps
+        holding when a second server listing the same name renames the tool to `server__name`.
+        Ambiguity fails closed: an allow that only the bare name matched while several servers list
+        that name (`shared`) becomes confirm."""
+        bare = identity[1] if identity else tool
+        names = dict.fromkeys([tool, *([f"{identity[0]}:{identity[1]}", bare] if identity else [])])
+        qualified: dict[str, bool] = {}
+        for rule in self.rules:
+            if not all(
                 key in arguments and re.fullmatch(pattern, str(arguments[key])) for key, pattern in rule.args.items()
-            )
-        }
+            ):
+                continue
+            hits = [name for name in names if re.fullmatch(rule.tool, name)]
+            if hits:
+                qualified[rule.action] = qualified.get(rule.action, False) or any(name != bare for name in hits)
         for action in ("deny", "confirm", "allow"):
-            if action in matched:
-                return action
+            if action in qualified:
+                return "confirm" if action == "allow" and shared and not qualified[action] else action
         return self.default
+
+
+SERVER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
 class HostConfig(_Strict):
@@ -171,7 +185,17 @@ class HostConfig(_Strict):
     permissions: Permissions = Permissions()
     skills: SkillSettings = SkillSettings()
     allowed_commands: list[str] | None = None
-    """When set, the only stdio commands MCP servers (also those skills bring) may run."""
+    """When set, the only stdio commands MCP servers (also those skills bring) may run; it can only
+    narrow the worker's policy, never widen it."""
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _server_names(cls, value: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
+        # `/` and `@` are kept for the servers skills bring (`<skill>/<server>@<digest>`).
+        bad = [name for name in value if not SERVER_NAME.fullmatch(name)]
+        if bad:
+            raise ValueError(f"invalid MCP server names {bad}: use letters, digits, '.', '_' and '-'")
+        return value
 
 
 class Team(_Strict):

@@ -31,3 +31,8 @@ def resolve(value: str, env: Mapping[str, str] | None = None) -> str:
 
 def has_placeholder(value: str) -> bool:
     return _PLACEHOLDER.search(value) is not None
+
+
+def names(value: str) -> list[str]:
+    """The variables `value` references, in order."""
+    return [match.group(1) for match in _PLACEHOLDER.finditer(value)]

@@ -1,4 +1,5 @@
-"""`python -m agentwolf.worker [--address HOST:PORT] [--task-queue Q]`: run a worker until SIGINT/SIGTERM."""
+"""`python -m agentwolf.worker [--address HOST:PORT] [--task-queue Q] [--tenant T] [--policy FILE]`: run a
+worker until SIGINT/SIGTERM."""
 
 from __future__ import annotations
 
@@ -11,12 +12,27 @@ import time
 from temporalio.client import Client
 
 from agentwolf.client.wolf_client import connect
+from agentwolf.config.policy import load_policy
 from agentwolf.worker.main import TASK_QUEUE, create_worker, run_worker
 
 
-async def serve(address: str | None, namespace: str | None, task_queue: str, connect_for: float = 120.0) -> None:
+async def serve(
+    address: str | None,
+    namespace: str | None,
+    task_queue: str,
+    *,
+    tenant: str | None = None,
+    policy: str | None = None,
+    connect_for: float = 120.0,
+) -> None:
+    """`tenant`: serve only that tenant's sessions; `policy`: the worker policy file (else the default lookup)."""
+    worker_policy = load_policy(policy)
+    log = logging.getLogger(__name__)
+    log.info("worker policy: %s", worker_policy.source)
+    if worker_policy.commands is None:
+        log.warning("the worker policy allows any command for MCP servers: run only manifests you trust")
     client = await _connect_patiently(address, namespace, connect_for)
-    worker, hosts = create_worker(client, task_queue=task_queue)
+    worker, hosts = create_worker(client, task_queue=task_queue, policy=worker_policy, tenant=tenant)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -46,9 +62,15 @@ def main() -> None:
     parser.add_argument("--address")
     parser.add_argument("--namespace")
     parser.add_argument("--task-queue", default=TASK_QUEUE)
+    parser.add_argument("--tenant", help="serve only this tenant's sessions")
+    parser.add_argument("--policy", help="the worker policy file (default: $WOLF_POLICY, else $WOLF_HOME/policy.yaml)")
     args = parser.parse_args()
+    configure_logging()
+    asyncio.run(serve(args.address, args.namespace, args.task_queue, tenant=args.tenant, policy=args.policy))
+
+
+def configure_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(serve(args.address, args.namespace, args.task_queue))
 
 
 if __name__ == "__main__":

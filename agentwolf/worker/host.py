@@ -26,7 +26,7 @@ from pydantic_ai.models import Model
 
 from agentwolf.activities.types import CompiledAgent
 from agentwolf.config.manifest import Manifest, McpCapability, SkillsCapability
-from agentwolf.config.placeholders import resolve
+from agentwolf.config.policy import Secrets, WorkerPolicy
 from agentwolf.extensions.mcp import McpServerCap
 from agentwolf.extensions.registry import POOL, ExtensionRegistry, Scope, ScopeLevel
 from agentwolf.extensions.skills import LocalSkillRoot
@@ -56,6 +56,8 @@ class AgentHost:
     tenant: str
     local_models: Mapping[str, Model]
     pool: McpPool
+    secrets: Secrets
+    """Resolves this tenant's placeholders under the worker policy; redacts what it resolved."""
     notify: Notify | None = None
     max_transcripts: int = 256
     last_used: float = field(default_factory=time.monotonic)
@@ -110,7 +112,7 @@ class AgentHost:
 
     async def skill_root(self, path: str) -> LocalSkillRoot:
         """A watched skill folder; `${tenant}` in its path is this host's tenant, `${VAR}` the worker's."""
-        resolved = str(Path(os.path.expanduser(resolve(path.replace("${tenant}", self.tenant)))).resolve())
+        resolved = str(Path(os.path.expanduser(self.secrets.resolve(path.replace("${tenant}", self.tenant)))).resolve())
         if resolved not in self.skill_roots:
             self.skill_roots[resolved] = LocalSkillRoot(resolved)
             watcher = SkillRootWatcher(Path(resolved), source=f"skills:{resolved}")
@@ -205,7 +207,7 @@ class AgentHost:
     def model(self, specs: list[str]) -> Model:
         key = tuple(specs)
         if key not in self._models:
-            self._models[key] = build_model(specs, self.manifest.host.models.providers, self.local_models)
+            self._models[key] = build_model(specs, self.manifest.host.models.providers, self.local_models, self.secrets)
         return self._models[key]
 
     def transcript(self, workflow_id: str, base_len: int, base_digest: str) -> list[ModelMessage] | None:
@@ -246,11 +248,16 @@ class HostRegistry:
         self,
         local_models: Mapping[str, Model] | None = None,
         *,
+        policy: WorkerPolicy | None = None,
+        tenant: str | None = None,
         max_mcp_clients: int = 20,
         mcp_idle_timeout: float = 600.0,
         host_idle_timeout: float = 1800.0,
     ) -> None:
         self.local_models = dict(local_models or {})
+        self.policy = policy or WorkerPolicy()
+        self.tenant = tenant
+        """The only tenant this worker serves (`wolf worker --tenant`); None serves any."""
         self.notify: Notify | None = None
         self.manifests: dict[str, Manifest] = {}
         """Every config this worker has seen, by identity (a host may serve several)."""
@@ -299,13 +306,15 @@ class HostRegistry:
             self._hosts[key] = host
             host.last_used = time.monotonic()
         else:
+            secrets = self.policy.secrets_for(tenant)
             pool = McpPool(
                 manifest.host.mcp_servers,
+                secrets=secrets,
                 max_clients=self.max_mcp_clients,
                 idle_timeout=self.mcp_idle_timeout,
                 allowed_commands=manifest.host.allowed_commands,
             )
-            host = AgentHost(manifest, tenant, self.local_models, pool, notify=self.notify)
+            host = AgentHost(manifest, tenant, self.local_models, pool, secrets, notify=self.notify)
             self._hosts[key] = host
             log.info("host created: config %s, tenant %s", manifest.identity, tenant)
             self._start_reaper()

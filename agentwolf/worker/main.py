@@ -14,7 +14,9 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from agentwolf.activities.config import config_notify
 from agentwolf.activities.session import SessionActivities
+from agentwolf.config.policy import WorkerPolicy, redact_logs
 from agentwolf.worker.host import HostRegistry, Notify
+from agentwolf.worker.isolation import protect_process
 from agentwolf.workflows.registry import ConfigRegistryWorkflow
 from agentwolf.workflows.session import SessionWorkflow
 from agentwolf.workflows.types import ExtensionsChanged
@@ -36,10 +38,17 @@ def create_worker(
     task_queue: str = TASK_QUEUE,
     hosts: HostRegistry | None = None,
     local_models: Mapping[str, Model] | None = None,
+    policy: WorkerPolicy | None = None,
+    tenant: str | None = None,
     max_concurrent_activities: int = 200,
 ) -> tuple[Worker, HostRegistry]:
-    """A worker for sessions; `local_models` registers in-process models (`local:<name>` in manifests)."""
-    hosts = hosts or HostRegistry(local_models)
+    """A worker for sessions; `local_models` registers in-process models (`local:<name>` in manifests),
+    `policy` limits what manifests reach (default: `load_policy()`'s), `tenant` is the only one served.
+
+    The process becomes non-dumpable, so the MCP servers it starts cannot read its environment."""
+    protect_process()
+    redact_logs()
+    hosts = hosts or HostRegistry(local_models, policy=policy, tenant=tenant)
     hosts.notify = _signaller(client)
     activities = SessionActivities(hosts)
     worker = Worker(

@@ -10,7 +10,7 @@ from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.providers import Provider, infer_provider, infer_provider_class
 
 from agentwolf.config.manifest import ProviderConfig
-from agentwolf.config.placeholders import resolve
+from agentwolf.config.policy import Secrets
 
 LOCAL_PREFIX = "local:"
 
@@ -19,15 +19,17 @@ def build_model(
     specs: list[str],
     providers: Mapping[str, ProviderConfig],
     local_models: Mapping[str, Model],
-    env: Mapping[str, str] | None = None,
+    secrets: Secrets,
 ) -> Model:
-    """One model for a spec chain; several specs make a `FallbackModel` tried in order."""
-    models = [_build_one(spec, providers, local_models, env) for spec in specs]
+    """One model for a spec chain; several specs make a `FallbackModel` tried in order.
+
+    Specs and provider settings keep their placeholders until here, the moment of use."""
+    models = [_build_one(secrets.resolve(spec), providers, local_models, secrets) for spec in specs]
     return models[0] if len(models) == 1 else FallbackModel(*models)
 
 
 def _build_one(
-    spec: str, providers: Mapping[str, ProviderConfig], local_models: Mapping[str, Model], env: Mapping[str, str] | None
+    spec: str, providers: Mapping[str, ProviderConfig], local_models: Mapping[str, Model], secrets: Secrets
 ) -> Model:
     if spec.startswith(LOCAL_PREFIX):
         name = spec.removeprefix(LOCAL_PREFIX)
@@ -39,10 +41,35 @@ def _build_one(
             ) from None
 
     def provider_factory(name: str) -> Provider[Any]:
-        config = providers.get(name)
+        config = provider_config(providers, name)
         if config is None:
             return infer_provider(name)
-        kwargs = {k: resolve(v, env) for k, v in config.model_dump(exclude_none=True).items()}
+        kwargs = {k: secrets.resolve(v) for k, v in config.model_dump(exclude_none=True).items()}
+        if "base_url" in kwargs and "api_key" not in kwargs:
+            # A manifest that points a provider elsewhere gets only the key it names: the worker's own
+            # key (OPENAI_API_KEY & co, read by the provider itself) must not go to its URL.
+            kwargs["api_key"] = NO_KEY
         return infer_provider_class(name)(**kwargs)
 
     return infer_model(spec, provider_factory=provider_factory)
+
+
+NO_KEY = "none"
+
+
+def provider_config(providers: Mapping[str, ProviderConfig], name: str) -> ProviderConfig | None:
+    """The settings for provider `name`: its own entry, else the entry of a spelling of the same
+    provider (`providers.openai` serves `openai-chat:` and `openai-responses:` specs too)."""
+    if name in providers:
+        return providers[name]
+    try:
+        wanted = infer_provider_class(name)
+    except ValueError:
+        return None
+    for key, config in providers.items():
+        try:
+            if infer_provider_class(key) is wanted:
+                return config
+        except ValueError:
+            continue
+    return None

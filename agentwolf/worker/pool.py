@@ -8,13 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import shutil
-import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -26,7 +22,9 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from agentwolf.config.manifest import McpServerConfig
-from agentwolf.config.placeholders import resolve
+from agentwolf.config.placeholders import MissingVariable
+from agentwolf.config.policy import NO_SECRETS, PolicyError, Secrets, WorkerPolicy
+from agentwolf.worker.isolation import unprivileged
 
 log = logging.getLogger(__name__)
 
@@ -64,14 +62,6 @@ class _Connection:
     alive: bool = False
 
 
-def _command_path(command: str) -> str:
-    """Find a command on PATH, else beside this interpreter (a venv's console scripts)."""
-    found = shutil.which(command) or shutil.which(command, path=str(Path(sys.executable).parent))
-    if found is None:
-        raise FileNotFoundError(f"command {command!r} not found on PATH")
-    return found
-
-
 class McpPool:
     """Lazily connects, reuses, reconnects (with backoff) and evicts MCP clients for one host."""
 
@@ -79,7 +69,7 @@ class McpPool:
         self,
         servers: Mapping[str, McpServerConfig],
         *,
-        env: Mapping[str, str] | None = None,
+        secrets: Secrets | None = None,
         max_clients: int = 20,
         idle_timeout: float = 600.0,
         connect_attempts: int = 3,
@@ -91,9 +81,10 @@ class McpPool:
         """Declared servers; skills may add theirs (`add_server`)."""
         self._untrusted: set[str] = set()
         """Servers whose config came from a skill file: `${VAR}` is never resolved for them."""
-        self.allowed_commands = None if allowed_commands is None else set(allowed_commands)
+        self.allowed_commands = None if allowed_commands is None else list(allowed_commands)
+        """The manifest's own list: it can only narrow the worker policy."""
         self.on_list_changed = on_list_changed
-        self._env = os.environ if env is None else env
+        self.secrets = secrets or WorkerPolicy().secrets_for("default")
         self.max_clients = max_clients
         self.idle_timeout = idle_timeout
         self.connect_attempts = connect_attempts
@@ -183,30 +174,28 @@ class McpPool:
         raise AssertionError("unreachable")
 
     async def _open(self, server: str, config: McpServerConfig) -> _Connection:
-        env: Mapping[str, str] = {} if server in self._untrusted else self._env
+        """Start or connect a server; placeholders are resolved here, at the moment of use."""
+        secrets = NO_SECRETS.secrets_for(self.secrets.tenant) if server in self._untrusted else self.secrets
         try:
             if config.command is not None:
-                command = resolve(config.command, env)
-                if self.allowed_commands is not None and command not in self.allowed_commands:
-                    raise McpUnavailable(
-                        server, f"command {command!r} is not in host.allowed_commands", permanent=True
-                    )
+                program, args = self.secrets.policy.stdio_argv(config, self.allowed_commands)
+                command, argv = unprivileged(program, [secrets.resolve(a) for a in args])
                 params = StdioServerParameters(
-                    command=_command_path(command),
-                    args=[resolve(a, env) for a in config.args],
-                    env={k: resolve(v, env) for k, v in config.env.items()},
+                    command=command,
+                    args=argv,
+                    env={k: secrets.resolve(v) for k, v in config.env.items()},
                     cwd=config.cwd,
                     encoding_error_handler="replace",  # one bad byte must not stop the client's reader
                 )
                 client = Client(params, message_handler=self._notifications(server))
             else:
-                headers = {k: resolve(v, env) for k, v in config.headers.items()}
+                headers = {k: secrets.resolve(v) for k, v in config.headers.items()}
                 http = create_mcp_http_client(headers=headers)
                 client = Client(
-                    streamable_http_client(resolve(config.url or "", env), http_client=http),
+                    streamable_http_client(secrets.resolve(config.url or ""), http_client=http),
                     message_handler=self._notifications(server),
                 )
-        except (FileNotFoundError, KeyError) as exc:
+        except (FileNotFoundError, MissingVariable, PolicyError) as exc:
             raise McpUnavailable(server, str(exc), permanent=True) from exc
         conn = _Connection(server, client=client)
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()

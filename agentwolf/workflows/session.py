@@ -73,6 +73,7 @@ with workflow.unsafe.imports_passed_through():
         SessionStatus,
         TurnOutcome,
         Usage,
+        tenant_of,
         workflow_id,
     )
 
@@ -149,6 +150,13 @@ class SessionWorkflow:
 
     @workflow.run
     async def run(self, inp: SessionInput) -> SessionResult:
+        wid = workflow.info().workflow_id
+        if tenant_of(wid) != inp.tenant:
+            raise ApplicationError(
+                f"refused: session {wid!r} belongs to tenant {tenant_of(wid)!r}, its input says {inp.tenant!r}",
+                type="TenantMismatch",
+                non_retryable=True,
+            )
         while True:
             await workflow.wait_condition(
                 lambda: bool(self.queue or self.steers) or self.closing or self._should_snapshot()
@@ -464,7 +472,7 @@ class SessionWorkflow:
         if offered is not None and spec.name not in offered:
             refusal = f"{spec.name} is not allowed while {', '.join(self.active_skills)} is active"
             return ToolCallOutput(content=refusal, is_error=True), "denied"
-        refusal = await self._permission(call, arguments)
+        refusal = await self._permission(compiled, spec, call, arguments)
         if refusal is not None:
             return ToolCallOutput(content=refusal, is_error=True), "denied"
         if spec.server == SKILLS:
@@ -508,11 +516,14 @@ class SessionWorkflow:
             return None
         patterns = [p.split("(", 1)[0] for s in limited for p in s.allowed_tools or ()]
         brought = tuple(f"{s.name}/" for s in self._active_skill_infos())
-        return [
-            t.name
-            for t in compiled.tools
-            if t.server == SKILLS or t.server.startswith(brought) or any(fnmatch.fnmatchcase(t.name, p) for p in patterns)
-        ]
+        shared = _shared_names(compiled)
+
+        def allowed(t: ToolSpec) -> bool:
+            # The bare MCP name counts only while one server lists it (ambiguity fails closed).
+            names = [t.name, f"{t.server}:{t.tool}", *([] if t.tool in shared else [t.tool])]
+            return any(fnmatch.fnmatchcase(n, p) for n in names for p in patterns)
+
+        return [t.name for t in compiled.tools if t.server == SKILLS or t.server.startswith(brought) or allowed(t)]
 
     async def _mcp_call(self, spec: ToolSpec, call: ToolCallPart, arguments: dict[str, Any]) -> ToolCallOutput:
         compiled_server = self.compiled.skill_servers.get(spec.server) if self.compiled else None
@@ -523,7 +534,8 @@ class SessionWorkflow:
             tool=spec.tool,
             arguments=arguments,
             call_id=call.tool_call_id,
-            server_config=compiled_server,
+            agent=self.inp.agent,
+            turn_id=self.turn_id or "",
         )
         started = workflow.now()
         last_ms = self.tool_ms.get(call.tool_name)
@@ -562,11 +574,19 @@ class SessionWorkflow:
             return ToolCallOutput(content=f"subagent depth limit ({limit}) reached: do the task yourself", is_error=True)
         return await self._child(agent, task, f"{self.inp.session_id}.{call.tool_call_id}")
 
-    async def _permission(self, call: ToolCallPart, arguments: dict[str, Any]) -> str | None:
-        """None when the call may run; else the refusal the model sees. `confirm` waits for a person."""
+    async def _permission(
+        self, compiled: CompiledAgent, spec: ToolSpec, call: ToolCallPart, arguments: dict[str, Any]
+    ) -> str | None:
+        """None when the call may run; else the refusal the model sees. `confirm` waits for a person.
+
+        Rules and `always` answers hold on the tool's identity (server, MCP name), not on the
+        model-facing name, which changes when another server lists the same name."""
         permissions = self.inp.manifest.permissions(self.inp.agent)
-        action = permissions.decide(call.tool_name, arguments)
-        if action == "allow" or (action == "confirm" and call.tool_name in self.always_allowed):
+        identity = (spec.server, spec.tool)
+        action = permissions.decide(call.tool_name, arguments, identity, shared=spec.tool in _shared_names(compiled))
+        key = f"{spec.server}:{spec.tool}"
+        # Model-facing names (no ':') in the set come from sessions that continued as new before this rule.
+        if action == "allow" or (action == "confirm" and (key in self.always_allowed or call.tool_name in self.always_allowed)):
             return None
         if action == "deny":
             return f"denied by policy: {call.tool_name} is not allowed for this agent"
@@ -588,7 +608,7 @@ class SessionWorkflow:
             if not self.pending_approvals and self.state == "waiting_approval":
                 self._set_state("running")
         if approved and answer.always:
-            self.always_allowed.add(call.tool_name)
+            self.always_allowed.add(key)
         self._publish(
             "approval_resolved",
             tool=call.tool_name,
@@ -814,6 +834,12 @@ def _args(call: ToolCallPart) -> dict[str, object]:
         return call.args_as_dict(raise_if_invalid=True)
     except (ValueError, AssertionError):
         return {"_raw": raw}
+
+
+def _shared_names(compiled: CompiledAgent) -> set[str]:
+    """MCP tool names that more than one server lists."""
+    counts = Counter(t.tool for t in compiled.tools)
+    return {name for name, n in counts.items() if n > 1}
 
 
 def _cause_message(err: BaseException) -> str:

@@ -31,6 +31,16 @@ def workflow_id(tenant: str, session_id: str) -> str:
     return f"wolf/{tenant}/{session_id}"
 
 
+def tenant_of(workflow_id: str) -> str | None:
+    """The tenant a session (`wolf/<tenant>/...`) or registry (`wolf-config/<tenant>/...`) id names.
+
+    Clients and front ends build ids from the tenant they serve, and workers derive the tenant from
+    the id: a tenant field in workflow or activity input is whatever its writer chose."""
+    kind, _, rest = workflow_id.partition("/")
+    tenant, sep, _ = rest.partition("/")
+    return tenant if kind in ("wolf", "wolf-config") and sep and tenant else None
+
+
 class Usage(BaseModel):
     requests: int = 0
     input_tokens: int = 0

@@ -25,6 +25,8 @@ class ScriptedOpenAI:
     def __init__(self, reply: Callable[[dict[str, Any]], Reply]) -> None:
         self.reply = reply
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        """Each request's HTTP headers (which API key arrived)."""
         self._calls = 0
         outer = self
 
@@ -35,6 +37,7 @@ class ScriptedOpenAI:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append(body)
+                outer.headers.append({k.lower(): v for k, v in self.headers.items()})
                 answer = outer.reply(body)
                 if answer.delay:
                     time.sleep(answer.delay)

@@ -1,0 +1,245 @@
+"""The worker's own policy: what a manifest may reach on this worker.
+
+A manifest is code on the worker (it names commands, URLs, environment variables), and whoever
+writes it may be a tenant the operator does not trust. So its limits come from the worker, never
+from the manifest: which `${VAR}` placeholders each tenant may use, which stdio commands MCP servers
+may run, and whether a manifest may give them an environment or a working directory. A manifest's
+own `host.allowed_commands` can only narrow the policy.
+
+The policy is read from `--policy FILE`, else `$WOLF_POLICY`, else `$WOLF_HOME/policy.yaml`; without
+one, the built-in default lets manifests use only the example config's variables and run any command
+(a single-user machine, where the manifest author is the operator).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import os
+import shlex
+import shutil
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from agentwolf.config.manifest import Manifest, McpServerConfig
+from agentwolf.config.placeholders import has_placeholder, names, resolve
+from agentwolf.paths import data_dir
+
+POLICY_ENV = "WOLF_POLICY"
+ANY_TENANT = "*"
+DEFAULT_SECRETS = ["WOLF_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY"]
+"""What the example config uses; a policy file replaces this list."""
+
+CODE_ENV = [
+    "PATH", "LD_*", "DYLD_*", "PYTHON*", "NODE_*", "NPM_CONFIG_*", "PERL5*", "PERLLIB", "RUBY*", "GEM_*",
+    "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "IFS", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS",
+    "JDK_JAVA_OPTIONS", "CLASSPATH", "GIT_*", "LUA_*", "TCLLIBPATH", "GCONV_PATH", "UV_*", "PIP_*",
+]  # fmt: skip
+"""Variables that make an interpreter or the loader run code the command line did not name
+(matched case-insensitively): refused in a manifest's `env` unless the policy sets `code_env: true`."""
+
+SECRET_MIN_LEN = 8
+"""Resolved values at least this long are redacted from tool output, errors and logs (shorter ones
+would mangle ordinary text)."""
+
+
+class PolicyError(ValueError):
+    """What a manifest asks for and the worker policy refuses."""
+
+
+class SecretRefused(PolicyError):
+    def __init__(self, name: str, tenant: str, source: str) -> None:
+        super().__init__(
+            f"${{{name}}} is not allowed for tenant {tenant!r} by the worker policy ({source}); "
+            f"the operator lists the variables manifests may use under `secrets:`"
+        )
+        self.name = name
+
+
+class WorkerPolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    secrets: dict[str, list[str]] = {ANY_TENANT: DEFAULT_SECRETS}
+    """Tenant (or `*` for every tenant) -> variable names (glob patterns) manifests may reference."""
+    commands: list[str] | None = None
+    """Stdio commands MCP servers may run; None: any command on PATH. `prog` allows that program with
+    any arguments; `prog arg1 arg2` allows exactly that command line."""
+    server_env: bool = True
+    """Manifests may set `env` for stdio servers (code-loading variables stay refused)."""
+    server_cwd: bool = True
+    """Manifests may set `cwd` for stdio servers."""
+    code_env: bool = False
+    """Allow code-loading variables (`CODE_ENV`) in a manifest's `env`."""
+    source: str = "built-in default policy"
+
+    @field_validator("commands")
+    @classmethod
+    def _parse(cls, value: list[str] | None) -> list[str] | None:
+        for entry in value or ():
+            if not shlex.split(entry):
+                raise ValueError("an empty command")
+        return value
+
+    def allows_secret(self, tenant: str, name: str) -> bool:
+        patterns = [*self.secrets.get(ANY_TENANT, ()), *self.secrets.get(tenant, ())]
+        return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+    def secrets_for(self, tenant: str, env: Mapping[str, str] | None = None) -> Secrets:
+        return Secrets(self, tenant, os.environ if env is None else env)
+
+    def stdio_argv(self, config: McpServerConfig, narrowed: list[str] | None) -> tuple[str, list[str]]:
+        """The program path and arguments of a stdio server, or a PolicyError saying what is refused."""
+        assert config.command is not None
+        if has_placeholder(config.command) or not config.command.strip():
+            raise PolicyError(f"command {config.command!r}: a command must be a plain program name or path")
+        program = command_path(config.command)
+        if self.commands is not None and not any(
+            _matches(entry, program, config.args) for entry in self.commands
+        ):
+            raise PolicyError(
+                f"command {config.command!r} with arguments {config.args} is not allowed by the worker policy "
+                f"({self.source}; allowed: {self.commands})"
+            )
+        if narrowed is not None and not any(_matches(entry, program, config.args) for entry in narrowed):
+            raise PolicyError(f"command {config.command!r} is not in host.allowed_commands")
+        if config.env and not self.server_env:
+            raise PolicyError(
+                f"the worker policy ({self.source}) does not let manifests set `env` for MCP servers"
+            )
+        if config.cwd and not self.server_cwd:
+            raise PolicyError(
+                f"the worker policy ({self.source}) does not let manifests set `cwd` for MCP servers"
+            )
+        if not self.code_env:
+            loading = sorted(k for k in config.env if is_code_env(k))
+            if loading:
+                raise PolicyError(
+                    f"env {', '.join(loading)} can make the server run code its command line does not name; "
+                    f"refused by the worker policy ({self.source}; `code_env: true` allows it)"
+                )
+        return program, list(config.args)
+
+    def problems(self, manifest: Manifest, tenant: str) -> list[str]:
+        """What this policy would refuse in `manifest` for `tenant` (for `wolf config validate`)."""
+        found = []
+        for name in sorted(set(names(manifest.model_dump_json()))):
+            if name != "tenant" and not self.allows_secret(tenant, name):
+                found.append(
+                    f"${{{name}}}: not allowed for tenant {tenant!r} by the worker policy ({self.source})"
+                )
+        for server, config in manifest.host.mcp_servers.items():
+            if config.command is not None:
+                try:
+                    self.stdio_argv(config, manifest.host.allowed_commands)
+                except (PolicyError, FileNotFoundError) as exc:
+                    found.append(f"host.mcp_servers.{server}: {exc}")
+        return found
+
+
+def is_code_env(name: str) -> bool:
+    return any(fnmatch.fnmatchcase(name.upper(), p) for p in CODE_ENV)
+
+
+def command_path(command: str) -> str:
+    """Find a command on PATH, else beside this interpreter (a venv's console scripts)."""
+    found = shutil.which(command) or shutil.which(command, path=str(Path(sys.executable).parent))
+    if found is None:
+        raise FileNotFoundError(f"command {command!r} not found on PATH")
+    return found
+
+
+def _matches(entry: str, program: str, args: list[str]) -> bool:
+    """The same executable (compared by real path: spellings and symlinks do not matter), and the
+    same arguments when the entry names any."""
+    words = shlex.split(entry)
+    try:
+        allowed = command_path(words[0])
+    except FileNotFoundError:
+        return False
+    return os.path.realpath(allowed) == os.path.realpath(program) and (len(words) == 1 or words[1:] == args)
+
+
+@dataclass
+class Secrets:
+    """Resolves placeholders for one tenant under the policy; remembers what it handed out so that
+    it can be redacted from anything that leaves the worker."""
+
+    policy: WorkerPolicy
+    tenant: str
+    env: Mapping[str, str]
+    values: set[str] = field(default_factory=set)
+
+    def resolve(self, value: str) -> str:
+        for name in names(value):
+            if not self.policy.allows_secret(self.tenant, name):
+                raise SecretRefused(name, self.tenant, self.policy.source)
+        resolved = resolve(value, self.env)
+        if resolved != value:
+            for name in names(value):
+                if len(secret := self.env.get(name, "")) >= SECRET_MIN_LEN:
+                    self.values.add(secret)
+                    REDACTED.add(secret)
+        return resolved
+
+    def redact(self, text: str) -> str:
+        return redact(text, self.values)
+
+
+REDACTED: set[str] = set()
+"""Every secret value this process resolved (for the log filter)."""
+MASK = "****"
+
+
+def redact(text: str, values: set[str] | None = None) -> str:
+    for value in sorted(REDACTED if values is None else values, key=len, reverse=True):
+        if value in text:
+            text = text.replace(value, MASK)
+    return text
+
+
+def redact_logs() -> None:
+    """Log records never carry a secret value this process resolved (a library may log a URL with
+    its query, an error may echo a header): every record's message is redacted as it is made."""
+    make = logging.getLogRecordFactory()
+    if getattr(make, "redacting", False):
+        return
+
+    def redacting(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        if REDACTED:
+            try:
+                message = record.getMessage()
+            except (TypeError, ValueError):
+                return record
+            if (clean := redact(message)) != message:
+                record.msg, record.args = clean, None
+        return record
+
+    redacting.redacting = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(redacting)
+
+
+NO_SECRETS = WorkerPolicy(secrets={}, source="no placeholders for configs from skill files")
+
+
+def load_policy(path: str | Path | None = None) -> WorkerPolicy:
+    """`path`, else `$WOLF_POLICY`, else `$WOLF_HOME/policy.yaml` when it exists, else the default."""
+    explicit = path or os.environ.get(POLICY_ENV)
+    file = Path(explicit) if explicit else data_dir() / "policy.yaml"
+    if not explicit and not file.exists():
+        return WorkerPolicy()
+    try:
+        data = yaml.safe_load(file.read_text()) or {}
+        if not isinstance(data, dict):
+            raise PolicyError(f"{file}: the policy must be a mapping")
+        return WorkerPolicy.model_validate({**data, "source": str(file)})
+    except OSError as exc:
+        raise PolicyError(f"{file}: cannot read the worker policy: {exc.strerror or exc}") from exc
+    except (yaml.YAMLError, ValidationError) as exc:
+        raise PolicyError(f"{file}: invalid worker policy: {exc}") from exc
