@@ -24,6 +24,7 @@ from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from agentwolf.client import local_stack
+from agentwolf.client.render import inert
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.loading import ManifestError, load_manifest
 from agentwolf.config.manifest import Manifest
@@ -53,6 +54,11 @@ class Exit(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+def _literal(text: str) -> str:
+    """Session or server text inside a markup line: its `[` is not markup, its controls are shown, not sent."""
+    return escape(inert(text))
 
 
 def _config_path(config: Path | None) -> Path:
@@ -94,16 +100,16 @@ def _run(main: Callable[[], Awaitable[object]]) -> NoReturn:
     try:
         asyncio.run(main())
     except Exit as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}", markup=True)
+        err.print(f"[red]error:[/red] {_literal(str(exc))}", markup=True)
         code = exc.code
     except ManifestError as exc:
-        err.print(f"[red]config error:[/red] {escape(str(exc))}", markup=True)
+        err.print(f"[red]config error:[/red] {_literal(str(exc))}", markup=True)
         code = 2
     except ValueError as exc:  # refused by the client: unknown agent, no such pending call...
-        err.print(f"[red]error:[/red] {escape(str(exc))}", markup=True)
+        err.print(f"[red]error:[/red] {_literal(str(exc))}", markup=True)
         code = 2
     except RPCError as exc:  # unknown session, rejected update, missing search attribute...
-        err.print(f"[red]error:[/red] {escape(exc.message)}", markup=True)
+        err.print(f"[red]error:[/red] {_literal(exc.message)}", markup=True)
         code = 2
     except (KeyboardInterrupt, asyncio.CancelledError):
         code = 130
@@ -138,18 +144,19 @@ def _print_event(event: Event, as_json: bool) -> None:
         out.print(event.model_dump_json(exclude_none=True), soft_wrap=True)
         return
     k = event.kind
-    # Everything from the session (prompts, model text, tool output) is escaped: `[/x]` is not markup.
-    text, tool = escape(event.text or ""), escape(event.tool or "")
-    args = escape(json.dumps(event.args))
+    # Everything from the session (prompts, model text, tool output) is data: `[/x]` is not markup,
+    # and terminal controls are shown, not sent.
+    text, tool, call = _literal(event.text or ""), _literal(event.tool or ""), _literal(event.call_id or "")
+    args = _literal(json.dumps(event.args))
     if k == "turn_started":
         out.print(f"[bold]> {text}[/bold]", markup=True)
     elif k == "model_text":
-        out.print(event.text or "")  # the console does not parse markup unless told to
+        out.print(inert(event.text or ""))  # the console does not parse markup unless told to
     elif k == "tool_call_started":
         out.print(f"[cyan]  -> {tool}({args})[/cyan]", markup=True)
     elif k == "tool_call_finished":
         colour = "green" if event.outcome == "success" else "red"
-        result = escape((event.text or "").replace("\n", " ")[:120])
+        result = _literal((event.text or "").replace("\n", " ")[:120])
         out.print(f"[{colour}]  <- {tool} {event.outcome} in {event.duration_ms} ms: {result}[/{colour}]", markup=True)
     elif k == "turn_finished":
         usage = event.usage
@@ -158,15 +165,15 @@ def _print_event(event: Event, as_json: bool) -> None:
     elif k == "approval_requested":
         out.print(
             f"[yellow bold]  ? {tool}({args}) waits for approval: "
-            f"wolf approve SESSION {event.call_id} | wolf deny SESSION {event.call_id}[/yellow bold]",
+            f"wolf approve SESSION {call} | wolf deny SESSION {call}[/yellow bold]",
             markup=True,
         )
     elif k == "approval_resolved":
         out.print(f"[yellow]  {tool} {event.outcome}{': ' + text if text else ''}[/yellow]", markup=True)
     elif k == "child_started":
-        out.print(f"[magenta]  => {tool} ({escape(event.call_id or '')}): {escape((event.text or '')[:120])}[/magenta]", markup=True)
+        out.print(f"[magenta]  => {tool} ({call}): {_literal((event.text or '')[:120])}[/magenta]", markup=True)
     elif k == "child_finished":
-        out.print(f"[magenta]  <= {tool} {event.outcome}: {escape((event.text or '')[:120])}[/magenta]", markup=True)
+        out.print(f"[magenta]  <= {tool} {event.outcome}: {_literal((event.text or '')[:120])}[/magenta]", markup=True)
     elif k in ("error", "limit_reached", "interrupted"):
         out.print(f"[red]{k}: {text}[/red]", markup=True)
     else:
@@ -223,7 +230,7 @@ async def _print_result(wolf: WolfClient, sid: str, as_json: bool, quiet: bool =
     if as_json and not quiet:
         out.print(result.model_dump_json(), soft_wrap=True)
     elif not quiet:
-        out.print(result.output or "")
+        out.print(inert(result.output or ""))
     if result.outcome not in (None, "completed"):
         raise Exit(1, f"session {sid} ended: {result.outcome}")
 
@@ -260,10 +267,10 @@ def status(session_id: str, tenant: Tenant = "default", address: Address = None,
             out.print(st.model_dump_json(), soft_wrap=True)
         else:
             c = st.counters
-            out.print(
+            out.print(inert(
                 f"{st.session_id} [{st.agent}] {st.state}  turns={c.turns} steps={c.steps} "
                 f"tokens={c.usage.total_tokens} tool_calls={c.usage.tool_calls} last={st.last_outcome}"
-            )
+            ))
 
     _run(main)
 
@@ -407,12 +414,12 @@ def commands(
             return
         table = Table("command", "from", "description", box=None)
         for command in listed:
-            table.add_row(f"/{command.name}", command.origin, command.description)
+            table.add_row(inert(f"/{command.name}"), inert(command.origin), inert(command.description))
         out.print(table if listed else f"{agent} has no slash commands")
         if skills:
-            out.print(f"skills: {', '.join(s.name for s in skills)}")
+            out.print(inert(f"skills: {', '.join(s.name for s in skills)}"))
         for problem in problems:
-            err.print(f"[yellow]warning:[/yellow] {escape(problem)}", markup=True)
+            err.print(f"[yellow]warning:[/yellow] {_literal(problem)}", markup=True)
 
     _run(main)
 
@@ -442,7 +449,7 @@ def config_show(
         ref = _registry_ref(target)
         if ref is None:
             view = masked(load_manifest(_config_path(Path(target) if target else None)))
-            out.print(json.dumps(view, indent=2) if as_json else yaml.safe_dump(view, sort_keys=False).rstrip())
+            out.print(json.dumps(view, indent=2) if as_json else inert(yaml.safe_dump(view, sort_keys=False).rstrip()))
             return
         found = await (await _client(address, tenant)).config_get(*ref)
         info = found.model_dump(mode="json", exclude={"manifest"})
@@ -450,8 +457,8 @@ def config_show(
         if as_json:
             out.print(json.dumps({**info, "manifest": view}, indent=2))
         else:
-            out.print(f"# {found.name} v{found.version} ({_describe(found)})")
-            out.print(yaml.safe_dump(view, sort_keys=False).rstrip())
+            out.print(inert(f"# {found.name} v{found.version} ({_describe(found)})"))
+            out.print(inert(yaml.safe_dump(view, sort_keys=False).rstrip()))
 
     _run(main)
 
@@ -465,9 +472,9 @@ def _print_push(result: PushResult, as_json: bool) -> None:
     if as_json:
         out.print(result.model_dump_json())
     elif result.created:
-        out.print(f"{result.name} v{result.version} (identity {result.identity}); running sessions take it at their next turn")
+        out.print(inert(f"{result.name} v{result.version} (identity {result.identity}); running sessions take it at their next turn"))
     else:
-        out.print(f"unchanged: {result.name} v{result.version} already has this content")
+        out.print(inert(f"unchanged: {result.name} v{result.version} already has this content"))
 
 
 @config_app.command("push")
@@ -517,7 +524,7 @@ def config_list(tenant: Tenant = "default", address: Address = None, as_json: Js
             return
         table = Table("config", "version", "identity", "pushed", "note", box=None)
         for c in configs:
-            table.add_row(c.name, str(c.version), c.identity, f"{c.pushed_at:%Y-%m-%d %H:%M:%S}", c.note)
+            table.add_row(inert(c.name), str(c.version), c.identity, f"{c.pushed_at:%Y-%m-%d %H:%M:%S}", inert(c.note))
         out.print(table)
 
     _run(main)
@@ -535,7 +542,7 @@ def config_history(name: str, tenant: Tenant = "default", address: Address = Non
         table = Table("version", "identity", "pushed", "sessions told", "note", box=None)
         for v in versions:
             told = "" if v.notified is None else str(v.notified)
-            table.add_row(str(v.version), v.identity, f"{v.pushed_at:%Y-%m-%d %H:%M:%S}", told, v.note)
+            table.add_row(str(v.version), v.identity, f"{v.pushed_at:%Y-%m-%d %H:%M:%S}", told, inert(v.note))
         out.print(table)
 
     _run(main)
@@ -562,7 +569,8 @@ def list_sessions(
         table = Table("session", "agent", "state", "status", "parent", "config", "started", box=None)
         for s in sessions:
             started = s.started.strftime("%Y-%m-%d %H:%M:%S") if s.started else ""
-            table.add_row(s.session_id, s.agent or "", s.state or "", s.status, s.parent or "", s.config or "", started)
+            row = (s.session_id, s.agent or "", s.state or "", s.status, s.parent or "", s.config or "", started)
+            table.add_row(*map(inert, row))
         out.print(table)
 
     _run(main)
@@ -587,7 +595,7 @@ def chat(
             if isinstance(source, Manifest):
                 _check_agent(source, agent)
             sid, offset = await wolf.start_session(agent, **_source_args(source)), 0
-        err.print(f"[dim]session {sid}: /exit leaves, Ctrl-C interrupts a turn (twice exits)[/dim]", markup=True)
+        err.print(f"[dim]session {_literal(sid)}: /exit leaves, Ctrl-C interrupts a turn (twice exits)[/dim]", markup=True)
         try:
             while True:
                 try:
@@ -600,7 +608,7 @@ def chat(
                     try:
                         await wolf.prompt(sid, line)
                     except WorkflowUpdateFailedError as exc:
-                        err.print(f"[red]refused:[/red] {escape(str(exc.cause))}", markup=True)
+                        err.print(f"[red]refused:[/red] {_literal(str(exc.cause))}", markup=True)
                         continue
                     offset = await _follow_turn(wolf, sid, offset)
         finally:
