@@ -215,7 +215,7 @@ async def test_submit_brings_the_local_stack_up_and_down_leaves_nothing(tmp_path
         assert "starting the embedded local stack" in run.stderr
         assert "turn completed" in run.stdout and "get_current_time" in run.stdout
         home = tmp_path / "home"
-        pids = {int((home / f"{n}.pid").read_text()) for n in ("server", "worker")}
+        pids = {json.loads((home / f"{n}.pid").read_text())["pid"] for n in ("server", "worker")}
         everything = pids | {c for p in pids for c in _children(p)}
         assert len(everything) > len(pids)  # the worker's mcp-server-time at least
         again = await _wolf(None, "up", "--json", **env)

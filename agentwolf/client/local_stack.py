@@ -1,15 +1,19 @@
 """The embedded local stack: a Temporal dev server (SQLite in the user's data dir) and a worker,
-started in the background and stopped by PID."""
+started in the background and stopped by PID.
+
+A PID file records the process's start time and command line besides its PID: PIDs are reused, and
+a stale file must neither make `down` signal an unrelated process group nor `up` skip the worker."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from agentwolf.client.devserver import start_dev_command
@@ -37,13 +41,50 @@ def listening(address: str, timeout: float = 0.3) -> bool:
         return False
 
 
-def _alive(pid_file: Path) -> int | None:
+@dataclass
+class _Process:
+    """What tells a process from a later one with the same PID."""
+
+    pid: int
+    start: int
+    """Clock ticks from boot to its start: /proc/PID/stat field 22."""
+    cmdline: list[str]
+
+
+def _start_time(pid: int) -> int:
+    """Field 22 of Linux's /proc/PID/stat; OSError if there is no such process."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[19])  # the name in parentheses may hold spaces; field 3 follows
+
+
+def _process(pid: int) -> _Process | None:
+    """The process now holding `pid` (a zombie's command line is empty), or None."""
     try:
-        pid = int(pid_file.read_text())
-        os.kill(pid, 0)
-        return pid
-    except (OSError, ValueError):
+        start, cmdline = _start_time(pid), Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
         return None
+    return _Process(pid, start, cmdline.decode(errors="replace").split("\0")[:-1])
+
+
+def _ours(pid_file: Path) -> _Process | None:
+    """The process `pid_file` recorded if it is still that process; else None, the file removed and the user told."""
+    try:
+        text = pid_file.read_text()
+    except FileNotFoundError:
+        return None
+    try:
+        recorded = _Process(**json.loads(text))
+    except (ValueError, TypeError):  # an old plain-number file, or not one of ours
+        why = f"{text.strip()[:20]!r} does not say which process we started (stop it yourself if it is an old {pid_file.stem})"
+        return _ignore(pid_file, f"{pid_file.name}: {why}")
+    if _process(recorded.pid) != recorded:
+        return _ignore(pid_file, f"stale {pid_file.name}: pid {recorded.pid} is not the {pid_file.stem} we started")
+    return recorded
+
+
+def _ignore(pid_file: Path, why: str) -> None:
+    print(f"note: ignoring {why}", file=sys.stderr)
+    pid_file.unlink(missing_ok=True)
 
 
 @dataclass
@@ -60,7 +101,8 @@ def up(timeout: float = 30.0) -> StackStatus:
     home = data_dir()
     address = local_address()
     started = []
-    server_pid = _alive(home / "server.pid")
+    server = _ours(home / "server.pid")
+    server_pid = server.pid if server else None
     if not listening(address):
         cmd = start_dev_command(int(address.rsplit(":", 1)[1]), str(home / "temporal.db"))
         server_pid = _spawn(cmd, home / "server.log", home / "server.pid")
@@ -70,8 +112,9 @@ def up(timeout: float = 30.0) -> StackStatus:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the Temporal dev server did not start; see {home / 'server.log'}")
             time.sleep(0.2)
-    worker_pid = _alive(home / "worker.pid")
-    if worker_pid is None:
+    worker = _ours(home / "worker.pid")
+    worker_pid = worker.pid if worker else None
+    if worker is None:
         cmd = [sys.executable, "-m", "agentwolf.worker", "--address", address]
         worker_pid = _spawn(cmd, home / "worker.log", home / "worker.pid")
         started.append("worker")
@@ -84,14 +127,14 @@ def down(timeout: float = 15.0) -> list[str]:
     stopped = []
     for name in ("worker", "server"):
         pid_file = home / f"{name}.pid"
-        pid = _alive(pid_file)
-        if pid is not None:
-            os.killpg(pid, signal.SIGTERM)
+        started = _ours(pid_file)
+        if started is not None:  # it leads the process group `_spawn` made
+            os.killpg(started.pid, signal.SIGTERM)
             deadline = time.monotonic() + timeout
-            while _alive(pid_file) and time.monotonic() < deadline:
+            while _process(started.pid) == started and time.monotonic() < deadline:
                 time.sleep(0.1)
-            if _alive(pid_file):
-                os.killpg(pid, signal.SIGKILL)
+            if _process(started.pid) == started:
+                os.killpg(started.pid, signal.SIGKILL)
             stopped.append(name)
         pid_file.unlink(missing_ok=True)
     return stopped
@@ -100,5 +143,6 @@ def down(timeout: float = 15.0) -> list[str]:
 def _spawn(cmd: list[str], log: Path, pid_file: Path) -> int:
     with open(log, "ab") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True)
-    pid_file.write_text(str(proc.pid))
+    # `cmd` is its command line: /proc may show it empty for a moment after exec.
+    pid_file.write_text(json.dumps(asdict(_Process(proc.pid, _start_time(proc.pid), cmd))))
     return proc.pid
