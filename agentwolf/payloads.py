@@ -5,7 +5,7 @@ own `ExternalStorage`, so history keeps a small reference and no payload nears t
 `WOLF_PAYLOAD_STORE` says where those payloads go; clients and workers of one deployment must
 share it:
 - a directory (the default, `$WOLF_HOME/payloads`): content-addressed files (`FilesystemDriver`),
-  what the embedded stack uses;
+  what the embedded stack uses; `wolf payloads gc` removes old ones no running workflow references;
 - `s3://BUCKET[/PREFIX]`: temporalio's `S3StorageDriver` on an aioboto3 client (extra `s3`),
   configured like every AWS tool (`AWS_ENDPOINT_URL_S3` or `AWS_ENDPOINT_URL`, `AWS_REGION`,
   `AWS_PROFILE`, credentials, `~/.aws/config`);
@@ -29,6 +29,8 @@ import asyncio
 import dataclasses
 import hashlib
 import os
+import re
+import tempfile
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -57,8 +59,22 @@ class PayloadStoreError(ValueError):
     """`WOLF_PAYLOAD_STORE` names a store this installation cannot use (bad form, missing extra)."""
 
 
+class PayloadIntegrityError(ValueError):
+    """A claim that does not name a payload of this store, or a stored file that does not match its
+    digest: history and the store's folder are both outside this process's control, so neither is
+    trusted."""
+
+
+DIGEST = re.compile(r"[0-9a-f]{64}")
+"""A payload's name in the filesystem store: the sha256 of its bytes, lowercase hex."""
+TEMP = re.compile(r"\.[0-9a-f]{64}\.[^.]+\.tmp")
+"""A payload being written, or left by a writer that died: `.<digest>.<random>.tmp` beside it."""
+
+
 class FilesystemDriver(StorageDriver):
-    """Content-addressed files: storing the same payload twice (an activity retry) is one file."""
+    """Content-addressed files, `root/<first two hex>/<sha256>`: storing the same payload twice (an
+    activity retry) is one file. Claims are digests only, never paths; every read is checked against
+    its digest; files are 0600 and folders 0700, since payloads carry prompts and tool output."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -72,7 +88,7 @@ class FilesystemDriver(StorageDriver):
     async def retrieve(
         self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
     ) -> list[Payload]:
-        return await asyncio.to_thread(lambda: [self._read(c.claim_data["sha256"]) for c in claims])
+        return await asyncio.to_thread(lambda: [self._read(c.claim_data) for c in claims])
 
     def _path(self, digest: str) -> Path:
         return self.root / digest[:2] / digest
@@ -80,16 +96,36 @@ class FilesystemDriver(StorageDriver):
     def _write(self, data: bytes) -> StorageDriverClaim:
         digest = hashlib.sha256(data).hexdigest()
         path = self._path(digest)
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_bytes(data)
-            tmp.replace(path)  # atomic: readers never see half a payload
+        try:
+            os.utime(path)  # already stored: a fresh mtime tells `wolf payloads gc` it is in use again
+        except FileNotFoundError:
+            for folder in (self.root, path.parent):
+                folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+                folder.chmod(0o700)  # also one an older version made 0755
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{digest}.", suffix=".tmp")  # 0600, see TEMP
+            try:
+                with os.fdopen(fd, "wb") as file:
+                    file.write(data)
+                os.replace(tmp, path)  # atomic: readers never see half a payload; same-payload writers agree
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
         return StorageDriverClaim({"sha256": digest})
 
-    def _read(self, digest: str) -> Payload:
+    def _read(self, claim: Mapping[str, str]) -> Payload:
+        digest = claim.get("sha256")
+        if not isinstance(digest, str) or not DIGEST.fullmatch(digest):
+            raise PayloadIntegrityError(
+                f"payload claim {dict(claim)!r} refused: a {self.name()} claim is a lowercase sha256 hex digest"
+            )
+        data = self._path(digest).read_bytes()
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise PayloadIntegrityError(
+                f"stored payload {digest} is corrupt or tampered: its content does not match its sha256 "
+                f"({self._path(digest)})"
+            )
         payload = Payload()
-        payload.ParseFromString(self._path(digest).read_bytes())
+        payload.ParseFromString(data)
         return payload
 
 
@@ -296,14 +332,27 @@ def _gcs_driver(location: str, bucket: str, prefix: str) -> ObjectStoreDriver:
 _OBJECT_STORES = {"s3": _s3_driver, "gs": _gcs_driver}
 
 
-def storage_driver(location: str | None = None) -> StorageDriver:
-    """The driver for `location` (else `WOLF_PAYLOAD_STORE`, else `$WOLF_HOME/payloads`)."""
-    location = location or os.environ.get(STORE_ENV) or str(data_dir() / "payloads")
+def store_location(location: str | None = None) -> str:
+    """`location`, else `WOLF_PAYLOAD_STORE`, else `$WOLF_HOME/payloads`."""
+    return location or os.environ.get(STORE_ENV) or str(data_dir() / "payloads")
+
+
+def filesystem_root(location: str | None = None) -> Path | None:
+    """The folder of a filesystem store (a path or `file://PATH`); None for any other scheme."""
+    location = store_location(location)
     scheme, sep, rest = location.partition("://")
     if not sep:
-        return FilesystemDriver(Path(location))
-    if scheme == "file":
-        return FilesystemDriver(Path(rest))
+        return Path(location)
+    return Path(rest) if scheme == "file" else None
+
+
+def storage_driver(location: str | None = None) -> StorageDriver:
+    """The driver for `location` (else `WOLF_PAYLOAD_STORE`, else `$WOLF_HOME/payloads`)."""
+    location = store_location(location)
+    root = filesystem_root(location)
+    if root is not None:
+        return FilesystemDriver(root)
+    scheme, _, rest = location.partition("://")
     make = _OBJECT_STORES.get(scheme.lower())
     if make is None:
         raise PayloadStoreError(

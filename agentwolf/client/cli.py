@@ -24,11 +24,13 @@ from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from agentwolf.client import local_stack
+from agentwolf.client.payload_gc import collect_garbage, parse_duration
 from agentwolf.client.render import inert
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.loading import ManifestError, load_manifest
 from agentwolf.config.manifest import Manifest
 from agentwolf.config.masking import masked
+from agentwolf.payloads import filesystem_root, store_location
 from agentwolf.tenants import namespace_for
 from agentwolf.worker.host import HostRegistry
 from agentwolf.worker.main import TASK_QUEUE
@@ -544,6 +546,46 @@ def config_history(name: str, tenant: Tenant = "default", address: Address = Non
             told = "" if v.notified is None else str(v.notified)
             table.add_row(str(v.version), v.identity, f"{v.pushed_at:%Y-%m-%d %H:%M:%S}", told, inert(v.note))
         out.print(table)
+
+    _run(main)
+
+
+payloads_app = typer.Typer(help="The filesystem payload store (WOLF_PAYLOAD_STORE): retention.", no_args_is_help=True)
+app.add_typer(payloads_app, name="payloads")
+
+
+@payloads_app.command("gc")
+def payloads_gc(
+    older_than: Annotated[
+        str, typer.Option("--older-than", help="Only payloads stored longer ago than this: 7d, 12h, 30m, 45s, 2w.")
+    ] = "7d",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Report what would be removed; remove nothing.")] = False,
+    address: Address = None,
+    as_json: Json = False,
+) -> None:
+    """Remove stored payloads older than --older-than that no running workflow (any namespace) references."""
+
+    async def main() -> None:
+        age = parse_duration(older_than)
+        root = filesystem_root()
+        if root is None:
+            raise Exit(
+                2,
+                f"payload store {store_location()!r} is not a folder: wolf payloads gc collects only the filesystem "
+                "store; give an s3:// or gs:// bucket a lifecycle rule that expires objects older than your sessions' retention",
+            )
+        wolf = await _client(address, "default")
+        report = await collect_garbage(wolf.client, root, age, dry_run=dry_run)
+        if as_json:
+            out.print(report.model_dump_json())
+            return
+        verb = "would remove" if dry_run else "removed"
+        out.print(f"{verb} {len(report.removed)} payloads ({report.removed_bytes:,} bytes) older than {older_than} from {root}")
+        out.print(
+            f"kept {report.kept_referenced} referenced by running workflows ({report.kept_referenced_bytes:,} bytes) "
+            f"and {report.kept_young} younger than {older_than} ({report.kept_young_bytes:,} bytes); "
+            f"searched {report.running_workflows} running workflows"
+        )
 
     _run(main)
 
