@@ -386,6 +386,44 @@ async def test_crafted_activity_input_cannot_spoof_a_tenant_or_replace_a_server(
     await hosts.close()
 
 
+async def test_a_worker_restores_a_skills_server_only_from_the_skill_file_it_reads(client, task_queue, tmp_path):
+    """A worker that did not compile the turn gets a skill server's label only: it starts the server
+    from the skill file it reads itself, and a label whose digest matches no file starts nothing."""
+    from agentwolf.activities.session import _skill_server_label
+    from tests.test_skills_in_sessions import manifest as skills_manifest
+    from tests.test_skills_in_sessions import write_skill
+
+    skills = tmp_path / "skills"
+    config = {"command": sys.executable, "args": [TOOLS_SERVER]}
+    write_skill(skills, "helped", extra=f"mcp-servers:\n  helper: {json.dumps(config)}\n")
+    manifest = skills_manifest(skills, allow_skill_servers=True)
+    label = _skill_server_label("helped", "helper", McpServerConfig.model_validate(config))
+    forged = label.rsplit("@", 1)[0] + "@00000000"
+    hosts = HostRegistry()
+    activities = SessionActivities(hosts)
+
+    async def call(server: str) -> dict:
+        wid = workflow_id("default", f"restore-{uuid.uuid4().hex[:6]}")
+        ref = {"config_id": manifest.identity, "tenant": "default", "workflow_id": wid}
+        inp = {"server": server, "tool": "echo", "arguments": {"text": "hi"}, "call_id": "c1", "agent": "a",
+               "turn_id": "t1", "manifest": manifest.model_dump(mode="json"), "ref": ref}  # fmt: skip
+        return await client.execute_workflow(CraftedCall.run, inp, id=wid, task_queue=task_queue)
+
+    async with Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[CraftedCall],
+        activities=[activities.call_tool],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    ):
+        out = await call(label)
+        assert out["content"] == "hi" and not out["is_error"]
+        out = await call(forged)
+    assert out["is_error"] and "not declared" in out["content"]
+    assert forged not in hosts.find(manifest.identity, "default").pool.servers
+    await hosts.close()
+
+
 def test_declared_server_names_cannot_look_like_a_skills_server():
     for name in ("skill/srv@1234abcd", "a/b", "x@y", ""):
         with pytest.raises(ValueError, match="invalid MCP server names"):

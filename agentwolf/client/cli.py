@@ -30,16 +30,20 @@ from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.loading import ManifestError, load_manifest
 from agentwolf.config.manifest import Manifest
 from agentwolf.config.masking import masked
+from agentwolf.config.policy import load_policy
 from agentwolf.payloads import filesystem_root, store_location
-from agentwolf.tenants import namespace_for
+from agentwolf.tenants import check_tenant, namespace_for
 from agentwolf.worker.host import HostRegistry
 from agentwolf.worker.main import TASK_QUEUE
 from agentwolf.workflows.registry import PushResult, VersionInfo, check_config_name, is_config_name, pushable
 from agentwolf.workflows.types import Event
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False)
-out = Console(no_color=bool(os.environ.get("NO_COLOR")) or None, highlight=False, soft_wrap=True, markup=False)
-err = Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")) or None, highlight=False, soft_wrap=True, markup=False)
+# No markup, highlighting or emoji codes (`:smile:`) unless a line asks: session text prints as it is.
+out = Console(no_color=bool(os.environ.get("NO_COLOR")) or None, highlight=False, soft_wrap=True, markup=False, emoji=False)
+err = Console(
+    stderr=True, no_color=bool(os.environ.get("NO_COLOR")) or None, highlight=False, soft_wrap=True, markup=False, emoji=False
+)
 
 BUNDLED_CONFIG = Path(__file__).resolve().parents[2] / "config" / "wolf.yaml"
 
@@ -343,20 +347,22 @@ def worker(
     namespace: Annotated[str | None, typer.Option("--namespace", envvar="TEMPORAL_NAMESPACE")] = None,
     task_queue: Annotated[str, typer.Option("--task-queue")] = TASK_QUEUE,
     tenant: Annotated[
-        str | None, typer.Option("--tenant", help="Serve this tenant's namespace (WOLF_TENANT_NAMESPACES).")
+        str | None,
+        typer.Option("--tenant", help="Serve only this tenant, in its namespace when WOLF_TENANT_NAMESPACES maps one."),
+    ] = None,
+    policy: Annotated[
+        str | None, typer.Option("--policy", help="Worker policy file (default: $WOLF_POLICY, else $WOLF_HOME/policy.yaml).")
     ] = None,
 ) -> None:
     """Run a worker in the foreground (for any Temporal cluster); a worker serves one namespace."""
-    import logging
+    from agentwolf.worker.__main__ import configure_logging, serve
 
-    from agentwolf.worker.__main__ import serve
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging()
 
     async def main() -> None:
-        if tenant and (namespace_for(tenant) is None):
-            raise Exit(2, f"tenant {tenant!r} has no namespace in WOLF_TENANT_NAMESPACES")
-        await serve(address, namespace_for(tenant) if tenant else namespace, task_queue)
+        if tenant:
+            check_tenant(tenant)
+        await serve(address, (namespace_for(tenant) if tenant else None) or namespace, task_queue, tenant=tenant, policy=policy)
 
     _run(main)
 
@@ -427,13 +433,32 @@ def commands(
 
 
 @config_app.command("validate")
-def config_validate(file: Path, as_json: Json = False) -> None:
-    """Check a manifest; errors name the file, line and key path (exit 2)."""
+def config_validate(
+    file: Path,
+    tenant: Tenant = "default",
+    policy: Annotated[
+        str | None, typer.Option("--policy", help="Worker policy to check against (default: $WOLF_POLICY, else $WOLF_HOME/policy.yaml).")
+    ] = None,
+    as_json: Json = False,
+) -> None:
+    """Check a manifest; errors name the file, line and key path, and what the worker policy would
+    refuse for the tenant (placeholders, commands, env) is listed (exit 2 either way)."""
 
     async def main() -> None:
         manifest = load_manifest(file)
-        info = {"ok": True, "agents": sorted(manifest.agents), "identity": manifest.identity}
-        out.print(json.dumps(info) if as_json else f"ok: agents {', '.join(info['agents']) or 'none'}; identity {manifest.identity}")
+        worker_policy = load_policy(policy)
+        refused = worker_policy.problems(manifest, check_tenant(tenant))
+        info = {"ok": not refused, "agents": sorted(manifest.agents), "identity": manifest.identity, "refused": refused}
+        if as_json:
+            out.print(json.dumps(info))
+        elif refused:
+            err.print(inert(f"{file}: valid, but the worker policy ({worker_policy.source}) refuses:"))
+            for problem in refused:
+                err.print(inert(f"  {problem}"))
+        else:
+            out.print(f"ok: agents {', '.join(info['agents']) or 'none'}; identity {manifest.identity}")
+        if refused:
+            raise Exit(2, f"{len(refused)} thing(s) in {file} would be refused by the worker policy")
 
     _run(main)
 
@@ -445,7 +470,7 @@ def config_show(
     address: Address = None,
     as_json: Json = False,
 ) -> None:
-    """The manifest with placeholders resolved (here) and secrets masked."""
+    """The manifest with placeholders as written (never resolved) and literal secrets masked."""
 
     async def main() -> None:
         ref = _registry_ref(target)
