@@ -5,14 +5,21 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
+import subprocess
 import sys
+from typing import Any
 
+import httpx2
+import mcp_types
 import pytest
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from agentwolf.config.manifest import McpServerConfig
+from agentwolf.worker import pool as pool_module
 from agentwolf.worker.pool import McpPool, McpUnavailable
-from tests.conftest import TOOLS_SERVER, make_manifest, tools_server
+from tests.conftest import TOOLS_SERVER, make_manifest, tools_server, wait_for
 from tests.support.models import Script, text, tools
 
 
@@ -47,21 +54,98 @@ def _steps(script):
     return (len(script.requests[-1]) + 1) // 2
 
 
-async def test_reconnects_after_the_server_crashes(tmp_path):
+def _pid_pool(pid_file, **options) -> McpPool:
+    config = McpServerConfig(command=sys.executable, args=[TOOLS_SERVER], env={"WOLF_PID_FILE": str(pid_file)})
+    return McpPool({"t": config}, backoff=0.1, **options)
+
+
+async def test_a_server_that_dies_while_idle_is_replaced_before_the_next_call(tmp_path):
     pid_file = tmp_path / "pids"
-    pool = McpPool(
-        {"t": McpServerConfig(command=sys.executable, args=[TOOLS_SERVER], env={"WOLF_PID_FILE": str(pid_file)})},
-        backoff=0.1,
-    )
+    pool = _pid_pool(pid_file)
     try:
         assert (await pool.call_tool("t", "add", {"a": 1, "b": 2})).content[0].text == "3"
         os.kill(_pids(pid_file)[0], signal.SIGKILL)
-        with pytest.raises(MCPError):  # the in-flight call fails at once
-            await pool.call_tool("t", "slow", {"seconds": 5})
+        await wait_for(lambda: pool.live_servers() == [], timeout=10)  # noticed without any call
+        # The next call connects first instead of getting "Connection closed".
         assert (await pool.call_tool("t", "add", {"a": 2, "b": 2})).content[0].text == "4"
         assert pool.connects["t"] == 2 and len(_pids(pid_file)) == 2
     finally:
         await pool.close()
+
+
+async def test_a_call_in_flight_when_its_server_dies_fails_and_is_not_retried(tmp_path):
+    pid_file = tmp_path / "pids"
+    pool = _pid_pool(pid_file)
+    try:
+        assert (await pool.call_tool("t", "add", {"a": 1, "b": 2})).content[0].text == "3"
+        call = asyncio.create_task(pool.call_tool("t", "slow", {"seconds": 30}))
+        await wait_for(pool.busy)
+        await asyncio.sleep(0.3)  # the request reaches the server
+        os.kill(_pids(pid_file)[0], signal.SIGKILL)
+        with pytest.raises(MCPError) as failed:
+            await asyncio.wait_for(call, 10)  # at once, not after the 30 s
+        assert failed.value.code == mcp_types.CONNECTION_CLOSED
+        # At most once: the server may have acted on it, so no new process ran it again.
+        assert pool.connects["t"] == 1 and len(_pids(pid_file)) == 1
+        assert (await pool.call_tool("t", "add", {"a": 2, "b": 2})).content[0].text == "4"
+        assert pool.connects["t"] == 2 and len(_pids(pid_file)) == 2
+    finally:
+        await pool.close()
+
+
+def _start_http_server(port: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, TOOLS_SERVER, "streamable-http", str(port)], stderr=subprocess.DEVNULL)
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+async def test_an_http_server_whose_stream_ends_is_reconnected_with_its_change_stream():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = _start_http_server(port)
+    pool = McpPool({"h": McpServerConfig(url=f"http://127.0.0.1:{port}/mcp")}, on_list_changed=lambda s, k: None)
+    try:
+        await wait_for(lambda: _listening(port))
+        assert (await pool.call_tool("h", "add", {"a": 1, "b": 2})).content[0].text == "3"
+        server.kill()
+        server.wait()
+        await wait_for(lambda: pool.live_servers() == [], timeout=15)  # its change stream ended
+        server = _start_http_server(port)
+        await wait_for(lambda: _listening(port))
+        assert (await pool.call_tool("h", "add", {"a": 2, "b": 2})).content[0].text == "4"
+        assert pool.connects["h"] == 2 and pool.live_servers() == ["h"]  # listening again
+    finally:
+        await pool.close()
+        server.kill()
+        server.wait()
+
+
+async def test_http_reconnects_close_their_http_clients(http_tools_server, monkeypatch):
+    created: list[httpx2.AsyncClient] = []
+
+    def spy(**options: Any) -> httpx2.AsyncClient:
+        created.append(create_mcp_http_client(**options))
+        return created[-1]
+
+    monkeypatch.setattr(pool_module, "create_mcp_http_client", spy)
+    await wait_for(lambda: _listening(int(http_tools_server.split(":")[2].split("/")[0])))
+    # One client allowed: every call to the other server evicts the last one and reconnects.
+    pool = McpPool({name: McpServerConfig(url=http_tools_server) for name in "ab"}, max_clients=1)
+    try:
+        for i in range(20):
+            assert (await pool.call_tool("ab"[i % 2], "echo", {"text": str(i)})).content[0].text == str(i)
+        assert pool.connects == {"a": 10, "b": 10} and len(created) == 20
+        await wait_for(lambda: [c.is_closed for c in created] == [True] * 19 + [False])
+    finally:
+        await pool.close()
+    assert all(c.is_closed for c in created)
 
 
 async def test_the_client_cap_evicts_the_least_recently_used():

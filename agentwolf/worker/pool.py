@@ -2,6 +2,11 @@
 
 Each connection is entered and exited by its own task, because the SDK's transports use anyio
 scopes that must close in the task that opened them. Calls come from activity tasks.
+
+A connection is dead as soon as its transport ends (the server process exits, the HTTP change
+stream closes), not when a call first fails on it: a call that finds its connection dead connects
+anew before sending anything. A call in flight when the connection dies fails and is not retried,
+since the server may have acted on it (at-most-once).
 """
 
 from __future__ import annotations
@@ -9,17 +14,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 import anyio
 import mcp_types
 from mcp import Client, StdioServerParameters
+from mcp.client import Transport
+from mcp.client._transport import ReadStream, TransportStreams
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
 
 from agentwolf.config.manifest import McpServerConfig
 from agentwolf.config.placeholders import MissingVariable
@@ -60,6 +71,7 @@ class _Connection:
     in_flight: int = 0
     last_used: float = field(default_factory=time.monotonic)
     alive: bool = False
+    http: bool = False
 
 
 class McpPool:
@@ -90,6 +102,8 @@ class McpPool:
         self.connect_attempts = connect_attempts
         self.backoff = backoff
         self._connections: dict[str, _Connection] = {}
+        self._closing: set[asyncio.Task[None]] = set()
+        """Connections dropped and still shutting down (`close()` waits for them)."""
         self._locks: dict[str, asyncio.Lock] = {}
         self._reaper: asyncio.Task[None] | None = None
         self.connects: dict[str, int] = {}
@@ -116,11 +130,16 @@ class McpPool:
         return await self.use(server, lambda c: c.call_tool(tool, arguments, read_timeout_seconds=timeout))
 
     async def use(self, server: str, op: Callable[[Client], Awaitable[Any]], timeout: float | None = None) -> Any:
-        """Run `op` on the server's pooled client (connecting on first use); a lost connection is dropped."""
+        """Run `op` on the server's pooled client (connecting on first use); a lost connection is dropped.
+
+        `op` starts in this task right after `_get` found the connection alive: no other task runs in
+        between, so a death already noticed never swallows the request.
+        """
         conn = await self._get(server)
         conn.in_flight += 1
         try:
-            result = await asyncio.wait_for(op(conn.client), timeout)
+            async with asyncio.timeout(timeout):
+                result = await op(conn.client)
         except MCPError as exc:
             if exc.code in _CONNECTION_LOST:
                 await self._discard(conn)
@@ -176,7 +195,9 @@ class McpPool:
     async def _open(self, server: str, config: McpServerConfig) -> _Connection:
         """Start or connect a server; placeholders are resolved here, at the moment of use."""
         secrets = NO_SECRETS.secrets_for(self.secrets.tenant) if server in self._untrusted else self.secrets
+        conn = _Connection(server, http=config.command is None)
         try:
+            transport: Transport
             if config.command is not None:
                 program, args = self.secrets.policy.stdio_argv(config, self.allowed_commands)
                 command, argv = unprivileged(program, [secrets.resolve(a) for a in args])
@@ -187,17 +208,13 @@ class McpPool:
                     cwd=config.cwd,
                     encoding_error_handler="replace",  # one bad byte must not stop the client's reader
                 )
-                client = Client(params, message_handler=self._notifications(server))
+                transport = stdio_client(params)
             else:
                 headers = {k: secrets.resolve(v) for k, v in config.headers.items()}
-                http = create_mcp_http_client(headers=headers)
-                client = Client(
-                    streamable_http_client(secrets.resolve(config.url or ""), http_client=http),
-                    message_handler=self._notifications(server),
-                )
+                transport = _http(secrets.resolve(config.url or ""), headers)
         except (FileNotFoundError, MissingVariable, PolicyError) as exc:
             raise McpUnavailable(server, str(exc), permanent=True) from exc
-        conn = _Connection(server, client=client)
+        conn.client = Client(_watched(transport, lambda: self._ended(conn)), message_handler=self._notifications(server))
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         conn.task = asyncio.create_task(self._hold(conn, ready), name=f"mcp:{server}")
         try:
@@ -226,20 +243,30 @@ class McpPool:
         return handle
 
     async def _listen(self, conn: _Connection) -> None:
-        """2026 sessions deliver list changes only on a `subscriptions/listen` stream."""
+        """2026 sessions deliver list changes only on a `subscriptions/listen` stream.
+
+        Over stateless HTTP that stream is all there is of a connection, so its end means the server
+        went away: the connection is dropped, and the next call connects (and listens) anew.
+        """
         assert conn.client is not None and self.on_list_changed is not None
+        listening = False
         try:
             async with conn.client.listen(
                 tools_list_changed=True, prompts_list_changed=True, resources_list_changed=True
             ) as subscription:
+                listening = True
                 async for event in subscription:
                     kind = type(event).__name__.removesuffix("ListChanged").lower()
                     if kind in ("tools", "prompts", "resources"):
                         self.on_list_changed(conn.name, kind)
         except ListenNotSupportedError:
-            pass  # a 2025 session: the message handler gets them
+            return  # a 2025 session: the message handler gets them
         except (MCPError, SubscriptionLost, TimeoutError) as exc:
-            log.info("MCP server %r: no list-change stream (%s)", conn.name, _describe(exc))
+            if not listening or not conn.http:
+                log.info("MCP server %r: no list-change stream (%s)", conn.name, _describe(exc))
+                return
+        if conn.http:
+            self._ended(conn)
 
     async def _hold(self, conn: _Connection, ready: asyncio.Future[None]) -> None:
         """Own the client's context for its whole life (anyio scopes are task-bound).
@@ -267,14 +294,26 @@ class McpPool:
         finally:
             conn.alive = False
 
-    async def _discard(self, conn: _Connection) -> None:
+    def _ended(self, conn: _Connection) -> None:
+        """The transport ended while the connection was in use: drop it now, so the next call
+        reconnects first instead of failing on it (calls in flight have failed already)."""
+        if conn.alive:
+            log.warning("MCP server %r closed its connection; the next call reconnects", conn.name)
+            self._discard(conn)
+
+    def _discard(self, conn: _Connection) -> asyncio.Task[None]:
+        """Forget `conn` at once (the next call connects anew) and close it in the background."""
         conn.alive = False
         if self._connections.get(conn.name) is conn:
             del self._connections[conn.name]
-        await self._close(conn, timeout=1.0)
+        task = asyncio.create_task(self._close(conn, timeout=1.0))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+        return task
 
     async def _close(self, conn: _Connection, timeout: float) -> None:
         """Ask the client to shut down; after `timeout`, cancel its scope (the SDK then kills it)."""
+        conn.alive = False  # its transport ending from here on is no news
         conn.stop.set()
         if conn.task is None:
             return
@@ -314,7 +353,65 @@ class McpPool:
             self._reaper = None
         conns = list(self._connections.values())
         self._connections.clear()
-        await asyncio.gather(*(self._close(c, timeout) for c in conns))
+        await asyncio.gather(*(self._close(c, timeout) for c in conns), *self._closing)
+
+
+@asynccontextmanager
+async def _http(url: str, headers: dict[str, str]) -> AsyncIterator[TransportStreams]:
+    """Streamable HTTP on an httpx client of its own, closed with the connection: the SDK leaves a
+    client it is given open, and one per reconnect would pile up."""
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
+        yield streams
+
+
+@asynccontextmanager
+async def _watched(transport: Transport, on_end: Callable[[], None]) -> AsyncIterator[TransportStreams]:
+    """`transport` with a read stream that calls `on_end` when it ends."""
+    async with transport as (read, write):
+        yield _EndWatch(read, on_end), write
+
+
+class _EndWatch:
+    """A transport's read stream that reports its end (EOF: the server process exited, or the
+    transport closed), so the pool learns of a dead connection without a call failing on it."""
+
+    def __init__(self, stream: ReadStream[SessionMessage | Exception], on_end: Callable[[], None]) -> None:
+        self._stream = stream
+        self._on_end = on_end
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)  # `last_context`, read by the SDK's dispatcher
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            return await self._stream.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            self._on_end()
+            raise
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> Self:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        return await self._stream.__aexit__(exc_type, exc, tb)
 
 
 def _describe(exc: BaseException) -> str:
