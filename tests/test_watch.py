@@ -252,3 +252,72 @@ async def test_debouncer_max_wait_bounds_latency() -> None:
     assert all(e == ChangeEvent("mcp:drip", "resources", "") for e in inbox.events)
     debouncer.close()
     await eventually(inbox.task.done, 5.0, lambda: "events() should end after close()")
+
+
+def _inotify() -> tuple[int, int]:
+    """(inotify instances, watches) this process holds: a user gets 128 instances by default."""
+    instances = watches = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify":
+                instances += 1
+                watches += Path(f"/proc/self/fdinfo/{fd}").read_text().count("inotify wd:")
+        except OSError:
+            pass
+    return instances, watches
+
+
+def _watchdog_threads() -> int:
+    return sum(isinstance(t, BaseThread) for t in threading.enumerate())
+
+
+async def test_watchers_of_one_folder_share_its_watches(tmp_path: Path) -> None:
+    root = tmp_path / "skills"
+    write_skill(root, "existing")
+    before = _inotify()
+    watchers = [SkillRootWatcher(root, quiet=0.3, max_wait=5.0) for _ in range(200)]
+    inboxes = [Inbox(w.on_change()) for w in watchers]
+    try:
+        await watchers[0].start()
+        one, threads = _inotify(), _watchdog_threads()
+        assert one[0] == before[0] + 1 and one[1] > before[1]
+        for watcher in watchers[1:]:
+            await watcher.start()
+        assert _inotify() == one and _watchdog_threads() == threads  # 200 watchers cost what one does
+        write_skill(root, "new")
+        for inbox in inboxes:
+            await inbox.wait_for(lambda events: any("new/SKILL.md" in e.detail for e in events))
+
+        held = _inotify()  # one more watch: the new skill's folder
+        for watcher in watchers[1:]:  # each stops only its share
+            await watcher.stop()
+        assert _inotify() == held
+        seen = len(inboxes[0].events)
+        write_skill(root, "newer")
+        await inboxes[0].wait_for(lambda events: any("newer/SKILL.md" in e.detail for e in events[seen:]))
+    finally:
+        for watcher in watchers:
+            await watcher.stop()
+    assert _inotify() == before and _watchdog_threads() == 0
+
+
+async def test_a_shared_watch_follows_a_replaced_root(tmp_path: Path) -> None:
+    root = tmp_path / "skills"
+    write_skill(root, "existing")
+    watchers = [SkillRootWatcher(root, quiet=0.3, max_wait=5.0) for _ in range(2)]
+    inboxes = [Inbox(w.on_change()) for w in watchers]
+    try:
+        for watcher in watchers:
+            await watcher.start()
+        shutil.rmtree(root)
+        write_skill(root, "again")
+        for inbox in inboxes:
+            await inbox.wait_for(lambda events: any("created" in e.detail or "replaced" in e.detail for e in events))
+        await asyncio.gather(*(inbox.settle() for inbox in inboxes))
+        seen = [len(inbox.events) for inbox in inboxes]
+        write_skill(root, "again", n=1)
+        for inbox, n in zip(inboxes, seen, strict=True):
+            await inbox.wait_for(lambda events, n=n: any("again/SKILL.md" in e.detail for e in events[n:]))
+    finally:
+        for watcher in watchers:
+            await watcher.stop()

@@ -2,7 +2,9 @@
 few `ChangeEvent`s, because each event makes running sessions recompile.
 
 Watchdog calls back on its observer thread; everything crosses to the event loop with
-`call_soon_threadsafe`, and only the loop touches the `Debouncer`.
+`call_soon_threadsafe`, and only the loop touches the `Debouncer`. Every watcher in the process
+shares one observer and one watch per folder (`_SharedWatches`): each watch costs an inotify
+instance and a thread, and a user gets 128 instances by default.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import fnmatch
 import logging
 import os
 import stat
+import threading
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from watchdog.events import (
@@ -146,10 +150,110 @@ class _Handler(FileSystemEventHandler):
         self.owner = owner
         self.path = path
         self.is_root = is_root
-        self.watch: ObservedWatch | None = None
+        self.gone = False
+        """The watched folder itself was deleted: its watch has ended, even if a folder reappears at once."""
+
+    @property
+    def key(self) -> _WatchKey:
+        return self.path, self.is_root
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         self.owner._observed(self, event)
+
+
+_WatchKey = tuple[str, bool]
+"""(path, is_root): a root is watched recursively without following links, an ancestor the other way."""
+
+
+@dataclass
+class _Shared:
+    watch: ObservedWatch
+    identity: tuple[int, int]
+    """Device and inode of the folder when it was watched: a folder replaced at the same path needs a new watch."""
+    handlers: set[_Handler] = field(default_factory=set)
+
+
+class _SharedWatches:
+    """One observer for the process and one watch per folder, shared by every handler that needs it and
+    dropped with the last; the observer stops when no watch is left.
+
+    Called from worker threads (watchers reschedule off the event loop), hence the lock.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._observer: BaseObserver | None = None
+        self._watches: dict[_WatchKey, _Shared] = {}
+
+    def add(self, handler: _Handler) -> None:
+        """Deliver the events of `handler.path` to `handler`; raises if the folder cannot be watched."""
+        with self._lock:
+            try:
+                self._add(handler)
+            finally:
+                self._stop_if_idle()
+
+    def remove(self, handler: _Handler) -> None:
+        """Stop delivering to `handler`; the folder's watch goes with its last handler."""
+        with self._lock:
+            shared = self._watches.get(handler.key)
+            if self._observer is not None and shared is not None and handler in shared.handlers:
+                shared.handlers.discard(handler)
+                if shared.handlers:
+                    self._observer.remove_handler_for_watch(handler, shared.watch)
+                else:
+                    del self._watches[handler.key]
+                    self._observer.unschedule(shared.watch)
+            self._stop_if_idle()
+
+    def _add(self, handler: _Handler) -> None:
+        if self._observer is None:
+            self._observer = Observer()
+            self._observer.start()
+        observer = self._observer
+        shared = self._watches.pop(handler.key, None)
+        if shared is not None and _current(observer, shared, handler.path):
+            observer.add_handler_for_watch(handler, shared.watch)
+            shared.handlers.add(handler)
+            self._watches[handler.key] = shared
+            return
+        # Nothing watches this folder yet, or a watch of an earlier folder at this path (it ended, or it
+        # would report the old folder): one new watch, for every handler still waiting for events.
+        if shared is not None:
+            observer.unschedule(shared.watch)
+        identity = _identity(handler.path)
+        # The root at its real path without following links inside it (a skill may not reach outside
+        # the root anyway); an ancestor non-recursively, so following links there is harmless.
+        watch = observer.schedule(
+            handler, handler.path, recursive=handler.is_root, event_filter=_EVENTS, follow_symlink=not handler.is_root
+        )
+        others = {h for h in shared.handlers if not h.gone} if shared is not None else set()
+        for other in others:
+            observer.add_handler_for_watch(other, watch)
+        self._watches[handler.key] = _Shared(watch, identity, {handler, *others})
+
+    def _stop_if_idle(self) -> None:
+        if not self._watches and self._observer is not None:
+            _halt(self._observer)
+            self._observer = None
+
+
+def _identity(path: str) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+def _current(observer: BaseObserver, shared: _Shared, path: str) -> bool:
+    """Whether a shared watch still reports the folder now at `path`."""
+    try:
+        same = _identity(path) == shared.identity
+    except OSError:
+        return False
+    alive = any(e.watch == shared.watch and e.is_alive() for e in observer.emitters)
+    return same and alive and not any(h.gone for h in shared.handlers)
+
+
+_WATCHES = _SharedWatches()
 
 
 class SkillRootWatcher:
@@ -167,7 +271,7 @@ class SkillRootWatcher:
         self.source = source or f"skills:{root}"
         self._debouncer = Debouncer(self.source, "skills", quiet=quiet, max_wait=max_wait)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._observer: BaseObserver | None = None
+        self._watching = False
         self._stopped = False
         self._lock = asyncio.Lock()  # one re-scheduling at a time
         self._settling: asyncio.Task[None] | None = None
@@ -183,11 +287,10 @@ class SkillRootWatcher:
         """Begin watching; a root that cannot be watched at all (e.g. inotify limits) raises here."""
         if self._stopped:
             raise RuntimeError("a stopped SkillRootWatcher does not restart")
-        if self._observer is not None:
+        if self._watching:
             return
         self._loop = asyncio.get_running_loop()
-        self._observer = Observer()
-        self._observer.start()
+        self._watching = True
         try:
             await self._retarget(announce=False)
         except BaseException:
@@ -195,23 +298,26 @@ class SkillRootWatcher:
             raise
 
     async def stop(self) -> None:
-        """Stop watching and end `on_change()`; idempotent. Joins the watchdog threads off the loop."""
+        """Stop watching and end `on_change()`; idempotent. Only this watcher's share of the watches goes
+        (off the loop: the last user of a watch joins its thread)."""
         self._stopped = True
-        observer, self._observer = self._observer, None
-        if observer is not None:
+        watching, self._watching = self._watching, False
+        if watching:
             async with self._lock:  # no re-scheduling in flight from here on
                 if self._settling is not None:
                     self._settling.cancel()
-            await asyncio.to_thread(_halt, observer)
+                await asyncio.to_thread(self._unwatch_all)
         self._debouncer.close()
 
     # Observer thread.
 
     def _observed(self, handler: _Handler, event: FileSystemEvent) -> None:
+        if os.fsdecode(event.src_path) == handler.path:  # the watched folder itself is gone
+            handler.gone = True
+            self._call_soon(self._request_retarget)
+            return
         if handler.is_root:
-            if os.fsdecode(event.src_path) == handler.path:  # the root itself is gone
-                self._call_soon(self._request_retarget)
-            elif (path := _changed_path(event)) is not None:
+            if (path := _changed_path(event)) is not None:
                 self._call_soon(self._debouncer.poke, os.path.relpath(path, handler.path))
             return
         # An ancestor's entry: only what lies on the way to the root matters (the ancestor may be busy).
@@ -221,12 +327,15 @@ class SkillRootWatcher:
 
     def _call_soon(self, callback: Callable[..., object], *args: object) -> None:
         assert self._loop is not None
-        self._loop.call_soon_threadsafe(callback, *args)
+        try:
+            self._loop.call_soon_threadsafe(callback, *args)
+        except RuntimeError:  # its loop is closed: the shared observer thread must go on for the others
+            pass
 
     # Event loop.
 
     def _request_retarget(self) -> None:
-        if self._observer is None:
+        if not self._watching:
             return
         self._retarget_wanted = True
         if self._settling is None or self._settling.done():
@@ -242,53 +351,56 @@ class SkillRootWatcher:
 
     async def _retarget(self, *, announce: bool) -> None:
         async with self._lock:
-            if self._observer is None:
+            if not self._watching:
                 return
-            before = self._root_id
-            await asyncio.to_thread(self._reschedule, self._observer)
-            after = self._root_id
-        if announce and after != before:
+            before = self._root
+            await asyncio.to_thread(self._reschedule)
+            after = self._root
+        if announce and after is not before:
             what = "created" if before is None else "deleted" if after is None else "replaced"
             self._debouncer.poke(f"{self.root} {what}")
 
     # Worker thread (under `_lock`).
 
-    def _reschedule(self, observer: BaseObserver) -> None:
+    def _reschedule(self) -> None:
         """Point the watches at where the root is now, again and again while the tree changes under us."""
         while True:
             anchor, root_id = _locate(self.root)
-            anchor_ok = self._anchor is not None and self._anchor.path == anchor
-            if anchor_ok and root_id == self._root_id:
+            anchor_ok = self._anchor is not None and self._anchor.path == anchor and not self._anchor.gone
+            root_ok = root_id == self._root_id and not (self._root is not None and self._root.gone)
+            if anchor_ok and root_ok:
                 return
             try:
                 # Forget an old watch before adding its successor, so a failure leaves nothing stale.
                 if not anchor_ok:
-                    _unwatch(observer, self._anchor)
-                    self._anchor = None
-                    self._anchor = self._watch(observer, anchor, is_root=False)
-                if root_id != self._root_id:
-                    _unwatch(observer, self._root)
-                    self._root, self._root_id = None, None
+                    self._unwatch_anchor()
+                    self._anchor = self._watch(anchor, is_root=False)
+                if not root_ok:
+                    self._unwatch_root()
                     if root_id is not None:
-                        self._root = self._watch(observer, root_id[0], is_root=True)
+                        self._root = self._watch(root_id[0], is_root=True)
                     self._root_id = root_id
             except (FileNotFoundError, NotADirectoryError):
                 continue  # vanished while being watched: look again
 
-    def _watch(self, observer: BaseObserver, path: str, *, is_root: bool) -> _Handler:
+    def _watch(self, path: str, *, is_root: bool) -> _Handler:
         handler = _Handler(self, path, is_root=is_root)
-        # The root is watched at its real path without following links inside it (a skill may not reach
-        # outside the root anyway); an ancestor is watched non-recursively, so following is harmless.
-        handler.watch = observer.schedule(
-            handler, path, recursive=is_root, event_filter=_EVENTS, follow_symlink=not is_root
-        )
+        _WATCHES.add(handler)
         return handler
 
+    def _unwatch_anchor(self) -> None:
+        if self._anchor is not None:
+            _WATCHES.remove(self._anchor)
+            self._anchor = None
 
-def _unwatch(observer: BaseObserver, handler: _Handler | None) -> None:
-    """Unschedule, also before re-watching the same path: watchdog would reuse a stopped emitter."""
-    if handler is not None and handler.watch is not None:
-        observer.unschedule(handler.watch)
+    def _unwatch_root(self) -> None:
+        if self._root is not None:
+            _WATCHES.remove(self._root)
+        self._root, self._root_id = None, None
+
+    def _unwatch_all(self) -> None:
+        self._unwatch_anchor()
+        self._unwatch_root()
 
 
 def _halt(observer: BaseObserver) -> None:
