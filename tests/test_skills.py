@@ -6,8 +6,10 @@ skill with a recorded problem, or bytes instead of text), so a regression cannot
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -405,6 +407,40 @@ async def test_root_lists_skills_lazily_and_refreshes(tmp_path: Path) -> None:
     assert len(await root.list_skills()) == 2
     root.refresh()
     assert {e.name for e in await root.list_skills()} == {"review", "deploy", "late"}
+
+
+async def test_the_first_scan_leaves_the_event_loop_running(tmp_path: Path) -> None:
+    """2,000 skills take about half a second to scan here; the loop ticks on meanwhile, and
+    concurrent first callers share one scan."""
+    for i in range(2000):
+        write_skill(tmp_path, f"s{i}")
+    root = LocalSkillRoot(tmp_path)
+    scans = 0
+    scan = root.refresh
+
+    def counted() -> None:
+        nonlocal scans
+        scans += 1
+        scan()
+
+    root.refresh = counted  # type: ignore[method-assign]
+    loop = asyncio.get_running_loop()
+    ticks = [loop.time()]
+
+    async def tick() -> None:
+        while True:
+            await asyncio.sleep(0.01)
+            ticks.append(loop.time())
+
+    ticker = asyncio.create_task(tick())
+    try:
+        listed = await asyncio.gather(*(root.list_skills() for _ in range(5)))
+    finally:
+        ticks.append(loop.time())
+        ticker.cancel()
+    assert [len(entries) for entries in listed] == [2000] * 5 and scans == 1
+    took, stall = ticks[-1] - ticks[0], max(b - a for a, b in pairwise(ticks))
+    assert stall < took / 3, f"the loop stalled {stall:.2f} s during a {took:.2f} s scan"
 
 
 async def test_missing_root_is_empty_until_it_appears(tmp_path: Path) -> None:

@@ -7,11 +7,13 @@ instead of failing, so one broken folder never hides the others.
 
 from __future__ import annotations
 
+import asyncio
 import html
 import mimetypes
 import os
 import re
 import shlex
+import threading
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -261,9 +263,9 @@ class _LocalSkill:
 class LocalSkillRoot:
     """The skills in one folder on disk: every folder below it holding a SKILL.md.
 
-    Plain filesystem, nothing live: `refresh()` rescans (a watcher calls it). A skill that fails to
-    parse, exceeds the limits or leaves the root through a symlink is skipped and described in
-    `problems`; notes about kept skills (ignored keys, refused symlinks) go to `warnings`.
+    Plain filesystem, nothing live: `refresh()` rescans (a watcher calls it, off the event loop). A
+    skill that fails to parse, exceeds the limits or leaves the root through a symlink is skipped and
+    described in `problems`; notes about kept skills (ignored keys, refused symlinks) go to `warnings`.
     """
 
     def __init__(self, path: Path | str, *, label: str | None = None) -> None:
@@ -273,8 +275,23 @@ class LocalSkillRoot:
         self.problems: list[str] = []
         self.warnings: list[str] = []
         self._skills: dict[str, _LocalSkill] | None = None
+        self._scanning = threading.Lock()
+        self._first_scan = asyncio.Lock()
+
+    async def load(self) -> None:
+        """Scan once, in a thread: a big folder takes seconds, which would stall the event loop (and
+        its activities' heartbeats). Concurrent first callers wait for the same scan."""
+        if self._skills is None:
+            async with self._first_scan:
+                if self._skills is None:
+                    await asyncio.to_thread(self.refresh)
 
     def refresh(self) -> None:
+        """Rescan; scans run one at a time, so the last to finish saw the folder last."""
+        with self._scanning:
+            self._scan()
+
+    def _scan(self) -> None:
         problems: list[str] = []
         warnings: list[str] = []
         skills: dict[str, _LocalSkill] = {}
@@ -323,10 +340,15 @@ class LocalSkillRoot:
         return _LocalSkill(folder=folder, parsed=parsed, files=files)
 
     def _loaded(self) -> dict[str, _LocalSkill]:
+        """The skills, scanning here if nobody has yet (on the caller's thread: `load()` first)."""
         if self._skills is None:
             self.refresh()
         assert self._skills is not None
         return self._skills
+
+    async def _scanned(self) -> dict[str, _LocalSkill]:
+        await self.load()
+        return self._loaded()
 
     def _named(self, name: str) -> _LocalSkill:
         for skill in self._loaded().values():
@@ -335,14 +357,14 @@ class LocalSkillRoot:
         raise ExtensionError(f"no skill named {name!r} in {self.label}")
 
     async def list_skills(self) -> list[SkillEntry]:
-        return [skill.parsed.entry for skill in self._loaded().values()]
+        return [skill.parsed.entry for skill in (await self._scanned()).values()]
 
     def parsed(self, name: str) -> ParsedSkill | None:
         """The whole parsed skill (its MCP servers, hints), or None if this root has no such skill."""
         return next((s.parsed for s in self._loaded().values() if s.parsed.entry.name == name), None)
 
     async def read_skill(self, uri: str) -> SkillFile:
-        skills = self._loaded()
+        skills = await self._scanned()
         located = _locate(uri, skills)
         if located is None:
             raise ExtensionError(f"no skill in {self.label} for {uri!r}")
@@ -352,7 +374,7 @@ class LocalSkillRoot:
         return _read_file(resolve_within(skill.folder, file, shown=uri), uri)
 
     async def skill_exists(self, uri: str) -> bool:
-        skills = self._loaded()
+        skills = await self._scanned()
         try:
             located = _locate(uri, skills)
             if located is None:
@@ -374,7 +396,7 @@ class LocalSkillRoot:
                 origin=self.origin,
                 arguments=(CommandArgument("ARGUMENTS", description=skill.parsed.argument_hint or ""),),
             )
-            for skill in self._loaded().values()
+            for skill in (await self._scanned()).values()
             if skill.parsed.user_invocable
         ]
 
@@ -384,6 +406,7 @@ class LocalSkillRoot:
         One substitution pass, so placeholders inside the arguments stay literal; a body without any
         placeholder gets the arguments appended, so they are never lost.
         """
+        await self.load()
         skill = self._named(name)
         if not skill.parsed.user_invocable:
             raise ExtensionError(f"skill {name!r} is not user-invocable: there is no /{name} command")
