@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from pydantic_ai.messages import ToolReturnPart
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.exceptions import CancelledError
 
 from agentwolf.config.manifest import Manifest
 from agentwolf.workflows.types import workflow_id
@@ -73,8 +75,12 @@ async def test_interrupting_the_parent_cancels_its_children(wolf, run_worker, cl
 
         await wait_for(all_stopped, timeout=20)
         print(f"children stopped {time.monotonic() - t0:.2f}s after the interrupt")
-        for child in children:
-            assert (await wolf.result(child.session_id)).outcome == "interrupted"
+        for child in children:  # cancelled by their parent: the turn was interrupted, the session closed
+            with pytest.raises(WorkflowFailureError) as failure:
+                await wolf.result(child.session_id)
+            assert isinstance(failure.value.cause, CancelledError)
+            child_status = await wolf.status(child.session_id)
+            assert child_status.state == "done" and child_status.last_outcome == "interrupted"
         status = await wolf.status(sid)
         assert status.state == "idle" and status.last_outcome == "interrupted"
         await wolf.close(sid)

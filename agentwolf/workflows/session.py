@@ -87,6 +87,8 @@ TOOL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)
 LOCAL_TOOL_CALLS = "local-tool-calls"  # patch: known-fast tools run as local activities
 SLASH_COMMANDS = "slash-commands"  # patch: prompts starting with `/` expand through an activity
+CHILD_IDS = "child-ids"  # patch: subagent ids from the call's turn, step and position, not the model's id
+WAIT_CHILDREN = "wait-children"  # patch: an interrupted or closed parent waits until its children stopped
 EVENT_TEXT_LIMIT = 2000
 MODEL_TIMEOUT = timedelta(minutes=10)
 
@@ -96,9 +98,29 @@ class _Turn:
     """What a turn has produced but not yet recorded, so that any ending can close it cleanly."""
 
     pending: list[ModelRequestPart]
-    finished: dict[str, ToolReturnPart] = field(default_factory=dict)
+    finished: dict[int, ToolReturnPart] = field(default_factory=dict)
+    """Results by the call's position in `open_calls`: models may repeat a tool-call id."""
     open_calls: list[ToolCallPart] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
+
+
+@dataclass
+class Staleness:
+    """Why the compiled agent is out of date, and a generation that tells a change that arrived
+    during a compile from the one the compile was for (string identity cannot: equal strings may
+    be one object, depending on a process-wide cache)."""
+
+    reason: str | None = None
+    generation: int = 0
+
+    def mark(self, reason: str) -> None:
+        self.reason = reason
+        self.generation += 1
+
+    def compiled(self, generation: int) -> None:
+        """A compile that started at `generation` succeeded: fresh, unless something changed since."""
+        if self.generation == generation:
+            self.reason = None
 
 
 class _TurnStopped(Exception):
@@ -134,12 +156,13 @@ class SessionWorkflow:
         self.turns_this_run = 0
         self.turn_task: asyncio.Task[None] | None = None
         self.interrupt_reason: str | None = None
+        self.interrupt_requested: str | None = None
         self.tool_ms: dict[str, int] = {}  # each tool's last call duration (workflow time: replay-safe)
         self.pending_approvals: dict[str, PendingApproval] = {}
         self.decisions: dict[str, tuple[bool, Approval]] = {}
         self.always_allowed: set[str] = set(inp.always_allowed)
         self.next_config: ConfigUpdate | None = inp.next_config
-        self.stale: str | None = None
+        self.stale = Staleness()
         """Why the compiled agent is out of date (recompiled before the next model request)."""
         self.active_skills: list[str] = []
         """Skills loaded this turn: their `allowed-tools` limit the tools, their MCP servers join."""
@@ -157,34 +180,64 @@ class SessionWorkflow:
                 type="TenantMismatch",
                 non_retryable=True,
             )
-        while True:
-            await workflow.wait_condition(
-                lambda: bool(self.queue or self.steers) or self.closing or self._should_snapshot()
-            )
-            if self.closing:
-                break
-            if not (self.queue or self.steers):
-                await self._continue_as_new()
-            if self.queue:
-                prompt = self.queue.pop(0)
-            else:  # a steer while idle starts a turn
-                prompt = Prompt(turn_id=self._next_turn_id(), text="\n".join(self.steers))
-                self.steers.clear()
-            self.turn_task = asyncio.create_task(self._run_turn(prompt))
-            # A workflow cancel (the parent was interrupted) reaches the turn through this await:
-            # the turn ends as interrupted and the session closes normally.
-            await self.turn_task
-            self.turn_task = None
-            if inp.background and not inp.keep:
-                break
-        self._set_state("done")
-        self._publish("session_closed", outcome=self.last_outcome, usage=self.counters.usage)
+        try:
+            while True:
+                await workflow.wait_condition(
+                    lambda: bool(self.queue or self.steers) or self.closing or self._should_snapshot()
+                )
+                if self.closing:
+                    break
+                if not (self.queue or self.steers):
+                    await self._continue_as_new()
+                if self.queue:
+                    prompt = self.queue.pop(0)
+                else:  # a steer while idle starts a turn
+                    prompt = Prompt(turn_id=self._next_turn_id(), text="\n".join(self.steers))
+                    self.steers.clear()
+                self.turn_task = asyncio.create_task(self._run_turn(prompt))
+                await self._await_turn()
+                if inp.background and not inp.keep:
+                    break
+        except asyncio.CancelledError:
+            # A Temporal cancel (the UI, `temporal workflow cancel`, a parent that stops): the turn
+            # ends as interrupted, the session closes with outcome `cancelled`, the workflow is cancelled.
+            await self._stop_turn("the session was cancelled")
+            self._close("cancelled")
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            raise
+        self._close(self.last_outcome)
         await workflow.wait_condition(workflow.all_handlers_finished)
         if inp.background and self.last_outcome == "failed":
             raise ApplicationError(f"the task failed: {self.last_output}", type="TurnFailed", non_retryable=True)
         return SessionResult(
             session_id=inp.session_id, output=self.last_output, outcome=self.last_outcome, counters=self.counters
         )
+
+    async def _await_turn(self) -> None:
+        """Wait for the running turn; an interrupt cancels it from here, not from the signal handler.
+
+        Temporal applies an activation's signals before its results: cancelling in the handler would
+        discard a tool result that completed in the same activation. Here the results are in first."""
+        task = self.turn_task
+        assert task is not None
+        await workflow.wait_condition(lambda: task.done() or self.interrupt_requested is not None)
+        if not task.done():
+            await self._stop_turn(self.interrupt_requested or "interrupted")
+        self.turn_task = None
+
+    async def _stop_turn(self, reason: str) -> None:
+        """Cancel the running turn (if any) and wait until it has closed its tool calls."""
+        task = self.turn_task
+        self.interrupt_requested = None
+        if task is None or task.done():
+            return
+        self.interrupt_reason = reason
+        task.cancel()
+        await asyncio.wait([task])
+
+    def _close(self, outcome: str | None) -> None:
+        self._set_state("done")
+        self._publish("session_closed", outcome=outcome, usage=self.counters.usage)
 
     async def _run_turn(self, prompt: Prompt) -> None:
         self._apply_config()
@@ -217,16 +270,16 @@ class SessionWorkflow:
             self._publish("error" if stop.outcome == "failed" else "limit_reached", text=str(stop))
         # Close every dangling tool call so the transcript stays valid for the next turn.
         closing_note = {"interrupted": "interrupted by the user", "limit": f"not run: {output}"}.get(outcome, "not run")
-        for call in turn.open_calls:
-            turn.finished.setdefault(call.tool_call_id, self._tool_return(call, closing_note, "interrupted"))
-        pending = [*(turn.finished[c.tool_call_id] for c in turn.open_calls), *turn.pending]
+        for index, call in enumerate(turn.open_calls):
+            turn.finished.setdefault(index, self._tool_return(call, closing_note, "interrupted"))
+        pending = [*(turn.finished[i] for i in range(len(turn.open_calls))), *turn.pending]
         if outcome != "completed":  # steers this turn never reached the model: keep them on record
             pending.extend(UserPromptPart(text, timestamp=workflow.now()) for text in self.steers)
             self.steers.clear()
         if pending:
             self._append(ModelRequest(parts=pending, timestamp=workflow.now()))
         if any(s.mcp_servers for s in self._active_skill_infos()):
-            self.stale = "the turn's skills released their MCP servers"
+            self.stale.mark("the turn's skills released their MCP servers")
         self.active_skills = []
         self.counters.turns += 1
         self.last_output, self.last_outcome = output, outcome
@@ -253,6 +306,8 @@ class SessionWorkflow:
             compiled = await self._current_compiled()
             response = await self._model_request(compiled)
             self._append(response)
+            turn.open_calls = response.tool_calls
+            self._check_interrupted()
             step_usage = Usage(
                 requests=1,
                 input_tokens=response.usage.input_tokens or 0,
@@ -262,7 +317,6 @@ class SessionWorkflow:
             self.counters.usage = self.counters.usage.plus(step_usage)
             if response.text:
                 self._publish("model_text", text=response.text)
-            turn.open_calls = response.tool_calls
             if not turn.open_calls:
                 return response.text
             if limits.token_budget:
@@ -282,14 +336,14 @@ class SessionWorkflow:
                 if repeats[key] == limits.loop_warn:
                     warnings.append(call.tool_name)
             calls = turn.open_calls
+            keys = _call_keys(calls)
             # Skills load first, so their allowed-tools already bind the calls made beside them.
-            loads = [c for c in calls if (s := compiled.tool(c.tool_name)) and s.server == SKILLS]
-            returns: dict[int, ToolReturnPart] = {}
-            for group in (loads, [c for c in calls if all(c is not load for load in loads)]):
+            loads = [i for i, c in enumerate(calls) if (s := compiled.tool(c.tool_name)) and s.server == SKILLS]
+            for group in (loads, [i for i in range(len(calls)) if i not in loads]):
                 if group:
-                    parts = await _all([self._call_tool(compiled, c, turn.finished) for c in group])
-                    returns.update(zip(map(id, group), parts, strict=True))
-            turn.pending.extend(returns[id(c)] for c in calls)
+                    await _all([self._call_tool(compiled, calls[i], i, keys[i], turn.finished) for i in group])
+            self._check_interrupted()  # every result is in: an interrupt now keeps them all
+            turn.pending.extend(turn.finished[i] for i in range(len(calls)))
             turn.usage = turn.usage.plus(Usage(tool_calls=len(calls)))
             self.counters.usage.tool_calls += len(calls)
             turn.open_calls, turn.finished = [], {}
@@ -348,10 +402,16 @@ class SessionWorkflow:
                         SearchAttributePair(PARENT_ATTR, self.inp.session_id),
                     ]
                 ),
-                cancellation_type=ChildWorkflowCancellationType.TRY_CANCEL,
+                # A stopping parent waits until its children have stopped: a child left to the
+                # parent-close policy is terminated mid-turn and looks alive forever.
+                cancellation_type=ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED
+                if workflow.patched(WAIT_CHILDREN)
+                else ChildWorkflowCancellationType.TRY_CANCEL,
             )
             output = ToolCallOutput(content=result.output or "", is_error=result.outcome != "completed")
         except ChildWorkflowError as err:
+            if is_cancelled_exception(err):
+                raise asyncio.CancelledError() from err
             output = ToolCallOutput(content=f"{agent} failed: {_cause_message(err)}", is_error=True)
         self._publish("child_finished", tool=agent, call_id=session_id, outcome="failed" if output.is_error else "success", text=output.content)
         return output
@@ -365,11 +425,10 @@ class SessionWorkflow:
 
     async def _current_compiled(self) -> CompiledAgent:
         """The compiled agent, recompiled first if the config or the agent's extensions changed."""
-        if self.compiled is None or self.stale:
-            reason = self.stale
-            compiled = await self._compile(reason)
-            if self.stale is reason:  # stays stale when the compile failed or a newer change came in
-                self.stale = None
+        if self.compiled is None or self.stale.reason:
+            generation = self.stale.generation
+            compiled = await self._compile(self.stale.reason)
+            self.stale.compiled(generation)  # stays stale when a newer change came in meanwhile
             return compiled
         return self.compiled
 
@@ -388,7 +447,7 @@ class SessionWorkflow:
             self.active_skills.append(out.skill)
             info = self.compiled.skill(out.skill) if self.compiled else None
             if info is not None and info.mcp_servers:
-                self.stale = f"/{out.skill} brings MCP servers {info.mcp_servers}"
+                self.stale.mark(f"/{out.skill} brings MCP servers {info.mcp_servers}")
         self._publish("command_expanded", text=out.text, tool=text.split()[0])
         return out.text
 
@@ -435,7 +494,7 @@ class SessionWorkflow:
         return out.response
 
     async def _call_tool(
-        self, compiled: CompiledAgent, call: ToolCallPart, finished: dict[str, ToolReturnPart]
+        self, compiled: CompiledAgent, call: ToolCallPart, index: int, key: str, finished: dict[int, ToolReturnPart]
     ) -> ToolReturnPart:
         spec = compiled.tool(call.tool_name)
         self._publish("tool_call_started", tool=call.tool_name, call_id=call.tool_call_id, args=_args(call))
@@ -448,10 +507,10 @@ class SessionWorkflow:
         except AssertionError:  # JSON, but not an object
             result = ToolCallOutput(content=f"arguments must be a JSON object, not {call.args!r:.200}", is_error=True)
         else:
-            result, outcome = await self._route_call(compiled, spec, call, arguments)
+            result, outcome = await self._route_call(compiled, spec, call, index, key, arguments)
         outcome = outcome or ("failed" if result.is_error else "success")
         part = self._tool_return(call, result.content, outcome)
-        finished[call.tool_call_id] = part
+        finished[index] = part
         self._publish(
             "tool_call_finished",
             tool=call.tool_name,
@@ -463,7 +522,13 @@ class SessionWorkflow:
         return part
 
     async def _route_call(
-        self, compiled: CompiledAgent, spec: ToolSpec | None, call: ToolCallPart, arguments: dict[str, Any]
+        self,
+        compiled: CompiledAgent,
+        spec: ToolSpec | None,
+        call: ToolCallPart,
+        index: int,
+        key: str,
+        arguments: dict[str, Any],
     ) -> tuple[ToolCallOutput, str | None]:
         """Run the call where it belongs; outcome `denied` when allowed-tools, a rule or a person refused it."""
         if spec is None:
@@ -472,13 +537,13 @@ class SessionWorkflow:
         if offered is not None and spec.name not in offered:
             refusal = f"{spec.name} is not allowed while {', '.join(self.active_skills)} is active"
             return ToolCallOutput(content=refusal, is_error=True), "denied"
-        refusal = await self._permission(compiled, spec, call, arguments)
+        refusal = await self._permission(compiled, spec, call, key, arguments)
         if refusal is not None:
             return ToolCallOutput(content=refusal, is_error=True), "denied"
         if spec.server == SKILLS:
             return await self._skill_tool(compiled, spec, arguments), None
         if spec.server == SUBAGENTS:
-            return await self._delegate(compiled, call, arguments), None
+            return await self._delegate(compiled, call, index, arguments), None
         return await self._mcp_call(spec, call, arguments), None
 
     async def _skill_tool(self, compiled: CompiledAgent, spec: ToolSpec, arguments: dict[str, Any]) -> ToolCallOutput:
@@ -502,7 +567,7 @@ class SessionWorkflow:
         if loading and not result.is_error and skill.name not in self.active_skills:
             self.active_skills.append(skill.name)
             if skill.mcp_servers:
-                self.stale = f"skill {skill.name} brings MCP servers {skill.mcp_servers}"
+                self.stale.mark(f"skill {skill.name} brings MCP servers {skill.mcp_servers}")
         return result
 
     def _active_skill_infos(self) -> list[Any]:
@@ -560,11 +625,13 @@ class SessionWorkflow:
             )
         self.tool_ms[call.tool_name] = int((workflow.now() - started).total_seconds() * 1000)
         if result.changed:
-            self.stale = f"{spec.server} changed its lists during {spec.tool}"
-            self._publish("extensions_changed", text=self.stale, tool=call.tool_name, call_id=call.tool_call_id)
+            self.stale.mark(f"{spec.server} changed its lists during {spec.tool}")
+            self._publish("extensions_changed", text=self.stale.reason, tool=call.tool_name, call_id=call.tool_call_id)
         return result
 
-    async def _delegate(self, compiled: CompiledAgent, call: ToolCallPart, arguments: dict[str, Any]) -> ToolCallOutput:
+    async def _delegate(
+        self, compiled: CompiledAgent, call: ToolCallPart, index: int, arguments: dict[str, Any]
+    ) -> ToolCallOutput:
         agent, task = arguments.get("agent"), arguments.get("task")
         allowed = compiled.tool("delegate").parameters["properties"]["agent"]["enum"]  # type: ignore[union-attr]
         limit = self.inp.manifest.host.sessions.max_subagent_depth
@@ -572,10 +639,13 @@ class SessionWorkflow:
             return ToolCallOutput(content=f"delegate needs `agent` (one of {allowed}) and a non-empty `task`", is_error=True)
         if self.inp.depth >= limit:
             return ToolCallOutput(content=f"subagent depth limit ({limit}) reached: do the task yourself", is_error=True)
+        # The child's id comes from where the call sits, never from the model's call id (models repeat them).
+        if workflow.patched(CHILD_IDS):
+            return await self._child(agent, task, f"{self.inp.session_id}.{self.turn_id}.{self.step}.{index}")
         return await self._child(agent, task, f"{self.inp.session_id}.{call.tool_call_id}")
 
     async def _permission(
-        self, compiled: CompiledAgent, spec: ToolSpec, call: ToolCallPart, arguments: dict[str, Any]
+        self, compiled: CompiledAgent, spec: ToolSpec, call: ToolCallPart, key: str, arguments: dict[str, Any]
     ) -> str | None:
         """None when the call may run; else the refusal the model sees. `confirm` waits for a person.
 
@@ -584,13 +654,13 @@ class SessionWorkflow:
         permissions = self.inp.manifest.permissions(self.inp.agent)
         identity = (spec.server, spec.tool)
         action = permissions.decide(call.tool_name, arguments, identity, shared=spec.tool in _shared_names(compiled))
-        key = f"{spec.server}:{spec.tool}"
+        tool = f"{spec.server}:{spec.tool}"
         # Model-facing names (no ':') in the set come from sessions that continued as new before this rule.
-        if action == "allow" or (action == "confirm" and (key in self.always_allowed or call.tool_name in self.always_allowed)):
+        if action == "allow" or (action == "confirm" and (tool in self.always_allowed or call.tool_name in self.always_allowed)):
             return None
         if action == "deny":
             return f"denied by policy: {call.tool_name} is not allowed for this agent"
-        call_id = call.tool_call_id
+        call_id = key
         self.pending_approvals[call_id] = PendingApproval(call_id=call_id, tool=call.tool_name, args=arguments)
         self._set_state("waiting_approval")
         self._publish("approval_requested", tool=call.tool_name, call_id=call_id, args=_args(call))
@@ -608,7 +678,7 @@ class SessionWorkflow:
             if not self.pending_approvals and self.state == "waiting_approval":
                 self._set_state("running")
         if approved and answer.always:
-            self.always_allowed.add(key)
+            self.always_allowed.add(tool)
         self._publish(
             "approval_resolved",
             tool=call.tool_name,
@@ -676,8 +746,8 @@ class SessionWorkflow:
         """Skills or MCP lists this agent uses changed: recompile before the next model request."""
         if self.compiled is None or not set(change.sources) & set(self.compiled.sources):
             return
-        self.stale = change.detail or ", ".join(change.sources)
-        self._publish("extensions_changed", text=self.stale)
+        self.stale.mark(change.detail or ", ".join(change.sources))
+        self._publish("extensions_changed", text=self.stale.reason)
 
     @workflow.signal
     def interrupt(self, reason: str | None = None) -> None:
@@ -749,9 +819,14 @@ class SessionWorkflow:
         )
 
     def _interrupt(self, reason: str) -> None:
+        """Ask the run loop to cancel the running turn (`_await_turn`), after this activation's results."""
         if self.turn_task is not None and not self.turn_task.done():
-            self.interrupt_reason = reason
-            self.turn_task.cancel()
+            self.interrupt_requested = reason
+
+    def _check_interrupted(self) -> None:
+        """An interrupt whose cancel an operation outlived (it completed anyway) still ends the turn."""
+        if self.interrupt_reason is not None:
+            raise asyncio.CancelledError()
 
     def _append(self, message: ModelMessage) -> None:
         self.transcript.append(message)
@@ -809,7 +884,7 @@ class SessionWorkflow:
                     update={
                         "prompt": None,
                         "transcript": self.transcript,
-                        "compiled": None if self.stale else self.compiled,
+                        "compiled": None if self.stale.reason else self.compiled,
                         "counters": self.counters,
                         "queue": self.queue,
                         "steers": self.steers,
@@ -834,6 +909,12 @@ def _args(call: ToolCallPart) -> dict[str, object]:
         return call.args_as_dict(raise_if_invalid=True)
     except (ValueError, AssertionError):
         return {"_raw": raw}
+
+
+def _call_keys(calls: list[ToolCallPart]) -> list[str]:
+    """What approvals answer: the model's call id, made unique by position where the model repeated it."""
+    counts = Counter(c.tool_call_id for c in calls)
+    return [c.tool_call_id if counts[c.tool_call_id] == 1 else f"{c.tool_call_id}#{i}" for i, c in enumerate(calls)]
 
 
 def _shared_names(compiled: CompiledAgent) -> set[str]:

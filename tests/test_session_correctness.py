@@ -1,0 +1,226 @@
+"""Session correctness under hostile models, cancels and interrupts: each test plays the case that
+wedged, failed or lost a result before, on the real stack."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic_ai.messages import ModelResponse, ToolCallPart, ToolReturnPart
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.exceptions import CancelledError
+from temporalio.worker import Worker
+
+from agentwolf.activities.session import SessionActivities
+from agentwolf.config.manifest import Manifest
+from agentwolf.worker.host import HostRegistry
+from agentwolf.worker.main import SANDBOX, WORKFLOWS
+from agentwolf.workflows.session import Staleness
+from agentwolf.workflows.types import workflow_id
+from tests.conftest import make_manifest, tools_server, wait_for
+from tests.support.models import Script, text, user_texts
+
+
+def _same_id(*calls: tuple[str, dict]) -> ModelResponse:
+    """A model (or provider) that gives every call of a step the same id."""
+    return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id="dup") for name, args in calls])
+
+
+def _returns(transcript) -> list[ToolReturnPart]:
+    return [p for m in transcript for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
+
+
+# -- 1: model-chosen call ids are not keys ----------------------------------------------------------
+
+
+async def test_two_calls_with_one_id_under_confirm_are_answered_one_by_one(wolf, run_worker):
+    script = Script(
+        lambda s: _same_id(("echo", {"text": "first"}), ("echo", {"text": "second"})) if s.calls == 1 else text("done")
+    )
+    manifest = make_manifest(permissions={"rules": [{"tool": "echo", "action": "confirm"}]})
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.submit("go", "a", manifest)
+        pending = await wait_for(lambda: _pending(wolf, sid, 2))
+        assert sorted(p.call_id for p in pending) == ["dup#0", "dup#1"]
+        await wolf.approve(sid, "dup#0")
+        await wolf.deny(sid, "dup#1", reason="not this one")
+        result = await wolf.result(sid)
+        transcript = await wolf.transcript(sid)
+    assert result.outcome == "completed" and result.output == "done"
+    assert [(r.content, r.outcome) for r in _returns(transcript)] == [
+        ("first", "success"),
+        ("denied by the user: not this one", "denied"),
+    ]
+
+
+async def _pending(wolf, sid, n):
+    found = (await wolf.status(sid)).pending_approvals
+    return found if len(found) >= n else None
+
+
+async def test_two_delegate_calls_with_one_id_start_two_children(wolf, run_worker):
+    def boss(s):
+        if s.calls == 1:
+            return _same_id(("delegate", {"agent": "reviewer", "task": "one"}), ("delegate", {"agent": "reviewer", "task": "two"}))
+        return text(" | ".join(r.content for r in _returns(s.requests[-1][-1:])))
+
+    manifest = Manifest.model_validate(
+        {
+            "agents": {
+                "boss": {"model": "local:boss", "capabilities": [{"subagent": ["reviewer"]}]},
+                "reviewer": {"model": "local:reviewer"},
+            }
+        }
+    )
+    reviewer = Script(lambda s: text(f"reviewed {user_texts(s.requests[-1])[-1]}"))
+    async with run_worker(local_models={"boss": Script(boss).model, "reviewer": reviewer.model}):
+        result = await wolf.result(await wolf.submit("go", "boss", manifest))
+    assert result.outcome == "completed" and result.output == "reviewed one | reviewed two"
+
+
+# -- 3: a Temporal cancel closes the session -------------------------------------------------------
+
+
+async def test_a_workflow_cancel_during_a_turn_closes_the_session_as_cancelled(wolf, run_worker):
+    script = Script(lambda s: text("slow answer"), delay=30)
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.start_session("a", make_manifest())
+        await wolf.prompt(sid, "take your time")
+        await wait_for(lambda: _state(wolf, sid, "running"))
+        handle = wolf.client.get_workflow_handle(workflow_id("default", sid))
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError) as failure:
+            await handle.result()
+        assert isinstance(failure.value.cause, CancelledError)
+        assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+        status = await wolf.status(sid)
+        events = [e async for _, e in wolf.events(sid)]
+    assert status.state == "done" and status.last_outcome == "interrupted"
+    assert [(e.kind, e.outcome) for e in events[-3:]] == [
+        ("interrupted", None),
+        ("turn_finished", "interrupted"),
+        ("session_closed", "cancelled"),
+    ]
+
+
+async def test_a_workflow_cancel_while_idle_closes_the_session_as_cancelled(wolf, run_worker):
+    async with run_worker(local_models={"m": Script(lambda s: text("ok")).model}):
+        sid = await wolf.start_session("a", make_manifest())
+        handle = wolf.client.get_workflow_handle(workflow_id("default", sid))
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        assert (await wolf.status(sid)).state == "done"
+
+
+async def _state(wolf, sid, state):
+    return (await wolf.status(sid)).state == state
+
+
+# -- 13: closing a parent stops its running children cleanly ---------------------------------------
+
+
+async def test_closing_a_parent_stops_its_running_child(wolf, run_worker):
+    boss = Script(lambda s: ModelResponse(parts=[ToolCallPart("delegate", {"agent": "reviewer", "task": "t"})]))
+    manifest = Manifest.model_validate(
+        {
+            "agents": {
+                "boss": {"model": "local:boss", "capabilities": [{"subagent": ["reviewer"]}]},
+                "reviewer": {"model": "local:reviewer"},
+            }
+        }
+    )
+    slow = Script(lambda s: text("late"), delay=60)
+    async with run_worker(local_models={"boss": boss.model, "reviewer": slow.model}):
+        sid = await wolf.start_session("boss", manifest)
+        await wolf.prompt(sid, "go")
+        (child,) = await wait_for(lambda: _running_children(wolf, sid))
+        await wolf.close(sid)
+        await wolf.result(sid)
+        handle = wolf.client.get_workflow_handle(workflow_id("default", child.session_id))
+        assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+        assert (await wolf.status(child.session_id)).state == "done"
+        await wait_for(lambda: _not_listed_running(wolf, child.session_id))
+
+
+async def _running_children(wolf, parent):
+    found = [s for s in await wolf.list_sessions(state="running") if s.parent == parent]
+    return found or None
+
+
+async def _not_listed_running(wolf, sid):
+    return sid not in {s.session_id for s in await wolf.list_sessions(state="running")}
+
+
+# -- 7: a result that completes in the same workflow task as an interrupt is kept -------------------
+
+
+async def test_a_tool_result_that_arrives_with_the_interrupt_is_kept(client, task_queue, wolf):
+    """The tool finishes while no workflow worker runs and the interrupt waits beside its result:
+    the next workflow task holds both."""
+    script = Script(lambda s: ModelResponse(parts=[ToolCallPart("slow", {"seconds": 1.5}, tool_call_id="c1")]))
+    hosts = HostRegistry({"m": script.model})
+    activities = SessionActivities(hosts)
+    acts = [activities.compile, activities.model_request, activities.call_tool]
+
+    def workflows() -> Worker:
+        return Worker(client, task_queue=task_queue, workflows=WORKFLOWS, workflow_runner=SANDBOX)
+
+    async with Worker(client, task_queue=task_queue, activities=acts, max_heartbeat_throttle_interval=_ms(200)):
+        async with workflows():
+            sid = await wolf.start_session("a", make_manifest(mcp_servers={"tools": tools_server()}))
+            await wolf.prompt(sid, "go")
+            await wait_for(lambda: _tool_started(wolf, sid))
+        # No workflow worker: the call completes on the activity worker, the interrupt waits.
+        await wolf.interrupt(sid, "stop")
+        handle = wolf.client.get_workflow_handle(workflow_id("default", sid))
+        await wait_for(lambda: _activity_completed(handle), timeout=30)
+        async with workflows():
+            await wait_for(lambda: _state(wolf, sid, "idle"), timeout=30)
+            transcript = await wolf.transcript(sid)
+            status = await wolf.status(sid)
+            await wolf.close(sid)
+            await wolf.result(sid)
+    await hosts.close()
+    assert status.last_outcome == "interrupted"
+    assert [(r.content, r.outcome) for r in _returns(transcript)] == [("slept 1.5s", "success")]
+
+
+def _ms(n: int):
+    from datetime import timedelta
+
+    return timedelta(milliseconds=n)
+
+
+async def _tool_started(wolf, sid):
+    return any(e.kind == "tool_call_started" for e in await _events_so_far(wolf, sid))
+
+
+async def _events_so_far(wolf, sid):
+    offset = await wolf.event_offset(sid)
+    events = []
+    if offset:
+        async for i, event in wolf.events(sid):
+            events.append(event)
+            if i + 1 >= offset:
+                break
+    return events
+
+
+async def _activity_completed(handle):
+    history = await handle.fetch_history()
+    return sum(e.HasField("activity_task_completed_event_attributes") for e in history.events) >= 3
+
+
+# -- 4: a change that arrives during a compile is not lost -------------------------------------------
+
+
+def test_a_change_during_a_compile_keeps_the_agent_stale_whatever_the_strings():
+    stale = Staleness()
+    reason = "mcp:tools changed: tools"
+    stale.mark(reason)
+    generation = stale.generation  # a compile starts...
+    stale.mark(reason)  # ...and the same change (the very same string object) arrives again
+    stale.compiled(generation)
+    assert stale.reason == reason  # the next model request recompiles
+    generation = stale.generation
+    stale.compiled(generation)
+    assert stale.reason is None
