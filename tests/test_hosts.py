@@ -7,9 +7,13 @@ from pathlib import Path
 
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
+from agentwolf.extensions.registry import Scope, ScopeLevel
+from agentwolf.extensions.skills import LocalSkillRoot
 from agentwolf.worker.host import HostRegistry
+from agentwolf.workflows.types import ExtensionsChanged
 from tests.conftest import tools_server, wait_for
 from tests.support.models import Script, text, tool
+from tests.test_watch import inotify_usage
 
 
 def _alive(pid: int) -> bool:
@@ -106,3 +110,76 @@ async def test_concurrent_first_uses_of_a_host_see_a_fully_registered_agent(tmp_
         assert LocalSkillRoot in views[0] and McpServerCap in views[0]
     finally:
         await registry.close()
+
+
+def _versioned(skills: Path, version: int) -> Manifest:
+    """The same config but for the agent's instructions: a new version of agent `a`."""
+    manifest = _manifest(skills.parent / "pids", skills)
+    agents = {"a": manifest.agents["a"].model_copy(update={"instructions": f"version {version}"})}
+    return manifest.model_copy(update={"agents": agents})
+
+
+async def test_a_host_forgets_old_sessions_and_the_agent_versions_nobody_uses(tmp_path):
+    skills = tmp_path / "skills"
+    (skills / "default" / "review").mkdir(parents=True)
+    (skills / "default" / "review" / "SKILL.md").write_text("---\nname: review\ndescription: Review.\n---\nbody\n")
+    registry = HostRegistry(host_idle_timeout=float("inf"))
+    host = registry.ensure(_versioned(skills, 0), "default")
+    host.max_sessions = 10
+    try:
+        for i in range(200):  # sessions come and go; every 20th brings a new version of the agent
+            sid = f"wolf/default/s{i}"
+            manifest = _versioned(skills, i // 20)
+            scope = await host.scope(manifest, "a", sid, "t1")
+            assert [e.name for e in await host.registry.skills(scope).list_skills()] == ["review"]
+            host.track(sid, ["mcp:tools", f"skills:{skills / 'default'}"])
+        assert list(host.sessions) == [f"wolf/default/s{i}" for i in range(190, 200)]
+        # Only the newest version is registered: its root and server, plus the host's watcher.
+        assert len(host.registry._entries) == 3
+        old = Scope(ScopeLevel.AGENT, f"a@{_versioned(skills, 0).agent_identity('a')}")
+        assert host.registry.visible(old, LocalSkillRoot) == []
+    finally:
+        await registry.close()
+
+
+async def test_idle_hosts_take_their_configs_with_them(tmp_path):
+    registry = HostRegistry(host_idle_timeout=0.3)
+    try:
+        for i in range(20):
+            manifest = _versioned(tmp_path / "skills", i)
+            with registry.serving(manifest.identity, f"t{i % 2}"):
+                registry.ensure(manifest, f"t{i % 2}")
+        assert len(registry.manifests) == 20 and len(registry.hosts()) == 2
+        await wait_for(lambda: registry.hosts() == [], timeout=10)
+        assert registry.manifests == {} and not registry._serving
+    finally:
+        await registry.close()
+
+
+async def test_hosts_watching_one_folder_share_its_watch(tmp_path):
+    skills = tmp_path / "shared"
+    (skills / "review").mkdir(parents=True)
+    (skills / "review" / "SKILL.md").write_text("---\nname: review\ndescription: Review.\n---\nbody\n")
+    manifest = Manifest.model_validate({"host": {"skills": {"paths": [str(skills)]}}, "agents": {"a": {}}})
+    told: list[str] = []
+
+    async def notify(workflow_id: str, change: ExtensionsChanged) -> None:
+        told.append(workflow_id)
+
+    before = inotify_usage()
+    registry = HostRegistry(host_idle_timeout=float("inf"))
+    registry.notify = notify
+    try:
+        hosts = [registry.ensure(manifest, f"t{i}") for i in range(200)]
+        for i, host in enumerate(hosts):
+            await host.scope(manifest, "a", f"wolf/t{i}/s", "-")
+            host.track(f"wolf/t{i}/s", [f"skills:{skills}"])
+        assert inotify_usage()[0] == before[0] + 1  # one inotify instance for 200 hosts (the limit is 128)
+        for host in hosts[1:]:  # a host closing stops only its share
+            await host.close()
+        (skills / "new").mkdir()
+        (skills / "new" / "SKILL.md").write_text("---\nname: new\ndescription: New.\n---\nbody\n")
+        await wait_for(lambda: told == ["wolf/t0/s"], timeout=15)
+    finally:
+        await registry.close()
+    assert inotify_usage() == before

@@ -11,7 +11,7 @@ from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
 from agentwolf.config.manifest import Manifest
 from agentwolf.workflows.types import Event, workflow_id
-from tests.conftest import SUPPORT, TOOLS_SERVER, record_history, tools_server
+from tests.conftest import SUPPORT, TOOLS_SERVER, record_history, tools_server, wait_for
 from tests.support.models import Script, sequence, text, tool, tools, user_texts
 
 
@@ -155,9 +155,19 @@ async def test_allowed_tools_limit_the_agent_while_a_skill_is_active(wolf, run_w
         await wolf.close(sid)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
 async def test_a_skill_brings_its_own_mcp_server_for_its_turn_only(wolf, run_worker, tmp_path):
-    skills = tmp_path / "skills"
-    extra = f"mcp-servers:\n  helper:\n    command: {sys.executable}\n    args: [{TOOLS_SERVER}]\n"
+    skills, pid_file = tmp_path / "skills", tmp_path / "pids"
+    extra = (
+        f"mcp-servers:\n  helper:\n    command: {sys.executable}\n    args: [{TOOLS_SERVER}]\n"
+        f"    env: {{WOLF_PID_FILE: {pid_file}}}\n"
+    )
     write_skill(skills, "helped", extra=extra)
     script = Script(sequence(tool("load_skill", {"name": "helped"}), tool("echo", {"text": "from helper"}), text("ok")))
     async with run_worker(local_models={"m": script.model}) as hosts:
@@ -172,7 +182,11 @@ async def test_a_skill_brings_its_own_mcp_server_for_its_turn_only(wolf, run_wor
         await run_turn(wolf, sid, "and now?")  # the next turn: the skill's server is gone again
         assert "echo" not in script.offered[-1]
         (host,) = hosts.hosts()
-        assert any(label.startswith("helped/helper@") for label in host.pool.servers)
+        # No turn uses it any more: it left the pool (and all kept about it), and its process stopped.
+        kept = [*host.pool.servers, *host.pool.connects, *host.mcp]
+        assert not any(label.startswith("helped/helper@") for label in kept)
+        (first,) = map(int, pid_file.read_text().split())
+        await wait_for(lambda: not _alive(first), timeout=15)
         await run_turn(wolf, sid, "/helped go")  # as a slash command the skill brings its server too
         assert "echo" in script.offered[-1]
         await wolf.close(sid)

@@ -254,7 +254,7 @@ async def test_debouncer_max_wait_bounds_latency() -> None:
     await eventually(inbox.task.done, 5.0, lambda: "events() should end after close()")
 
 
-def _inotify() -> tuple[int, int]:
+def inotify_usage() -> tuple[int, int]:
     """(inotify instances, watches) this process holds: a user gets 128 instances by default."""
     instances = watches = 0
     for fd in os.listdir("/proc/self/fd"):
@@ -274,31 +274,31 @@ def _watchdog_threads() -> int:
 async def test_watchers_of_one_folder_share_its_watches(tmp_path: Path) -> None:
     root = tmp_path / "skills"
     write_skill(root, "existing")
-    before = _inotify()
+    before = inotify_usage()
     watchers = [SkillRootWatcher(root, quiet=0.3, max_wait=5.0) for _ in range(200)]
     inboxes = [Inbox(w.on_change()) for w in watchers]
     try:
         await watchers[0].start()
-        one, threads = _inotify(), _watchdog_threads()
+        one, threads = inotify_usage(), _watchdog_threads()
         assert one[0] == before[0] + 1 and one[1] > before[1]
         for watcher in watchers[1:]:
             await watcher.start()
-        assert _inotify() == one and _watchdog_threads() == threads  # 200 watchers cost what one does
+        assert inotify_usage() == one and _watchdog_threads() == threads  # 200 watchers cost what one does
         write_skill(root, "new")
         for inbox in inboxes:
             await inbox.wait_for(lambda events: any("new/SKILL.md" in e.detail for e in events))
 
-        held = _inotify()  # one more watch: the new skill's folder
+        held = inotify_usage()  # one more watch: the new skill's folder
         for watcher in watchers[1:]:  # each stops only its share
             await watcher.stop()
-        assert _inotify() == held
+        assert inotify_usage() == held
         seen = len(inboxes[0].events)
         write_skill(root, "newer")
         await inboxes[0].wait_for(lambda events: any("newer/SKILL.md" in e.detail for e in events[seen:]))
     finally:
         for watcher in watchers:
             await watcher.stop()
-    assert _inotify() == before and _watchdog_threads() == 0
+    assert inotify_usage() == before and _watchdog_threads() == 0
 
 
 async def test_a_shared_watch_follows_a_replaced_root(tmp_path: Path) -> None:

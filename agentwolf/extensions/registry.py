@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import TypeVar
@@ -74,8 +74,12 @@ POOL = Scope(ScopeLevel.POOL)
 
 
 class ExtensionRegistry:
-    def __init__(self, *, max_composition_depth: int = 3) -> None:
+    def __init__(
+        self, *, max_composition_depth: int = 3, on_release: Callable[[object], None] | None = None
+    ) -> None:
         self.max_composition_depth = max_composition_depth
+        self.on_release = on_release
+        """Called with each capability whose last entry went, so its owner can stop what only it needed."""
         self._entries: list[tuple[Scope, object]] = []
         self._links: dict[str, set[str]] = {}
         self._changes: asyncio.Queue[ChangeEvent] = asyncio.Queue()
@@ -90,6 +94,10 @@ class ExtensionRegistry:
         if isinstance(capability, ChangeObservable) and id(capability) not in self._forwarders:
             self._forwarders[id(capability)] = asyncio.create_task(self._forward(capability))
 
+    def clear_agent(self, agent_name: str) -> None:
+        """No session uses this agent (version) any more: drop its AGENT entries."""
+        self._drop(lambda s: s.level == ScopeLevel.AGENT and s.agent_name == agent_name)
+
     def clear_session(self, session_id: str) -> None:
         """A session ended: drop its SESSION and TURN entries; POOL and AGENT entries outlive it."""
         self._drop(lambda s: s.level >= ScopeLevel.SESSION and s.session_id == session_id)
@@ -98,14 +106,16 @@ class ExtensionRegistry:
         """Drop a session's TURN entries (but those of turn `keep`): a turn's extensions end with it."""
         self._drop(lambda s: s.level == ScopeLevel.TURN and s.session_id == session_id and s.turn_id != keep)
 
-    def _drop(self, match: object) -> None:
-        dropped = [c for s, c in self._entries if match(s)]  # type: ignore[operator]
-        self._entries = [(s, c) for s, c in self._entries if not match(s)]  # type: ignore[operator]
+    def _drop(self, match: Callable[[Scope], bool]) -> None:
+        dropped = {id(c): c for s, c in self._entries if match(s)}
+        self._entries = [(s, c) for s, c in self._entries if not match(s)]
         still = {id(c) for _, c in self._entries}
-        for capability in dropped:
-            task = self._forwarders.pop(id(capability), None) if id(capability) not in still else None
-            if task is not None:
+        for capability in (c for key, c in dropped.items() if key not in still):
+            if (task := self._forwarders.pop(id(capability), None)) is not None:
                 task.cancel()
+            self._unlink(getattr(capability, "source", ""))
+            if self.on_release is not None:
+                self.on_release(capability)
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -188,6 +198,14 @@ class ExtensionRegistry:
                 parent, child, depth, self.max_composition_depth,
             )
         return depth
+
+    def _unlink(self, node: str) -> None:
+        """Forget what `node` brings and what brings it (it is no longer registered)."""
+        self._links.pop(node, None)
+        for parent, children in list(self._links.items()):
+            children.discard(node)
+            if not children:
+                del self._links[parent]
 
     def _reaches(self, start: str, goal: str) -> bool:
         stack, seen = [start], set()

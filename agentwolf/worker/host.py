@@ -60,6 +60,9 @@ class AgentHost:
     """Resolves this tenant's placeholders under the worker policy; redacts what it resolved."""
     notify: Notify | None = None
     max_transcripts: int = 256
+    max_sessions: int = 4096
+    """Sessions remembered (for change notices and agent registrations), least recently served out
+    first; one that comes back is re-checked and its agent registered again."""
     last_used: float = field(default_factory=time.monotonic)
     compiled: OrderedDict[str, CompiledAgent] = field(default_factory=OrderedDict)
     transcript_misses: int = 0
@@ -69,6 +72,9 @@ class AgentHost:
     skill_roots: dict[str, LocalSkillRoot] = field(default_factory=dict)
     sessions: dict[str, set[str]] = field(default_factory=dict)
     """Sessions this host served -> the sources their compiled agent depends on."""
+    _served: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    """Sessions this host serves, least recently served first -> the agent (`name@identity`) they use."""
+    _agent_users: Counter[str] = field(default_factory=Counter)
     _watchers: dict[str, SkillRootWatcher] = field(default_factory=dict)
     _agents: set[str] = field(default_factory=set)
     _registering: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -78,7 +84,9 @@ class AgentHost:
     _transcripts: OrderedDict[str, CachedTranscript] = field(default_factory=OrderedDict)
 
     def __post_init__(self) -> None:
-        self.registry = ExtensionRegistry(max_composition_depth=self.manifest.host.skills.max_composition_depth)
+        self.registry = ExtensionRegistry(
+            max_composition_depth=self.manifest.host.skills.max_composition_depth, on_release=self._released
+        )
         self.pool.on_list_changed = self._list_changed
 
     # -- extensions ----------------------------------------------------------------------------
@@ -103,6 +111,7 @@ class AgentHost:
                 for capability in [*roots, *(self.mcp_server(c.mcp) for c in caps if isinstance(c, McpCapability))]:
                     self.registry.add(capability, where)
                 self._agents.add(key)
+            self._serve(session_id, key)
         return Scope(ScopeLevel.TURN, key, session_id, turn_id)
 
     def mcp_server(self, name: str) -> McpServerCap:
@@ -114,12 +123,14 @@ class AgentHost:
         """A watched skill folder; `${tenant}` in its path is this host's tenant, `${VAR}` the worker's."""
         resolved = str(Path(os.path.expanduser(self.secrets.resolve(path.replace("${tenant}", self.tenant)))).resolve())
         if resolved not in self.skill_roots:
-            self.skill_roots[resolved] = LocalSkillRoot(resolved)
             watcher = SkillRootWatcher(Path(resolved), source=f"skills:{resolved}")
             await watcher.start()
             self._watchers[resolved] = watcher
+            self.skill_roots[resolved] = LocalSkillRoot(resolved)
             self.registry.add(watcher, POOL)  # observed only: a watcher serves no skills
-        return self.skill_roots[resolved]
+        root = self.skill_roots[resolved]
+        await root.load()  # the first scan, in a thread: nobody reads the folder on the event loop
+        return root
 
     def background(self, work: Coroutine[Any, Any, None]) -> None:
         """Run `work` without blocking the activity; it is cancelled when the host closes."""
@@ -136,6 +147,37 @@ class AgentHost:
 
     def track(self, workflow_id: str, sources: list[str]) -> None:
         self.sessions[workflow_id] = set(sources)
+        self._serve(workflow_id)
+
+    def _serve(self, workflow_id: str, agent: str = "") -> None:
+        """Note the session as served now (with its agent, when known); beyond `max_sessions`, forget
+        the least recently served."""
+        previous = self._served.pop(workflow_id, "")
+        self._served[workflow_id] = agent or previous
+        if agent and agent != previous:
+            self._agent_users[agent] += 1
+            if previous:
+                self._unuse_agent(previous)
+        while len(self._served) > self.max_sessions:
+            self.forget(next(iter(self._served)))
+
+    def _unuse_agent(self, agent: str) -> None:
+        """One session fewer uses `agent`; with the last, its registration goes (AGENT entries pile up
+        with every version of an agent otherwise). A later session registers it again."""
+        self._agent_users[agent] -= 1
+        if self._agent_users[agent] <= 0:
+            del self._agent_users[agent]
+            self._agents.discard(agent)
+            self.registry.clear_agent(agent)
+
+    def _released(self, capability: object) -> None:
+        """A skill's MCP server that no turn uses any more leaves the pool and its process stops (a
+        turn that loads the skill again brings it back); declared servers stay."""
+        if isinstance(capability, McpServerCap) and capability.server not in self.manifest.host.mcp_servers:
+            if self.mcp.get(capability.server) is capability:
+                del self.mcp[capability.server]
+            capability.close()
+            self.pool.remove_server(capability.server)
 
     async def source_digest(self, source: str) -> str | None:
         """A digest of what `source` offers now (tools, skills); None if this host does not hold it
@@ -203,6 +245,8 @@ class AgentHost:
         self.sessions.pop(workflow_id, None)
         self._transcripts.pop(workflow_id, None)
         self.registry.clear_session(workflow_id)
+        if agent := self._served.pop(workflow_id, ""):
+            self._unuse_agent(agent)
 
     def model(self, specs: list[str]) -> Model:
         key = tuple(specs)
@@ -220,10 +264,12 @@ class AgentHost:
         return cached.messages
 
     def remember(self, workflow_id: str, messages: list[ModelMessage], digest: str) -> None:
+        """Cache a transcript (least recently used out first; only the copy goes, the session stays
+        served: its turn's extensions keep running)."""
         self._transcripts[workflow_id] = CachedTranscript(messages, digest)
         self._transcripts.move_to_end(workflow_id)
         while len(self._transcripts) > self.max_transcripts:
-            self.forget(next(iter(self._transcripts)))
+            self._transcripts.popitem(last=False)
 
     async def close(self) -> None:
         if self._pump is not None:
@@ -260,7 +306,7 @@ class HostRegistry:
         """The only tenant this worker serves (`wolf worker --tenant`); None serves any."""
         self.notify: Notify | None = None
         self.manifests: dict[str, Manifest] = {}
-        """Every config this worker has seen, by identity (a host may serve several)."""
+        """The configs of the open hosts, by identity (a host may serve several); each goes with its host."""
         self.max_mcp_clients = max_mcp_clients
         self.mcp_idle_timeout = mcp_idle_timeout
         self.host_idle_timeout = host_idle_timeout
@@ -278,6 +324,8 @@ class HostRegistry:
             yield
         finally:
             self._serving[key] -= 1
+            if not self._serving[key]:
+                del self._serving[key]
             if host := self._hosts.get(key):
                 host.last_used = time.monotonic()
 
@@ -338,6 +386,8 @@ class HostRegistry:
                 busy = host.pool.busy() or any(self._serving[k] for k in keys)
                 if now - host.last_used > self.host_idle_timeout and not busy:
                     self._hosts = {k: h for k, h in self._hosts.items() if h is not host}
+                    configs = {config_id for config_id, _ in self._hosts}
+                    self.manifests = {c: m for c, m in self.manifests.items() if c in configs}
                     self.evicted += 1
                     log.info("closing idle host: config %s, tenant %s", host.manifest.identity, host.tenant)
                     try:

@@ -121,6 +121,16 @@ class McpPool:
             if (conn := self._connections.get(name)) is not None:
                 await self._discard(conn)
 
+    def remove_server(self, name: str) -> None:
+        """Forget a server added at run time (a skill's, once no turn uses it) and all kept about it,
+        so servers that come and go do not pile up; its connection closes in the background."""
+        self.servers.pop(name, None)
+        self._untrusted.discard(name)
+        self._locks.pop(name, None)
+        self.connects.pop(name, None)
+        if (conn := self._connections.get(name)) is not None:
+            self._discard(conn)
+
     async def list_tools(self, server: str) -> list[mcp_types.Tool]:
         result = await self.use(server, lambda c: c.list_tools(), timeout=self._config(server).connect_timeout)
         return result.tools
