@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from pydantic_ai.messages import ModelResponse, ToolCallPart, ToolReturnPart
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import CancelledError
 from temporalio.worker import Worker
 
@@ -224,3 +224,137 @@ def test_a_change_during_a_compile_keeps_the_agent_stale_whatever_the_strings():
     generation = stale.generation
     stale.compiled(generation)
     assert stale.reason is None
+
+
+# -- 8: the local-activity fast path is only for tools safe to run twice ----------------------------
+
+
+def _script_calls(*calls: tuple[str, dict]) -> Script:
+    """Call the tools one step each, then answer."""
+    return Script(
+        lambda s: ModelResponse(parts=[ToolCallPart(*calls[s.calls - 1], tool_call_id=f"c{s.calls}")])
+        if s.calls <= len(calls)
+        else text("done")
+    )
+
+
+async def _tool_call_paths(wolf, sid) -> tuple[int, int]:
+    """(regular `wolf.call_tool` activities, local activities) in the session's history."""
+    history = await wolf.client.get_workflow_handle(workflow_id("default", sid)).fetch_history()
+    regular = sum(
+        e.activity_task_scheduled_event_attributes.activity_type.name == "wolf.call_tool" for e in history.events
+    )
+    local = sum(e.marker_recorded_event_attributes.marker_name == "core_local_activity" for e in history.events)
+    return regular, local
+
+
+@pytest.mark.parametrize(
+    ("repeat_safe", "tool", "expected"),
+    [
+        (None, "record", (3, 0)),  # not annotated: never local, however fast
+        (None, "echo", (1, 2)),  # annotated read-only: local once known to be fast
+        (["record"], "record", (1, 2)),  # the manifest vouches for it
+        ([], "echo", (3, 0)),  # the manifest trusts no annotation
+    ],
+)
+async def test_only_tools_safe_to_repeat_run_as_local_activities(wolf, run_worker, tmp_path, repeat_safe, tool, expected):
+    args = [{"tag": f"t{i}"} if tool == "record" else {"text": f"t{i}"} for i in range(3)]
+    script = _script_calls(*((tool, a) for a in args))
+    server = {**tools_server(WOLF_SIDE_EFFECTS=str(tmp_path / "effects")), "fast_call_ms": 60_000}
+    if repeat_safe is not None:
+        server["repeat_safe"] = repeat_safe
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.submit("go", "a", make_manifest(mcp_servers={"tools": server}))
+        assert (await wolf.result(sid)).output == "done"
+        assert await _tool_call_paths(wolf, sid) == expected
+
+
+# -- 9: a huge tool output reaches the model cut, stays whole, and reads on page by page ------------
+
+
+async def test_a_long_tool_result_is_cut_for_the_model_and_read_page_by_page(wolf, run_worker):
+    def model(s):
+        if s.calls == 1:
+            return ModelResponse(parts=[ToolCallPart("big", {"size": 2500}, tool_call_id="huge")])
+        if s.calls == 2:
+            return ModelResponse(parts=[ToolCallPart("read_tool_output", {"call_id": "huge", "offset": 1000}, tool_call_id="r1")])
+        return text("read")
+
+    script = Script(model)
+    manifest = make_manifest({"limits": {"tool_output_chars": 1000}})
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.submit("go", "a", manifest)
+        assert (await wolf.result(sid)).output == "read"
+        transcript = await wolf.transcript(sid)
+    assert "read_tool_output" not in script.offered[0] and "read_tool_output" in script.offered[1]
+    sent = _returns(script.requests[1])[-1].content
+    assert sent.startswith("x" * 1000 + "\n\n[cut: 1000 of 2500 characters shown")
+    assert "read_tool_output(call_id='huge', offset=1000)" in sent and "x" * 1001 not in sent
+    page = _returns(script.requests[2])[-1].content
+    assert page == "[characters 1000-1900 of 2500; read on with offset=1900]\n" + "x" * 900
+    assert _returns(transcript)[0].content == "x" * 2500  # whole in the transcript
+
+
+# -- 10: double texting and bounded inputs while a turn waits for approval ---------------------------
+
+
+def _confirming(double_texting: str, **sessions) -> Manifest:
+    return make_manifest(
+        {"double_texting": double_texting},
+        permissions={"rules": [{"tool": "echo", "action": "confirm"}]},
+        sessions=sessions,
+    )
+
+
+def _asks_then_answers() -> Script:
+    return Script(lambda s: ModelResponse(parts=[ToolCallPart("echo", {"text": "x"}, tool_call_id=f"c{s.calls}")]) if s.calls == 1 else text(f"answer {s.calls}"))
+
+
+async def test_reject_refuses_a_prompt_while_a_turn_waits_for_approval(wolf, run_worker):
+    async with run_worker(local_models={"m": _asks_then_answers().model}):
+        sid = await wolf.start_session("a", _confirming("reject"))
+        await wolf.prompt(sid, "go")
+        await wait_for(lambda: _state(wolf, sid, "waiting_approval"))
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await wolf.prompt(sid, "again")
+        assert "double_texting policy is 'reject'" in str(refused.value.cause)
+        await wolf.close(sid)
+        await wolf.result(sid)
+
+
+async def test_interrupt_ends_a_turn_waiting_for_approval_and_runs_the_new_prompt(wolf, run_worker):
+    script = _asks_then_answers()
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.start_session("a", _confirming("interrupt"))
+        await wolf.prompt(sid, "go")
+        await wait_for(lambda: _state(wolf, sid, "waiting_approval"))
+        await wolf.prompt(sid, "never mind")
+        await wait_for(lambda: _turns_done(wolf, sid, 2))
+        status = await wolf.status(sid)
+        transcript = await wolf.transcript(sid)
+        await wolf.close(sid)
+        await wolf.result(sid)
+    assert status.last_outcome == "completed" and status.last_output == "answer 2" and not status.pending_approvals
+    assert [(r.content, r.outcome) for r in _returns(transcript)] == [("interrupted by the user", "interrupted")]
+
+
+async def _turns_done(wolf, sid, n):
+    status = await wolf.status(sid)
+    return status.counters.turns >= n and status.state == "idle"
+
+
+async def test_queued_prompts_and_waiting_steers_are_bounded(wolf, run_worker):
+    async with run_worker(local_models={"m": _asks_then_answers().model}):
+        sid = await wolf.start_session("a", _confirming("queue", max_queued=2, max_steers=1))
+        await wolf.prompt(sid, "go")
+        await wait_for(lambda: _state(wolf, sid, "waiting_approval"))
+        await wolf.prompt(sid, "second")
+        await wolf.prompt(sid, "third")
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await wolf.prompt(sid, "fourth")
+        assert "2 prompts already wait (host.sessions.max_queued)" in str(refused.value.cause)
+        await wolf.steer(sid, "a hint")
+        with pytest.raises(ValueError, match="too many steers waiting"):
+            await wolf.steer(sid, "another hint")
+        await wolf.close(sid)
+        await wolf.result(sid)

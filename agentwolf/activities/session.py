@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import fnmatch
 import functools
 import hashlib
 import json
@@ -22,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 from pydantic_ai.direct import model_request as direct_model_request
 from pydantic_ai.exceptions import ModelHTTPError, UserError
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ToolReturnPart
 from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import ToolDefinition
@@ -32,6 +33,8 @@ from temporalio.exceptions import ApplicationError
 from agentwolf.activities.types import (
     COMPILED_QUERY,
     MANIFEST_QUERY,
+    READ_TOOL_OUTPUT,
+    SESSION,
     TRANSCRIPT_QUERY,
     CommandInput,
     CommandOutput,
@@ -156,16 +159,18 @@ class SessionActivities:
         for problem in skills.shadowed:
             activity.logger.warning("skills: %s", problem)
         defaults = inp.manifest.host.models.defaults
-        tools = _tool_specs(dict(zip([s.server for s in servers], listed, strict=True)))  # type: ignore[attr-defined]
+        tools = _tool_specs(dict(zip([s.server for s in servers], listed, strict=True)), inp.manifest)  # type: ignore[attr-defined]
         compiled = CompiledAgent(
             agent=inp.agent,
             models=models,
             instructions="\n\n".join(part for part in (agent.instructions, catalog) if part),
             tools=tools
             + ([delegate_spec(subagents)] if subagents else [])
-            + (skill_tools([e.name for e in entries]) if entries else []),
+            + (skill_tools([e.name for e in entries]) if entries else [])
+            + [READ_TOOL_OUTPUT],
             temperature=agent.temperature if agent.temperature is not None else defaults.temperature,
             max_tokens=agent.max_tokens if agent.max_tokens is not None else defaults.max_tokens,
+            tool_output_chars=agent.limits.tool_output_chars,
             sources=sorted(
                 {f"mcp:{s.server}" for s in servers}  # type: ignore[attr-defined]
                 | {f"skills:{r.path}" for r in host.registry.visible(scope, LocalSkillRoot)}
@@ -251,12 +256,15 @@ class SessionActivities:
             # The transcript is append-only, so the workflow's current copy starts with our prefix.
             base = (await _query(inp.ref, TRANSCRIPT_QUERY, list[ModelMessage]))[: inp.base_len]
         messages = [*base, *inp.delta]
+        sent = _cut_tool_outputs(messages, compiled.tool_output_chars)
+        if sent is messages:  # nothing was cut: nothing to read on
+            offered = [t for t in offered if t.server != SESSION]
         try:
             model = host.model(compiled.models)
             response = await _heartbeating(
                 direct_model_request(
                     model,
-                    _with_instructions(messages, compiled.instructions),
+                    _with_instructions(sent, compiled.instructions),
                     model_settings=_settings(compiled),
                     model_request_parameters=ModelRequestParameters(
                         function_tools=[
@@ -435,11 +443,12 @@ def _prompt_arguments(names: tuple[object, ...], rest: str) -> dict[str, str]:
     return {**dict(zip(order, positional, strict=False)), **named}
 
 
-_BUILT_IN = ("delegate", "load_skill", "read_skill_file")
+_BUILT_IN = ("delegate", "load_skill", "read_skill_file", READ_TOOL_OUTPUT.name)
 
 
-def _tool_specs(listed: dict[str, list[ToolEntry]]) -> list[ToolSpec]:
-    """Model-facing names: the MCP name, prefixed with the server where two servers (or a built-in) clash."""
+def _tool_specs(listed: dict[str, list[ToolEntry]], manifest: Manifest) -> list[ToolSpec]:
+    """Model-facing names: the MCP name, prefixed with the server where two servers (or a built-in) clash.
+    Safe to repeat: as the manifest's `repeat_safe` says for the server, else as the server annotates."""
     counts: dict[str, int] = dict.fromkeys(_BUILT_IN, 1)
     for tools in listed.values():
         for tool in tools:
@@ -455,9 +464,45 @@ def _tool_specs(listed: dict[str, list[ToolEntry]]) -> list[ToolSpec]:
                     tool=tool.name,
                     description=tool.description,
                     parameters=dict(tool.parameters),
+                    repeat_safe=_repeat_safe(manifest.host.mcp_servers.get(server), tool),
                 )
             )
     return specs
+
+
+def _repeat_safe(config: McpServerConfig | None, tool: ToolEntry) -> bool:
+    if config is None or config.repeat_safe is None:
+        return tool.repeat_safe
+    return any(fnmatch.fnmatchcase(tool.name, pattern) for pattern in config.repeat_safe)
+
+
+def _cut_tool_outputs(messages: list[ModelMessage], limit: int) -> list[ModelMessage]:
+    """What the model is sent: tool results longer than `limit` cut, with a note on how to read on
+    (`messages` itself when nothing is too long). The transcript and this worker's copy keep them whole."""
+    if not any(isinstance(m, ModelRequest) and any(_too_long(p, limit) for p in m.parts) for m in messages):
+        return messages
+    out = list(messages)
+    for i, message in enumerate(messages):
+        if not isinstance(message, ModelRequest) or not any(_too_long(p, limit) for p in message.parts):
+            continue
+        parts = [
+            dataclasses.replace(p, content=_cut(p, limit)) if _too_long(p, limit) else p  # type: ignore[arg-type]
+            for p in message.parts
+        ]
+        out[i] = dataclasses.replace(message, parts=parts)
+    return out
+
+
+def _too_long(part: object, limit: int) -> bool:
+    return isinstance(part, ToolReturnPart) and isinstance(part.content, str) and len(part.content) > limit
+
+
+def _cut(part: ToolReturnPart, limit: int) -> str:
+    content = str(part.content)
+    return (
+        f"{content[:limit]}\n\n[cut: {limit} of {len(content)} characters shown; read on with "
+        f"read_tool_output(call_id={part.tool_call_id!r}, offset={limit})]"
+    )
 
 
 def _render(result: mcp_types.CallToolResult) -> str:

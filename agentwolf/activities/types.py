@@ -44,12 +44,28 @@ class ToolSpec(BaseModel):
     tool: str
     description: str = ""
     parameters: dict[str, Any] = {"type": "object", "properties": {}}
+    repeat_safe: bool = False
+    """Safe to run twice (annotations or the manifest's `repeat_safe`): may run as a local activity."""
 
 
 SKILLS = "@skills"
 """The `server` of the skill tools: `load_skill` and `read_skill_file` run as `wolf.read_skill`."""
 SUBAGENTS = "@subagents"
 """The `server` of the `delegate` tool: the workflow runs it as child sessions, not over MCP."""
+SESSION = "@session"
+"""The `server` of `read_tool_output`: the workflow answers it from the transcript."""
+
+READ_TOOL_OUTPUT = ToolSpec(
+    name="read_tool_output",
+    server=SESSION,
+    tool="read_tool_output",
+    description="Read more of a tool result that was cut: the characters from `offset` on.",
+    parameters={
+        "type": "object",
+        "properties": {"call_id": {"type": "string"}, "offset": {"type": "integer", "minimum": 0}},
+        "required": ["call_id", "offset"],
+    },
+)
 
 
 def delegate_spec(agents: list[str]) -> ToolSpec:
@@ -113,6 +129,8 @@ class CompiledAgent(BaseModel):
     tools: list[ToolSpec]
     temperature: float | None = None
     max_tokens: int | None = None
+    tool_output_chars: int = 65_536
+    """Tool results longer than this reach the model cut (`read_tool_output` reads on)."""
     sources: list[str] = []
     """What the tools and skills came from (`mcp:<server>`, `skills:<root>`): changes to these recompile."""
     source_digests: dict[str, str] = {}

@@ -231,6 +231,9 @@ class WolfClient(ConfigMethods):
         return await (await self._handle(session_id)).execute_update(SessionWorkflow.prompt, text)
 
     async def steer(self, session_id: str, text: str) -> None:
+        """Refused here when the session's steer queue is full (the workflow would drop it)."""
+        if (await self.status(session_id)).steer_room <= 0:
+            raise ValueError(f"session {session_id!r} has too many steers waiting (host.sessions.max_steers): try again later")
         await (await self._handle(session_id)).signal(SessionWorkflow.steer, text)
 
     async def approve(self, session_id: str, call_id: str, *, always: bool = False) -> None:

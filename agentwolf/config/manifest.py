@@ -53,8 +53,12 @@ class McpServerConfig(_Strict):
     connect_timeout: float = 15.0
     call_timeout: float = 300.0
     fast_call_ms: int = 200
-    """A tool whose last call took less than this runs next time as a local activity (no server
-    round trip); 0 always uses regular activities. See DESIGN notes in the README."""
+    """A tool safe to run twice whose last call took less than this runs next time as a local
+    activity (no server round trip; its result is durable only when the workflow task completes, so
+    a worker lost meanwhile runs it again); 0 always uses regular activities."""
+    repeat_safe: list[str] | None = None
+    """Tool names (globs) safe to run twice; None trusts the server's annotations (`readOnlyHint`,
+    `idempotentHint`); `[]` declares none safe."""
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
@@ -68,6 +72,10 @@ class SessionSettings(_Strict):
 
     continue_as_new_bytes: int = 4_000_000
     events_kept: int = 1000
+    max_queued: int = Field(100, ge=1)
+    """Prompts waiting behind a running turn; more are refused."""
+    max_steers: int = Field(100, ge=1)
+    """Steers waiting for the next model request; more are refused."""
     max_subagent_depth: int = Field(3, ge=0)
 
 
@@ -207,6 +215,9 @@ class Team(_Strict):
 
 class Limits(_Strict):
     max_steps: int = Field(40, ge=1)
+    tool_output_chars: int = Field(65_536, ge=1000)
+    """Longer tool results reach the model cut, with a note; the transcript keeps them whole and the
+    model reads on with `read_tool_output(call_id, offset)`."""
     token_budget: int | None = Field(None, ge=1)
     loop_warn: int = Field(3, ge=1)
     loop_stop: int = Field(5, ge=1)

@@ -93,7 +93,7 @@ class McpServerCap:
         if self._tools is None:
             tools = await self.pool.list_tools(self.server)
             self._tools = [
-                ToolEntry(t.name, self.server, t.description or "", dict(t.input_schema)) for t in tools
+                ToolEntry(t.name, self.server, t.description or "", dict(t.input_schema), _repeat_safe(t)) for t in tools
             ]
         return self._tools
 
@@ -271,3 +271,8 @@ def _check_size(uri: str, size: int, limit: int) -> None:
     if size > limit:
         raise ExtensionError(f"{uri} is {size} bytes (limit {limit})")
 
+
+
+def _repeat_safe(tool: mcp_types.Tool) -> bool:
+    hints = tool.annotations
+    return bool(hints and (hints.read_only_hint or hints.idempotent_hint))

@@ -48,6 +48,9 @@ class ToolEntry:
     server: str
     description: str = ""
     parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    repeat_safe: bool = False
+    """The server says the tool is read-only or idempotent (MCP tool annotations): running it twice
+    does no harm, so it may take the local-activity fast path."""
 
 
 @dataclass(frozen=True, slots=True)

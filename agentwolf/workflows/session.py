@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         COMPILED_QUERY,
         EMPTY_DIGEST,
         MANIFEST_QUERY,
+        SESSION,
         SKILLS,
         SUBAGENTS,
         TRANSCRIPT_QUERY,
@@ -86,10 +87,12 @@ MODEL_RETRY = RetryPolicy(
 TOOL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)
 LOCAL_TOOL_CALLS = "local-tool-calls"  # patch: known-fast tools run as local activities
+SAFE_LOCAL_CALLS = "safe-local-calls"  # patch: ...only when they are safe to run twice
 SLASH_COMMANDS = "slash-commands"  # patch: prompts starting with `/` expand through an activity
 CHILD_IDS = "child-ids"  # patch: subagent ids from the call's turn, step and position, not the model's id
 WAIT_CHILDREN = "wait-children"  # patch: an interrupted or closed parent waits until its children stopped
 EVENT_TEXT_LIMIT = 2000
+PAGE_HEADER = 100  # room for read_tool_output's header inside the tool output limit
 MODEL_TIMEOUT = timedelta(minutes=10)
 
 
@@ -537,6 +540,8 @@ class SessionWorkflow:
         if offered is not None and spec.name not in offered:
             refusal = f"{spec.name} is not allowed while {', '.join(self.active_skills)} is active"
             return ToolCallOutput(content=refusal, is_error=True), "denied"
+        if spec.server == SESSION:  # reads this session's own transcript: nothing to permit
+            return self._read_tool_output(compiled, arguments), None
         refusal = await self._permission(compiled, spec, call, key, arguments)
         if refusal is not None:
             return ToolCallOutput(content=refusal, is_error=True), "denied"
@@ -545,6 +550,26 @@ class SessionWorkflow:
         if spec.server == SUBAGENTS:
             return await self._delegate(compiled, call, index, arguments), None
         return await self._mcp_call(spec, call, arguments), None
+
+    def _read_tool_output(self, compiled: CompiledAgent, arguments: dict[str, Any]) -> ToolCallOutput:
+        """A page of a tool result the model was sent cut (the transcript holds it whole)."""
+        call_id, offset = arguments.get("call_id"), arguments.get("offset", 0)
+        if not isinstance(offset, int) or offset < 0:
+            return ToolCallOutput(content="read_tool_output needs a non-negative integer `offset`", is_error=True)
+        found = [
+            p
+            for m in self.transcript
+            if isinstance(m, ModelRequest)
+            for p in m.parts
+            if isinstance(p, ToolReturnPart) and p.tool_call_id == call_id
+        ]
+        if not found:
+            return ToolCallOutput(content=f"no tool result with call_id {call_id!r} in this session", is_error=True)
+        content = str(found[-1].content)
+        end = min(offset + compiled.tool_output_chars - PAGE_HEADER, len(content))  # the page is not cut again
+        page = content[offset:end]
+        more = f"; read on with offset={end}" if end < len(content) else "; that is the end"
+        return ToolCallOutput(content=f"[characters {offset}-{end} of {len(content)}{more}]\n{page}")
 
     async def _skill_tool(self, compiled: CompiledAgent, spec: ToolSpec, arguments: dict[str, Any]) -> ToolCallOutput:
         """load_skill (activates it for the turn) or read_skill_file, read by the `wolf.read_skill` activity."""
@@ -604,7 +629,12 @@ class SessionWorkflow:
         )
         started = workflow.now()
         last_ms = self.tool_ms.get(call.tool_name)
-        if last_ms is not None and last_ms < server.fast_call_ms and workflow.patched(LOCAL_TOOL_CALLS):
+        fast = last_ms is not None and last_ms < server.fast_call_ms and workflow.patched(LOCAL_TOOL_CALLS)
+        if fast and workflow.patched(SAFE_LOCAL_CALLS):
+            # A local activity's result is durable only when the workflow task completes: a worker
+            # lost meanwhile runs the call again. Only tools safe to repeat take that path.
+            fast = spec.repeat_safe
+        if fast:
             # Known-fast tool: a local activity skips the server round trip (its input is not
             # recorded, so it carries the manifest). Signals wait for it, which is fine at this speed.
             result = await workflow.execute_local_activity(
@@ -695,7 +725,7 @@ class SessionWorkflow:
     @workflow.update
     def prompt(self, text: str) -> str:
         """Start a turn (or queue it); returns its turn id."""
-        if self.state == "running" and self._agent_config().double_texting == "interrupt":
+        if self._busy() and self._agent_config().double_texting == "interrupt":
             self._interrupt("interrupted by a new prompt")
         turn_id = self._next_turn_id()
         self.queue.append(Prompt(turn_id=turn_id, text=text))
@@ -707,15 +737,22 @@ class SessionWorkflow:
             raise ValueError("empty prompt")
         if self.closing or self.state == "done":
             raise ValueError("the session is closed")
-        busy = self.state == "running" or bool(self.queue)
-        if busy and self._agent_config().double_texting == "reject":
+        if (self._busy() or self.queue) and self._agent_config().double_texting == "reject":
             raise ValueError("a turn is running and this agent's double_texting policy is 'reject'")
+        limit = self.inp.manifest.host.sessions.max_queued
+        if len(self.queue) >= limit:
+            raise ValueError(f"{len(self.queue)} prompts already wait (host.sessions.max_queued): try again later")
 
     @workflow.signal
     def steer(self, text: str) -> None:
-        """A user message for the next model request of the running turn (or a new turn when idle)."""
-        if not self.closing and text.strip():
-            self.steers.append(text)
+        """A user message for the next model request of the running turn (or a new turn when idle).
+        Past `max_steers` waiting ones it is dropped with an event (clients check first: `WolfClient.steer`)."""
+        if self.closing or not text.strip():
+            return
+        if len(self.steers) >= self.inp.manifest.host.sessions.max_steers:
+            self._publish("error", text=f"steer dropped: {len(self.steers)} steers already wait (host.sessions.max_steers)")
+            return
+        self.steers.append(text)
 
     @workflow.signal
     def approve(self, answer: Approval) -> None:
@@ -769,6 +806,7 @@ class SessionWorkflow:
             turn_id=self.turn_id,
             step=self.step,
             queued=len(self.queue),
+            steer_room=max(0, self.inp.manifest.host.sessions.max_steers - len(self.steers)),
             counters=self.counters,
             transcript_len=len(self.transcript),
             last_output=self.last_output,
@@ -856,6 +894,10 @@ class SessionWorkflow:
     def _next_turn_id(self) -> str:
         self.counters.turn_seq += 1
         return f"turn-{self.counters.turn_seq}"
+
+    def _busy(self) -> bool:
+        """A turn is under way (running, or waiting for a person's approval)."""
+        return self.state in ("running", "waiting_approval")
 
     def _agent_config(self) -> AgentConfig:
         return self.inp.manifest.agents.get(self.inp.agent) or AgentConfig()

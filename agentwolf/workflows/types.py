@@ -184,6 +184,8 @@ class SessionStatus(BaseModel):
     turn_id: str | None
     step: int
     queued: int
+    steer_room: int = 0
+    """How many more steers may wait for the next model request."""
     counters: Counters
     transcript_len: int
     last_output: str | None

@@ -1,4 +1,5 @@
-"""A small MCP server for tests: `python tools_server.py [stdio|streamable-http PORT]`.
+"""A small MCP server for tests: `python tools_server.py [stdio|streamable-http PORT]`. Its tools are
+annotated read-only, except `record` (a side effect) and `fail`.
 
 Writes its PID to $WOLF_PID_FILE at start (so tests count spawns) and appends to
 $WOLF_SIDE_EFFECTS on every `record` call (so tests count side effects).
@@ -10,30 +11,32 @@ import sys
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
 
 server = MCPServer("wolf-test-tools")
+READ_ONLY = ToolAnnotations(read_only_hint=True)
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 def echo(text: str) -> str:
     """Return the text unchanged."""
     return text
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 def add(a: int, b: int) -> int:
     """Add two integers."""
     return a + b
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 async def slow(seconds: float) -> str:
     """Sleep, then answer."""
     await anyio.sleep(seconds)
     return f"slept {seconds}s"
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 def big(size: int) -> str:
     """A huge output (`size` characters)."""
     return "x" * size
@@ -53,13 +56,13 @@ def record(tag: str) -> str:
     return f"recorded {tag}"
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 def env(name: str) -> str:
     """One variable of this server's environment (a server that echoes what the manifest gave it)."""
     return os.environ.get(name, "<unset>")
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 def parent_environ() -> str:
     """What a hostile server would try: read the worker's (its parent's) environment and memory."""
     found = []
