@@ -1,0 +1,361 @@
+"""Scale: idle sessions per worker process, and concurrent throughput against pydantic-ai's Temporal
+durable execution.
+
+The setup is bench/tool_round.py's: one Temporal dev server started by `WorkflowEnvironment.start_local`
+with AgentWolf's raised dispatch throttle (`dynamic_config_args()`), the same pydantic-ai
+`FunctionModel` script (a round is one model request plus one `add` call on the MCP stdio server
+tests/support/tools_server.py, ~500 chars of text alongside), and its pydantic-ai baseline
+(`Agent(..., capabilities=[TemporalDurability()])` with an `MCPToolset`, `PydanticAIPlugin` client).
+
+(a) Idle sessions. For each N in `--sizes`, a fresh AgentWolf worker runs in its own process
+    (`create_worker` with the model registered as `local:m`, production data converter), so its RSS
+    is its own. Five warm-up sessions (one turn, then closed) load what every worker loads once (the
+    sandbox's modules, the host, its MCP connection); then the baseline RSS; then N interactive
+    sessions, each with one short turn (one tool round), left idle; then the RSS again. Printed: RSS
+    over the baseline divided by N, and the latency (p50, p95) of `WolfClient.prompt` (a workflow
+    update) to a random idle session, `--probes` times, one at a time, each probe's turn finished
+    before the next. The worker caches at most 1,000 workflow runs (temporalio's default
+    `max_cached_workflows`): above that, idle sessions are evicted, cost no memory, and a prompt to
+    one of them replays its history first; the `cached` column says how many the worker holds.
+    Both RSS readings follow a `gc.collect()` in the worker.
+(b) Throughput. For each C in `--concurrency`, C sessions (C workflows for pydantic-ai) start at
+    once and each runs `--rounds` tool rounds; rounds/s = C x R / wall time from the first start to
+    the last result. Both workers run in this process, on the same server, one runtime measured at
+    a time, alternating, `--repeats` times (median). Printed as a ratio agentwolf / pydantic-ai.
+
+Targets (from the issue): idle sessions <= 150 KB each; throughput >= 1.7x pydantic-ai.
+
+Run:  python bench/scale.py [--sizes 100,500,1500] [--concurrency 20,50] [--rounds 20] [--probes 40]
+      [--parts idle,throughput]
+Smaller: python bench/scale.py --sizes 100,500 --concurrency 20 --rounds 10
+Needs `pydantic-ai-slim[mcp]` (pip install -e '.[bench]').
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path[:0] = [str(BENCH.parent), str(BENCH)]  # agentwolf from this checkout; tool_round beside us
+
+import tool_round  # noqa: E402 - after the path set-up
+from temporalio.client import Client  # noqa: E402
+from temporalio.service import RPCError  # noqa: E402
+from temporalio.testing import WorkflowEnvironment  # noqa: E402
+from temporalio.worker import Worker  # noqa: E402
+
+from agentwolf.client.devserver import dynamic_config_args, temporal_binary  # noqa: E402
+from agentwolf.client.wolf_client import WolfClient  # noqa: E402
+from agentwolf.config.manifest import Manifest  # noqa: E402
+from agentwolf.payloads import data_converter  # noqa: E402
+from agentwolf.worker.main import create_worker  # noqa: E402
+from agentwolf.workflows.types import SEARCH_ATTRIBUTES, workflow_id  # noqa: E402
+
+WARMUP_SESSIONS = 5
+IDLE_TARGET_KB, THROUGHPUT_TARGET = 150, 1.7
+
+
+def manifest(rounds: int) -> Manifest:
+    """tool_round.py's manifest: agent `a` on the worker's `local:m` with the MCP test tools."""
+    server = {"command": sys.executable, "args": [tool_round.TOOLS_SERVER]}
+    agent = {"model": "local:m", "capabilities": [{"mcp": "tools"}], "limits": {"max_steps": rounds + 5}}
+    return Manifest.model_validate({"host": {"mcp_servers": {"tools": server}}, "agents": {"a": agent}})
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+# -- (a) idle sessions: the worker process -----------------------------------------------------------
+
+
+def _rss_kb() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+async def worker_process_main(address: str, namespace: str, task_queue: str) -> None:
+    """The worker of (a), in its own process: answers `stats` lines on stdin with a JSON line
+    (`rss_kb`, `cached` workflow runs) until `stop` or the end of stdin."""
+    client = await Client.connect(address, namespace=namespace, data_converter=data_converter())
+    worker, hosts = create_worker(client, task_queue=task_queue, local_models={"m": tool_round.MODEL})
+    loop = asyncio.get_running_loop()
+    try:
+        async with worker:
+            print("ready", flush=True)
+            while (line := (await loop.run_in_executor(None, sys.stdin.readline)).strip()) not in ("", "stop"):
+                gc.collect()
+                running = getattr(getattr(worker, "_workflow_worker", None), "_running_workflows", None)
+                stats = {"rss_kb": _rss_kb(), "cached": len(running) if running is not None else -1}
+                print(json.dumps(stats), flush=True)
+    finally:
+        await hosts.close()
+
+
+class WorkerProcess:
+    def __init__(self, address: str, namespace: str, task_queue: str, log: Path) -> None:
+        self.log = open(log, "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--worker-process", address, namespace, task_queue],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+        )
+
+    async def _line(self) -> str:
+        line = await asyncio.to_thread(self.proc.stdout.readline)  # type: ignore[union-attr]
+        if not line:
+            raise RuntimeError(f"the worker process ended (exit {self.proc.wait()}); see {self.log.name}")
+        return line.strip()
+
+    async def ready(self) -> None:
+        while await self._line() != "ready":
+            pass
+
+    async def stats(self) -> dict[str, int]:
+        self.proc.stdin.write("stats\n")  # type: ignore[union-attr]
+        self.proc.stdin.flush()  # type: ignore[union-attr]
+        return json.loads(await self._line())
+
+    def stop(self) -> None:
+        try:
+            self.proc.stdin.write("stop\n")  # type: ignore[union-attr]
+            self.proc.stdin.close()  # type: ignore[union-attr]
+            self.proc.wait(30)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+async def _idle(wolf: WolfClient, sid: str, turns: int, interval: float) -> None:
+    """Wait until the session has finished `turns` turns and is idle."""
+    deadline = time.monotonic() + 300
+    while True:
+        status = await wolf.status(sid)
+        if status.counters.turns >= turns and status.state == "idle":
+            if status.last_outcome != "completed":
+                raise RuntimeError(f"{sid}: turn {turns} ended {status.last_outcome}")
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{sid}: turn {turns} did not finish ({status.state})")
+        await asyncio.sleep(interval)
+
+
+async def idle_sessions(client: Client, n: int, probes: int, work: Path, rng: random.Random) -> dict[str, float]:
+    address, namespace = client.service_client.config.target_host, client.namespace
+    task_queue = f"scale-idle-{n}-{uuid.uuid4().hex[:6]}"
+    wolf = WolfClient(client, task_queue=task_queue)
+    spec = manifest(rounds=1)
+    worker = WorkerProcess(address, namespace, task_queue, work / "worker.log")
+    sids: list[str] = []
+    try:
+        await worker.ready()
+        for _ in range(WARMUP_SESSIONS):
+            sid = await wolf.start_session("a", spec, prompt=tool_round.prompt_for(1))
+            await _idle(wolf, sid, 1, 0.05)
+            await wolf.close(sid)
+            await wolf.result(sid)
+        await asyncio.sleep(1)
+        base = await worker.stats()
+
+        started = time.monotonic()
+        gate = asyncio.Semaphore(20)
+
+        async def one() -> str:
+            async with gate:
+                sid = await wolf.start_session("a", spec, prompt=tool_round.prompt_for(1))
+                await _idle(wolf, sid, 1, 0.25)
+                return sid
+
+        sids = list(await asyncio.gather(*(one() for _ in range(n))))
+        setup = time.monotonic() - started
+        await asyncio.sleep(2)
+        held = await worker.stats()
+
+        latencies, turns = [], dict.fromkeys(sids, 1)
+        for _ in range(probes):
+            sid = rng.choice(sids)
+            t0 = time.perf_counter()
+            await wolf.prompt(sid, "and again?")
+            latencies.append((time.perf_counter() - t0) * 1000)
+            turns[sid] += 1
+            await _idle(wolf, sid, turns[sid], 0.02)
+        after = await worker.stats()
+    finally:
+        worker.stop()
+        await _terminate(client, wolf, sids)
+    return {
+        "n": n,
+        "base_mb": base["rss_kb"] / 1024,
+        "rss_mb": held["rss_kb"] / 1024,
+        "kb_each": (held["rss_kb"] - base["rss_kb"]) / n,
+        "cached": held["cached"],
+        "after_probes_mb": after["rss_kb"] / 1024,
+        "p50": statistics.median(latencies),
+        "p95": percentile(latencies, 0.95),
+        "setup_s": setup,
+    }
+
+
+async def _terminate(client: Client, wolf: WolfClient, sids: list[str]) -> None:
+    """End what (a) left running (the worker is gone): the next size starts from a quiet server."""
+    gate = asyncio.Semaphore(50)
+
+    async def end(sid: str) -> None:
+        async with gate:
+            try:
+                await client.get_workflow_handle(workflow_id(wolf.tenant, sid)).terminate("bench done")
+            except RPCError:
+                pass
+
+    await asyncio.gather(*(end(s) for s in sids))
+
+
+# -- (b) throughput --------------------------------------------------------------------------------
+
+
+class Runtime:
+    name = ""
+
+    async def batch(self, c: int, rounds: int) -> float:
+        """Run `c` sessions of `rounds` rounds at once; rounds per second."""
+        started = time.perf_counter()
+        await asyncio.gather(*(self.session(rounds) for _ in range(c)))
+        return c * rounds / (time.perf_counter() - started)
+
+    async def session(self, rounds: int) -> None:
+        raise NotImplementedError
+
+
+class AgentWolf(Runtime):
+    name = "agentwolf"
+
+    def __init__(self, client: Client, rounds: int) -> None:
+        self.wolf = WolfClient(client, task_queue="scale-wolf")
+        self.manifest = manifest(rounds)  # one manifest throughout: one host, one MCP process
+
+    async def session(self, rounds: int) -> None:
+        sid = await self.wolf.submit(tool_round.prompt_for(rounds), "a", self.manifest)
+        result = await self.wolf.result(sid)
+        assert result.output == "done" and result.counters.usage.tool_calls == rounds, result
+
+
+class PydanticAI(Runtime):
+    name = "pydantic-ai"
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    async def session(self, rounds: int) -> None:
+        wid = f"scale-pai-{uuid.uuid4().hex[:10]}"
+        args = [tool_round.prompt_for(rounds), rounds]
+        output = await self.client.execute_workflow(tool_round.PaiTurn.run, args=args, id=wid, task_queue="scale-pai")
+        assert output == "done", output
+
+
+async def throughput(client: Client, sizes: list[int], rounds: int, repeats: int) -> dict[int, dict[str, float]]:
+    address, namespace = client.service_client.config.target_host, client.namespace
+    pai_client = await Client.connect(address, namespace=namespace, plugins=[tool_round.PydanticAIPlugin()])
+    wolf_worker, hosts = create_worker(client, task_queue="scale-wolf", local_models={"m": tool_round.MODEL})
+    pai_worker = Worker(pai_client, task_queue="scale-pai", workflows=[tool_round.PaiTurn])
+    runtimes = [AgentWolf(client, rounds), PydanticAI(pai_client)]
+    measured: dict[int, dict[str, list[float]]] = {c: {r.name: [] for r in runtimes} for c in sizes}
+    try:
+        async with wolf_worker, pai_worker:
+            for runtime in runtimes:  # warm-up: process spawns, MCP connects, sandbox loads
+                await runtime.batch(2, tool_round.WARMUP_STEPS)
+            for rep in range(repeats):
+                for c in sizes:
+                    for runtime in runtimes if rep % 2 == 0 else runtimes[::-1]:
+                        rps = await runtime.batch(c, rounds)
+                        measured[c][runtime.name].append(rps)
+                        print(f"  C={c} {runtime.name}: {rps:.1f} rounds/s", file=sys.stderr)
+    finally:
+        await hosts.close()
+        await tool_round.PAI_TRANSPORT.close()
+    return {c: {name: statistics.median(v) for name, v in by.items()} for c, by in measured.items()}
+
+
+# -- main ----------------------------------------------------------------------------------------
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="100,500,1500", help="idle sessions per worker, comma-separated")
+    parser.add_argument("--probes", type=int, default=40, help="prompt updates timed per size")
+    parser.add_argument("--concurrency", default="20,50", help="concurrent sessions, comma-separated")
+    parser.add_argument("--rounds", type=int, default=20, help="tool rounds per session in (b)")
+    parser.add_argument("--repeats", type=int, default=2, help="measurements per runtime and C in (b)")
+    parser.add_argument("--parts", default="idle,throughput", help="idle, throughput or both")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    parts = {p.strip() for p in args.parts.split(",")}
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    concurrency = [int(c) for c in args.concurrency.split(",") if c.strip()]
+    rng = random.Random(args.seed)
+
+    with tempfile.TemporaryDirectory(prefix="wolf-scale-") as tmp:
+        work = Path(tmp)
+        os.environ["WOLF_PAYLOAD_STORE"] = str(work / "payloads")  # this process and the worker's
+        env = await WorkflowEnvironment.start_local(
+            dev_server_existing_path=temporal_binary(),
+            data_converter=data_converter(),
+            search_attributes=SEARCH_ATTRIBUTES,
+            dev_server_extra_args=dynamic_config_args(),
+        )
+        idle, rates = [], {}
+        try:
+            if "idle" in parts:
+                for n in sizes:
+                    idle.append(await idle_sessions(env.client, n, args.probes, work, rng))
+                    print(f"  idle N={n}: {idle[-1]}", file=sys.stderr)
+            if "throughput" in parts:
+                rates = await throughput(env.client, concurrency, args.rounds, args.repeats)
+        finally:
+            await env.shutdown()
+
+    if idle:
+        print(f"(a) idle sessions on one worker process; {args.probes} prompt updates to random idle sessions")
+        print(
+            f"{'N':>5} {'base MB':>8} {'RSS MB':>7} {'KB/session':>10} {'cached':>6} "
+            f"{'p50 ms':>7} {'p95 ms':>7} {'setup s':>7}"
+        )
+        for r in idle:
+            print(
+                f"{r['n']:>5} {r['base_mb']:>8.0f} {r['rss_mb']:>7.0f} {r['kb_each']:>10.1f} {r['cached']:>6} "
+                f"{r['p50']:>7.1f} {r['p95']:>7.1f} {r['setup_s']:>7.0f}"
+            )
+        worst = max(r["kb_each"] for r in idle)
+        print(f"RSS per idle session: at most {worst:.0f} KB  goal <= {IDLE_TARGET_KB} KB")
+    if rates:
+        print(f"(b) concurrent sessions of {args.rounds} tool rounds; median of {args.repeats} per runtime")
+        print(f"{'C':>4} {'agentwolf r/s':>13} {'pydantic-ai r/s':>15} {'ratio':>6}")
+        for c, by in rates.items():
+            ratio = by["agentwolf"] / by["pydantic-ai"]
+            print(f"{c:>4} {by['agentwolf']:>13.1f} {by['pydantic-ai']:>15.1f} {ratio:>6.2f}")
+        worst_ratio = min(by["agentwolf"] / by["pydantic-ai"] for by in rates.values())
+        print(f"throughput ratio (agentwolf / pydantic-ai): at least {worst_ratio:.2f}  goal >= {THROUGHPUT_TARGET}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "--worker-process":
+        asyncio.run(worker_process_main(*sys.argv[2:]))
+    else:
+        asyncio.run(main())
