@@ -3,11 +3,15 @@ wedged, failed or lost a result before, on the real stack."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from pydantic_ai.messages import ModelResponse, ToolCallPart, ToolReturnPart
+from temporalio import workflow
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
-from temporalio.exceptions import CancelledError
-from temporalio.worker import Worker
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, CancelledError
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from agentwolf.activities.session import SessionActivities
 from agentwolf.config.manifest import Manifest
@@ -184,9 +188,7 @@ async def test_a_tool_result_that_arrives_with_the_interrupt_is_kept(client, tas
     assert [(r.content, r.outcome) for r in _returns(transcript)] == [("slept 1.5s", "success")]
 
 
-def _ms(n: int):
-    from datetime import timedelta
-
+def _ms(n: int) -> timedelta:
     return timedelta(milliseconds=n)
 
 
@@ -358,3 +360,77 @@ async def test_queued_prompts_and_waiting_steers_are_bounded(wolf, run_worker):
             await wolf.steer(sid, "another hint")
         await wolf.close(sid)
         await wolf.result(sid)
+
+
+# -- 12: what a worker fetches on a cache miss is checked against the digest it was sent ------------
+
+
+@workflow.defn(name="CacheMissProbe", sandboxed=False)
+class CacheMissProbe:
+    """Asks `wolf.model_request` with digests its queries do not honour (a tampered or buggy session)."""
+
+    @workflow.init
+    def __init__(self, inp: dict) -> None:
+        self.inp = inp
+
+    @workflow.run
+    async def run(self, inp: dict) -> str:
+        try:
+            await workflow.execute_activity(
+                "wolf.model_request",
+                inp["request"],
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(maximum_attempts=1),
+            )
+        except ActivityError as err:
+            return str(err.cause)
+        return "answered"
+
+    @workflow.query(name="compiled")
+    def compiled(self) -> dict:
+        return self.inp["compiled"]
+
+    @workflow.query(name="transcript")
+    def transcript(self) -> list:
+        return self.inp["transcript"]
+
+    @workflow.query(name="manifest")
+    def manifest(self) -> dict:
+        return self.inp["manifest"]
+
+
+@pytest.mark.parametrize("tampered", ["compiled", "transcript"])
+async def test_a_prefix_or_compiled_agent_fetched_on_a_miss_must_match_its_digest(client, task_queue, tampered):
+    from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
+
+    from agentwolf.activities.types import EMPTY_DIGEST, CompiledAgent, chain_digest
+
+    manifest = make_manifest()
+    compiled = CompiledAgent(agent="a", models=["local:m"], instructions="", tools=[])
+    prefix = [ModelRequest(parts=[UserPromptPart("the real first prompt")])]
+    served = [ModelRequest(parts=[UserPromptPart("a different first prompt")])] if tampered == "transcript" else prefix
+    served_compiled = compiled.model_copy(update={"instructions": "changed"}) if tampered == "compiled" else compiled
+    wid = workflow_id("default", f"probe-{tampered}")
+    request = {
+        "ref": {"config_id": manifest.identity, "tenant": "default", "workflow_id": wid},
+        "compiled_digest": compiled.digest,
+        "base_len": 1,
+        "base_digest": chain_digest(EMPTY_DIGEST, prefix),
+        "delta": [],
+    }
+    inp = {
+        "request": request,
+        "compiled": served_compiled.model_dump(mode="json"),
+        "transcript": ModelMessagesTypeAdapter.dump_python(served, mode="json"),
+        "manifest": manifest.model_dump(mode="json"),
+    }
+    hosts = HostRegistry({"m": Script(lambda s: text("should not be asked")).model})
+    activities = SessionActivities(hosts)
+    async with Worker(
+        client, task_queue=task_queue, workflows=[CacheMissProbe], activities=[activities.model_request],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    ):  # fmt: skip
+        outcome = await client.execute_workflow(CacheMissProbe.run, inp, id=wid, task_queue=task_queue)
+    await hosts.close()
+    expected = {"compiled": "compiled agent does not match", "transcript": "transcript prefix (1 messages) does not match"}
+    assert expected[tampered] in outcome

@@ -32,6 +32,7 @@ from temporalio.exceptions import ApplicationError
 
 from agentwolf.activities.types import (
     COMPILED_QUERY,
+    EMPTY_DIGEST,
     MANIFEST_QUERY,
     READ_TOOL_OUTPUT,
     SESSION,
@@ -244,6 +245,11 @@ class SessionActivities:
         compiled = host.compiled.get(inp.compiled_digest)
         if compiled is None:
             compiled = await _query(inp.ref, COMPILED_QUERY, CompiledAgent)
+            if compiled is None or compiled.digest != inp.compiled_digest:
+                raise ApplicationError(
+                    f"the session's compiled agent does not match the digest {inp.compiled_digest} it was sent with",
+                    type="CompiledMismatch",
+                )
             host.keep(compiled)
         if inp.ref.workflow_id not in host.sessions:
             host.track(inp.ref.workflow_id, compiled.sources)
@@ -253,8 +259,14 @@ class SessionActivities:
         base = host.transcript(inp.ref.workflow_id, inp.base_len, inp.base_digest) if inp.base_len else []
         cache_hit = base is not None
         if base is None:
-            # The transcript is append-only, so the workflow's current copy starts with our prefix.
+            # The transcript is append-only, so the workflow's current copy starts with our prefix;
+            # checked against the digest the workflow sent, like a cached copy.
             base = (await _query(inp.ref, TRANSCRIPT_QUERY, list[ModelMessage]))[: inp.base_len]
+            if len(base) != inp.base_len or chain_digest(EMPTY_DIGEST, base) != inp.base_digest:
+                raise ApplicationError(
+                    f"the session's transcript prefix ({len(base)} messages) does not match the digest it was sent with",
+                    type="TranscriptMismatch",
+                )
         messages = [*base, *inp.delta]
         sent = _cut_tool_outputs(messages, compiled.tool_output_chars)
         if sent is messages:  # nothing was cut: nothing to read on
@@ -322,7 +334,8 @@ class SessionActivities:
             return ToolCallOutput(content=f"tool call timed out after {timeout:g}s", is_error=True)
         except (ValidationError, RuntimeError) as exc:  # an answer the MCP client cannot parse
             return ToolCallOutput(content=f"MCP server {inp.server!r} sent an unusable answer: {exc}", is_error=True)
-        await asyncio.sleep(0)  # let a list_changed that arrived with the result reach the cap
+        # A server announces a list change before it answers: the SDK spawns the notification's
+        # handler (which bumps the cap's version) before it hands over the answer, so it has run.
         changed = cap is not None and cap.version != version
         return ToolCallOutput(content=_render(result), is_error=bool(result.is_error), changed=changed)
 
