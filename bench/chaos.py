@@ -2,7 +2,7 @@
 the Temporal dev server is stopped and restarted on its SQLite file, at random points; every session must finish with every message and tool result exactly once.
 
 Each iteration runs `--sessions` sessions against a scripted OpenAI-compatible model on 127.0.0.1
-that calls `record(tag)` and `slow(0.3)` in parallel for `--steps` steps, in one of three scenarios:
+that calls `record(tag)` and `slow(0.3)` in parallel for `--steps` steps, in one of four scenarios:
 - `steps`: background tasks of `--steps` steps; the worker is SIGKILLed, the MCP server killed or
   the dev server restarted at a random moment;
 - `continue_as_new`: interactive sessions that snapshot at every idle point
@@ -13,16 +13,27 @@ that calls `record(tag)` and `slow(0.3)` in parallel for `--steps` steps, in one
 - `approval`: background tasks whose `record` calls need approval (`confirm`), answered by a
   person 0.1-1.5 s after they are asked (by signal: an answer can arrive while no worker runs);
   the worker is SIGKILLed 50-600 ms after the model asks for a chosen step's calls, i.e. while
-  that approval waits or just after it is answered.
+  that approval waits or just after it is answered;
+- `local_activity`: background tasks calling `record(tag)` and `lookup(tag, 0.3)` in parallel, both
+  servers with `fast_call_ms: 2000`; `lookup` (tests/chaos/lookup_server.py) is annotated read-only,
+  so from its second call on it runs as a local activity, while `record` (not annotated) must stay
+  a regular activity however fast it is. The worker is SIGKILLed 0-100 ms after a chosen step's
+  `lookup` started (it sleeps 300 ms), i.e. during that local activity.
 It checks:
 - the session completes, each of its prompts appears once, every tool call has exactly one result;
 - the side-effect tool ran at most twice per tag (the documented guarantee: a completed call never
   re-runs; a call in flight when its worker dies is retried once on another worker), and at least
   once unless the MCP server itself was killed during that call (then the model sees an error);
-- approved calls ran (their results say so); continue-as-new sessions did continue as new.
+- approved calls ran (their results say so); continue-as-new sessions did continue as new;
+- `local_activity`: every `lookup` ran, and at most once more than once per worker kill (a local
+  activity's result is durable only when its workflow task completes, so the call in flight when
+  the worker dies runs again: the documented guarantee for tools safe to repeat; counted as
+  `reran_repeat_safe`); `record` never ran as a local activity (read back from the histories: no
+  local-activity marker carries its result, each call is a scheduled activity) and keeps the
+  guarantee above; the killed call was a local activity.
 Where the worker kills landed (read back from the histories) is reported, not judged.
 
-Run:  python bench/chaos.py [--iterations 50] [--seed 1] [--scenarios steps,continue_as_new,approval]
+Run:  python bench/chaos.py [--iterations 50] [--seed 1] [--scenarios steps,continue_as_new,approval,local_activity]
 (tests/chaos runs small seeded versions)
 """
 
@@ -63,7 +74,13 @@ from agentwolf.workflows.types import Approval, workflow_id
 from tests.support.openai_server import Reply, ScriptedOpenAI
 
 TOOLS_SERVER = str(Path(__file__).resolve().parents[1] / "tests" / "support" / "tools_server.py")
-SCENARIOS = ("steps", "continue_as_new", "approval")
+LOOKUP_SERVER = str(Path(__file__).resolve().parents[1] / "tests" / "chaos" / "lookup_server.py")
+SCENARIOS = ("steps", "continue_as_new", "approval", "local_activity")
+LOOKUP_SECONDS = 0.3
+"""How long a `lookup` call takes: the worker is killed during it."""
+FAST_CALL_MS = 2000
+"""The `local_activity` scenario's `fast_call_ms`: `lookup` (and `record`, were it safe to repeat)
+count as known fast."""
 ITERATION_DEADLINE = 240.0
 """Seconds an iteration may take before its sessions count as stuck."""
 
@@ -76,6 +93,10 @@ class Report:
     lost: int = 0
     duplicated: int = 0
     over_guarantee: int = 0
+    reran_repeat_safe: int = 0
+    """Repeat-safe calls that ran again after a worker kill (local activities): within the guarantee."""
+    local_side_effects: int = 0
+    """Calls of the side-effect tool that ran as local activities (each one is outside the guarantee)."""
     faults: Counter[str] = field(default_factory=Counter)
     scenarios: Counter[str] = field(default_factory=Counter)
     landed: Counter[str] = field(default_factory=Counter)
@@ -127,6 +148,8 @@ class _Model:
         if callback := self.watch.pop((prompt, done), None):
             callback()
         tag = f"{prompt}-{done}"
+        if prompt.startswith("la"):  # the local_activity scenario
+            return Reply(tool_calls=[("record", {"tag": tag}), ("lookup", {"tag": tag, "seconds": LOOKUP_SECONDS})])
         return Reply(tool_calls=[("record", {"tag": tag}), ("slow", {"seconds": 0.3 + done / 1000})])
 
 
@@ -250,22 +273,31 @@ class _Iteration:
         self.workers: list[subprocess.Popen[bytes]] = []
         self.deadline = time.monotonic() + ITERATION_DEADLINE
 
-    def manifest(self, **host: object) -> Manifest:
+    def manifest(self, *, fast_call_ms: int = 0, lookups: Path | None = None, **host: object) -> Manifest:
+        """The test tools (`record`, `slow`...), and with `lookups` the lookup server counting into it."""
+        servers: dict[str, object] = {
+            "tools": {
+                "command": sys.executable,
+                "args": [TOOLS_SERVER],
+                "env": {"WOLF_SIDE_EFFECTS": str(self.effects), "WOLF_PID_FILE": str(self.pid_file)},
+                "fast_call_ms": fast_call_ms,
+            }
+        }
+        if lookups is not None:
+            servers["lookups"] = {
+                "command": sys.executable,
+                "args": [LOOKUP_SERVER],
+                "env": {"WOLF_LOOKUPS": str(lookups)},
+                "fast_call_ms": fast_call_ms,
+            }
         return Manifest.model_validate(
             {
                 "host": {
                     "models": {"providers": {"openai": {"api_key": "k", "base_url": self.base_url}}},
-                    "mcp_servers": {
-                        "tools": {
-                            "command": sys.executable,
-                            "args": [TOOLS_SERVER],
-                            "env": {"WOLF_SIDE_EFFECTS": str(self.effects), "WOLF_PID_FILE": str(self.pid_file)},
-                            "fast_call_ms": 0,
-                        }
-                    },
+                    "mcp_servers": servers,
                     **host,
                 },
-                "agents": {"a": {"model": "openai:gpt-4o-mini", "capabilities": [{"mcp": "tools"}]}},
+                "agents": {"a": {"model": "openai:gpt-4o-mini", "capabilities": [{"mcp": name} for name in servers]}},
             }
         )
 
@@ -420,6 +452,48 @@ class _Iteration:
             self.model.watch.clear()
             self.stop_workers()
 
+    async def run_local_activity(self) -> None:
+        """Background tasks calling `record` and the read-only `lookup` in parallel, both known fast;
+        the worker is killed while a chosen step's `lookup` runs as a local activity."""
+        rng, it, steps = self.rng, self.it, self.steps
+        if steps < 2:
+            raise ValueError("local_activity needs --steps >= 2: a tool's first call is never a local activity")
+        lookups = self.work / f"lookups-{it}"
+        manifest = self.manifest(fast_call_ms=FAST_CALL_MS, lookups=lookups)
+        prompts = [f"la{it}s{i}x{steps}" for i in range(self.sessions)]
+        target = rng.randrange(self.sessions)
+        tag = f"{prompts[target]}-{rng.randrange(1, steps)}"  # step 0's calls are regular activities
+        delay = rng.uniform(0.0, 0.1)
+        self.start_worker()
+        try:
+            sids = [await self.wolf.submit(p, "a", manifest) for p in prompts]
+            await _started(lookups, tag, self.deadline)
+            await asyncio.sleep(delay)
+            self.kill_worker()
+            await self.check(sids, [[p] for p in prompts], "worker")
+            ran = Counter(lookups.read_text().split())
+            for n_tag in (f"{p}-{n}" for p in prompts for n in range(steps)):
+                if not 1 <= ran[n_tag] <= 2:  # one kill: the call in flight may run once more
+                    self.report.over_guarantee += 1
+                    self.report.problems.append(f"lookup {n_tag} ran {ran[n_tag]} times (1 worker kill)")
+                self.report.reran_repeat_safe += ran[n_tag] == 2
+            for sid, prompt in zip(sids, prompts, strict=True):
+                local, scheduled = await _tool_calls(self.client, workflow_id("default", sid))
+                side_effects = [c for c in local if c.startswith("recorded ")]
+                if side_effects:
+                    self.report.local_side_effects += len(side_effects)
+                    self.report.over_guarantee += len(side_effects)
+                    self.report.problems.append(f"{sid}: `record` ran as a local activity: {side_effects}")
+                if scheduled.count("record") != steps:
+                    self.report.problems.append(f"{sid}: {scheduled.count('record')} `record` activities for {steps} steps")
+                if prompt == prompts[target]:
+                    where = "a local activity" if f"looked up {tag}" in local else "a regular activity"
+                    self.report.landed[f"local_activity: during {where}"] += 1
+                    if where != "a local activity":
+                        self.report.problems.append(f"{sid}: the killed lookup {tag} was not a local activity")
+        finally:
+            self.stop_workers()
+
     async def _turns_done(self, sid: str, n: int) -> bool:
         while True:
             status = await self.wolf.status(sid)
@@ -475,6 +549,34 @@ def _check(report: Report, sid: str, prompts: list[str], transcript, steps: int)
         report.problems.append(f"{sid}: {extra} duplicated tool results")
 
 
+async def _started(log: Path, tag: str, deadline: float) -> None:
+    """Wait until a call of `lookup` for `tag` has started (its line is in the log)."""
+    while not (log.exists() and tag in log.read_text().split()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"lookup {tag} never started")
+        await asyncio.sleep(0.005)
+
+
+async def _tool_calls(client: Client, wid: str) -> tuple[list[str], list[str]]:
+    """(results of the tool calls that ran as local activities, tools called as regular activities),
+    read from the history: a local activity leaves only a marker with its result, a regular one its
+    scheduled input."""
+    history = await client.get_workflow_handle(wid).fetch_history()
+    local, scheduled = [], []
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+            details = event.marker_recorded_event_attributes.details
+            if "result" in details and details["result"].payloads:
+                result = json.loads(details["result"].payloads[0].data)
+                if isinstance(result, dict) and isinstance(result.get("content"), str):
+                    local.append(result["content"])
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            attributes = event.activity_task_scheduled_event_attributes
+            if attributes.activity_type.name == "wolf.call_tool":
+                scheduled.append(json.loads(attributes.input.payloads[0].data)["tool"])
+    return local, scheduled
+
+
 async def _continue_as_new_landing(client: Client, wid: str) -> str:
     """Where a worker kill landed in a continue-as-new session, read from its runs' histories: the
     first workflow task that timed out (its worker died) or the first retried activity."""
@@ -521,7 +623,9 @@ def main() -> None:
     print(
         f"{report.completed}/{report.sessions} sessions complete over {report.iterations} iterations "
         f"(scenarios: {dict(report.scenarios)}; faults: {dict(report.faults)}), {report.lost} lost, "
-        f"{report.duplicated} duplicated, {report.over_guarantee} side effects outside the guarantee; "
+        f"{report.duplicated} duplicated, {report.over_guarantee} side effects outside the guarantee "
+        f"({report.local_side_effects} side-effect calls as local activities; {report.reran_repeat_safe} repeat-safe "
+        f"calls ran again after a kill, as allowed); "
         f"{time.monotonic() - started:.0f}s"
     )
     if report.landed:
