@@ -1,40 +1,134 @@
-"""Recorded histories of every session feature replay against today's workflow code.
+"""Recorded histories of every session feature replay against today's workflow code, through the data
+converter production clients and workers use (`agentwolf.payloads.data_converter()`: pydantic JSON,
+payloads over 256 KiB in external storage), its filesystem store pointed at the payloads the corpus
+references, kept in tests/histories/payloads (`external_payload` references two). The replayer reads a
+copy of that folder: replaying stores the big payloads the workflow sends again (an unchanged one
+only gets a new mtime, a changed one a new file), which must not write into the repository.
 
 Re-record with `python tests/histories/record.py` (runs the recording tests with
-WOLF_RECORD_HISTORIES=1); gate command-changing workflow edits with `workflow.patched()`.
+WOLF_RECORD_HISTORIES=1, then these); gate command-changing workflow edits with `workflow.patched()`.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
+from google.protobuf.message import Message
+from temporalio.api.common.v1 import Payload
+from temporalio.api.sdk.v1 import ExternalStorageReference
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from agentwolf.payloads import DIGEST, THRESHOLD, data_converter, filesystem_root
 from agentwolf.worker.main import SANDBOX, WORKFLOWS
+from agentwolf.workflows.types import workflow_id
+from tests.conftest import HISTORIES, make_manifest, record_history
+from tests.support.models import Script, sequence, text, tool
 
-HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+HISTORY_FILES = sorted(HISTORIES.glob("*.json"))
+PAYLOADS = HISTORIES / "payloads"
+"""The corpus's payload store: `<first two hex>/<sha256>` files, as `FilesystemDriver` keeps them."""
+REFERENCE_TYPE = ExternalStorageReference.DESCRIPTOR.full_name.encode()
+
+
+@pytest.fixture(scope="module")
+def corpus_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of tests/histories/payloads for the replayer's store."""
+    store = tmp_path_factory.mktemp("corpus-payloads")
+    shutil.copytree(PAYLOADS, store, dirs_exist_ok=True)
+    return store
 
 
 def test_the_corpus_covers_every_feature():
-    names = {p.stem for p in HISTORIES}
+    names = {p.stem for p in HISTORY_FILES}
     assert {
         "multi_step_turn", "steer", "interrupt_tool_call", "interrupt_model_request", "double_texting_queue",
         "double_texting_reject", "loop_guard", "token_budget", "failed_turn", "continue_as_new_first_run",
         "subagents", "team_sequential", "approval_denied", "approval_always",
         "config_changed", "config_unchanged", "config_registry_rollback", "config_registry_continue_as_new",
-        "skills_hot_reload", "mcp_tools_changed", "slash_commands",
+        "skills_hot_reload", "mcp_tools_changed", "slash_commands", "external_payload",
     } <= names
 
 
-@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
-async def test_replay(path: Path):
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter, workflow_runner=SANDBOX)
+def test_the_corpus_keeps_every_payload_it_references_and_no_other():
+    referenced = {d for path in HISTORY_FILES for d in references(_load(path))}
+    assert referenced, "no recorded history holds an external-storage reference"
+    kept = {f.name for f in PAYLOADS.glob("??/*") if DIGEST.fullmatch(f.name)}
+    assert kept == referenced
+
+
+@pytest.mark.parametrize("path", HISTORY_FILES, ids=[p.stem for p in HISTORY_FILES])
+async def test_replay(path: Path, corpus_store: Path):
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=data_converter(str(corpus_store)), workflow_runner=SANDBOX)
+    await replayer.replay_workflow(_load(path))
+
+
+async def test_a_session_whose_tool_output_went_to_external_storage_replays(wolf, run_worker, client):
+    """A tool output just over the threshold leaves a reference in history; the session replays with
+    the production converter. With WOLF_RECORD_HISTORIES=1 it is saved as `external_payload`, with
+    the payloads it references copied into tests/histories/payloads (and ones no history names removed)."""
+    script = Script(sequence(tool("big", {"size": THRESHOLD}), text("done")))
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.submit("fetch the big thing", "a", make_manifest())
+        result = await wolf.result(sid)
+    wid = workflow_id("default", sid)
+    history = await client.get_workflow_handle(wid).fetch_history()
+    assert result.outcome == "completed" and result.output == "done"
+    digests = references(history)
+    assert digests, "the tool output should have gone to external storage"
+    live = Replayer(workflows=WORKFLOWS, data_converter=data_converter(), workflow_runner=SANDBOX)
+    await live.replay_workflow(history)  # references resolved from the live store
+    if os.environ.get("WOLF_RECORD_HISTORIES") == "1":
+        await record_history(client, wid, "external_payload")
+        store = filesystem_root()
+        assert store is not None, "recording needs a filesystem payload store"
+        for digest in digests:
+            target = PAYLOADS / digest[:2] / digest
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(store / digest[:2] / digest, target)
+        _prune()
+
+
+def references(history: WorkflowHistory) -> set[str]:
+    """The digests of every external-storage reference in the history's payloads."""
+    found: set[str] = set()
+
+    def walk(message: Message) -> None:
+        if isinstance(message, Payload):
+            if message.metadata.get("messageType") == REFERENCE_TYPE:
+                found.add(json.loads(message.data)["claimData"]["sha256"])
+            return
+        for field, value in message.ListFields():
+            if field.message_type is None:
+                continue
+            if isinstance(value, Message):
+                walk(value)
+            else:  # a repeated field or a map of messages
+                for item in value.values() if hasattr(value, "values") else value:
+                    walk(item)
+
+    for event in history.events:
+        walk(event)
+    return found
+
+
+def _load(path: Path) -> WorkflowHistory:
     text = path.read_text()
     # The recorded id: workflows derive their tenant from it (and refuse a mismatching input).
     started = json.loads(text)["events"][0]["workflowExecutionStartedEventAttributes"]
-    history = WorkflowHistory.from_json(started["workflowId"], text)
-    await replayer.replay_workflow(history)
+    return WorkflowHistory.from_json(started["workflowId"], text)
+
+
+def _prune() -> None:
+    """Remove corpus payloads that no recorded history references any more (re-recording makes new ones)."""
+    referenced = {d for path in HISTORIES.glob("*.json") for d in references(_load(path))}
+    for file in PAYLOADS.glob("??/*"):
+        if DIGEST.fullmatch(file.name) and file.name not in referenced:
+            file.unlink()
+    for folder in PAYLOADS.glob("??"):
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()

@@ -1,4 +1,12 @@
-"""Re-record the replay corpus: runs the tests that save histories, with recording on."""
+"""Re-record the replay corpus: runs the tests that save histories, with recording on, then replays
+the corpus (tests/test_replay.py).
+
+The tests' clients and workers use the production data converter (`agentwolf.payloads.data_converter()`,
+tests/conftest.py), so payloads over 256 KiB go to the run's filesystem store and history keeps a
+reference; the test that records `external_payload` copies the payloads it references into
+tests/histories/payloads (and removes the ones no history references any more), where the replayer's
+store points. Commit the histories and that folder together.
+"""
 
 import os
 import subprocess
@@ -14,6 +22,11 @@ tests = [
     "tests/test_approvals.py",
     "tests/test_configs.py",
     "tests/test_skills_in_sessions.py",
+    "tests/test_replay.py::test_a_session_whose_tool_output_went_to_external_storage_replays",
 ]
 env = {**os.environ, "WOLF_RECORD_HISTORIES": "1"}
-sys.exit(subprocess.call([sys.executable, "-m", "pytest", "-q", *tests], cwd=root, env=env))
+recorded = subprocess.call([sys.executable, "-m", "pytest", "-q", *tests], cwd=root, env=env)
+if recorded:
+    sys.exit(recorded)
+replayed = subprocess.call([sys.executable, "-m", "pytest", "-q", "tests/test_replay.py"], cwd=root)
+sys.exit(replayed)
