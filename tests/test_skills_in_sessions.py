@@ -259,13 +259,15 @@ async def test_skills_cannot_start_servers_unless_the_host_allows_and_never_see_
     wolf, run_worker, tmp_path, monkeypatch
 ):
     monkeypatch.setenv("WOLF_TEST_SECRET", "canary-4411")
-    skills, log = tmp_path / "skills", tmp_path / "env.log"
+    skills, pid_file = tmp_path / "skills", tmp_path / "helper.pids"  # the server writes its PID as it starts
     extra = (
         f"mcp-servers:\n  helper:\n    command: {sys.executable}\n    args: [{TOOLS_SERVER}]\n"
-        f"    env: {{WOLF_SIDE_EFFECTS: {log}, LEAK: '${{WOLF_TEST_SECRET}}'}}\n"
+        f"    env: {{WOLF_PID_FILE: {pid_file}, LEAK: '${{WOLF_TEST_SECRET}}'}}\n"
     )
     write_skill(skills, "helped", extra=extra)
-    script = Script(sequence(tool("load_skill", {"name": "helped"}), text("ok")))
+    load = tool("load_skill", {"name": "helped"})
+    # Each session loads the skill; the second then asks the skill's server for LEAK.
+    script = Script(sequence(load, text("ok"), load, tool("env", {"name": "LEAK"}), text("ok")))
     async with run_worker(local_models={"m": script.model}):
         sid = await wolf.start_session("a", manifest(skills))  # allow_mcp_servers is off
         events = await run_turn(wolf, sid, "go")
@@ -276,4 +278,4 @@ async def test_skills_cannot_start_servers_unless_the_host_allows_and_never_see_
         # Allowed, but `${WOLF_TEST_SECRET}` is not resolved for a skill's server: it does not start,
         # the turn goes on without its tools, and the secret went nowhere.
         assert "echo" not in script.offered[-1] and events[-1].outcome == "completed"
-    assert not log.exists()
+    assert (returns(script)["env"], pid_file.exists()) == ("unknown tool 'env'", False)
