@@ -19,7 +19,7 @@ from agentwolf.worker.host import HostRegistry
 from agentwolf.worker.main import SANDBOX, WORKFLOWS
 from agentwolf.workflows.session import Staleness
 from agentwolf.workflows.types import workflow_id
-from tests.conftest import make_manifest, tools_server, wait_for
+from tests.conftest import make_manifest, record_history, tools_server, wait_for
 from tests.support.models import Script, text, user_texts
 
 
@@ -434,3 +434,54 @@ async def test_a_prefix_or_compiled_agent_fetched_on_a_miss_must_match_its_diges
     await hosts.close()
     expected = {"compiled": "compiled agent does not match", "transcript": "transcript prefix (1 messages) does not match"}
     assert expected[tampered] in outcome
+
+
+# -- 10: a long approval wait continues as new, and the wait survives it -----------------------------
+
+
+async def test_a_turn_waiting_for_approval_continues_as_new_and_resumes(wolf, run_worker):
+    def model(s):
+        if s.calls == 1:
+            return ModelResponse(
+                parts=[
+                    ToolCallPart("add", {"a": 1, "b": 2}, tool_call_id="free"),
+                    ToolCallPart("echo", {"text": "approved text"}, tool_call_id="ask"),
+                ]
+            )
+        return text(f"done after {len(user_texts(s.requests[-1]))} user texts")
+
+    script = Script(model)
+    manifest = _confirming("queue", max_steers=200, continue_as_new_bytes=1)
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.start_session("a", manifest)
+        handle = wolf.client.get_workflow_handle(workflow_id("default", sid))
+        first_run = (await handle.describe()).run_id
+        await wolf.prompt(sid, "go")
+        await wait_for(lambda: _state(wolf, sid, "waiting_approval"))
+        for i in range(40):  # the inputs that grow a waiting run's history
+            await wolf.steer(sid, f"hint {i}")
+        status = await wait_for(lambda: _continued(wolf, sid))
+        assert status.state == "waiting_approval" and [p.call_id for p in status.pending_approvals] == ["ask"]
+        await record_history(wolf.client, workflow_id("default", sid), "approval_wait_continue_as_new", first_run)
+        await wolf.approve(sid, "ask")
+        await wait_for(lambda: _turns_done(wolf, sid, 1))
+        transcript = await wolf.transcript(sid)
+        events = [e async for _, e in _until_idle(wolf, sid)]
+        await wolf.close(sid)
+        await wolf.result(sid)
+    assert [(r.content, r.outcome) for r in _returns(transcript)] == [("3", "success"), ("approved text", "success")]
+    assert script.calls == 2 and user_texts(script.requests[-1])[-40:] == [f"hint {i}" for i in range(40)]
+    assert sum(e.kind == "approval_requested" for e in events) == 1
+    assert sum(e.kind == "turn_started" for e in events) == 1
+
+
+async def _continued(wolf, sid):
+    status = await wolf.status(sid)
+    return status if status.counters.continued_as_new >= 1 else None
+
+
+async def _until_idle(wolf, sid):
+    async for offset, event in wolf.events(sid):
+        yield offset, event
+        if event.kind == "turn_finished":
+            return

@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
         ToolReturnPart,
         UserPromptPart,
     )
-    from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
+    from temporalio.contrib.workflow_streams import WorkflowStreamState
 
     from agentwolf.activities.types import (
         COMPILED_QUERY,
@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
         chain_digest,
     )
     from agentwolf.config.manifest import AgentConfig, Limits, Manifest, Team
+    from agentwolf.workflows.stream import SessionStream
     from agentwolf.workflows.types import (
         AGENT_ATTR,
         EVENTS_TOPIC,
@@ -73,6 +74,7 @@ with workflow.unsafe.imports_passed_through():
         SessionState,
         SessionStatus,
         TurnOutcome,
+        TurnSnapshot,
         Usage,
         tenant_of,
         workflow_id,
@@ -93,6 +95,7 @@ CHILD_IDS = "child-ids"  # patch: subagent ids from the call's turn, step and po
 WAIT_CHILDREN = "wait-children"  # patch: an interrupted or closed parent waits until its children stopped
 EVENT_TEXT_LIMIT = 2000
 PAGE_HEADER = 100  # room for read_tool_output's header inside the tool output limit
+WAITING_SNAPSHOT_EVENTS = 100  # a run waiting for approval continues as new only past this many events
 MODEL_TIMEOUT = timedelta(minutes=10)
 
 
@@ -105,6 +108,36 @@ class _Turn:
     """Results by the call's position in `open_calls`: models may repeat a tool-call id."""
     open_calls: list[ToolCallPart] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
+    repeats: Counter[str] = field(default_factory=Counter)
+    """Calls by tool and arguments, for the loop guard."""
+    warned_budget: bool = False
+    warnings: list[str] = field(default_factory=list)
+    """Tools the loop guard warns about once this step's results are in."""
+
+    def snapshot(self, prompt: Prompt, step: int) -> TurnSnapshot:
+        return TurnSnapshot(
+            prompt=prompt,
+            step=step,
+            usage=self.usage,
+            open_calls=self.open_calls,
+            finished=self.finished,
+            pending=self.pending,
+            repeats=dict(self.repeats),
+            warned_budget=self.warned_budget,
+            warnings=self.warnings,
+        )
+
+    @classmethod
+    def resumed(cls, snapshot: TurnSnapshot) -> _Turn:
+        return cls(
+            pending=list(snapshot.pending),
+            finished=dict(snapshot.finished),
+            open_calls=list(snapshot.open_calls),
+            usage=snapshot.usage,
+            repeats=Counter(snapshot.repeats),
+            warned_budget=snapshot.warned_budget,
+            warnings=list(snapshot.warnings),
+        )
 
 
 @dataclass
@@ -139,7 +172,7 @@ class SessionWorkflow:
     @workflow.init
     def __init__(self, inp: SessionInput) -> None:
         self.inp = inp
-        self.stream = WorkflowStream(prior_state=inp.stream_state)
+        self.stream = SessionStream(prior_state=inp.stream_state)
         self.events = self.stream.topic(EVENTS_TOPIC, type=Event)
         self.transcript: list[ModelMessage] = list(inp.transcript)
         self.digest = chain_digest(EMPTY_DIGEST, self.transcript)
@@ -161,13 +194,17 @@ class SessionWorkflow:
         self.interrupt_reason: str | None = None
         self.interrupt_requested: str | None = None
         self.tool_ms: dict[str, int] = {}  # each tool's last call duration (workflow time: replay-safe)
-        self.pending_approvals: dict[str, PendingApproval] = {}
-        self.decisions: dict[str, tuple[bool, Approval]] = {}
+        self.resume = inp.resume
+        """A turn to resume first: it continued as new while waiting for approval."""
+        self.turn: _Turn | None = None
+        self.prompt_running: Prompt | None = None
+        self.pending_approvals = {p.call_id: p for p in inp.resume.pending_approvals} if inp.resume else {}
+        self.decisions = dict(inp.resume.decisions) if inp.resume else {}
         self.always_allowed: set[str] = set(inp.always_allowed)
         self.next_config: ConfigUpdate | None = inp.next_config
         self.stale = Staleness()
         """Why the compiled agent is out of date (recompiled before the next model request)."""
-        self.active_skills: list[str] = []
+        self.active_skills: list[str] = list(inp.resume.active_skills) if inp.resume else []
         """Skills loaded this turn: their `allowed-tools` limit the tools, their MCP servers join."""
         if inp.prompt is not None and not inp.transcript and self.counters.turns == 0 and not self.queue:
             self.queue.append(Prompt(turn_id=self._next_turn_id(), text=inp.prompt))
@@ -185,18 +222,21 @@ class SessionWorkflow:
             )
         try:
             while True:
-                await workflow.wait_condition(
-                    lambda: bool(self.queue or self.steers) or self.closing or self._should_snapshot()
-                )
-                if self.closing:
-                    break
-                if not (self.queue or self.steers):
-                    await self._continue_as_new()
-                if self.queue:
-                    prompt = self.queue.pop(0)
-                else:  # a steer while idle starts a turn
-                    prompt = Prompt(turn_id=self._next_turn_id(), text="\n".join(self.steers))
-                    self.steers.clear()
+                if self.resume is not None:
+                    prompt = self.resume.prompt
+                else:
+                    await workflow.wait_condition(
+                        lambda: bool(self.queue or self.steers) or self.closing or self._should_snapshot()
+                    )
+                    if self.closing:
+                        break
+                    if not (self.queue or self.steers):
+                        await self._continue_as_new()
+                    if self.queue:
+                        prompt = self.queue.pop(0)
+                    else:  # a steer while idle starts a turn
+                        prompt = Prompt(turn_id=self._next_turn_id(), text="\n".join(self.steers))
+                        self.steers.clear()
                 self.turn_task = asyncio.create_task(self._run_turn(prompt))
                 await self._await_turn()
                 if inp.background and not inp.keep:
@@ -223,7 +263,11 @@ class SessionWorkflow:
         discard a tool result that completed in the same activation. Here the results are in first."""
         task = self.turn_task
         assert task is not None
-        await workflow.wait_condition(lambda: task.done() or self.interrupt_requested is not None)
+        await workflow.wait_condition(
+            lambda: task.done() or self.interrupt_requested is not None or self._should_snapshot_waiting()
+        )
+        if not task.done() and self.interrupt_requested is None:
+            await self._continue_as_new(waiting=True)  # ends this run; the turn resumes in the next
         if not task.done():
             await self._stop_turn(self.interrupt_requested or "interrupted")
         self.turn_task = None
@@ -243,21 +287,26 @@ class SessionWorkflow:
         self._publish("session_closed", outcome=outcome, usage=self.counters.usage)
 
     async def _run_turn(self, prompt: Prompt) -> None:
-        self._apply_config()
-        self.turn_id, self.step, self.interrupt_reason = prompt.turn_id, 0, None
+        resume, self.resume = self.resume, None
+        if resume is None:
+            self._apply_config()
+        self.turn_id, self.step, self.interrupt_reason = prompt.turn_id, resume.step if resume else 0, None
+        self.prompt_running = prompt
         self.turns_this_run += 1
         self._set_state("running")
-        self._publish("turn_started", text=prompt.text)
-        turn = _Turn(pending=[UserPromptPart(prompt.text, timestamp=workflow.now())])
+        if resume is None:
+            self._publish("turn_started", text=prompt.text)
+        turn = _Turn.resumed(resume) if resume else _Turn(pending=[UserPromptPart(prompt.text, timestamp=workflow.now())])
+        self.turn = turn
         outcome: TurnOutcome = "completed"
         output: str | None = None
         try:
             text = prompt.text
-            if text.startswith("/") and workflow.patched(SLASH_COMMANDS):
+            if resume is None and text.startswith("/") and workflow.patched(SLASH_COMMANDS):
                 text = await self._expand_command(text)
                 turn.pending = [UserPromptPart(text, timestamp=workflow.now())]
             team = self.inp.manifest.teams.get(self.inp.agent)
-            output = await (self._run_team(team, text, turn) if team else self._run_steps(turn))
+            output = await (self._run_team(team, text, turn) if team else self._run_steps(turn, resuming=resume is not None))
         except (asyncio.CancelledError, ActivityError, ApplicationError) as err:
             # A local activity (a known-fast tool call) that fails for good raises a bare ApplicationError.
             if is_cancelled_exception(err):  # an interrupt, or the workflow itself was cancelled
@@ -290,73 +339,81 @@ class SessionWorkflow:
         self.turn_id = None
         self._set_state("idle")
 
-    async def _run_steps(self, turn: _Turn) -> str | None:
-        """Model request -> tool calls, until an answer without tool calls or a limit."""
+    async def _run_steps(self, turn: _Turn, resuming: bool = False) -> str | None:
+        """Model request -> tool calls, until an answer without tool calls or a limit. `resuming`: the
+        step's calls are known already (the turn continued as new while they waited for approval)."""
         limits = self._limits()
-        repeats: Counter[str] = Counter()
-        warned_budget = False
         while True:
-            if self.step >= limits.max_steps:
-                raise _TurnStopped("limit", f"max_steps ({limits.max_steps}) reached")
-            for text in self.steers:
-                turn.pending.append(UserPromptPart(text, timestamp=workflow.now()))
-                self._publish("steer_applied", text=text)
-            self.steers.clear()
-            self._append(ModelRequest(parts=turn.pending, timestamp=workflow.now()))
-            turn.pending = []
-            self.step += 1
-            self.counters.steps += 1
-            compiled = await self._current_compiled()
-            response = await self._model_request(compiled)
-            self._append(response)
-            turn.open_calls = response.tool_calls
-            self._check_interrupted()
-            step_usage = Usage(
-                requests=1,
-                input_tokens=response.usage.input_tokens or 0,
-                output_tokens=response.usage.output_tokens or 0,
-            )
-            turn.usage = turn.usage.plus(step_usage)
-            self.counters.usage = self.counters.usage.plus(step_usage)
-            if response.text:
-                self._publish("model_text", text=response.text)
-            if not turn.open_calls:
-                return response.text
-            if limits.token_budget:
-                if turn.usage.total_tokens >= limits.token_budget:
-                    raise _TurnStopped("limit", f"token budget ({limits.token_budget}) reached")
-                if not warned_budget and turn.usage.total_tokens >= 0.8 * limits.token_budget:
-                    warned_budget = True
-                    self._publish("limit_warning", text=f"80% of the token budget used ({turn.usage.total_tokens})")
-            warnings = []
-            for call in turn.open_calls:
-                key = f"{call.tool_name}:{json.dumps(call.args_as_dict(), sort_keys=True, default=str)}"
-                repeats[key] += 1
-                if repeats[key] >= limits.loop_stop:
-                    raise _TurnStopped(
-                        "limit", f"loop guard: {call.tool_name} called {repeats[key]} times with the same arguments"
-                    )
-                if repeats[key] == limits.loop_warn:
-                    warnings.append(call.tool_name)
+            if resuming:
+                compiled = await self._current_compiled()
+                resuming = False
+            else:
+                if self.step >= limits.max_steps:
+                    raise _TurnStopped("limit", f"max_steps ({limits.max_steps}) reached")
+                for text in self.steers:
+                    turn.pending.append(UserPromptPart(text, timestamp=workflow.now()))
+                    self._publish("steer_applied", text=text)
+                self.steers.clear()
+                self._append(ModelRequest(parts=turn.pending, timestamp=workflow.now()))
+                turn.pending = []
+                self.step += 1
+                self.counters.steps += 1
+                compiled = await self._current_compiled()
+                response = await self._model_request(compiled)
+                self._append(response)
+                turn.open_calls = response.tool_calls
+                self._check_interrupted()
+                step_usage = Usage(
+                    requests=1,
+                    input_tokens=response.usage.input_tokens or 0,
+                    output_tokens=response.usage.output_tokens or 0,
+                )
+                turn.usage = turn.usage.plus(step_usage)
+                self.counters.usage = self.counters.usage.plus(step_usage)
+                if response.text:
+                    self._publish("model_text", text=response.text)
+                if not turn.open_calls:
+                    return response.text
+                self._check_limits(turn, limits)
             calls = turn.open_calls
             keys = _call_keys(calls)
             # Skills load first, so their allowed-tools already bind the calls made beside them.
             loads = [i for i, c in enumerate(calls) if (s := compiled.tool(c.tool_name)) and s.server == SKILLS]
             for group in (loads, [i for i in range(len(calls)) if i not in loads]):
-                if group:
-                    await _all([self._call_tool(compiled, calls[i], i, keys[i], turn.finished) for i in group])
+                todo = [i for i in group if i not in turn.finished]
+                if todo:
+                    await _all([self._call_tool(compiled, calls[i], i, keys[i], turn.finished) for i in todo])
             self._check_interrupted()  # every result is in: an interrupt now keeps them all
             turn.pending.extend(turn.finished[i] for i in range(len(calls)))
             turn.usage = turn.usage.plus(Usage(tool_calls=len(calls)))
             self.counters.usage.tool_calls += len(calls)
             turn.open_calls, turn.finished = [], {}
-            for tool in warnings:
+            for tool in turn.warnings:
                 text = (
                     f"You have called {tool} {limits.loop_warn} times with the same arguments. "
                     f"Change approach; the turn stops at {limits.loop_stop} repeats."
                 )
                 turn.pending.append(UserPromptPart(text, timestamp=workflow.now()))
                 self._publish("limit_warning", text=text, tool=tool)
+            turn.warnings = []
+
+    def _check_limits(self, turn: _Turn, limits: Limits) -> None:
+        """The token budget and the loop guard, once a step's calls are known."""
+        if limits.token_budget:
+            if turn.usage.total_tokens >= limits.token_budget:
+                raise _TurnStopped("limit", f"token budget ({limits.token_budget}) reached")
+            if not turn.warned_budget and turn.usage.total_tokens >= 0.8 * limits.token_budget:
+                turn.warned_budget = True
+                self._publish("limit_warning", text=f"80% of the token budget used ({turn.usage.total_tokens})")
+        for call in turn.open_calls:
+            key = f"{call.tool_name}:{json.dumps(call.args_as_dict(), sort_keys=True, default=str)}"
+            turn.repeats[key] += 1
+            if turn.repeats[key] >= limits.loop_stop:
+                raise _TurnStopped(
+                    "limit", f"loop guard: {call.tool_name} called {turn.repeats[key]} times with the same arguments"
+                )
+            if turn.repeats[key] == limits.loop_warn:
+                turn.warnings.append(call.tool_name)
 
     async def _run_team(self, team: Team, task: str, turn: _Turn) -> str:
         """Members as child sessions: each gets the previous one's output, or all get the task."""
@@ -691,13 +748,18 @@ class SessionWorkflow:
         if action == "deny":
             return f"denied by policy: {call.tool_name} is not allowed for this agent"
         call_id = key
-        self.pending_approvals[call_id] = PendingApproval(call_id=call_id, tool=call.tool_name, args=arguments)
+        if call_id not in self.pending_approvals:  # else asked before the session continued as new
+            self.pending_approvals[call_id] = PendingApproval(
+                call_id=call_id, tool=call.tool_name, args=arguments, asked_at=workflow.now()
+            )
+            self._publish("approval_requested", tool=call.tool_name, call_id=call_id, args=_args(call))
         self._set_state("waiting_approval")
-        self._publish("approval_requested", tool=call.tool_name, call_id=call_id, args=_args(call))
         timeout = permissions.approval_timeout
+        asked_at = self.pending_approvals[call_id].asked_at or workflow.now()
+        left = timeout - (workflow.now() - asked_at).total_seconds() if timeout else None
         try:
             await workflow.wait_condition(
-                lambda: call_id in self.decisions, timeout=timedelta(seconds=timeout) if timeout else None
+                lambda: call_id in self.decisions, timeout=timedelta(seconds=max(left, 0.001)) if left is not None else None
             )
             approved, answer = self.decisions.pop(call_id)
         except TimeoutError:
@@ -905,16 +967,45 @@ class SessionWorkflow:
     def _limits(self) -> Limits:
         return self._agent_config().limits
 
-    def _should_snapshot(self) -> bool:
-        if not self.turns_this_run or self.state != "idle":
+    def _should_snapshot_waiting(self) -> bool:
+        """Continue as new while a turn waits for approval (for days, under steers, pushes and follower
+        polls), once this run's history has grown: only when nothing of the step is in flight."""
+        turn = self.turn
+        if self.state != "waiting_approval" or turn is None or self.turn_task is None:
+            return False
+        waiting = len(turn.open_calls) - len(turn.finished)
+        if waiting != len(self.pending_approvals) or self.stale.reason:
             return False
         info = workflow.info()
         limit = self.inp.manifest.host.sessions.continue_as_new_bytes
-        return info.is_continue_as_new_suggested() or info.get_current_history_size() > limit
+        grown = info.get_current_history_length() >= WAITING_SNAPSHOT_EVENTS
+        return grown and (info.is_continue_as_new_suggested() or info.get_current_history_size() > limit)
 
-    async def _continue_as_new(self) -> None:
+    def _should_snapshot(self) -> bool:
+        """At idle: when Temporal suggests it (also in a run without turns: idle followers' polls grow
+        history too), or past the byte limit once this run has run a turn."""
+        if self.state != "idle":
+            return False
+        info = workflow.info()
+        if info.is_continue_as_new_suggested():
+            return True
+        return bool(self.turns_this_run) and info.get_current_history_size() > self.inp.manifest.host.sessions.continue_as_new_bytes
+
+    async def _continue_as_new(self, waiting: bool = False) -> None:
+        """At idle, or (`waiting`) while the running turn waits for approval: then the turn goes along
+        in `resume`, and a pushed config waits for the next turn boundary in `next_config`."""
         self.counters.continued_as_new += 1
-        self._apply_config()
+        if not waiting:
+            self._apply_config()
+        resume = None
+        if waiting and self.turn is not None and self.prompt_running is not None:
+            resume = self.turn.snapshot(self.prompt_running, self.step).model_copy(
+                update={
+                    "active_skills": self.active_skills,
+                    "pending_approvals": list(self.pending_approvals.values()),
+                    "decisions": self.decisions,
+                }
+            )
         keep = self.inp.manifest.host.sessions.events_kept
 
         def snapshot(stream_state: WorkflowStreamState) -> list[SessionInput]:
@@ -935,6 +1026,7 @@ class SessionWorkflow:
                         "always_allowed": sorted(self.always_allowed),
                         "next_config": self.next_config,
                         "stream_state": stream_state,
+                        "resume": resume,
                     }
                 )
             ]

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel
-from pydantic_ai.messages import ModelMessage
+from pydantic_ai.messages import ModelMessage, ModelRequestPart, ToolCallPart, ToolReturnPart
 from temporalio.common import SearchAttributeKey
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
@@ -117,6 +117,8 @@ class PendingApproval(BaseModel):
     call_id: str
     tool: str
     args: dict[str, Any]
+    asked_at: datetime | None = None
+    """When the approval was asked: `approval_timeout` counts from here, across continue-as-new."""
 
 
 class Counters(BaseModel):
@@ -173,6 +175,26 @@ class SessionInput(BaseModel):
     next_config: ConfigUpdate | None = None
     """A pushed version not yet applied (it arrived while the snapshot was being taken)."""
     stream_state: WorkflowStreamState | None = None
+    resume: TurnSnapshot | None = None
+    """A turn that continued as new while it waited for approval: it resumes where it was."""
+
+
+class TurnSnapshot(BaseModel):
+    """A turn mid-step, waiting for approval: its model response (with the calls) is in the transcript;
+    the rest of what the step knows is here."""
+
+    prompt: Prompt
+    step: int
+    usage: Usage
+    open_calls: list[ToolCallPart]
+    finished: dict[int, ToolReturnPart]
+    pending: list[ModelRequestPart] = []
+    repeats: dict[str, int] = {}
+    warned_budget: bool = False
+    warnings: list[str] = []
+    active_skills: list[str] = []
+    pending_approvals: list[PendingApproval] = []
+    decisions: dict[str, tuple[bool, Approval]] = {}
 
 
 class SessionStatus(BaseModel):
