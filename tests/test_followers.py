@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.contrib.workflow_streams import WorkflowStream
-from temporalio.worker import Replayer
+from temporalio.worker import Replayer, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from agentwolf.worker.main import SANDBOX, WORKFLOWS
 from agentwolf.workflows import session, stream
@@ -138,7 +139,7 @@ async def test_a_new_follower_takes_the_place_of_an_old_abandoned_poll(wolf, run
     with such early answers replays with today's code."""
     monkeypatch.setattr(stream, "EVICT_AFTER", timedelta(seconds=1))
     script = Script(lambda s: text(f"answer {s.calls}"))
-    async with run_worker(local_models={"m": script.model}):
+    async with run_worker(local_models={"m": script.model}, workflow_runner=PATCHABLE):
         sid = await wolf.start_session("a", make_manifest())
         handle = client.get_workflow_handle(workflow_id("default", sid))
         abandoned = [asyncio.create_task(_all_events(wolf, sid)) for _ in range(MAX_WAITING_POLLS)]
@@ -155,14 +156,14 @@ async def test_a_new_follower_takes_the_place_of_an_old_abandoned_poll(wolf, run
         everything = await _all_events(wolf, sid)
         history = await handle.fetch_history()
     assert seen == everything and [e["kind"] for e in seen].count("turn_finished") == 1
-    await _replay(client, history)
+    await _replay(client, history, PATCHABLE)
 
 
 async def test_a_run_recorded_before_the_cap_replays(wolf, run_worker, client, monkeypatch):
     """Sessions that ran the library's own stream, with more polls waiting than the cap, replay on
     today's code: the cap is patched in, since such runs never answered a poll early."""
     monkeypatch.setattr(session, "SessionStream", WorkflowStream)
-    async with run_worker(local_models={"m": Script(lambda s: text("ok")).model}):
+    async with run_worker(local_models={"m": Script(lambda s: text("ok")).model}, workflow_runner=PATCHABLE):
         sid = await wolf.start_session("a", make_manifest())
         handle = client.get_workflow_handle(workflow_id("default", sid))
         abandoned = [asyncio.create_task(_all_events(wolf, sid)) for _ in range(MAX_WAITING_POLLS + 3)]
@@ -178,6 +179,12 @@ async def test_a_run_recorded_before_the_cap_replays(wolf, run_worker, client, m
     await _replay(client, history)
 
 
-async def _replay(client: Any, history: Any) -> None:
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=client.data_converter, workflow_runner=SANDBOX)
+# The workflow modules are sandboxed (imported afresh per run): tests that patch them pass them through.
+PATCHABLE = SandboxedWorkflowRunner(
+    restrictions=SANDBOX.restrictions.with_passthrough_modules("agentwolf.workflows.session", "agentwolf.workflows.stream")
+)
+
+
+async def _replay(client: Any, history: Any, runner: WorkflowRunner = SANDBOX) -> None:
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=client.data_converter, workflow_runner=runner)
     await replayer.replay_workflow(history)

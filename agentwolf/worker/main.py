@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from pydantic_ai.models import Model
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from agentwolf.activities.config import config_notify
@@ -26,9 +26,11 @@ log = logging.getLogger(__name__)
 TASK_QUEUE = "agentwolf"
 WORKFLOWS = [SessionWorkflow, ConfigRegistryWorkflow]
 
-# The workflow imports these pure-data modules; pass them through rather than re-import per run.
+# Workflow code runs in the sandbox, so a clock, random or I/O call in it fails the task instead of
+# breaking replay. Only pure-data modules pass through: the libraries here, and AgentWolf's own data
+# modules, which the workflows import inside `imports_passed_through()`.
 SANDBOX = SandboxedWorkflowRunner(
-    restrictions=SandboxRestrictions.default.with_passthrough_modules("pydantic_ai", "agentwolf", "pydantic")
+    restrictions=SandboxRestrictions.default.with_passthrough_modules("pydantic_ai", "pydantic")
 )
 
 
@@ -41,6 +43,7 @@ def create_worker(
     policy: WorkerPolicy | None = None,
     tenant: str | None = None,
     max_concurrent_activities: int = 200,
+    workflow_runner: WorkflowRunner = SANDBOX,
 ) -> tuple[Worker, HostRegistry]:
     """A worker for sessions; `local_models` registers in-process models (`local:<name>` in manifests),
     `policy` limits what manifests reach (default: `load_policy()`'s), `tenant` is the only one served.
@@ -63,7 +66,7 @@ def create_worker(
             activities.expand_command,
             config_notify,
         ],
-        workflow_runner=SANDBOX,
+        workflow_runner=workflow_runner,
         # Interrupts reach activities through heartbeat replies: keep the throttle short.
         max_heartbeat_throttle_interval=timedelta(milliseconds=200),
         default_heartbeat_throttle_interval=timedelta(milliseconds=200),

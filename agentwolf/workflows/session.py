@@ -56,7 +56,6 @@ with workflow.unsafe.imports_passed_through():
         chain_digest,
     )
     from agentwolf.config.manifest import AgentConfig, Limits, Manifest, Team
-    from agentwolf.workflows.stream import SessionStream
     from agentwolf.workflows.types import (
         AGENT_ATTR,
         EVENTS_TOPIC,
@@ -79,6 +78,8 @@ with workflow.unsafe.imports_passed_through():
         tenant_of,
         workflow_id,
     )
+
+from agentwolf.workflows.stream import SessionStream  # workflow code: sandboxed like this module
 
 T = TypeVar("T")
 
@@ -280,7 +281,7 @@ class SessionWorkflow:
             return
         self.interrupt_reason = reason
         task.cancel()
-        await asyncio.wait([task])
+        await workflow.wait([task])
 
     def _close(self, outcome: str | None) -> None:
         self._set_state("done")
