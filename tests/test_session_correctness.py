@@ -485,3 +485,18 @@ async def _until_idle(wolf, sid):
         yield offset, event
         if event.kind == "turn_finished":
             return
+
+
+async def test_a_terminated_session_never_claims_to_be_running(wolf, run_worker):
+    async with run_worker(local_models={"m": Script(lambda s: text("late"), delay=30).model}):
+        sid = await wolf.start_session("a", make_manifest())
+        await wolf.prompt(sid, "go")
+        await wait_for(lambda: _state(wolf, sid, "running"))
+        await wolf.client.get_workflow_handle(workflow_id("default", sid)).terminate("gone")
+        assert (await wolf.status(sid)).state == "done"
+        await wait_for(lambda: _listed_as(wolf, sid, "done"))  # visibility lags a little
+        assert sid not in {s.session_id for s in await wolf.list_sessions(state="running")}
+
+
+async def _listed_as(wolf, sid, state):
+    return {s.session_id: s.state for s in await wolf.list_sessions()}.get(sid) == state

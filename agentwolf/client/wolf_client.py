@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 from pydantic_ai.messages import ModelMessage
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.envconfig import ClientConfig
@@ -256,7 +256,13 @@ class WolfClient(ConfigMethods):
         await (await self._handle(session_id)).signal(SessionWorkflow.close)
 
     async def status(self, session_id: str) -> SessionStatus:
-        return await (await self._handle(session_id)).query(SessionWorkflow.status)
+        """The session's own account; `done` whatever it says once its workflow has ended (a terminated
+        workflow never got to say so)."""
+        handle = await self._handle(session_id)
+        status = await handle.query(SessionWorkflow.status)
+        if status.state != "done" and (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+            status.state = "done"
+        return status
 
     async def transcript(self, session_id: str) -> list[ModelMessage]:
         return await (await self._handle(session_id)).query(TRANSCRIPT_QUERY, result_type=list[ModelMessage])
@@ -281,6 +287,8 @@ class WolfClient(ConfigMethods):
         clauses = [f"WorkflowType = '{SessionWorkflow.__name__}'", f"{TENANT_ATTR.name} = {_quote(self.tenant)}"]
         if state:
             clauses.append(f"{STATE_ATTR.name} = {_quote(state)}")
+            if state != "done":  # a workflow that ended without saying so (terminated) is not live
+                clauses.append("ExecutionStatus = 'Running'")
         if agent:
             clauses.append(f"{AGENT_ATTR.name} = {_quote(agent)}")
         if config:
@@ -293,7 +301,7 @@ class WolfClient(ConfigMethods):
                     session_id=wf.id.split("/", 2)[-1],
                     tenant=attrs.get(TENANT_ATTR),
                     agent=attrs.get(AGENT_ATTR),
-                    state=attrs.get(STATE_ATTR),
+                    state=attrs.get(STATE_ATTR) if wf.status == WorkflowExecutionStatus.RUNNING else "done",
                     parent=attrs.get(PARENT_ATTR),
                     status=wf.status.name.lower() if wf.status else "unknown",
                     started=wf.start_time,
