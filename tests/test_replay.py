@@ -51,6 +51,7 @@ def test_the_corpus_covers_every_feature():
         "subagents", "team_sequential", "approval_denied", "approval_always",
         "config_changed", "config_unchanged", "config_registry_rollback", "config_registry_continue_as_new",
         "skills_hot_reload", "mcp_tools_changed", "slash_commands", "external_payload",
+        "approval_wait_continue_as_new", "duplicate_call_ids", "workflow_cancel", "tool_output_cut",
     } <= names
 
 
@@ -63,7 +64,9 @@ def test_the_corpus_keeps_every_payload_it_references_and_no_other():
 
 @pytest.mark.parametrize("path", HISTORY_FILES, ids=[p.stem for p in HISTORY_FILES])
 async def test_replay(path: Path, corpus_store: Path):
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=data_converter(str(corpus_store)), workflow_runner=SANDBOX)
+    replayer = Replayer(
+        workflows=WORKFLOWS, data_converter=data_converter(str(corpus_store)), workflow_runner=SANDBOX
+    )
     await replayer.replay_workflow(_load(path))
 
 

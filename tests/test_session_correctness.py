@@ -48,6 +48,7 @@ async def test_two_calls_with_one_id_under_confirm_are_answered_one_by_one(wolf,
         await wolf.deny(sid, "dup#1", reason="not this one")
         result = await wolf.result(sid)
         transcript = await wolf.transcript(sid)
+        await record_history(wolf.client, workflow_id("default", sid), "duplicate_call_ids")
     assert result.outcome == "completed" and result.output == "done"
     assert [(r.content, r.outcome) for r in _returns(transcript)] == [
         ("first", "success"),
@@ -97,6 +98,7 @@ async def test_a_workflow_cancel_during_a_turn_closes_the_session_as_cancelled(w
         assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
         status = await wolf.status(sid)
         events = [e async for _, e in wolf.events(sid)]
+        await record_history(wolf.client, workflow_id("default", sid), "workflow_cancel")
     assert status.state == "done" and status.last_outcome == "interrupted"
     assert [(e.kind, e.outcome) for e in events[-3:]] == [
         ("interrupted", None),
@@ -288,6 +290,7 @@ async def test_a_long_tool_result_is_cut_for_the_model_and_read_page_by_page(wol
         sid = await wolf.submit("go", "a", manifest)
         assert (await wolf.result(sid)).output == "read"
         transcript = await wolf.transcript(sid)
+        await record_history(wolf.client, workflow_id("default", sid), "tool_output_cut")
     assert "read_tool_output" not in script.offered[0] and "read_tool_output" in script.offered[1]
     sent = _returns(script.requests[1])[-1].content
     assert sent.startswith("x" * 1000 + "\n\n[cut: 1000 of 2500 characters shown")

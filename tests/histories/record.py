@@ -22,6 +22,7 @@ tests = [
     "tests/test_approvals.py",
     "tests/test_configs.py",
     "tests/test_skills_in_sessions.py",
+    "tests/test_session_correctness.py",
     "tests/test_replay.py::test_a_session_whose_tool_output_went_to_external_storage_replays",
 ]
 env = {**os.environ, "WOLF_RECORD_HISTORIES": "1"}
