@@ -8,6 +8,8 @@ import json
 import logging
 import sys
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import timedelta
 
 import pytest
@@ -348,6 +350,24 @@ class CraftedCall:
         )
 
 
+@asynccontextmanager
+async def _crafted_calls(client, task_queue) -> AsyncIterator[HostRegistry]:
+    """A worker running `CraftedCall` workflows and the real `wolf.call_tool` activity."""
+    hosts = HostRegistry()
+    activities = SessionActivities(hosts)
+    try:
+        async with Worker(
+            client,
+            task_queue=task_queue,
+            workflows=[CraftedCall],
+            activities=[activities.call_tool],
+            workflow_runner=UnsandboxedWorkflowRunner(),
+        ):
+            yield hosts
+    finally:
+        await hosts.close()
+
+
 async def test_crafted_activity_input_cannot_spoof_a_tenant_or_replace_a_server(client, task_queue, tmp_path):
     marker = tmp_path / "evil-ran"
     manifest = make_manifest()
@@ -355,15 +375,7 @@ async def test_crafted_activity_input_cannot_spoof_a_tenant_or_replace_a_server(
     wid = workflow_id("attacker", f"crafted-{uuid.uuid4().hex[:6]}")
     base = {"server": "tools", "tool": "echo", "arguments": {"text": "hi"}, "call_id": "c1",
             "manifest": manifest.model_dump(mode="json")}  # fmt: skip
-    hosts = HostRegistry()
-    activities = SessionActivities(hosts)
-    async with Worker(
-        client,
-        task_queue=task_queue,
-        workflows=[CraftedCall],
-        activities=[activities.call_tool],
-        workflow_runner=UnsandboxedWorkflowRunner(),
-    ):
+    async with _crafted_calls(client, task_queue) as hosts:
         ref = {"config_id": manifest.identity, "tenant": "attacker", "workflow_id": wid}
         # A skill's config in the input (the old `server_config`) must not replace the declared server.
         out = await client.execute_workflow(
@@ -383,7 +395,6 @@ async def test_crafted_activity_input_cannot_spoof_a_tenant_or_replace_a_server(
                 failure.value.cause.cause
             )
         assert hosts.find(manifest.identity, "victim") is None
-    await hosts.close()
 
 
 async def test_a_worker_restores_a_skills_server_only_from_the_skill_file_it_reads(client, task_queue, tmp_path):
@@ -399,8 +410,6 @@ async def test_a_worker_restores_a_skills_server_only_from_the_skill_file_it_rea
     manifest = skills_manifest(skills, allow_skill_servers=True)
     label = _skill_server_label("helped", "helper", McpServerConfig.model_validate(config))
     forged = label.rsplit("@", 1)[0] + "@00000000"
-    hosts = HostRegistry()
-    activities = SessionActivities(hosts)
 
     async def call(server: str) -> dict:
         wid = workflow_id("default", f"restore-{uuid.uuid4().hex[:6]}")
@@ -409,19 +418,12 @@ async def test_a_worker_restores_a_skills_server_only_from_the_skill_file_it_rea
                "turn_id": "t1", "manifest": manifest.model_dump(mode="json"), "ref": ref}  # fmt: skip
         return await client.execute_workflow(CraftedCall.run, inp, id=wid, task_queue=task_queue)
 
-    async with Worker(
-        client,
-        task_queue=task_queue,
-        workflows=[CraftedCall],
-        activities=[activities.call_tool],
-        workflow_runner=UnsandboxedWorkflowRunner(),
-    ):
+    async with _crafted_calls(client, task_queue) as hosts:
         out = await call(label)
         assert out["content"] == "hi" and not out["is_error"]
         out = await call(forged)
-    assert out["is_error"] and "not declared" in out["content"]
-    assert forged not in hosts.find(manifest.identity, "default").pool.servers
-    await hosts.close()
+        assert out["is_error"] and "not declared" in out["content"]
+        assert forged not in hosts.find(manifest.identity, "default").pool.servers
 
 
 def test_declared_server_names_cannot_look_like_a_skills_server():
