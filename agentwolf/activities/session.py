@@ -60,7 +60,7 @@ from agentwolf.config.policy import PolicyError
 from agentwolf.extensions.registry import Scope
 from agentwolf.extensions.skills import LocalSkillRoot
 from agentwolf.extensions.types import ExtensionError, SkillEntry, ToolEntry
-from agentwolf.worker.host import AgentHost, HostRegistry
+from agentwolf.worker.host import AgentHost, CachedTranscript, HostRegistry
 from agentwolf.worker.pool import McpUnavailable
 from agentwolf.workflows.types import tenant_of
 
@@ -256,20 +256,26 @@ class SessionActivities:
             manifest = self.hosts.manifests[inp.ref.config_id]
             host.background(host.recheck(manifest, compiled, inp.ref.workflow_id))
         offered = compiled.tools if inp.tool_names is None else [t for t in compiled.tools if t.name in inp.tool_names]
-        base = host.transcript(inp.ref.workflow_id, inp.base_len, inp.base_digest) if inp.base_len else []
-        cache_hit = base is not None
-        if base is None:
-            # The transcript is append-only, so the workflow's current copy starts with our prefix;
-            # checked against the digest the workflow sent, like a cached copy.
-            base = (await _query(inp.ref, TRANSCRIPT_QUERY, list[ModelMessage]))[: inp.base_len]
-            if len(base) != inp.base_len or chain_digest(EMPTY_DIGEST, base) != inp.base_digest:
-                raise ApplicationError(
-                    f"the session's transcript prefix ({len(base)} messages) does not match the digest it was sent with",
-                    type="TranscriptMismatch",
-                )
+        limit = compiled.tool_output_chars
+        cached = host.transcript(inp.ref.workflow_id, inp.base_len, inp.base_digest) if inp.base_len else None
+        cache_hit = cached is not None or not inp.base_len
+        if cached is not None:
+            base, base_sent = cached.messages, cached.sent
+        else:
+            base = []
+            if inp.base_len:
+                # The transcript is append-only, so the workflow's current copy starts with our prefix;
+                # checked against the digest the workflow sent, like a cached copy.
+                base = (await _query(inp.ref, TRANSCRIPT_QUERY, list[ModelMessage]))[: inp.base_len]
+                if len(base) != inp.base_len or chain_digest(EMPTY_DIGEST, base) != inp.base_digest:
+                    raise ApplicationError(
+                        f"the session's transcript prefix ({len(base)} messages) does not match the digest it was sent with",
+                        type="TranscriptMismatch",
+                    )
+            base_sent = _cut_tool_outputs(base, limit)
         messages = [*base, *inp.delta]
-        sent = _cut_tool_outputs(messages, compiled.tool_output_chars)
-        if sent is messages:  # nothing was cut: nothing to read on
+        sent = [*base_sent, *_cut_tool_outputs(inp.delta, limit)]
+        if not any(m is not s for m, s in zip(messages, sent, strict=True)):  # nothing cut: nothing to read on
             offered = [t for t in offered if t.server != SESSION]
         try:
             model = host.model(compiled.models)
@@ -301,11 +307,8 @@ class SessionActivities:
         stored = ModelMessagesTypeAdapter.validate_json(
             host.secrets.redact(ModelMessagesTypeAdapter.dump_json([response]).decode())
         )
-        host.remember(
-            inp.ref.workflow_id,
-            [*messages, *stored],
-            chain_digest(chain_digest(inp.base_digest, inp.delta), stored),
-        )
+        digest = chain_digest(chain_digest(inp.base_digest, inp.delta), stored)
+        host.remember(inp.ref.workflow_id, CachedTranscript([*messages, *stored], digest, [*sent, *stored]))
         return ModelRequestOutput(response=stored[0], cache_hit=cache_hit)
 
     @activity.defn(name="wolf.call_tool")
@@ -490,10 +493,8 @@ def _repeat_safe(config: McpServerConfig | None, tool: ToolEntry) -> bool:
 
 
 def _cut_tool_outputs(messages: list[ModelMessage], limit: int) -> list[ModelMessage]:
-    """What the model is sent: tool results longer than `limit` cut, with a note on how to read on
-    (`messages` itself when nothing is too long). The transcript and this worker's copy keep them whole."""
-    if not any(isinstance(m, ModelRequest) and any(_too_long(p, limit) for p in m.parts) for m in messages):
-        return messages
+    """What the model is sent: tool results longer than `limit` cut, with a note on how to read on (the
+    messages with nothing too long are the same objects). The transcript keeps them whole."""
     out = list(messages)
     for i, message in enumerate(messages):
         if not isinstance(message, ModelRequest) or not any(_too_long(p, limit) for p in message.parts):

@@ -46,6 +46,9 @@ log = logging.getLogger(__name__)
 class CachedTranscript:
     messages: list[ModelMessage]
     digest: str
+    sent: list[ModelMessage]
+    """What the model was sent: `messages` with long tool results cut (the same objects otherwise), kept
+    so that each request cuts only what is new."""
 
 
 @dataclass
@@ -254,19 +257,19 @@ class AgentHost:
             self._models[key] = build_model(specs, self.manifest.host.models.providers, self.local_models, self.secrets)
         return self._models[key]
 
-    def transcript(self, workflow_id: str, base_len: int, base_digest: str) -> list[ModelMessage] | None:
+    def transcript(self, workflow_id: str, base_len: int, base_digest: str) -> CachedTranscript | None:
         """This worker's copy of a session's first `base_len` messages, if it provably matches."""
         cached = self._transcripts.get(workflow_id)
         if cached is None or len(cached.messages) != base_len or cached.digest != base_digest:
             self.transcript_misses += 1
             return None
         self._transcripts.move_to_end(workflow_id)
-        return cached.messages
+        return cached
 
-    def remember(self, workflow_id: str, messages: list[ModelMessage], digest: str) -> None:
+    def remember(self, workflow_id: str, cached: CachedTranscript) -> None:
         """Cache a transcript (least recently used out first; only the copy goes, the session stays
         served: its turn's extensions keep running)."""
-        self._transcripts[workflow_id] = CachedTranscript(messages, digest)
+        self._transcripts[workflow_id] = cached
         self._transcripts.move_to_end(workflow_id)
         while len(self._transcripts) > self.max_transcripts:
             self._transcripts.popitem(last=False)
