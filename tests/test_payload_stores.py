@@ -126,7 +126,8 @@ async def test_s3_store_a_10_mb_tool_output_goes_to_the_bucket_end_to_end(env, s
     worker, hosts = create_worker(client, task_queue=task_queue, local_models={"m": script.model})
     try:
         async with worker:
-            sid = await wolf.submit("a big tool output, please", "a", make_manifest())
+            # The model sees the whole output (the limit is raised): what is tested is the transport.
+            sid = await wolf.submit("a big tool output, please", "a", make_manifest({"limits": {"tool_output_chars": 2 * TEN_MB}}))
             result = await wolf.result(sid)
             transcript = await wolf.transcript(sid)  # a >10 MB query answer: through the bucket too
             history = await client.get_workflow_handle(workflow_id("default", sid)).fetch_history()

@@ -50,7 +50,8 @@ async def test_a_10_mb_tool_output_and_a_5_mb_prompt_end_to_end(wolf, run_worker
 
     script = Script(decide)
     async with run_worker(local_models={"m": script.model}):
-        sid = await wolf.submit("y" * FIVE_MB, "a", make_manifest())
+        # The model sees the whole output (the limit is raised): what is tested is the transport.
+        sid = await wolf.submit("y" * FIVE_MB, "a", make_manifest({"limits": {"tool_output_chars": 2 * TEN_MB}}))
         result = await wolf.result(sid)
         transcript = await wolf.transcript(sid)  # a 15 MB query answer, through the store too
         history = await wolf.client.get_workflow_handle(workflow_id("default", sid)).fetch_history()
