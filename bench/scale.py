@@ -7,9 +7,11 @@ with AgentWolf's raised dispatch throttle (`dynamic_config_args()`), the same py
 tests/support/tools_server.py, ~500 chars of text alongside), and its pydantic-ai baseline
 (`Agent(..., capabilities=[TemporalDurability()])` with an `MCPToolset`, `PydanticAIPlugin` client).
 
-(a) Idle sessions. For each N in `--sizes`, a fresh AgentWolf worker runs in its own process
-    (`create_worker` with the model registered as `local:m`, production data converter), so its RSS
-    is its own. Five warm-up sessions (one turn, then closed) load what every worker loads once (the
+Every worker runs in a process of its own (bench/workers.py); this process only drives clients.
+
+(a) Idle sessions. For each N in `--sizes`, a fresh AgentWolf worker process (`create_worker` with
+    the model registered as `local:m`, production data converter), so its RSS is its own. Five
+    warm-up sessions (one turn, then closed) load what every worker loads once (the
     sandbox's modules, the host, its MCP connection); then the baseline RSS; then N interactive
     sessions, each with one short turn (one tool round), left idle; then the RSS again. Printed: RSS
     over the baseline divided by N, and the latency (p50, p95) of `WolfClient.prompt` (a workflow
@@ -20,8 +22,8 @@ tests/support/tools_server.py, ~500 chars of text alongside), and its pydantic-a
     Both RSS readings follow a `gc.collect()` in the worker.
 (b) Throughput. For each C in `--concurrency`, C sessions (C workflows for pydantic-ai) start at
     once and each runs `--rounds` tool rounds; rounds/s = C x R / wall time from the first start to
-    the last result. Both workers run in this process, on the same server, one runtime measured at
-    a time, alternating, `--repeats` times (median). Printed as a ratio agentwolf / pydantic-ai.
+    the last result. Both workers run throughout, on the same server; one runtime is measured at a
+    time, alternating, `--repeats` times (median). Printed as a ratio agentwolf / pydantic-ai.
 
 Targets (from the issue): idle sessions <= 150 KB each; throughput >= 1.7x pydantic-ai.
 
@@ -35,12 +37,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
-import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -50,18 +49,17 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH.parent), str(BENCH)]  # agentwolf from this checkout; tool_round beside us
 
-import tool_round  # noqa: E402 - after the path set-up
-from temporalio.client import Client  # noqa: E402
-from temporalio.service import RPCError  # noqa: E402
-from temporalio.testing import WorkflowEnvironment  # noqa: E402
-from temporalio.worker import Worker  # noqa: E402
+import tool_round
+from temporalio.client import Client
+from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
+from workers import TOOLS_SERVER, WorkerProcess, prompt_for
 
-from agentwolf.client.devserver import dynamic_config_args, temporal_binary  # noqa: E402
-from agentwolf.client.wolf_client import WolfClient  # noqa: E402
-from agentwolf.config.manifest import Manifest  # noqa: E402
-from agentwolf.payloads import data_converter  # noqa: E402
-from agentwolf.worker.main import create_worker  # noqa: E402
-from agentwolf.workflows.types import SEARCH_ATTRIBUTES, workflow_id  # noqa: E402
+from agentwolf.client.devserver import dynamic_config_args, temporal_binary
+from agentwolf.client.wolf_client import WolfClient
+from agentwolf.config.manifest import Manifest
+from agentwolf.payloads import data_converter
+from agentwolf.workflows.types import SEARCH_ATTRIBUTES, workflow_id
 
 WARMUP_SESSIONS = 5
 IDLE_TARGET_KB, THROUGHPUT_TARGET = 150, 1.7
@@ -69,7 +67,7 @@ IDLE_TARGET_KB, THROUGHPUT_TARGET = 150, 1.7
 
 def manifest(rounds: int) -> Manifest:
     """tool_round.py's manifest: agent `a` on the worker's `local:m` with the MCP test tools."""
-    server = {"command": sys.executable, "args": [tool_round.TOOLS_SERVER]}
+    server = {"command": sys.executable, "args": [TOOLS_SERVER]}
     agent = {"model": "local:m", "capabilities": [{"mcp": "tools"}], "limits": {"max_steps": rounds + 5}}
     return Manifest.model_validate({"host": {"mcp_servers": {"tools": server}}, "agents": {"a": agent}})
 
@@ -79,76 +77,20 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-# -- (a) idle sessions: the worker process -----------------------------------------------------------
-
-
-def _rss_kb() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise RuntimeError("no VmRSS in /proc/self/status")
-
-
-async def worker_process_main(address: str, namespace: str, task_queue: str) -> None:
-    """The worker of (a), in its own process: answers `stats` lines on stdin with a JSON line
-    (`rss_kb`, `cached` workflow runs) until `stop` or the end of stdin."""
-    client = await Client.connect(address, namespace=namespace, data_converter=data_converter())
-    worker, hosts = create_worker(client, task_queue=task_queue, local_models={"m": tool_round.MODEL})
-    loop = asyncio.get_running_loop()
-    try:
-        async with worker:
-            print("ready", flush=True)
-            while (line := (await loop.run_in_executor(None, sys.stdin.readline)).strip()) not in ("", "stop"):
-                gc.collect()
-                running = getattr(getattr(worker, "_workflow_worker", None), "_running_workflows", None)
-                stats = {"rss_kb": _rss_kb(), "cached": len(running) if running is not None else -1}
-                print(json.dumps(stats), flush=True)
-    finally:
-        await hosts.close()
-
-
-class WorkerProcess:
-    def __init__(self, address: str, namespace: str, task_queue: str, log: Path) -> None:
-        self.log = open(log, "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--worker-process", address, namespace, task_queue],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-            text=True,
-        )
-
-    async def _line(self) -> str:
-        line = await asyncio.to_thread(self.proc.stdout.readline)  # type: ignore[union-attr]
-        if not line:
-            raise RuntimeError(f"the worker process ended (exit {self.proc.wait()}); see {self.log.name}")
-        return line.strip()
-
-    async def ready(self) -> None:
-        while await self._line() != "ready":
-            pass
-
-    async def stats(self) -> dict[str, int]:
-        self.proc.stdin.write("stats\n")  # type: ignore[union-attr]
-        self.proc.stdin.flush()  # type: ignore[union-attr]
-        return json.loads(await self._line())
-
-    def stop(self) -> None:
-        try:
-            self.proc.stdin.write("stop\n")  # type: ignore[union-attr]
-            self.proc.stdin.close()  # type: ignore[union-attr]
-            self.proc.wait(30)
-        except (OSError, subprocess.TimeoutExpired):
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
+# -- (a) idle sessions ---------------------------------------------------------------------------
 
 
 async def _idle(wolf: WolfClient, sid: str, turns: int, interval: float) -> None:
     """Wait until the session has finished `turns` turns and is idle."""
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 600
     while True:
-        status = await wolf.status(sid)
+        try:
+            status = await wolf.status(sid)
+        except RPCError:  # a query times out while the worker is saturated: ask again
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(interval)
+            continue
         if status.counters.turns >= turns and status.state == "idle":
             if status.last_outcome != "completed":
                 raise RuntimeError(f"{sid}: turn {turns} ended {status.last_outcome}")
@@ -158,17 +100,18 @@ async def _idle(wolf: WolfClient, sid: str, turns: int, interval: float) -> None
         await asyncio.sleep(interval)
 
 
-async def idle_sessions(client: Client, n: int, probes: int, work: Path, rng: random.Random) -> dict[str, float]:
-    address, namespace = client.service_client.config.target_host, client.namespace
+async def idle_sessions(
+    client: Client, n: int, probes: int, work: Path, rng: random.Random
+) -> dict[str, float]:
     task_queue = f"scale-idle-{n}-{uuid.uuid4().hex[:6]}"
     wolf = WolfClient(client, task_queue=task_queue)
     spec = manifest(rounds=1)
-    worker = WorkerProcess(address, namespace, task_queue, work / "worker.log")
+    worker = WorkerProcess("wolf", client, task_queue, work / "worker.log")
     sids: list[str] = []
     try:
         await worker.ready()
         for _ in range(WARMUP_SESSIONS):
-            sid = await wolf.start_session("a", spec, prompt=tool_round.prompt_for(1))
+            sid = await wolf.start_session("a", spec, prompt=prompt_for(1))
             await _idle(wolf, sid, 1, 0.05)
             await wolf.close(sid)
             await wolf.result(sid)
@@ -180,7 +123,7 @@ async def idle_sessions(client: Client, n: int, probes: int, work: Path, rng: ra
 
         async def one() -> str:
             async with gate:
-                sid = await wolf.start_session("a", spec, prompt=tool_round.prompt_for(1))
+                sid = await wolf.start_session("a", spec, prompt=prompt_for(1))
                 await _idle(wolf, sid, 1, 0.25)
                 return sid
 
@@ -252,7 +195,7 @@ class AgentWolf(Runtime):
         self.manifest = manifest(rounds)  # one manifest throughout: one host, one MCP process
 
     async def session(self, rounds: int) -> None:
-        sid = await self.wolf.submit(tool_round.prompt_for(rounds), "a", self.manifest)
+        sid = await self.wolf.submit(prompt_for(rounds), "a", self.manifest)
         result = await self.wolf.result(sid)
         assert result.output == "done" and result.counters.usage.tool_calls == rounds, result
 
@@ -265,31 +208,36 @@ class PydanticAI(Runtime):
 
     async def session(self, rounds: int) -> None:
         wid = f"scale-pai-{uuid.uuid4().hex[:10]}"
-        args = [tool_round.prompt_for(rounds), rounds]
-        output = await self.client.execute_workflow(tool_round.PaiTurn.run, args=args, id=wid, task_queue="scale-pai")
+        args = [prompt_for(rounds), rounds]
+        output = await self.client.execute_workflow(
+            tool_round.PaiTurn.run, args=args, id=wid, task_queue="scale-pai"
+        )
         assert output == "done", output
 
 
-async def throughput(client: Client, sizes: list[int], rounds: int, repeats: int) -> dict[int, dict[str, float]]:
+async def throughput(
+    client: Client, sizes: list[int], rounds: int, repeats: int, work: Path
+) -> dict[int, dict[str, float]]:
     address, namespace = client.service_client.config.target_host, client.namespace
     pai_client = await Client.connect(address, namespace=namespace, plugins=[tool_round.PydanticAIPlugin()])
-    wolf_worker, hosts = create_worker(client, task_queue="scale-wolf", local_models={"m": tool_round.MODEL})
-    pai_worker = Worker(pai_client, task_queue="scale-pai", workflows=[tool_round.PaiTurn])
+    workers = [
+        await WorkerProcess("wolf", client, "scale-wolf", work / "worker.log").ready(),
+        await WorkerProcess("pai", client, "scale-pai", work / "worker.log").ready(),
+    ]
     runtimes = [AgentWolf(client, rounds), PydanticAI(pai_client)]
     measured: dict[int, dict[str, list[float]]] = {c: {r.name: [] for r in runtimes} for c in sizes}
     try:
-        async with wolf_worker, pai_worker:
-            for runtime in runtimes:  # warm-up: process spawns, MCP connects, sandbox loads
-                await runtime.batch(2, tool_round.WARMUP_STEPS)
-            for rep in range(repeats):
-                for c in sizes:
-                    for runtime in runtimes if rep % 2 == 0 else runtimes[::-1]:
-                        rps = await runtime.batch(c, rounds)
-                        measured[c][runtime.name].append(rps)
-                        print(f"  C={c} {runtime.name}: {rps:.1f} rounds/s", file=sys.stderr)
+        for runtime in runtimes:  # warm-up: process spawns, MCP connects, sandbox loads
+            await runtime.batch(2, tool_round.WARMUP_STEPS)
+        for rep in range(repeats):
+            for c in sizes:
+                for runtime in runtimes if rep % 2 == 0 else runtimes[::-1]:
+                    rps = await runtime.batch(c, rounds)
+                    measured[c][runtime.name].append(rps)
+                    print(f"  C={c} {runtime.name}: {rps:.1f} rounds/s", file=sys.stderr)
     finally:
-        await hosts.close()
-        await tool_round.PAI_TRANSPORT.close()
+        for worker in workers:
+            worker.stop()
     return {c: {name: statistics.median(v) for name, v in by.items()} for c, by in measured.items()}
 
 
@@ -297,7 +245,9 @@ async def throughput(client: Client, sizes: list[int], rounds: int, repeats: int
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", default="100,500,1500", help="idle sessions per worker, comma-separated")
     parser.add_argument("--probes", type=int, default=40, help="prompt updates timed per size")
     parser.add_argument("--concurrency", default="20,50", help="concurrent sessions, comma-separated")
@@ -327,12 +277,19 @@ async def main() -> None:
                     idle.append(await idle_sessions(env.client, n, args.probes, work, rng))
                     print(f"  idle N={n}: {idle[-1]}", file=sys.stderr)
             if "throughput" in parts:
-                rates = await throughput(env.client, concurrency, args.rounds, args.repeats)
+                rates = await throughput(env.client, concurrency, args.rounds, args.repeats, work)
+        except BaseException:
+            log = work / "worker.log"
+            tail = log.read_text(errors="replace")[-6000:] if log.exists() else "(none)"
+            print(f"the workers' log ended with:\n{tail}", file=sys.stderr)
+            raise
         finally:
             await env.shutdown()
 
     if idle:
-        print(f"(a) idle sessions on one worker process; {args.probes} prompt updates to random idle sessions")
+        print(
+            f"(a) idle sessions on one worker process; {args.probes} prompt updates to random idle sessions"
+        )
         print(
             f"{'N':>5} {'base MB':>8} {'RSS MB':>7} {'KB/session':>10} {'cached':>6} "
             f"{'p50 ms':>7} {'p95 ms':>7} {'setup s':>7}"
@@ -351,11 +308,10 @@ async def main() -> None:
             ratio = by["agentwolf"] / by["pydantic-ai"]
             print(f"{c:>4} {by['agentwolf']:>13.1f} {by['pydantic-ai']:>15.1f} {ratio:>6.2f}")
         worst_ratio = min(by["agentwolf"] / by["pydantic-ai"] for by in rates.values())
-        print(f"throughput ratio (agentwolf / pydantic-ai): at least {worst_ratio:.2f}  goal >= {THROUGHPUT_TARGET}")
+        print(
+            f"throughput ratio (agentwolf / pydantic-ai): at least {worst_ratio:.2f}  goal >= {THROUGHPUT_TARGET}"
+        )
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "--worker-process":
-        asyncio.run(worker_process_main(*sys.argv[2:]))
-    else:
-        asyncio.run(main())
+    asyncio.run(main())

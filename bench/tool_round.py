@@ -8,6 +8,9 @@ text alongside) until the turn has N tool results, then answers "done".
   (A) AgentWolf: `create_worker` + `WolfClient.submit` / `result`.
   (B) pydantic-ai: `Agent(..., capabilities=[TemporalDurability()])` with an `MCPToolset` over a
       FastMCP `StdioTransport`, run from a workflow on a worker whose client has `PydanticAIPlugin`.
+Each worker runs in a process of its own (bench/workers.py; this process only drives clients), so
+AgentWolf's worker imports what a real one does and not fastmcp, whose beartype import hook would
+make Temporal's sandbox re-import beartype for every session run.
 
 For each: one untimed warm-up turn (process spawn, MCP connect, sandbox load), then three timed
 N-round turns; prints the median ms per round, MCP server processes spawned (PIDs the server
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -36,62 +40,28 @@ from temporalio import workflow
 # The workflow sandbox re-runs this module for every pydantic-ai workflow: share the host's copies
 # of these modules instead of re-importing them there.
 with workflow.unsafe.imports_passed_through():
+    if str(Path(__file__).parent) not in sys.path:  # bench/workers.py (the sandbox re-runs this module)
+        sys.path.insert(0, str(Path(__file__).parent))
     from fastmcp.client.transports import StdioTransport
     from pydantic_ai import Agent
     from pydantic_ai.durable_exec.temporal import PydanticAIPlugin, PydanticAIWorkflow, TemporalDurability
     from pydantic_ai.mcp import MCPToolset
-    from pydantic_ai.messages import (
-        ModelMessage,
-        ModelRequest,
-        ModelResponse,
-        TextPart,
-        ToolCallPart,
-        ToolReturnPart,
-        UserPromptPart,
-    )
-    from pydantic_ai.models.function import AgentInfo, FunctionModel
     from pydantic_ai.usage import UsageLimits
     from temporalio.client import Client
-    from temporalio.contrib.pydantic import pydantic_data_converter
     from temporalio.testing import WorkflowEnvironment
-    from temporalio.worker import Worker
+    from workers import MODEL, TOOLS_SERVER, WorkerProcess, prompt_for
 
     from agentwolf.client.devserver import dynamic_config_args, temporal_binary
     from agentwolf.client.wolf_client import WolfClient
     from agentwolf.config.manifest import Manifest
-    from agentwolf.worker.main import create_worker
+    from agentwolf.payloads import data_converter
     from agentwolf.workflows.types import SEARCH_ATTRIBUTES, workflow_id
 
-# __file__ is already absolute; Path.resolve() is off-limits in the workflow sandbox.
-TOOLS_SERVER = str(Path(__file__).parents[1] / "tests" / "support" / "tools_server.py")
-FILLER = ("Thinking about the next addition before calling the tool again. " * 10)[:500]
 WARMUP_STEPS, REPEATS = 2, 3
 
-
-def prompt_for(steps: int) -> str:
-    return f"rounds={steps}: add numbers with the tool until you have {steps} results."
-
-
-def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    """Call `add(i, 1)` for round i until the transcript holds `rounds` tool results, then say "done"."""
-    parts = [p for m in messages if isinstance(m, ModelRequest) for p in m.parts]
-    prompt = next(p.content for p in parts if isinstance(p, UserPromptPart) and isinstance(p.content, str))
-    rounds = int(prompt.split(":", 1)[0].removeprefix("rounds="))
-    done = sum(isinstance(p, ToolReturnPart) for p in parts)
-    if done >= rounds:
-        return ModelResponse(parts=[TextPart("done")])
-    return ModelResponse(
-        parts=[
-            TextPart(f"Round {done}. {FILLER}"),
-            ToolCallPart("add", {"a": done, "b": 1}, tool_call_id=f"call-{done}"),
-        ]
-    )
-
-
-MODEL = FunctionModel(script)
-
 # (B) pydantic-ai: a module-level agent, as its Temporal integration requires. The sandbox re-runs
-# this module, so nothing here may touch the filesystem: the PID file env is set in main().
+# this module, so nothing here may touch the filesystem: the PID file env is set by the worker
+# process (bench/workers.py).
 PAI_TRANSPORT = StdioTransport(sys.executable, [TOOLS_SERVER])  # keep_alive=True: one process
 PAI_AGENT = Agent(
     MODEL, name="bench", toolsets=[MCPToolset(PAI_TRANSPORT, id="tools")], capabilities=[TemporalDurability()]
@@ -143,7 +113,7 @@ class Measure:
         return len(self.pid_file.read_text().split()) if self.pid_file.exists() else 0
 
 
-async def run_agentwolf(client: Client, measure: Measure) -> None:
+async def run_agentwolf(client: Client, measure: Measure, log: Path) -> None:
     # One manifest for warm-up and timed turns: hosts (and their MCP pools) are keyed by its identity.
     server = {
         "command": sys.executable,
@@ -157,44 +127,45 @@ async def run_agentwolf(client: Client, measure: Measure) -> None:
     }
     manifest = Manifest.model_validate({"host": {"mcp_servers": {"tools": server}}, "agents": {"a": agent}})
 
-    worker, hosts = create_worker(client, task_queue="bench-wolf", local_models={"m": MODEL})
+    worker = await WorkerProcess("wolf", client, "bench-wolf", log).ready()
     try:
-        async with worker:
-            wolf = WolfClient(client, task_queue="bench-wolf")
+        wolf = WolfClient(client, task_queue="bench-wolf")
 
-            async def turn(steps: int) -> str:
-                sid = await wolf.submit(prompt_for(steps), "a", manifest)
-                result = await wolf.result(sid)
-                assert result.output == "done" and result.counters.usage.tool_calls == steps, result
-                return workflow_id(wolf.tenant, sid)
+        async def turn(steps: int) -> str:
+            sid = await wolf.submit(prompt_for(steps), "a", manifest)
+            result = await wolf.result(sid)
+            assert result.output == "done" and result.counters.usage.tool_calls == steps, result
+            return workflow_id(wolf.tenant, sid)
 
-            await turn(WARMUP_STEPS)
-            for _ in range(REPEATS):
-                wid = await measure.time(turn)
-            measure.history = await history_bytes(client, wid)
+        await turn(WARMUP_STEPS)
+        for _ in range(REPEATS):
+            wid = await measure.time(turn)
+        measure.history = await history_bytes(client, wid)
     finally:
-        await hosts.close()
+        worker.stop()
 
 
-async def run_pydantic_ai(target: str, namespace: str, measure: Measure) -> None:
-    PAI_TRANSPORT.env = {"WOLF_PID_FILE": str(measure.pid_file)}  # before the first connect
+async def run_pydantic_ai(client: Client, measure: Measure, log: Path) -> None:
+    worker = await WorkerProcess(
+        "pai", client, "bench-pai", log, {"WOLF_PID_FILE": str(measure.pid_file)}
+    ).ready()
+    target, namespace = client.service_client.config.target_host, client.namespace
     client = await Client.connect(target, namespace=namespace, plugins=[PydanticAIPlugin()])
     try:
-        async with Worker(client, task_queue="bench-pai", workflows=[PaiTurn]):
 
-            async def turn(steps: int) -> str:
-                wid = f"bench-pai-{uuid.uuid4().hex[:8]}"
-                args = [prompt_for(steps), steps]
-                output = await client.execute_workflow(PaiTurn.run, args=args, id=wid, task_queue="bench-pai")
-                assert output == "done", output
-                return wid
+        async def turn(steps: int) -> str:
+            wid = f"bench-pai-{uuid.uuid4().hex[:8]}"
+            args = [prompt_for(steps), steps]
+            output = await client.execute_workflow(PaiTurn.run, args=args, id=wid, task_queue="bench-pai")
+            assert output == "done", output
+            return wid
 
-            await turn(WARMUP_STEPS)
-            for _ in range(REPEATS):
-                wid = await measure.time(turn)
-            measure.history = await history_bytes(client, wid)
+        await turn(WARMUP_STEPS)
+        for _ in range(REPEATS):
+            wid = await measure.time(turn)
+        measure.history = await history_bytes(client, wid)
     finally:
-        await PAI_TRANSPORT.close()
+        worker.stop()
 
 
 async def main() -> None:
@@ -208,15 +179,16 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         wolf = Measure(args.steps, Path(tmp) / "agentwolf.pids")
         pai = Measure(args.steps, Path(tmp) / "pydantic-ai.pids")
+        os.environ["WOLF_PAYLOAD_STORE"] = str(Path(tmp) / "payloads")  # this process and the workers'
         env = await WorkflowEnvironment.start_local(
             dev_server_existing_path=temporal_binary(),
-            data_converter=pydantic_data_converter,
+            data_converter=data_converter(),
             search_attributes=SEARCH_ATTRIBUTES,
             dev_server_extra_args=[] if args.default_dispatch else dynamic_config_args(),
         )
         try:
-            await run_agentwolf(env.client, wolf)
-            await run_pydantic_ai(env.client.service_client.config.target_host, env.client.namespace, pai)
+            await run_agentwolf(env.client, wolf, Path(tmp) / "worker.log")
+            await run_pydantic_ai(env.client, pai, Path(tmp) / "worker.log")
         finally:
             await env.shutdown()
 

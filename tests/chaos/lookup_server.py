@@ -14,11 +14,15 @@ from mcp_types import ToolAnnotations
 server = MCPServer("wolf-chaos-lookups")
 
 
+def _count(tag: str) -> None:
+    with open(os.environ["WOLF_LOOKUPS"], "a") as f:
+        f.write(tag + "\n")
+
+
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
 async def lookup(tag: str, seconds: float) -> str:
     """Look a tag up (slowly)."""
-    with open(os.environ["WOLF_LOOKUPS"], "a") as f:
-        f.write(tag + "\n")
+    _count(tag)  # a few microseconds: blocking is fine
     await anyio.sleep(seconds)
     return f"looked up {tag}"
 

@@ -1,0 +1,169 @@
+"""What the benchmarks share: the scripted model, and workers that run in processes of their own.
+
+The model: a pydantic-ai `FunctionModel` that calls `add(i, 1)` for round i (with ~500 chars of text
+alongside) until the transcript holds `rounds` tool results, then answers "done"; `prompt_for(rounds)`
+is the prompt that asks for that.
+
+The workers: `python bench/workers.py wolf|pai ADDRESS NAMESPACE TASK_QUEUE` runs AgentWolf's
+(`create_worker`, the model registered as `local:m`, the production data converter) or pydantic-ai's
+(bench/tool_round.py's `PaiTurn` on a `PydanticAIPlugin` client) until `stop` or the end of stdin,
+answering each `stats` line with a JSON line (`rss_kb`, `cached` workflow runs, after `gc.collect()`).
+In its own process each worker's RSS is its own, and AgentWolf's worker imports only what a real one
+does: importing fastmcp (pydantic-ai's MCP toolset) installs beartype's import hook process-wide,
+after which Temporal's sandbox re-imports beartype (about 250 modules) for every workflow run of
+any workflow module that is not passed through (pydantic-ai passes beartype through for its own).
+
+This module imports neither fastmcp nor pydantic-ai's Temporal integration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+# __file__ is already absolute; Path.resolve() is off-limits in the workflow sandbox.
+ROOT = Path(__file__).parents[1]
+TOOLS_SERVER = str(ROOT / "tests" / "support" / "tools_server.py")
+FILLER = ("Thinking about the next addition before calling the tool again. " * 10)[:500]
+
+
+def prompt_for(steps: int) -> str:
+    return f"rounds={steps}: add numbers with the tool until you have {steps} results."
+
+
+def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Call `add(i, 1)` for round i until the transcript holds `rounds` tool results, then say "done"."""
+    parts = [p for m in messages if isinstance(m, ModelRequest) for p in m.parts]
+    prompt = next(p.content for p in parts if isinstance(p, UserPromptPart) and isinstance(p.content, str))
+    rounds = int(prompt.split(":", 1)[0].removeprefix("rounds="))
+    done = sum(isinstance(p, ToolReturnPart) for p in parts)
+    if done >= rounds:
+        return ModelResponse(parts=[TextPart("done")])
+    return ModelResponse(
+        parts=[
+            TextPart(f"Round {done}. {FILLER}"),
+            ToolCallPart("add", {"a": done, "b": 1}, tool_call_id=f"call-{done}"),
+        ]
+    )
+
+
+MODEL = FunctionModel(script)
+
+
+# -- worker processes ------------------------------------------------------------------------------
+
+
+def _rss_kb() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+async def _serve(worker: object, on_exit: object = None) -> None:
+    """Run `worker` (a temporalio Worker) and answer `stats` lines until `stop` or the end of stdin."""
+    loop = asyncio.get_running_loop()
+    async with worker:  # type: ignore[attr-defined]
+        print("ready", flush=True)
+        while (await loop.run_in_executor(None, sys.stdin.readline)).strip() not in ("", "stop"):
+            gc.collect()
+            running = getattr(getattr(worker, "_workflow_worker", None), "_running_workflows", None)
+            stats = {"rss_kb": _rss_kb(), "cached": len(running) if running is not None else -1}
+            print(json.dumps(stats), flush=True)
+
+
+async def wolf_worker(address: str, namespace: str, task_queue: str) -> None:
+    from temporalio.client import Client
+
+    from agentwolf.payloads import data_converter
+    from agentwolf.worker.main import create_worker
+
+    client = await Client.connect(address, namespace=namespace, data_converter=data_converter())
+    worker, hosts = create_worker(client, task_queue=task_queue, local_models={"m": MODEL})
+    try:
+        await _serve(worker)
+    finally:
+        await hosts.close()
+
+
+async def pai_worker(address: str, namespace: str, task_queue: str) -> None:
+    sys.path.insert(0, str(Path(__file__).parent))
+    import tool_round  # fastmcp and pydantic-ai's Temporal integration: only in this process
+    from temporalio.client import Client
+    from temporalio.worker import Worker
+
+    if pid_file := os.environ.get("WOLF_PID_FILE"):
+        tool_round.PAI_TRANSPORT.env = {"WOLF_PID_FILE": pid_file}  # before the first connect
+    client = await Client.connect(address, namespace=namespace, plugins=[tool_round.PydanticAIPlugin()])
+    try:
+        await _serve(Worker(client, task_queue=task_queue, workflows=[tool_round.PaiTurn]))
+    finally:
+        await tool_round.PAI_TRANSPORT.close()
+
+
+class WorkerProcess:
+    """A worker of `kind` (`wolf` or `pai`) in a child process; `extra_env` adds to its environment."""
+
+    def __init__(
+        self, kind: str, client: object, task_queue: str, log: Path, extra_env: dict[str, str] | None = None
+    ) -> None:
+        address = client.service_client.config.target_host  # type: ignore[attr-defined]
+        namespace = client.namespace  # type: ignore[attr-defined]
+        self.log = open(log, "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, kind, address, namespace, task_queue],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            env={**os.environ, **(extra_env or {})},
+        )
+
+    async def _line(self) -> str:
+        line = await asyncio.to_thread(self.proc.stdout.readline)  # type: ignore[union-attr]
+        if not line:
+            raise RuntimeError(f"the worker process ended (exit {self.proc.wait()}); see {self.log.name}")
+        return line.strip()
+
+    async def ready(self) -> WorkerProcess:
+        while await self._line() != "ready":
+            pass
+        return self
+
+    async def stats(self) -> dict[str, int]:
+        self.proc.stdin.write("stats\n")  # type: ignore[union-attr]
+        self.proc.stdin.flush()  # type: ignore[union-attr]
+        return json.loads(await self._line())
+
+    def stop(self) -> None:
+        """Ask the worker to stop (it drains and closes its MCP servers); kill it if it takes too long."""
+        try:
+            self.proc.stdin.write("stop\n")  # type: ignore[union-attr]
+            self.proc.stdin.close()  # type: ignore[union-attr]
+            self.proc.wait(30)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))  # agentwolf from this checkout
+    kind, *where = sys.argv[1:]
+    asyncio.run({"wolf": wolf_worker, "pai": pai_worker}[kind](*where))
