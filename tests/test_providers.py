@@ -46,7 +46,6 @@ async def test_openai_provider_with_stdio_and_http_mcp_servers(wolf, run_worker,
             sid = await wolf.submit("what time is it?", "coder", manifest)
             result = await wolf.result(sid)
             transcript = await wolf.transcript(sid)
-            events = [event.model_dump_json() async for _, event in wolf.events(sid)]
     assert result.output == "It is UTC; 42; over http"
     assert len(server.requests) == 3
     first = server.requests[0]
