@@ -17,7 +17,6 @@ from typing import ClassVar, Self
 
 import pytest
 from pydantic_ai.messages import ToolReturnPart
-from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 
 from agentwolf.client.wolf_client import WolfClient
@@ -33,6 +32,7 @@ from agentwolf.payloads import (
 from agentwolf.worker.main import create_worker
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import make_manifest
+from tests.support.history import references
 from tests.support.models import Script, text, tool
 from tests.test_payloads import _largest_payload
 
@@ -78,31 +78,6 @@ def _listing(objects, prefix: str = "") -> dict[str, int]:
     return {o["Key"]: o["Size"] for page in pages for o in page.get("Contents", [])}
 
 
-def _references(history) -> list[dict]:
-    """Every external-storage reference the history holds (driver name and claim)."""
-    from google.protobuf.message import Message
-
-    found: list[dict] = []
-
-    def walk(message: Message) -> None:
-        if isinstance(message, Payload):
-            if message.metadata.get("messageType") == b"temporal.api.sdk.v1.ExternalStorageReference":
-                found.append(json.loads(message.data))
-            return
-        for field, value in message.ListFields():
-            if field.message_type is None:
-                continue
-            if isinstance(value, Message):
-                walk(value)
-            else:
-                for item in value.values() if hasattr(value, "values") else value:
-                    walk(item)
-
-    for event in history.events:
-        walk(event)
-    return found
-
-
 def _files(root: Path) -> set[Path]:
     return {f for f in root.rglob("*") if f.is_file()}
 
@@ -141,7 +116,7 @@ async def test_s3_store_a_10_mb_tool_output_goes_to_the_bucket_end_to_end(env, s
     assert ret.content == "x" * TEN_MB  # whole, in the session's transcript
 
     largest = _largest_payload(history)
-    refs = _references(history)
+    refs = references(history)
     objects = await asyncio.to_thread(_listing, s3.objects)
     biggest = max(objects.values())
     print(

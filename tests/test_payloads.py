@@ -9,6 +9,7 @@ from pydantic_ai.messages import ToolReturnPart
 
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import make_manifest
+from tests.support.history import payloads
 from tests.support.models import Script, text, tool, user_texts
 
 TEN_MB = 10_000_000
@@ -16,29 +17,7 @@ FIVE_MB = 5_000_000
 
 
 def _largest_payload(history) -> int:
-    """The biggest payload any history event carries (walks every protobuf field)."""
-    from google.protobuf.message import Message
-    from temporalio.api.common.v1 import Payload
-
-    largest = 0
-
-    def walk(message: Message) -> None:
-        nonlocal largest
-        if isinstance(message, Payload):
-            largest = max(largest, message.ByteSize())
-            return
-        for field, value in message.ListFields():
-            if field.message_type is None:
-                continue
-            if isinstance(value, Message):
-                walk(value)
-            else:  # a repeated field or a map of messages
-                for item in value.values() if hasattr(value, "values") else value:
-                    walk(item)
-
-    for event in history.events:
-        walk(event)
-    return largest
+    return max((p.ByteSize() for p in payloads(history)), default=0)
 
 
 async def test_a_10_mb_tool_output_and_a_5_mb_prompt_end_to_end(wolf, run_worker):

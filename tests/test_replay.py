@@ -17,8 +17,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from google.protobuf.message import Message
-from temporalio.api.common.v1 import Payload
 from temporalio.api.sdk.v1 import ExternalStorageReference
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
@@ -27,6 +25,7 @@ from agentwolf.payloads import DIGEST, THRESHOLD, data_converter, filesystem_roo
 from agentwolf.worker.main import SANDBOX, WORKFLOWS
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import HISTORIES, make_manifest, record_history
+from tests.support.history import references as history_references
 from tests.support.models import Script, sequence, text, tool
 
 HISTORY_FILES = sorted(HISTORIES.glob("*.json"))
@@ -98,25 +97,7 @@ async def test_a_session_whose_tool_output_went_to_external_storage_replays(wolf
 
 def references(history: WorkflowHistory) -> set[str]:
     """The digests of every external-storage reference in the history's payloads."""
-    found: set[str] = set()
-
-    def walk(message: Message) -> None:
-        if isinstance(message, Payload):
-            if message.metadata.get("messageType") == REFERENCE_TYPE:
-                found.add(json.loads(message.data)["claimData"]["sha256"])
-            return
-        for field, value in message.ListFields():
-            if field.message_type is None:
-                continue
-            if isinstance(value, Message):
-                walk(value)
-            else:  # a repeated field or a map of messages
-                for item in value.values() if hasattr(value, "values") else value:
-                    walk(item)
-
-    for event in history.events:
-        walk(event)
-    return found
+    return {ref["claimData"]["sha256"] for ref in history_references(history)}
 
 
 def _load(path: Path) -> WorkflowHistory:
