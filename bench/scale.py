@@ -13,7 +13,8 @@ Every worker runs in a process of its own (bench/workers.py); this process only 
     the model registered as `local:m`, production data converter), so its RSS is its own. Five
     warm-up sessions (one turn, then closed) load what every worker loads once (the
     sandbox's modules, the host, its MCP connection); then the baseline RSS; then N interactive
-    sessions, each with one short turn (one tool round), left idle; then the RSS again. Printed: RSS
+    sessions, each with one short turn (one tool round; `--setup-concurrency` at a time), left idle;
+    then the RSS again. Printed: RSS
     over the baseline divided by N, and the latency (p50, p95) of `WolfClient.prompt` (a workflow
     update) to a random idle session, `--probes` times, one at a time, each probe's turn finished
     before the next. The worker caches at most 1,000 workflow runs (temporalio's default
@@ -101,7 +102,7 @@ async def _idle(wolf: WolfClient, sid: str, turns: int, interval: float) -> None
 
 
 async def idle_sessions(
-    client: Client, n: int, probes: int, work: Path, rng: random.Random
+    client: Client, n: int, probes: int, work: Path, rng: random.Random, setup_concurrency: int
 ) -> dict[str, float]:
     task_queue = f"scale-idle-{n}-{uuid.uuid4().hex[:6]}"
     wolf = WolfClient(client, task_queue=task_queue)
@@ -119,7 +120,7 @@ async def idle_sessions(
         base = await worker.stats()
 
         started = time.monotonic()
-        gate = asyncio.Semaphore(20)
+        gate = asyncio.Semaphore(setup_concurrency)
 
         async def one() -> str:
             async with gate:
@@ -250,6 +251,9 @@ async def main() -> None:
     )
     parser.add_argument("--sizes", default="100,500,1500", help="idle sessions per worker, comma-separated")
     parser.add_argument("--probes", type=int, default=40, help="prompt updates timed per size")
+    parser.add_argument(
+        "--setup-concurrency", type=int, default=5, help="idle sessions starting their first turn at once"
+    )
     parser.add_argument("--concurrency", default="20,50", help="concurrent sessions, comma-separated")
     parser.add_argument("--rounds", type=int, default=20, help="tool rounds per session in (b)")
     parser.add_argument("--repeats", type=int, default=2, help="measurements per runtime and C in (b)")
@@ -274,7 +278,9 @@ async def main() -> None:
         try:
             if "idle" in parts:
                 for n in sizes:
-                    idle.append(await idle_sessions(env.client, n, args.probes, work, rng))
+                    idle.append(
+                        await idle_sessions(env.client, n, args.probes, work, rng, args.setup_concurrency)
+                    )
                     print(f"  idle N={n}: {idle[-1]}", file=sys.stderr)
             if "throughput" in parts:
                 rates = await throughput(env.client, concurrency, args.rounds, args.repeats, work)

@@ -7,7 +7,8 @@ is the prompt that asks for that.
 The workers: `python bench/workers.py wolf|pai ADDRESS NAMESPACE TASK_QUEUE` runs AgentWolf's
 (`create_worker`, the model registered as `local:m`, the production data converter) or pydantic-ai's
 (bench/tool_round.py's `PaiTurn` on a `PydanticAIPlugin` client) until `stop` or the end of stdin,
-answering each `stats` line with a JSON line (`rss_kb`, `cached` workflow runs, after `gc.collect()`).
+answering each `stats` line with a JSON line (`rss_kb`, `cached` workflow runs, after `gc.collect()`);
+its answers start with `@@bench ` (Temporal's core SDK logs to stdout too).
 In its own process each worker's RSS is its own, and AgentWolf's worker imports only what a real one
 does: importing fastmcp (pydantic-ai's MCP toolset) installs beartype's import hook process-wide,
 after which Temporal's sandbox re-imports beartype (about 250 modules) for every workflow run of
@@ -41,6 +42,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 ROOT = Path(__file__).parents[1]
 TOOLS_SERVER = str(ROOT / "tests" / "support" / "tools_server.py")
 FILLER = ("Thinking about the next addition before calling the tool again. " * 10)[:500]
+MARK = "@@bench "
 
 
 def prompt_for(steps: int) -> str:
@@ -80,12 +82,12 @@ async def _serve(worker: object, on_exit: object = None) -> None:
     """Run `worker` (a temporalio Worker) and answer `stats` lines until `stop` or the end of stdin."""
     loop = asyncio.get_running_loop()
     async with worker:  # type: ignore[attr-defined]
-        print("ready", flush=True)
+        print(f"{MARK}ready", flush=True)
         while (await loop.run_in_executor(None, sys.stdin.readline)).strip() not in ("", "stop"):
             gc.collect()
             running = getattr(getattr(worker, "_workflow_worker", None), "_running_workflows", None)
             stats = {"rss_kb": _rss_kb(), "cached": len(running) if running is not None else -1}
-            print(json.dumps(stats), flush=True)
+            print(MARK + json.dumps(stats), flush=True)
 
 
 async def wolf_worker(address: str, namespace: str, task_queue: str) -> None:
@@ -136,14 +138,18 @@ class WorkerProcess:
         )
 
     async def _line(self) -> str:
-        line = await asyncio.to_thread(self.proc.stdout.readline)  # type: ignore[union-attr]
-        if not line:
-            raise RuntimeError(f"the worker process ended (exit {self.proc.wait()}); see {self.log.name}")
-        return line.strip()
+        """The worker's next answer; anything else it prints goes to the log."""
+        while True:
+            line = await asyncio.to_thread(self.proc.stdout.readline)  # type: ignore[union-attr]
+            if not line:
+                raise RuntimeError(f"the worker process ended (exit {self.proc.wait()}); see {self.log.name}")
+            if line.startswith(MARK):
+                return line.removeprefix(MARK).strip()
+            self.log.write(line.encode(errors="replace"))
 
     async def ready(self) -> WorkerProcess:
-        while await self._line() != "ready":
-            pass
+        if (answer := await self._line()) != "ready":
+            raise RuntimeError(f"the worker process said {answer!r}, not ready")
         return self
 
     async def stats(self) -> dict[str, int]:
