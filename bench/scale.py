@@ -177,11 +177,18 @@ async def _terminate(client: Client, wolf: WolfClient, sids: list[str]) -> None:
 
 class Runtime:
     name = ""
+    stalled = False
+    """A batch did not finish in time: this runtime is not measured again (its sessions still run)."""
 
-    async def batch(self, c: int, rounds: int) -> float:
-        """Run `c` sessions of `rounds` rounds at once; rounds per second."""
+    async def batch(self, c: int, rounds: int, timeout: float) -> float:
+        """Run `c` sessions of `rounds` rounds at once; rounds per second (0 when they stalled)."""
         started = time.perf_counter()
-        await asyncio.gather(*(self.session(rounds) for _ in range(c)))
+        try:
+            await asyncio.wait_for(asyncio.gather(*(self.session(rounds) for _ in range(c))), timeout)
+        except TimeoutError:
+            self.stalled = True
+            print(f"  C={c} {self.name}: not finished after {timeout:.0f}s: stalled", file=sys.stderr)
+            return 0.0
         return c * rounds / (time.perf_counter() - started)
 
     async def session(self, rounds: int) -> None:
@@ -217,7 +224,7 @@ class PydanticAI(Runtime):
 
 
 async def throughput(
-    client: Client, sizes: list[int], rounds: int, repeats: int, work: Path
+    client: Client, sizes: list[int], rounds: int, repeats: int, work: Path, timeout: float
 ) -> dict[int, dict[str, float]]:
     address, namespace = client.service_client.config.target_host, client.namespace
     pai_client = await Client.connect(address, namespace=namespace, plugins=[tool_round.PydanticAIPlugin()])
@@ -229,11 +236,11 @@ async def throughput(
     measured: dict[int, dict[str, list[float]]] = {c: {r.name: [] for r in runtimes} for c in sizes}
     try:
         for runtime in runtimes:  # warm-up: process spawns, MCP connects, sandbox loads
-            await runtime.batch(2, tool_round.WARMUP_STEPS)
+            await runtime.batch(2, tool_round.WARMUP_STEPS, timeout)
         for rep in range(repeats):
             for c in sizes:
                 for runtime in runtimes if rep % 2 == 0 else runtimes[::-1]:
-                    rps = await runtime.batch(c, rounds)
+                    rps = 0.0 if runtime.stalled else await runtime.batch(c, rounds, timeout)
                     measured[c][runtime.name].append(rps)
                     print(f"  C={c} {runtime.name}: {rps:.1f} rounds/s", file=sys.stderr)
     finally:
@@ -257,6 +264,12 @@ async def main() -> None:
     parser.add_argument("--concurrency", default="20,50", help="concurrent sessions, comma-separated")
     parser.add_argument("--rounds", type=int, default=20, help="tool rounds per session in (b)")
     parser.add_argument("--repeats", type=int, default=2, help="measurements per runtime and C in (b)")
+    parser.add_argument(
+        "--batch-timeout",
+        type=float,
+        default=600,
+        help="seconds a batch of (b) may take before it counts as stalled",
+    )
     parser.add_argument("--parts", default="idle,throughput", help="idle, throughput or both")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
@@ -283,7 +296,9 @@ async def main() -> None:
                     )
                     print(f"  idle N={n}: {idle[-1]}", file=sys.stderr)
             if "throughput" in parts:
-                rates = await throughput(env.client, concurrency, args.rounds, args.repeats, work)
+                rates = await throughput(
+                    env.client, concurrency, args.rounds, args.repeats, work, args.batch_timeout
+                )
         except BaseException:
             log = work / "worker.log"
             tail = log.read_text(errors="replace")[-6000:] if log.exists() else "(none)"
@@ -311,9 +326,13 @@ async def main() -> None:
         print(f"(b) concurrent sessions of {args.rounds} tool rounds; median of {args.repeats} per runtime")
         print(f"{'C':>4} {'agentwolf r/s':>13} {'pydantic-ai r/s':>15} {'ratio':>6}")
         for c, by in rates.items():
-            ratio = by["agentwolf"] / by["pydantic-ai"]
+            ratio = by["agentwolf"] / by["pydantic-ai"] if by["pydantic-ai"] else float("nan")
             print(f"{c:>4} {by['agentwolf']:>13.1f} {by['pydantic-ai']:>15.1f} {ratio:>6.2f}")
-        worst_ratio = min(by["agentwolf"] / by["pydantic-ai"] for by in rates.values())
+        if any(not by["agentwolf"] or not by["pydantic-ai"] for by in rates.values()):
+            print("0.0 rounds/s: the batch stalled (see --batch-timeout)")
+        worst_ratio = min(
+            by["agentwolf"] / by["pydantic-ai"] if by["pydantic-ai"] else 0.0 for by in rates.values()
+        )
         print(
             f"throughput ratio (agentwolf / pydantic-ai): at least {worst_ratio:.2f}  goal >= {THROUGHPUT_TARGET}"
         )
