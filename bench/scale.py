@@ -240,13 +240,17 @@ async def throughput(
         for rep in range(repeats):
             for c in sizes:
                 for runtime in runtimes if rep % 2 == 0 else runtimes[::-1]:
-                    rps = 0.0 if runtime.stalled else await runtime.batch(c, rounds, timeout)
+                    if runtime.stalled:
+                        continue
+                    rps = await runtime.batch(c, rounds, timeout)
                     measured[c][runtime.name].append(rps)
                     print(f"  C={c} {runtime.name}: {rps:.1f} rounds/s", file=sys.stderr)
     finally:
         for worker in workers:
             worker.stop()
-    return {c: {name: statistics.median(v) for name, v in by.items()} for c, by in measured.items()}
+    return {
+        c: {name: statistics.median(v) if v else 0.0 for name, v in by.items()} for c, by in measured.items()
+    }
 
 
 # -- main ----------------------------------------------------------------------------------------
@@ -329,7 +333,7 @@ async def main() -> None:
             ratio = by["agentwolf"] / by["pydantic-ai"] if by["pydantic-ai"] else float("nan")
             print(f"{c:>4} {by['agentwolf']:>13.1f} {by['pydantic-ai']:>15.1f} {ratio:>6.2f}")
         if any(not by["agentwolf"] or not by["pydantic-ai"] for by in rates.values()):
-            print("0.0 rounds/s: the batch stalled (see --batch-timeout)")
+            print("0.0 rounds/s: stalled (see --batch-timeout); medians are of the batches that ran")
         worst_ratio = min(
             by["agentwolf"] / by["pydantic-ai"] if by["pydantic-ai"] else 0.0 for by in rates.values()
         )
