@@ -17,7 +17,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from temporalio.api.sdk.v1 import ExternalStorageReference
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
@@ -31,7 +30,6 @@ from tests.support.models import Script, sequence, text, tool
 HISTORY_FILES = sorted(HISTORIES.glob("*.json"))
 PAYLOADS = HISTORIES / "payloads"
 """The corpus's payload store: `<first two hex>/<sha256>` files, as `FilesystemDriver` keeps them."""
-REFERENCE_TYPE = ExternalStorageReference.DESCRIPTOR.full_name.encode()
 
 
 @pytest.fixture(scope="module")
