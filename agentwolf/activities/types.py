@@ -199,11 +199,40 @@ class ModelRequestInput(BaseModel):
     delta: list[ModelMessage]
     tool_names: list[str] | None = None
     """Only these tools are offered (a skill with `allowed-tools` is active); None offers all."""
+    turn_id: str = ""
+    step: int = 0
+    """Where the request's live text belongs (see LiveText)."""
 
 
 class ModelRequestOutput(BaseModel):
     response: ModelResponse
     cache_hit: bool
+
+
+class LiveText(BaseModel):
+    """A streaming model request's heartbeat details: its text and thinking so far.
+
+    Followers read them from the pending activity (describe), so live text never enters history.
+    Both strings are the tail from `*_start` on (a window), redacted, and cumulative: each
+    heartbeat replaces the last, and a follower shows what lies past what it has shown."""
+
+    turn_id: str
+    step: int
+    attempt: int
+    text: str = ""
+    text_start: int = 0
+    thinking: str = ""
+    thinking_start: int = 0
+
+
+class LiveTool(BaseModel):
+    """A running tool call's heartbeat details: the last progress its MCP server reported."""
+
+    call_id: str
+    attempt: int
+    progress: float
+    total: float | None = None
+    message: str | None = None
 
 
 class ToolCallInput(BaseModel):

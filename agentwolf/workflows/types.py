@@ -80,7 +80,13 @@ EventKind = Literal[
     "error",
     "turn_finished",
     "session_closed",
+    # Live events: read from running activities' heartbeats by the client, never in history.
+    "text_delta",
+    "thinking_delta",
+    "attempt_superseded",
+    "tool_progress",
 ]
+LIVE_KINDS = frozenset({"text_delta", "thinking_delta", "attempt_superseded", "tool_progress"})
 
 
 class Event(BaseModel):
@@ -97,6 +103,12 @@ class Event(BaseModel):
     duration_ms: int | None = None
     outcome: str | None = None
     usage: Usage | None = None
+    attempt: int | None = None
+    """Live events: the model request's (or tool call's) attempt the event belongs to."""
+    index: int | None = None
+    """Deltas: where `text` starts in the step's text (or thinking) of that attempt."""
+    progress: float | None = None
+    total: float | None = None
 
 
 class Prompt(BaseModel):
