@@ -1,13 +1,27 @@
 """A scripted OpenAI-compatible server on 127.0.0.1 (Responses API, which pydantic-ai's `openai:`
 models use, and Chat Completions, for `openai-chat:`), so the real provider code runs in tests.
-`reply(request) -> Reply` decides each answer; `tool_outputs(request)` reads either shape."""
+`reply(request) -> Reply` decides each answer; `tool_outputs(request)` reads either shape.
+
+A request with `"stream": true` is answered as OpenAI streams: Chat Completions as SSE
+`data: {chat.completion.chunk}` lines ending with `data: [DONE]` (usage in a last, choice-less chunk when
+`stream_options.include_usage` is set, which pydantic-ai always sends); Responses as SSE events
+`response.created`, `response.in_progress`, then per output item `response.output_item.added`,
+its deltas (`response.reasoning_summary_text.delta`, `response.output_text.delta`,
+`response.function_call_arguments.delta`) and done events, and `response.completed` with usage.
+Thinking streams first, then text, then the tool calls (their JSON arguments in word-sized pieces).
+Each delta waits `Reply.interval` after the one before, is written and flushed on its own, and
+carries its send time (`time.time()`) as `"x_sent_at"`; the server also records it in `sent`
+(text deltas) and `sent_events` (every delta). A client that disconnects mid-stream is counted
+in `disconnects`."""
 
 from __future__ import annotations
 
+import copy
 import json
+import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -18,7 +32,49 @@ class Reply:
     text: str | None = None
     tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     delay: float = 0.0
+    """Seconds before the answer starts (before the response headers, streaming or not)."""
     status: int = 200
+    """Not 200: an OpenAI error body with this status (never streamed), `text` as its message."""
+    chunks: list[str] | None = None
+    """Streaming only: the text deltas, in order (`text` defaults to their join). None: `text` split
+    into word-sized chunks (each word with its surrounding whitespace)."""
+    interval: float = 0.0
+    """Streaming only: seconds between consecutive deltas (thinking, text and tool arguments)."""
+    thinking: str | None = None
+    """Reasoning before the text: streamed as reasoning summary deltas (Responses) or
+    `reasoning_content` deltas (Chat Completions), both in word-sized chunks; non-streaming, a
+    reasoning item / `reasoning_content` field."""
+
+    def __post_init__(self) -> None:
+        if self.chunks is not None:
+            joined = "".join(self.chunks)
+            if self.text is None:
+                self.text = joined
+            elif self.text != joined:
+                raise ValueError("Reply.chunks must join to Reply.text")
+
+    def text_chunks(self) -> list[str]:
+        if self.chunks is not None:
+            return list(self.chunks)
+        return words(self.text or "")
+
+
+def words(text: str) -> list[str]:
+    """`text` in word-sized pieces that join back to it."""
+    return re.findall(r"\s*\S+\s*", text) or ([text] if text else [])
+
+
+USAGE_RESPONSES = {
+    "input_tokens": 100,
+    "output_tokens": 20,
+    "total_tokens": 120,
+    "input_tokens_details": {"cached_tokens": 0},
+    "output_tokens_details": {"reasoning_tokens": 0},
+}
+USAGE_CHAT = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+
+# One streamed event: the JSON object, and for a delta its kind ("thinking", "text", "tool_args") and text.
+_Event = tuple[dict[str, Any], str | None, str]
 
 
 class ScriptedOpenAI:
@@ -27,7 +83,14 @@ class ScriptedOpenAI:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         """Each request's HTTP headers (which API key arrived)."""
+        self.sent: list[tuple[float, str]] = []
+        """Every streamed text delta as (time.time() just before it was written, delta), in order."""
+        self.sent_events: list[tuple[float, str, str]] = []
+        """Every streamed delta as (send time, kind: "thinking" | "text" | "tool_args", delta)."""
+        self.disconnects = 0
+        """Streams whose client went away before the last event."""
         self._calls = 0
+        self._lock = threading.Lock()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -41,18 +104,59 @@ class ScriptedOpenAI:
                 answer = outer.reply(body)
                 if answer.delay:
                     time.sleep(answer.delay)
-                outer._calls += 1
+                with outer._lock:
+                    outer._calls += 1
+                    n = outer._calls
                 model = body.get("model", "scripted")
-                if self.path.endswith("/responses"):
-                    payload = outer._response(answer, model)
+                responses_api = self.path.endswith("/responses")
+                if body.get("stream") is True and answer.status == 200:
+                    if responses_api:
+                        events = outer._response_events(answer, model, n)
+                    else:
+                        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                        events = outer._completion_events(answer, model, n, include_usage)
+                    self._stream(events, answer.interval, responses_api)
+                    return
+                if responses_api:
+                    payload = outer._response(answer, model, n)
                 else:
-                    payload = outer._completion(answer, model)
+                    payload = outer._completion(answer, model, n)
                 data = json.dumps(payload).encode()
                 self.send_response(answer.status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _stream(self, events: Iterator[_Event], interval: float, named: bool) -> None:
+                # HTTP/1.0 without Content-Length: the body ends when the connection closes.
+                self.close_connection = True
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+                    self.send_header("Cache-Control", "no-cache")
+                    self.end_headers()
+                    self.wfile.flush()
+                    first_delta = True
+                    for event, kind, delta in events:
+                        if kind is not None:
+                            if not first_delta and interval:
+                                time.sleep(interval)
+                            first_delta = False
+                        sent_at = time.time()
+                        event["x_sent_at"] = sent_at
+                        head = f"event: {event['type']}\n" if named else ""
+                        self.wfile.write(f"{head}data: {json.dumps(event)}\n\n".encode())
+                        self.wfile.flush()
+                        if kind is not None:
+                            outer.sent_events.append((sent_at, kind, delta))
+                            if kind == "text":
+                                outer.sent.append((sent_at, delta))
+                    if not named:
+                        self.wfile.write(b"data: [DONE]\n\n")
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+                    outer.disconnects += 1
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -61,33 +165,21 @@ class ScriptedOpenAI:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
-    def _response(self, answer: Reply, model: str) -> dict[str, Any]:
+    # Responses API
+
+    def _response(self, answer: Reply, model: str, n: int | None = None) -> dict[str, Any]:
+        n = self._calls if n is None else n
         if answer.status != 200:
             return {"error": {"message": answer.text or "scripted failure", "type": "invalid_request_error"}}
         output: list[dict[str, Any]] = []
+        if answer.thinking is not None:
+            output.append(_reasoning_item(n, answer.thinking))
         if answer.text is not None:
-            output.append(
-                {
-                    "type": "message",
-                    "id": f"msg_{self._calls}",
-                    "role": "assistant",
-                    "status": "completed",
-                    "content": [{"type": "output_text", "text": answer.text, "annotations": []}],
-                }
-            )
+            output.append(_message_item(n, answer.text))
         for i, (name, args) in enumerate(answer.tool_calls):
-            output.append(
-                {
-                    "type": "function_call",
-                    "id": f"fc_{self._calls}_{i}",
-                    "call_id": f"call_{self._calls}_{i}",
-                    "name": name,
-                    "arguments": json.dumps(args),
-                    "status": "completed",
-                }
-            )
+            output.append(_function_call_item(n, i, name, json.dumps(args)))
         return {
-            "id": f"resp_{self._calls}",
+            "id": f"resp_{n}",
             "object": "response",
             "created_at": int(time.time()),
             "model": model,
@@ -96,34 +188,149 @@ class ScriptedOpenAI:
             "parallel_tool_calls": True,
             "tool_choice": "auto",
             "tools": [],
-            "usage": {
-                "input_tokens": 100,
-                "output_tokens": 20,
-                "total_tokens": 120,
-                "input_tokens_details": {"cached_tokens": 0},
-                "output_tokens_details": {"reasoning_tokens": 0},
-            },
+            "usage": dict(USAGE_RESPONSES),
         }
 
-    def _completion(self, answer: Reply, model: str) -> dict[str, Any]:
+    def _response_events(self, answer: Reply, model: str, n: int) -> Iterator[_Event]:
+        final = self._response(answer, model, n)
+        start = {**final, "status": "in_progress", "output": [], "usage": None}
+        seq = iter(range(1_000_000))
+
+        def event(type_: str, **fields: Any) -> dict[str, Any]:
+            return {"type": type_, "sequence_number": next(seq), **fields}
+
+        yield event("response.created", response=copy.deepcopy(start)), None, ""
+        yield event("response.in_progress", response=copy.deepcopy(start)), None, ""
+        for index, item in enumerate(final["output"]):
+            item_id = item["id"]
+            at = {"item_id": item_id, "output_index": index}
+            if item["type"] == "reasoning":
+                thinking = item["summary"][0]["text"]
+                yield (
+                    event("response.output_item.added", output_index=index, item={**item, "summary": []}),
+                    None,
+                    "",
+                )
+                empty = {"type": "summary_text", "text": ""}
+                yield (
+                    event("response.reasoning_summary_part.added", **at, summary_index=0, part=empty),
+                    None,
+                    "",
+                )
+                for piece in words(thinking):
+                    e = event("response.reasoning_summary_text.delta", **at, summary_index=0, delta=piece)
+                    yield e, "thinking", piece
+                yield (
+                    event("response.reasoning_summary_text.done", **at, summary_index=0, text=thinking),
+                    None,
+                    "",
+                )
+                part = {"type": "summary_text", "text": thinking}
+                yield (
+                    event("response.reasoning_summary_part.done", **at, summary_index=0, part=part),
+                    None,
+                    "",
+                )
+            elif item["type"] == "message":
+                text = item["content"][0]["text"]
+                added = {**item, "status": "in_progress", "content": []}
+                yield event("response.output_item.added", output_index=index, item=added), None, ""
+                empty = {"type": "output_text", "text": "", "annotations": []}
+                yield event("response.content_part.added", **at, content_index=0, part=empty), None, ""
+                for piece in answer.text_chunks():
+                    e = event("response.output_text.delta", **at, content_index=0, delta=piece, logprobs=[])
+                    yield e, "text", piece
+                yield (
+                    event("response.output_text.done", **at, content_index=0, text=text, logprobs=[]),
+                    None,
+                    "",
+                )
+                part = {"type": "output_text", "text": text, "annotations": []}
+                yield event("response.content_part.done", **at, content_index=0, part=part), None, ""
+            else:
+                arguments = item["arguments"]
+                added = {**item, "status": "in_progress", "arguments": ""}
+                yield event("response.output_item.added", output_index=index, item=added), None, ""
+                for piece in words(arguments):
+                    yield (
+                        event("response.function_call_arguments.delta", **at, delta=piece),
+                        "tool_args",
+                        piece,
+                    )
+                yield event("response.function_call_arguments.done", **at, arguments=arguments), None, ""
+            yield event("response.output_item.done", output_index=index, item=item), None, ""
+        yield event("response.completed", response=final), None, ""
+
+    # Chat Completions
+
+    def _completion(self, answer: Reply, model: str, n: int | None = None) -> dict[str, Any]:
+        n = self._calls if n is None else n
         if answer.status != 200:
             return {"error": {"message": answer.text or "scripted failure", "type": "invalid_request_error"}}
         message: dict[str, Any] = {"role": "assistant", "content": answer.text}
+        if answer.thinking is not None:
+            message["reasoning_content"] = answer.thinking
         if answer.tool_calls:
             message["tool_calls"] = [
-                {"id": f"call_{self._calls}_{i}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
-                for i, (n, a) in enumerate(answer.tool_calls)
+                {
+                    "id": f"call_{n}_{i}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(args)},
+                }
+                for i, (name, args) in enumerate(answer.tool_calls)
             ]
         return {
-            "id": f"chatcmpl-{self._calls}",
+            "id": f"chatcmpl-{n}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": model,
             "choices": [
-                {"index": 0, "message": message, "finish_reason": "tool_calls" if answer.tool_calls else "stop"}
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": "tool_calls" if answer.tool_calls else "stop",
+                }
             ],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+            "usage": dict(USAGE_CHAT),
         }
+
+    def _completion_events(self, answer: Reply, model: str, n: int, include_usage: bool) -> Iterator[_Event]:
+        created = int(time.time())
+
+        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+            c: dict[str, Any] = {
+                "id": f"chatcmpl-{n}",
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+            }
+            if include_usage:
+                c["usage"] = None
+            return c
+
+        yield chunk({"role": "assistant", "content": "", "refusal": None}), None, ""
+        for piece in words(answer.thinking or ""):
+            yield chunk({"reasoning_content": piece}), "thinking", piece
+        for piece in answer.text_chunks():
+            yield chunk({"content": piece}), "text", piece
+        for i, (name, args) in enumerate(answer.tool_calls):
+            call = {
+                "index": i,
+                "id": f"call_{n}_{i}",
+                "type": "function",
+                "function": {"name": name, "arguments": ""},
+            }
+            yield chunk({"tool_calls": [call]}), None, ""
+            for piece in words(json.dumps(args)):
+                yield (
+                    chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}),
+                    "tool_args",
+                    piece,
+                )
+        yield chunk({}, "tool_calls" if answer.tool_calls else "stop"), None, ""
+        if include_usage:
+            yield {**chunk({}), "choices": [], "usage": dict(USAGE_CHAT)}, None, ""
 
     def __enter__(self) -> ScriptedOpenAI:  # noqa: PYI034
         self._thread.start()
@@ -132,6 +339,32 @@ class ScriptedOpenAI:
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def _reasoning_item(n: int, thinking: str) -> dict[str, Any]:
+    summary = [{"type": "summary_text", "text": thinking}]
+    return {"type": "reasoning", "id": f"rs_{n}", "summary": summary, "status": "completed"}
+
+
+def _message_item(n: int, text: str) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "id": f"msg_{n}",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+
+
+def _function_call_item(n: int, i: int, name: str, arguments: str) -> dict[str, Any]:
+    return {
+        "type": "function_call",
+        "id": f"fc_{n}_{i}",
+        "call_id": f"call_{n}_{i}",
+        "name": name,
+        "arguments": arguments,
+        "status": "completed",
+    }
 
 
 def tool_outputs(request: dict[str, Any]) -> list[str]:
