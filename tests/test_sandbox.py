@@ -3,10 +3,20 @@ instead of silently breaking replay. Only pure-data modules are passed through."
 
 from __future__ import annotations
 
+import functools
 import pkgutil
+import uuid
+from pathlib import Path
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+from temporalio.worker import Worker
 
 import agentwolf.workflows
-from agentwolf.worker.main import SANDBOX
+from agentwolf.worker.main import SANDBOX, WORKFLOWS
+from agentwolf.worker.sandbox import CODE_CACHE
+from tests.conftest import SUPPORT, wait_for
+from tests.support.clock_workflow import ClockWorkflow
 
 
 def _passed_through(module: str) -> bool:
@@ -19,3 +29,37 @@ def test_workflow_modules_are_sandboxed():
     assert {"agentwolf.workflows.session", "agentwolf.workflows.registry", "agentwolf.workflows.stream"} <= set(workflow_code)
     assert [m for m in workflow_code if m != "agentwolf.workflows.types" and _passed_through(m)] == []
 
+
+
+async def test_a_clock_read_in_workflow_code_fails_the_task_on_every_run(client: Client, task_queue: str):
+    """The second run executes the module's code compiled for the first (agentwolf/worker/sandbox.py):
+    still inside the sandbox, still caught."""
+    async with Worker(client, task_queue=task_queue, workflows=[ClockWorkflow], workflow_runner=SANDBOX):
+        for _ in range(2):
+            handle = await client.start_workflow(
+                ClockWorkflow.run, id=f"clock-{uuid.uuid4().hex[:8]}", task_queue=task_queue
+            )
+            try:
+                failure = await wait_for(functools.partial(_task_failure, handle))
+            finally:
+                await handle.terminate()
+            assert "datetime.datetime.now" in failure, failure
+    assert str(SUPPORT / "clock_workflow.py") in CODE_CACHE.cached()
+
+
+async def _task_failure(handle: WorkflowHandle) -> str | None:
+    async for event in handle.fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+            return event.workflow_task_failed_event_attributes.failure.message
+    return None
+
+
+async def test_workflow_modules_are_compiled_once_per_process(client: Client):
+    """Preparing the workflows (worker start) loads them in the sandbox: from then on every run executes
+    the compiled code of the sandboxed modules, and only of those."""
+    Worker(client, task_queue=f"tq-{uuid.uuid4().hex[:8]}", workflows=WORKFLOWS, workflow_runner=SANDBOX)
+    workflows = Path(agentwolf.workflows.__file__).parent
+    compiled = {Path(p) for p in CODE_CACHE.cached()}
+    assert {workflows / "session.py", workflows / "stream.py", workflows / "registry.py"} <= compiled
+    assert workflows / "types.py" not in compiled  # passed through: the host's module, never re-run
+    assert CODE_CACHE.covers("agentwolf.workflows.session") and not CODE_CACHE.covers("agentwolfish")

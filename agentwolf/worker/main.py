@@ -10,13 +10,14 @@ from datetime import timedelta
 from pydantic_ai.models import Model
 from temporalio.client import Client
 from temporalio.worker import Worker, WorkflowRunner
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker.workflow_sandbox import SandboxRestrictions
 
 from agentwolf.activities.config import config_notify
 from agentwolf.activities.session import SessionActivities
 from agentwolf.config.policy import WorkerPolicy, redact_logs
 from agentwolf.worker.host import HostRegistry, Notify
 from agentwolf.worker.isolation import protect_process
+from agentwolf.worker.sandbox import CachingSandboxedWorkflowRunner
 from agentwolf.workflows.registry import ConfigRegistryWorkflow
 from agentwolf.workflows.session import SessionWorkflow
 from agentwolf.workflows.types import ExtensionsChanged
@@ -28,8 +29,9 @@ WORKFLOWS = [SessionWorkflow, ConfigRegistryWorkflow]
 
 # Workflow code runs in the sandbox, so a clock, random or I/O call in it fails the task instead of
 # breaking replay. Only pure-data modules pass through: the libraries here, and AgentWolf's own data
-# modules, which the workflows import inside `imports_passed_through()`.
-SANDBOX = SandboxedWorkflowRunner(
+# modules, which the workflows import inside `imports_passed_through()`. Workflow modules are
+# compiled once per process, not once per run (agentwolf/worker/sandbox.py).
+SANDBOX = CachingSandboxedWorkflowRunner(
     restrictions=SandboxRestrictions.default.with_passthrough_modules("pydantic_ai", "pydantic")
 )
 
