@@ -287,53 +287,6 @@ async def test_submit_follow_result_and_error_paths(client, tmp_path):
     assert down.returncode == 3 and "Traceback" not in down.stderr
 
 
-def _chat_in_a_terminal(address: str, config: str) -> tuple[int, str]:
-    import pexpect
-
-    env = {**os.environ, "NO_COLOR": "1", "TEMPORAL_ADDRESS": address}
-    child = pexpect.spawn(WOLF, ["chat", "-a", "a", "-c", config], env=env, encoding="utf-8", timeout=60)
-    transcript = []
-    try:
-        child.expect("you> ")
-        child.sendline("hello")
-        child.expect("reply number 1")
-        child.expect("you> ")
-        child.sendline("go slow")
-        child.expect(r"-> slow")
-        child.sendintr()  # Ctrl-C: interrupts the turn, the chat stays
-        child.expect("interrupting the turn")
-        child.expect("interrupted")
-        child.expect("you> ")
-        child.sendline("and now?")
-        child.expect("reply number 3")
-        child.expect("you> ")
-        child.sendline("/exit")
-        child.expect(pexpect.EOF)
-    finally:
-        transcript.append(child.before or "")
-        child.close()
-    return child.exitstatus, "".join(transcript)
-
-
-async def test_chat_in_a_pseudo_terminal_with_an_interrupt(client, tmp_path):
-    from agentwolf.worker.main import TASK_QUEUE, create_worker
-    from tests.support.models import Script, text, tool, user_texts
-
-    def decide(s):
-        last = user_texts(s.requests[-1][-1:])
-        return tool("slow", {"seconds": 30}) if last == ["go slow"] else text(f"reply number {s.calls}")
-
-    address = client.service_client.config.target_host
-    script = Script(decide)
-    worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
-    async with worker:
-        status, _ = await asyncio.to_thread(_chat_in_a_terminal, address, str(_scripted_manifest(tmp_path)))
-        await hosts.close()
-    assert status == 0
-    assert script.calls == 3  # hello, go slow (interrupted during its tool call), and now?
-    assert user_texts(script.requests[-1]) == ["hello", "go slow", "and now?"]
-
-
 async def test_commands_lists_skills_and_mcp_prompts(tmp_path):
     from tests.conftest import SUPPORT
 

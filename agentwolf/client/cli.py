@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -20,10 +19,11 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
+from rich.text import Text
+from temporalio.client import WorkflowFailureError
 from temporalio.service import RPCError
 
-from agentwolf.client import local_stack
+from agentwolf.client import live_view, local_stack
 from agentwolf.client.payload_gc import collect_garbage, parse_duration
 from agentwolf.client.render import inert
 from agentwolf.client.wolf_client import WolfClient
@@ -36,7 +36,6 @@ from agentwolf.tenants import check_tenant, namespace_for
 from agentwolf.worker.host import HostRegistry
 from agentwolf.worker.main import TASK_QUEUE
 from agentwolf.workflows.registry import PushResult, VersionInfo, check_config_name, is_config_name, pushable
-from agentwolf.workflows.types import Event
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False)
 # No markup, highlighting or emoji codes (`:smile:`) unless a line asks: session text prints as it is.
@@ -145,52 +144,18 @@ def _check_agent(manifest: Manifest, agent: str) -> None:
         raise Exit(2, f"unknown agent {agent!r} (agents and teams in this config: {known})")
 
 
-def _print_event(event: Event, as_json: bool) -> None:
-    if as_json:
-        out.print(event.model_dump_json(exclude_none=True), soft_wrap=True)
-        return
-    k = event.kind
-    # Everything from the session (prompts, model text, tool output) is data: `[/x]` is not markup,
-    # and terminal controls are shown, not sent.
-    text, tool, call = _literal(event.text or ""), _literal(event.tool or ""), _literal(event.call_id or "")
-    args = _literal(json.dumps(event.args))
-    if k == "turn_started":
-        out.print(f"[bold]> {text}[/bold]", markup=True)
-    elif k == "model_text":
-        out.print(inert(event.text or ""))  # the console does not parse markup unless told to
-    elif k == "tool_call_started":
-        out.print(f"[cyan]  -> {tool}({args})[/cyan]", markup=True)
-    elif k == "tool_call_finished":
-        colour = "green" if event.outcome == "success" else "red"
-        result = _literal((event.text or "").replace("\n", " ")[:120])
-        out.print(f"[{colour}]  <- {tool} {event.outcome} in {event.duration_ms} ms: {result}[/{colour}]", markup=True)
-    elif k == "turn_finished":
-        usage = event.usage
-        tokens = f", {usage.total_tokens} tokens, {usage.tool_calls} tool calls" if usage else ""
-        out.print(f"[dim]turn {event.outcome}{tokens}[/dim]", markup=True)
-    elif k == "approval_requested":
-        out.print(
-            f"[yellow bold]  ? {tool}({args}) waits for approval: "
-            f"wolf approve SESSION {call} | wolf deny SESSION {call}[/yellow bold]",
-            markup=True,
-        )
-    elif k == "approval_resolved":
-        out.print(f"[yellow]  {tool} {event.outcome}{': ' + text if text else ''}[/yellow]", markup=True)
-    elif k == "child_started":
-        out.print(f"[magenta]  => {tool} ({call}): {_literal((event.text or '')[:120])}[/magenta]", markup=True)
-    elif k == "child_finished":
-        out.print(f"[magenta]  <= {tool} {event.outcome}: {_literal((event.text or '')[:120])}[/magenta]", markup=True)
-    elif k in ("error", "limit_reached", "interrupted"):
-        out.print(f"[red]{k}: {text}[/red]", markup=True)
-    else:
-        out.print(f"[dim]{k}: {text}[/dim]", markup=True)
-
-
 async def _follow(wolf: WolfClient, session_id: str, as_json: bool, until_turn_end: bool) -> None:
-    async for _, event in wolf.events(session_id):
-        _print_event(event, as_json)
-        if event.kind == "session_closed" or (until_turn_end and event.kind == "turn_finished"):
-            return
+    """Stream the session's events (`live_view`); on Ctrl-C say how to reattach."""
+    if as_json:
+        err.print(inert(f"session {session_id}"))
+    else:
+        out.print(Text("session ", "dim") + Text(inert(session_id), "bold"))
+    try:
+        await live_view.follow(wolf.events(session_id), out, session_id, as_json=as_json, until_turn_end=until_turn_end)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        tenant = "" if wolf.tenant == "default" else f" --tenant {wolf.tenant}"
+        err.print(inert(f"detached; the session keeps running. Reattach: wolf follow {session_id}{tenant}"))
+        raise
 
 
 @app.command()
@@ -653,6 +618,8 @@ def chat(
 ) -> None:
     """Interactive multi-turn session: Ctrl-C interrupts the running turn (twice exits), /exit leaves."""
 
+    from agentwolf.client import chat as chat_ui  # prompt_toolkit: only for this command
+
     async def main() -> None:
         wolf = await _client(address, tenant, start_local=True)
         if session:
@@ -662,55 +629,28 @@ def chat(
             if isinstance(source, Manifest):
                 _check_agent(source, agent)
             sid, offset = await wolf.start_session(agent, **_source_args(source)), 0
-        err.print(f"[dim]session {_literal(sid)}: /exit leaves, Ctrl-C interrupts a turn (twice exits)[/dim]", markup=True)
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            try:
+                await chat_ui.run_lines(wolf, sid, offset, out, err)
+            finally:
+                if not session:
+                    await wolf.close(sid)
+            out.print(sid)
+            return
+        out.print(Text("session ", "dim") + Text(inert(sid), "bold") + Text(" (/help, /exit; Tab completes commands)", "dim"))
+        running = False
+        if session:
+            for line in chat_ui.transcript_lines(await wolf.transcript(sid)):
+                out.print(line)
+            running = (await wolf.status(sid)).state in ("running", "waiting_approval")
         try:
-            while True:
-                try:
-                    line = (await asyncio.to_thread(input, "you> ")).strip()
-                except EOFError:
-                    break
-                if line == "/exit":
-                    break
-                if line:
-                    try:
-                        await wolf.prompt(sid, line)
-                    except WorkflowUpdateFailedError as exc:
-                        err.print(f"[red]refused:[/red] {_literal(str(exc.cause))}", markup=True)
-                        continue
-                    offset = await _follow_turn(wolf, sid, offset)
+            await chat_ui.Chat(wolf, sid, err).run(offset, running)
         finally:
             if not session:
                 await wolf.close(sid)
         out.print(sid)
 
     _run(main)
-
-
-async def _follow_turn(wolf: WolfClient, sid: str, offset: int) -> int:
-    """Show one turn's events; the first Ctrl-C interrupts the turn, the second leaves."""
-    loop = asyncio.get_running_loop()
-    me = asyncio.current_task()
-    presses = 0
-
-    def on_sigint() -> None:
-        nonlocal presses
-        presses += 1
-        if presses == 1:
-            err.print("[yellow]interrupting the turn (Ctrl-C again to leave)[/yellow]", markup=True)
-            loop.create_task(wolf.interrupt(sid, "Ctrl-C in wolf chat"))
-        elif me is not None:
-            me.cancel()
-
-    loop.add_signal_handler(signal.SIGINT, on_sigint)
-    try:
-        async for position, event in wolf.events(sid, offset):
-            offset = position + 1
-            _print_event(event, False)
-            if event.kind in ("turn_finished", "session_closed"):
-                break
-    finally:
-        loop.remove_signal_handler(signal.SIGINT)
-    return offset
 
 
 @app.command()
