@@ -1,0 +1,147 @@
+"""`wolf follow` and `wolf submit --follow` as subprocesses against the real dev server and a worker:
+JSON Lines with every event (deltas included), plain text off a terminal, and in a pseudo-terminal
+the session id first, a spinner while the model thinks, a live line per running tool, and on Ctrl-C
+how to reattach."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentwolf.client.live_view import RESTARTED
+from agentwolf.client.wolf_client import WolfClient
+from agentwolf.worker.main import TASK_QUEUE, create_worker
+from tests.support.models import Script, sequence, text, tool
+from tests.support.terminal import CTRL_C, Terminal
+from tests.test_cli import _scripted_manifest, _wolf
+
+WOLF = str(Path(sys.executable).parent / "wolf")
+RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+LIVE_CORE = "live" in inspect.signature(WolfClient.events).parameters
+"""Issue 13's streaming core: `WolfClient.events` yields live events (deltas) too."""
+
+
+def _joined(events: list[dict], turn_id: str, step: int) -> str:
+    """A step's text as a follower renders it: its deltas minus superseded attempts."""
+    dropped = {(e["turn_id"], e["step"], e.get("attempt")) for e in events if e["kind"] == "attempt_superseded"}
+    deltas = [
+        e for e in events
+        if e["kind"] == "text_delta" and (e["turn_id"], e["step"]) == (turn_id, step)
+        and (e["turn_id"], e["step"], e.get("attempt")) not in dropped
+    ]
+    text = ""
+    for d in deltas:
+        text = text[: d["index"]] + d["text"] if d["index"] <= len(text) else text + d["text"]
+    return text
+
+
+async def test_follow_json_has_every_event_with_offsets_and_plain_text_has_no_controls(client, tmp_path):
+    address = client.service_client.config.target_host
+    answer = "the answer is 42\nand a \x1b[2J second line"
+    script = Script(sequence(tool("add", {"a": 20, "b": 22}), text(answer)), delay=0.3)
+    worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
+    config = str(_scripted_manifest(tmp_path))
+    async with worker:
+        started = await _wolf(address, "submit", "add them", "-a", "a", "-c", config, "--json")
+        sid = json.loads(started.stdout.splitlines()[-1])["session_id"]
+        follow, human = await asyncio.gather(
+            _wolf(address, "follow", sid, "--json"), _wolf(address, "follow", sid)
+        )
+        await hosts.close()
+    assert follow.returncode == 0 and human.returncode == 0, follow.stderr + human.stderr
+    assert f"session {sid}" in follow.stderr  # stdout stays pure JSON Lines
+    events = [json.loads(line) for line in follow.stdout.splitlines()]
+    offsets = [e["offset"] for e in events]
+    assert offsets == sorted(offsets)
+    durable = [e for e in events if e["kind"] not in ("text_delta", "thinking_delta", "attempt_superseded", "tool_progress")]
+    assert [e["offset"] for e in durable] == list(range(len(durable)))  # every durable event, once, in order
+    kinds = [e["kind"] for e in durable]
+    assert kinds[0] == "turn_started" and kinds[-1] == "session_closed"
+    assert kinds.index("tool_call_started") < kinds.index("tool_call_finished") < kinds.index("model_text")
+    (final,) = [e for e in events if e["kind"] == "model_text"]
+    assert final["text"] == answer
+
+    # Off a terminal: the session id first, then plain text, every control shown, never sent.
+    lines = human.stdout.splitlines()
+    assert lines[0] == f"session {sid}"
+    assert RAW.search(human.stdout) is None
+    assert "the answer is 42" in lines and r"and a \x1b[2J second line" in lines
+    assert human.stdout.count("the answer is 42") == 1
+
+    # Deltas: the step's text_deltas come before its model_text and join to exactly its text.
+    deltas = [e for e in events if e["kind"] == "text_delta"]
+    if not LIVE_CORE:
+        pytest.xfail("pending: WolfClient.events yields no live events until the streaming core (issue 13) lands")
+    assert deltas, "no text_delta in wolf follow --json"
+    assert max(d["offset"] for d in deltas) <= final["offset"]
+    assert events.index(deltas[-1]) < events.index(final)
+    assert _joined(events, final["turn_id"], final["step"]) == answer
+
+
+def _submit_follow(address: str, config: str, home: Path) -> tuple[Terminal, int | None, list[str], list[list[str]]]:
+    term = Terminal(
+        WOLF, ["submit", "wait for me", "-a", "a", "-c", config, "--follow"],
+        {"NO_COLOR": "1", "TEMPORAL_ADDRESS": address, "WOLF_HOME": str(home)},
+    )
+    seen: list[list[str]] = []
+    try:
+        term.wait("session ")
+        term.wait_screen(lambda s: (seen.append(s) or True) and any("waiting for the model" in line for line in s))
+        term.wait_screen(lambda s: (seen.append(s) or True) and any(re.search(r"slow +\d+\.\ds", line) for line in s))
+        term.wait("done waiting")
+        status = term.exit_status()
+        return term, status, term.screen(), seen
+    finally:
+        term.close()
+
+
+async def test_submit_follow_in_a_terminal_shows_a_spinner_and_running_tools(client, tmp_path):
+    address = client.service_client.config.target_host
+    script = Script(sequence(tool("slow", {"seconds": 2}), text("done waiting")), delay=1.5)
+    worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
+    async with worker:
+        term, status, screen, _ = await asyncio.to_thread(
+            _submit_follow, address, str(_scripted_manifest(tmp_path)), tmp_path / "home"
+        )
+        await hosts.close()
+    assert status == 0, term.text
+    shown = [line for line in screen if line]
+    sid = shown[-1]
+    assert shown[0] == f"session {sid}"
+    # What stays: finished lines only; the spinner and the tool's live line are gone.
+    assert "> wait for me" in shown and "done waiting" in shown and "turn completed" in " ".join(shown)
+    assert not any("waiting for the model" in line or re.search(r"slow +\d+\.\ds", line) for line in shown)
+    assert shown.count("done waiting") == 1 and RESTARTED not in term.text
+
+
+async def test_follow_ctrl_c_says_how_to_reattach(client, tmp_path):
+    address = client.service_client.config.target_host
+    script = Script(sequence(tool("slow", {"seconds": 30}), text("late")))
+    wolf = WolfClient(client, task_queue=TASK_QUEUE)
+    worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
+    async with worker:
+        sid = await wolf.submit("be slow", "a", _scripted_manifest(tmp_path))
+
+        def drive() -> tuple[Terminal, int | None]:
+            term = Terminal(WOLF, ["follow", sid], {"NO_COLOR": "1", "TEMPORAL_ADDRESS": address})
+            try:
+                term.wait(f"session {sid}")
+                term.wait("-> slow")
+                term.send(CTRL_C)
+                term.wait(f"Reattach: wolf follow {sid}")
+                return term, term.exit_status()
+            finally:
+                term.close()
+
+        term, status = await asyncio.to_thread(drive)
+        assert status == 130 or term.child.signalstatus is not None
+        assert (await wolf.status(sid)).state == "running"  # detaching leaves the session running
+        await wolf.interrupt(sid)
+        await wolf.result(sid)
+        await hosts.close()
