@@ -8,6 +8,7 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
@@ -190,3 +191,36 @@ async def test_chat_reattaches_with_the_transcript(client, tmp_path):
 async def _idle_after(wolf: WolfClient, sid: str, turns: int) -> bool:
     status = await wolf.status(sid)
     return status.state == "idle" and status.counters.turns >= turns
+
+
+async def test_chat_streams_the_answer_above_the_prompt(client, tmp_path):
+    import inspect
+
+    from tests.test_follow import LIVE_CORE
+
+    if not (LIVE_CORE and "chunk_delay" in inspect.signature(Script).parameters):
+        pytest.xfail("pending: needs the streaming core (issue 13): a streaming Script and live events")
+    words = [f"word{i}" for i in range(12)]
+    script = Script(lambda s: text(" ".join(words)), chunk_delay=0.25)
+    address = client.service_client.config.target_host
+    worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
+
+    def drive() -> tuple[Terminal, int | None]:
+        term = _chat(address, tmp_path / "home", "-a", "a", "-c", str(_config(tmp_path)))
+        try:
+            term.wait("you>")
+            term.line("hello")
+            term.wait_screen(lambda s: words[1] in " ".join(s) and words[-1] not in " ".join(s))
+            term.wait("turn completed")
+            term.settle()
+            answer = [line for line in term.screen() if " ".join(words) in line]
+            assert len(answer) == 1 and answer[0] == " ".join(words), term.show()
+            term.line("/exit")
+            return term, term.exit_status()
+        finally:
+            term.close()
+
+    async with worker:
+        term, status = await asyncio.to_thread(drive)
+        await hosts.close()
+    assert status == 0, term.text

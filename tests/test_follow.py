@@ -145,3 +145,43 @@ async def test_follow_ctrl_c_says_how_to_reattach(client, tmp_path):
         await wolf.interrupt(sid)
         await wolf.result(sid)
         await hosts.close()
+
+
+STREAMS = "chunk_delay" in inspect.signature(Script).parameters
+"""tests/support/models.py's Script can stream (issue 13's core)."""
+
+
+def _watch_stream(address: str, config: str, home: Path, words: list[str]) -> tuple[Terminal, int | None, list[list[str]]]:
+    term = Terminal(
+        WOLF, ["submit", "stream it", "-a", "a", "-c", config, "--follow"],
+        {"NO_COLOR": "1", "TEMPORAL_ADDRESS": address, "WOLF_HOME": str(home)},
+    )
+    seen: list[list[str]] = []
+    try:
+        # Part of the answer on the screen while the rest is still to come.
+        term.wait_screen(lambda s: (seen.append(s) or True) and words[1] in " ".join(s) and words[-1] not in " ".join(s))
+        term.wait("turn completed")
+        return term, term.exit_status(), seen
+    finally:
+        term.close()
+
+
+async def test_submit_follow_streams_text_as_it_comes(client, tmp_path):
+    if not (STREAMS and LIVE_CORE):
+        pytest.xfail("pending: needs the streaming core (issue 13): a streaming Script and live events")
+    words = [f"word{i}" for i in range(12)]
+    script = Script(lambda s: text(" ".join(words)), chunk_delay=0.25)
+    address = client.service_client.config.target_host
+    worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
+    async with worker:
+        term, status, _ = await asyncio.to_thread(_watch_stream, address, str(_scripted_manifest(tmp_path)), tmp_path / "home", words)
+        plain = await _wolf(address, "follow", term.screen()[-1 - _blank(term.screen())])
+        await hosts.close()
+    assert status == 0, term.text
+    shown = " ".join(line for line in term.screen() if line)
+    assert shown.count(" ".join(words)) == 1  # the streamed line, once: model_text did not print it again
+    assert plain.stdout.count(" ".join(words)) == 1
+
+
+def _blank(screen: list[str]) -> int:
+    return next(i for i, line in enumerate(reversed(screen)) if line)
