@@ -185,3 +185,43 @@ async def test_submit_follow_streams_text_as_it_comes(client, tmp_path):
 
 def _blank(screen: list[str]) -> int:
     return next(i for i, line in enumerate(reversed(screen)) if line)
+
+
+PROGRESS_SERVER = str(Path(__file__).parent / "support" / "progress_server.py")
+
+
+def _progress_manifest(tmp_path: Path) -> Path:
+    import yaml
+
+    path = tmp_path / "progress.yaml"
+    server = {"command": sys.executable, "args": [PROGRESS_SERVER]}
+    path.write_text(yaml.safe_dump({
+        "host": {"mcp_servers": {"work": server}},
+        "agents": {"a": {"model": "local:m", "capabilities": [{"mcp": "work"}]}},
+    }))
+    return path
+
+
+def _watch_progress(address: str, config: str) -> tuple[Terminal, int | None]:
+    term = Terminal(WOLF, ["submit", "work", "-a", "a", "-c", config, "--follow"], {"NO_COLOR": "1", "TEMPORAL_ADDRESS": address})
+    try:
+        # The tool's live line: its name, elapsed time, a progress bar, the server's message and count.
+        term.wait_screen(lambda s: any(re.search(r"steps +\d+\.\ds +━+ +step [2-5] of 5 \([1-4]/5\)", line) for line in s), timeout=60)
+        term.wait("turn completed")
+        return term, term.exit_status()
+    finally:
+        term.close()
+
+
+async def test_follow_shows_progress_a_real_mcp_server_reports(client, tmp_path):
+    if not LIVE_CORE:
+        pytest.xfail("pending: WolfClient.events yields no tool_progress until the streaming core (issue 13) lands")
+    script = Script(sequence(tool("steps", {"count": 5, "seconds": 0.6}), text("all done")))
+    address = client.service_client.config.target_host
+    config = str(_progress_manifest(tmp_path))
+    worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
+    async with worker:
+        term, status = await asyncio.to_thread(_watch_progress, address, config)
+        await hosts.close()
+    assert status == 0, term.text
+    assert not any("step " in line for line in term.screen())  # the live line is gone once the tool finished
