@@ -47,7 +47,7 @@ from agentwolf.client.live_view import ConsoleSink, LiveView, PlainSink, Sink
 from agentwolf.client.render import inert
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.paths import data_dir
-from agentwolf.workflows.types import Event, workflow_id
+from agentwolf.workflows.types import LIVE_KINDS, Event, workflow_id
 
 PROMPT = "you> "
 CHAT_COMMANDS = {
@@ -269,20 +269,32 @@ class Chat:
     # -- running -------------------------------------------------------------------------------
 
     async def _follow(self, offset: int) -> None:
-        try:
-            async for _, event in self.wolf.events(self.sid, offset):
-                self.view.feed(event)
-                if event.kind in ("turn_finished", "session_closed"):
-                    self.answered.clear()
-                    self.armed = False
-                    self.commands.update(await session_commands(self.wolf, self.sid))
-                if event.kind == "session_closed":
-                    self._say("the session is closed: /exit leaves")
+        """Feed the view until the session closes; a broken subscription is taken up again from the
+        last durable event (deltas seen before are skipped by their index)."""
+        failures = 0
+        while True:
+            try:
+                async for position, event in self.wolf.events(self.sid, offset):
+                    failures = 0
+                    if event.kind not in LIVE_KINDS:
+                        offset = position + 1
+                    self.view.feed(event)
+                    if event.kind in ("turn_finished", "session_closed"):
+                        self.answered.clear()
+                        self.armed = False
+                        self.commands.update(await session_commands(self.wolf, self.sid))
+                    if event.kind == "session_closed":
+                        self._say("the session is closed: /exit leaves")
+                        return
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001  the chat stays usable: follow again, or say why not
+                failures += 1
+                if failures > 5:
+                    self._say(f"stopped following the session: {inert(str(exc))}", "red")
                     return
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001  the chat stays usable: the user can still /exit
-            self._say(f"stopped following the session: {inert(str(exc))}", "red")
+                await asyncio.sleep(0.5 * failures)
 
     async def _tick(self) -> None:
         """Redraw the prompt area while it animates (spinner, elapsed times), and only then."""
