@@ -21,7 +21,6 @@ from typing import TypeVar
 import mcp_types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
-from pydantic_ai.direct import model_request as direct_model_request
 from pydantic_ai.exceptions import ModelHTTPError, UserError
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ToolReturnPart
 from pydantic_ai.models import ModelRequestParameters
@@ -30,6 +29,7 @@ from pydantic_ai.tools import ToolDefinition
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from agentwolf.activities import live
 from agentwolf.activities.types import (
     COMPILED_QUERY,
     EMPTY_DIGEST,
@@ -172,6 +172,7 @@ class SessionActivities:
             temperature=agent.temperature if agent.temperature is not None else defaults.temperature,
             max_tokens=agent.max_tokens if agent.max_tokens is not None else defaults.max_tokens,
             tool_output_chars=agent.limits.tool_output_chars,
+            stream=agent.stream,
             sources=sorted(
                 {f"mcp:{s.server}" for s in servers}  # type: ignore[attr-defined]
                 | {f"skills:{r.path}" for r in host.registry.visible(scope, LocalSkillRoot)}
@@ -279,19 +280,22 @@ class SessionActivities:
             offered = [t for t in offered if t.server != SESSION]
         try:
             model = host.model(compiled.models)
+            streamed = live.LiveResponse(inp.turn_id, inp.step, host.secrets) if compiled.stream else None
             response = await _heartbeating(
-                direct_model_request(
+                live.request(
                     model,
                     _with_instructions(sent, compiled.instructions),
-                    model_settings=_settings(compiled),
-                    model_request_parameters=ModelRequestParameters(
+                    _settings(compiled),
+                    ModelRequestParameters(
                         function_tools=[
                             ToolDefinition(name=t.name, description=t.description, parameters_json_schema=t.parameters)
                             for t in offered
                         ],
                         allow_text_output=True,
                     ),
-                )
+                    streamed,
+                ),
+                details=(lambda: (streamed.details,)) if streamed else tuple,
             )
         except ModelHTTPError as exc:
             raise ApplicationError(
@@ -327,7 +331,10 @@ class SessionActivities:
         cap = host.mcp.get(inp.server)
         version = cap.version if cap else 0
         try:
-            result = await _heartbeating(host.pool.call_tool(inp.server, inp.tool, inp.arguments))
+            on_progress, progress = live.tool_progress(inp.call_id)
+            result = await _heartbeating(
+                host.pool.call_tool(inp.server, inp.tool, inp.arguments, on_progress), details=progress
+            )
         except McpUnavailable as exc:
             return ToolCallOutput(content=str(exc), is_error=True)
         except MCPError as exc:
@@ -351,8 +358,13 @@ async def _query(ref: HostRef, name: str, result_type: type[T]) -> T:
     return await handle.query(name, result_type=result_type)
 
 
-async def _heartbeating(work: Awaitable[T], interval: float = 0.1) -> T:
-    """Await `work` while heartbeating, so a cancel (interrupt) reaches this activity promptly."""
+async def _heartbeating(
+    work: Awaitable[T], interval: float = 0.1, details: Callable[[], tuple[object, ...]] = tuple
+) -> T:
+    """Await `work` while heartbeating, so a cancel (interrupt) reaches this activity promptly.
+
+    Each heartbeat carries `details()`: a heartbeat replaces the last one's details, and followers
+    read live output from them."""
     task = asyncio.ensure_future(work)
     try:
         while True:
@@ -360,7 +372,7 @@ async def _heartbeating(work: Awaitable[T], interval: float = 0.1) -> T:
             if done:
                 return task.result()
             if not activity.info().is_local:
-                activity.heartbeat()
+                activity.heartbeat(*details())
     finally:
         if not task.done():
             task.cancel()

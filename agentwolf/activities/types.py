@@ -129,6 +129,7 @@ class CompiledAgent(BaseModel):
     tools: list[ToolSpec]
     temperature: float | None = None
     max_tokens: int | None = None
+    stream: bool = True
     tool_output_chars: int = 65_536
     """Tool results longer than this reach the model cut (`read_tool_output` reads on)."""
     sources: list[str] = []

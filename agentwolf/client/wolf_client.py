@@ -18,6 +18,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agentwolf.activities.types import TRANSCRIPT_QUERY
 from agentwolf.client.configs import ConfigMethods
+from agentwolf.client.live import follow
 from agentwolf.config.loading import load_manifest
 from agentwolf.config.manifest import Manifest
 from agentwolf.payloads import data_converter
@@ -27,7 +28,6 @@ from agentwolf.workflows.session import SessionWorkflow
 from agentwolf.workflows.types import (
     AGENT_ATTR,
     CONFIG_ATTR,
-    EVENTS_TOPIC,
     PARENT_ATTR,
     STATE_ATTR,
     TENANT_ATTR,
@@ -270,11 +270,15 @@ class WolfClient(ConfigMethods):
     async def result(self, session_id: str) -> SessionResult:
         return await (await self._handle(session_id)).result()
 
-    async def events(self, session_id: str, from_offset: int = 0) -> AsyncIterator[tuple[int, Event]]:
-        """The session's events from `from_offset` on, live, across continue-as-new; ends when it ends."""
-        stream = WorkflowStreamClient.create(self.client, (await self._handle(session_id)).id)
-        async for item in stream.subscribe(EVENTS_TOPIC, from_offset, result_type=Event):
-            yield item.offset, item.data
+    async def events(
+        self, session_id: str, from_offset: int = 0, *, live: bool = True
+    ) -> AsyncIterator[tuple[int, Event]]:
+        """The session's events from `from_offset` on, across continue-as-new; ends when it ends.
+
+        With `live`, streamed text and tool progress come too, as agentwolf/client/live.py describes:
+        a step's `text_delta`s join to its `model_text`."""
+        async for item in follow(self.client, await self._handle(session_id), from_offset, live=live):
+            yield item
 
     async def event_offset(self, session_id: str) -> int:
         """The offset the next event will have (to follow only what happens from now on)."""

@@ -233,6 +233,8 @@ class AgentConfig(_Strict):
     double_texting: Literal["queue", "reject", "interrupt"] = "queue"
     temperature: float | None = None
     max_tokens: int | None = None
+    stream: bool = True
+    """Stream model responses to followers as they come (providers that cannot stream answer whole)."""
 
 
 class Manifest(_Strict):

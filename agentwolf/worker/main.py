@@ -24,6 +24,8 @@ from agentwolf.workflows.types import ExtensionsChanged
 
 log = logging.getLogger(__name__)
 
+HEARTBEAT_THROTTLE_MS = 100
+"""At most one heartbeat per this many ms per activity reaches the server (the SDK sends the newest)."""
 TASK_QUEUE = "agentwolf"
 WORKFLOWS = [SessionWorkflow, ConfigRegistryWorkflow]
 
@@ -69,9 +71,10 @@ def create_worker(
             config_notify,
         ],
         workflow_runner=workflow_runner,
-        # Interrupts reach activities through heartbeat replies: keep the throttle short.
-        max_heartbeat_throttle_interval=timedelta(milliseconds=200),
-        default_heartbeat_throttle_interval=timedelta(milliseconds=200),
+        # Interrupts reach activities through heartbeat replies, and followers read live text from
+        # heartbeat details: keep the throttle short.
+        max_heartbeat_throttle_interval=timedelta(milliseconds=HEARTBEAT_THROTTLE_MS),
+        default_heartbeat_throttle_interval=timedelta(milliseconds=HEARTBEAT_THROTTLE_MS),
         max_concurrent_activities=max_concurrent_activities,
         graceful_shutdown_timeout=timedelta(seconds=10),
     )

@@ -29,6 +29,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
@@ -135,9 +136,13 @@ class McpPool:
         result = await self.use(server, lambda c: c.list_tools(), timeout=self._config(server).connect_timeout)
         return result.tools
 
-    async def call_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
+    async def call_tool(
+        self, server: str, tool: str, arguments: dict[str, Any], progress: ProgressFnT | None = None
+    ) -> mcp_types.CallToolResult:
         timeout = self._config(server).call_timeout
-        return await self.use(server, lambda c: c.call_tool(tool, arguments, read_timeout_seconds=timeout))
+        return await self.use(
+            server, lambda c: c.call_tool(tool, arguments, read_timeout_seconds=timeout, progress_callback=progress)
+        )
 
     async def use(self, server: str, op: Callable[[Client], Awaitable[Any]], timeout: float | None = None) -> Any:
         """Run `op` on the server's pooled client (connecting on first use); a lost connection is dropped.

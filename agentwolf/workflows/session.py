@@ -543,6 +543,8 @@ class SessionWorkflow:
                 base_digest=self.synced_digest,
                 delta=delta,
                 tool_names=self._offered(compiled),
+                turn_id=self.turn_id or "",
+                step=self.step,
             ),
             result_type=ModelRequestOutput,
             start_to_close_timeout=MODEL_TIMEOUT,

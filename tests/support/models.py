@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import re
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from pydantic_ai.messages import (
@@ -11,22 +12,34 @@ from pydantic_ai.messages import (
     ModelRequest,
     ModelResponse,
     TextPart,
+    ThinkingPart,
     ToolCallPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolCall, FunctionModel
 
 
 class Script:
-    """A FunctionModel whose every request is recorded and answered by `decide(requests_so_far)`."""
+    """A FunctionModel whose every request is recorded and answered by `decide(requests_so_far)`.
 
-    def __init__(self, decide: Callable[[Script], ModelResponse], delay: float = 0.0) -> None:
+    With `chunk_delay`, it streams: thinking, then text word by word, `chunk_delay` seconds apart,
+    then the tool calls; `fail_after(script)` may name a chunk count after which the stream breaks."""
+
+    def __init__(
+        self,
+        decide: Callable[[Script], ModelResponse],
+        delay: float = 0.0,
+        chunk_delay: float | None = None,
+        fail_after: Callable[[Script], int | None] = lambda s: None,
+    ) -> None:
         self.decide = decide
         self.delay = delay
+        self.chunk_delay = chunk_delay
+        self.fail_after = fail_after
         self.requests: list[list[ModelMessage]] = []
         self.offered: list[set[str]] = []
         """The tool names each request offered."""
-        self.model = FunctionModel(self._answer)
+        self.model = FunctionModel(self._answer, stream_function=self._stream if chunk_delay is not None else None)
 
     async def _answer(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         self.requests.append(list(messages))
@@ -35,6 +48,27 @@ class Script:
         if self.delay:
             await asyncio.sleep(self.delay)
         return self.decide(self)
+
+    async def _stream(self, messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+        response = await self._answer(messages, info)
+        chunks: list[Any] = [
+            {0: DeltaThinkingPart(content=p.content)} for p in response.parts if isinstance(p, ThinkingPart)
+        ]
+        for part in response.parts:
+            if isinstance(part, TextPart):
+                chunks += re.findall(r"\S+\s*|\s+", part.content)
+        calls = [p for p in response.parts if isinstance(p, ToolCallPart)]
+        if calls:
+            chunks.append(
+                {i + 1: DeltaToolCall(c.tool_name, c.args_as_json_str(), tool_call_id=c.tool_call_id) for i, c in enumerate(calls)}
+            )
+        broken = self.fail_after(self)
+        for n, chunk in enumerate(chunks):
+            if broken is not None and n == broken:
+                raise ConnectionError(f"stream broken after {n} chunks")
+            if n:
+                await asyncio.sleep(self.chunk_delay or 0)
+            yield chunk
 
     @property
     def calls(self) -> int:

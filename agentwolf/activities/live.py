@@ -1,0 +1,110 @@
+"""Live output from running activities: streamed model text and tool progress, as heartbeat details.
+
+RFC-0050's tiered consistency: deltas are ephemeral, turn-level events are durable. A running
+activity's heartbeat details are the ephemeral channel Temporal already has: each heartbeat replaces
+the last, the server keeps only the newest on the pending activity, and none of it enters history.
+Followers read them with `describe` (agentwolf/client/live.py). The details are cumulative (the
+text so far, within a window), so a follower that polls late or reconnects loses nothing, and a
+retried attempt announces itself by its attempt number.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+from pydantic_ai.direct import model_request as direct_model_request
+from pydantic_ai.direct import model_request_stream
+from pydantic_ai.messages import ModelMessage, ModelResponse, ThinkingPart
+from pydantic_ai.models import Model, ModelRequestParameters
+from pydantic_ai.models.function import FunctionModel
+from pydantic_ai.settings import ModelSettings
+from temporalio import activity
+
+from agentwolf.activities.types import LiveText, LiveTool
+from agentwolf.config.policy import Secrets
+
+WINDOW = 128 * 1024
+"""Characters of text (and of thinking) a heartbeat carries: the tail past this is what a follower
+that fell that far behind has missed (the step's durable text still has all of it)."""
+
+PROGRESS_EVERY = 0.1
+"""Seconds between progress heartbeats a tool call sends (MCP servers may report far faster)."""
+
+
+class LiveResponse:
+    """The heartbeat details of one streaming model request, updated as parts arrive."""
+
+    def __init__(self, turn_id: str, step: int, secrets: Secrets) -> None:
+        self.secrets = secrets
+        self.details = LiveText(turn_id=turn_id, step=step, attempt=activity.info().attempt)
+
+    def update(self, partial: ModelResponse) -> None:
+        thinking = "\n\n".join(p.content for p in partial.parts if isinstance(p, ThinkingPart) and p.content)
+        self.details = self.details.model_copy(
+            update=dict(zip(("text_start", "text"), self._window(partial.text or ""), strict=True))
+            | dict(zip(("thinking_start", "thinking"), self._window(thinking), strict=True))
+        )
+        activity.heartbeat(self.details)
+
+    def _window(self, text: str) -> tuple[int, str]:
+        """Redacted, without a tail that could be the start of a secret (the next heartbeat, with
+        the secret whole, masks it), and cut to the window."""
+        text = self.secrets.redact(text)
+        text = text[: len(text) - _secret_prefix_len(text, self.secrets.values)]
+        start = max(0, len(text) - WINDOW)
+        return start, text[start:]
+
+
+def _secret_prefix_len(text: str, secrets: set[str]) -> int:
+    """The length of the longest tail of `text` that a secret starts with."""
+    longest = 0
+    for secret in secrets:
+        for n in range(min(len(secret) - 1, len(text)), longest, -1):
+            if text.endswith(secret[:n]):
+                longest = n
+                break
+    return longest
+
+
+def streams(model: Model) -> bool:
+    """Whether `model` can stream (a FunctionModel can only with a stream function)."""
+    return not isinstance(model, FunctionModel) or model.stream_function is not None
+
+
+async def request(
+    model: Model,
+    messages: list[ModelMessage],
+    settings: ModelSettings,
+    parameters: ModelRequestParameters,
+    live: LiveResponse | None,
+) -> ModelResponse:
+    """One model request; streamed into `live` when given and the model can stream."""
+    if live is None or not streams(model):
+        return await direct_model_request(model, messages, model_settings=settings, model_request_parameters=parameters)
+    try:
+        async with model_request_stream(
+            model, messages, model_settings=settings, model_request_parameters=parameters
+        ) as stream:
+            async for _ in stream:
+                live.update(stream.get())
+            return stream.get()
+    except NotImplementedError:  # a provider without streaming: whole responses, no error
+        return await direct_model_request(model, messages, model_settings=settings, model_request_parameters=parameters)
+
+
+def tool_progress(call_id: str) -> tuple[Callable[[float, float | None, str | None], Awaitable[None]], Callable[[], tuple[LiveTool, ...]]]:
+    """An MCP progress callback for one tool call, and the heartbeat details it leaves (none until
+    the server reports progress). Heartbeats are rate-limited to one per PROGRESS_EVERY."""
+    attempt = activity.info().attempt
+    latest: list[LiveTool] = []
+    sent_at = 0.0
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        nonlocal sent_at
+        latest[:] = [LiveTool(call_id=call_id, attempt=attempt, progress=progress, total=total, message=message)]
+        if time.monotonic() - sent_at >= PROGRESS_EVERY:
+            sent_at = time.monotonic()
+            activity.heartbeat(latest[0])
+
+    return on_progress, lambda: tuple(latest)

@@ -1,0 +1,122 @@
+"""Live output: streamed model text reaches followers while the step runs, from heartbeat details
+(never history); retried attempts are superseded; a follower's text equals the answer exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pydantic_ai.messages import ModelResponse, TextPart, ThinkingPart
+
+from agentwolf.workflows.types import Event, workflow_id
+from tests.conftest import make_manifest
+from tests.support.models import Script, sequence, text, tool
+
+ANSWER = "The quick brown fox jumps over the lazy dog and keeps on running far away."
+
+
+def rendered(events: list[Event]) -> dict[tuple[str | None, int | None], str]:
+    """What a follower shows per step: deltas appended, a superseded attempt's text dropped."""
+    steps: dict[tuple[str | None, int | None], list[tuple[int | None, str]]] = {}
+    for e in events:
+        key = (e.turn_id, e.step)
+        if e.kind == "text_delta":
+            steps.setdefault(key, []).append((e.attempt, e.text or ""))
+        elif e.kind == "attempt_superseded":
+            steps[key] = [(a, t) for a, t in steps.get(key, []) if a != e.attempt]
+    return {k: "".join(t for _, t in v) for k, v in steps.items()}
+
+
+async def _collect(wolf: Any, sid: str, until: str = "turn_finished", **kwargs: Any) -> list[Event]:
+    events = []
+    async for _, event in wolf.events(sid, **kwargs):
+        events.append(event)
+        if event.kind == until:
+            break
+    return events
+
+
+async def test_text_streams_before_the_step_ends_and_joins_to_the_answer(wolf, run_worker, client):
+    script = Script(sequence(ModelResponse(parts=[ThinkingPart("let me think"), TextPart(ANSWER)])), chunk_delay=0.15)
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.start_session("a", make_manifest(), prompt="go")
+        events = await _collect(wolf, sid)
+        # Deltas never reach history: the stream's durable events are the same without `live`.
+        durable = [e.kind for e in await _collect(wolf, sid, live=False)]
+    kinds = [e.kind for e in events]
+    final = events[kinds.index("model_text")]
+    deltas = [e for e in events[: kinds.index("model_text")] if e.kind == "text_delta"]
+    # Many deltas, read from heartbeats while the request ran (a whole response would be one).
+    assert len(deltas) >= 3, kinds
+    assert all(d.attempt == 1 for d in deltas)
+    assert [d.index for d in deltas] == [sum(len(x.text or "") for x in deltas[:i]) for i in range(len(deltas))]
+    assert "".join(d.text or "" for d in deltas) == final.text == ANSWER
+    assert rendered(events) == {(final.turn_id, final.step): ANSWER}
+    assert any(e.kind == "thinking_delta" and e.text == "let me think" for e in events)
+    assert durable == [k for k in kinds if k not in ("text_delta", "thinking_delta")]
+    history = await client.get_workflow_handle(workflow_id("default", sid)).fetch_history()
+    assert "jumps over" not in str(history.to_json()).replace(ANSWER, "")  # only the response itself
+
+
+async def test_a_model_that_cannot_stream_still_gives_one_delta_per_step(wolf, run_worker):
+    script = Script(sequence(tool("add", {"a": 1, "b": 2}), text("three")))  # no stream function
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.start_session("a", make_manifest(), prompt="add")
+        events = await _collect(wolf, sid)
+    deltas = [e for e in events if e.kind == "text_delta"]
+    assert [(d.text, d.index) for d in deltas] == [("three", 0)]
+    assert events.index(deltas[0]) == [e.kind for e in events].index("model_text") - 1
+
+
+async def test_a_broken_stream_is_superseded_by_the_retry(wolf, run_worker):
+    # The first attempt breaks after 6 chunks; the retry streams the whole answer.
+    script = Script(
+        sequence(text(ANSWER)), chunk_delay=0.15, fail_after=lambda s: 6 if s.calls == 1 else None
+    )
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.start_session("a", make_manifest(), prompt="go")
+        events = await _collect(wolf, sid)
+    superseded = [e for e in events if e.kind == "attempt_superseded"]
+    assert [e.attempt for e in superseded] == [1]
+    assert any(e.kind == "text_delta" and e.attempt == 1 for e in events)  # partial text was shown, then dropped
+    final = next(e for e in events if e.kind == "model_text")
+    assert final.text == ANSWER and script.calls == 2
+    assert rendered(events) == {(final.turn_id, final.step): ANSWER}
+
+
+async def test_interrupt_mid_stream_ends_the_deltas_and_the_turn(wolf, run_worker):
+    script = Script(sequence(text(ANSWER * 4)), chunk_delay=0.2)
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.start_session("a", make_manifest(), prompt="go")
+        events: list[Event] = []
+        async for _, event in wolf.events(sid):
+            events.append(event)
+            if event.kind == "text_delta" and len(events) and sum(e.kind == "text_delta" for e in events) == 3:
+                await wolf.interrupt(sid, "enough")
+            if event.kind == "turn_finished":
+                break
+    kinds = [e.kind for e in events]
+    assert "model_text" not in kinds and kinds[-1] == "turn_finished" and events[-1].outcome == "interrupted"
+    after = kinds[kinds.index("interrupted") :]
+    assert "text_delta" not in after
+    assert kinds.index("attempt_superseded") < kinds.index("interrupted")  # the partial text is dropped
+    assert all(not t for t in rendered(events).values())
+
+
+async def test_a_follower_that_reconnects_mid_stream_gets_the_text_from_the_start(wolf, run_worker):
+    script = Script(sequence(text(ANSWER)), chunk_delay=0.2)
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.start_session("a", make_manifest(), prompt="go")
+        first: list[tuple[int, Event]] = []
+        async for offset, event in wolf.events(sid):
+            first.append((offset, event))
+            if sum(e.kind == "text_delta" for _, e in first) == 2:
+                break
+        resume_at = max(o for o, e in first if e.kind not in ("text_delta", "thinking_delta")) + 1
+        await asyncio.sleep(0.5)  # more text streams while nobody follows
+        second = await _collect(wolf, sid, from_offset=resume_at)
+    deltas = [e for e in second if e.kind == "text_delta"]
+    assert deltas[0].index == 0  # the running step's text again, whole, from its start
+    final = next(e for e in second if e.kind == "model_text")
+    assert "".join(d.text or "" for d in deltas) == final.text == ANSWER
+    assert not any(e.kind == "turn_started" for e in second)  # durable events resume at the offset
