@@ -46,7 +46,9 @@ async def _read_until(follower: subprocess.Popen[str], kind: str, count: int = 1
         if not line:
             break
         if line.startswith("{"):
-            events.append(json.loads(line))
+            event = json.loads(line)
+            event.pop("offset", None)  # `wolf follow --json` says where each event is
+            events.append(event)
     return events
 
 

@@ -23,10 +23,10 @@ async def test_multi_step_turn_runs_tools_and_answers(wolf, run_worker):
     assert set(script.tools) == {"echo", "add", "slow", "big", "fail", "record", "env", "parent_environ"}
 
 
-async def events_until(wolf, sid, kind, *, from_offset=0):
-    """Collect the session's events up to and including the first of `kind`."""
+async def events_until(wolf, sid, kind, *, from_offset=0, live=False):
+    """Collect the session's events (durable only, unless `live`) up to and including the first of `kind`."""
     seen = []
-    async for _, event in wolf.events(sid, from_offset):
+    async for _, event in wolf.events(sid, from_offset, live=live):
         seen.append(event)
         if event.kind == kind:
             return seen
