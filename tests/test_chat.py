@@ -8,7 +8,6 @@ import re
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
@@ -194,12 +193,6 @@ async def _idle_after(wolf: WolfClient, sid: str, turns: int) -> bool:
 
 
 async def test_chat_streams_the_answer_above_the_prompt(client, tmp_path):
-    import inspect
-
-    from tests.test_follow import LIVE_CORE
-
-    if not (LIVE_CORE and "chunk_delay" in inspect.signature(Script).parameters):
-        pytest.xfail("pending: needs the streaming core (issue 13): a streaming Script and live events")
     words = [f"word{i}" for i in range(12)]
     script = Script(lambda s: text(" ".join(words)), chunk_delay=0.25)
     address = client.service_client.config.target_host

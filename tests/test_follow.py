@@ -6,13 +6,10 @@ how to reattach."""
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import re
 import sys
 from pathlib import Path
-
-import pytest
 
 from agentwolf.client.live_view import RESTARTED
 from agentwolf.client.wolf_client import WolfClient
@@ -23,7 +20,6 @@ from tests.test_cli import _scripted_manifest, _wolf
 
 WOLF = str(Path(sys.executable).parent / "wolf")
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-LIVE_CORE = "live" in inspect.signature(WolfClient.events).parameters
 """Issue 13's streaming core: `WolfClient.events` yields live events (deltas) too."""
 
 
@@ -76,8 +72,6 @@ async def test_follow_json_has_every_event_with_offsets_and_plain_text_has_no_co
 
     # Deltas: the step's text_deltas come before its model_text and join to exactly its text.
     deltas = [e for e in events if e["kind"] == "text_delta"]
-    if not LIVE_CORE:
-        pytest.xfail("pending: WolfClient.events yields no live events until the streaming core (issue 13) lands")
     assert deltas, "no text_delta in wolf follow --json"
     assert max(d["offset"] for d in deltas) <= final["offset"]
     assert events.index(deltas[-1]) < events.index(final)
@@ -147,7 +141,6 @@ async def test_follow_ctrl_c_says_how_to_reattach(client, tmp_path):
         await hosts.close()
 
 
-STREAMS = "chunk_delay" in inspect.signature(Script).parameters
 """tests/support/models.py's Script can stream (issue 13's core)."""
 
 
@@ -167,8 +160,6 @@ def _watch_stream(address: str, config: str, home: Path, words: list[str]) -> tu
 
 
 async def test_submit_follow_streams_text_as_it_comes(client, tmp_path):
-    if not (STREAMS and LIVE_CORE):
-        pytest.xfail("pending: needs the streaming core (issue 13): a streaming Script and live events")
     words = [f"word{i}" for i in range(12)]
     script = Script(lambda s: text(" ".join(words)), chunk_delay=0.25)
     address = client.service_client.config.target_host
@@ -214,8 +205,6 @@ def _watch_progress(address: str, config: str) -> tuple[Terminal, int | None]:
 
 
 async def test_follow_shows_progress_a_real_mcp_server_reports(client, tmp_path):
-    if not LIVE_CORE:
-        pytest.xfail("pending: WolfClient.events yields no tool_progress until the streaming core (issue 13) lands")
     script = Script(sequence(tool("steps", {"count": 5, "seconds": 0.6}), text("all done")))
     address = client.service_client.config.target_host
     config = str(_progress_manifest(tmp_path))

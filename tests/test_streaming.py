@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 from typing import Any
 
 from pydantic_ai.messages import ModelResponse, TextPart, ThinkingPart
 
 from agentwolf.workflows.types import Event, workflow_id
-from tests.conftest import make_manifest
+from tests.conftest import make_manifest, openai_manifest, record_history, tools_server, worker_process
 from tests.support.models import Script, sequence, text, tool
+from tests.support.openai_server import Reply, ScriptedOpenAI
 
 ANSWER = "The quick brown fox jumps over the lazy dog and keeps on running far away."
 
@@ -41,6 +43,7 @@ async def test_text_streams_before_the_step_ends_and_joins_to_the_answer(wolf, r
     async with run_worker(local_models={"m": script.model}):
         sid = await wolf.start_session("a", make_manifest(), prompt="go")
         events = await _collect(wolf, sid)
+        await record_history(wolf.client, workflow_id("default", sid), "streamed_turn")
         # Deltas never reach history: the stream's durable events are the same without `live`.
         durable = [e.kind for e in await _collect(wolf, sid, live=False)]
     kinds = [e.kind for e in events]
@@ -76,6 +79,7 @@ async def test_a_broken_stream_is_superseded_by_the_retry(wolf, run_worker):
     async with run_worker(local_models={"m": script.model}):
         sid = await wolf.start_session("a", make_manifest(), prompt="go")
         events = await _collect(wolf, sid)
+        await record_history(wolf.client, workflow_id("default", sid), "streamed_turn_superseded")
     superseded = [e for e in events if e.kind == "attempt_superseded"]
     assert [e.attempt for e in superseded] == [1]
     assert any(e.kind == "text_delta" and e.attempt == 1 for e in events)  # partial text was shown, then dropped
@@ -120,3 +124,46 @@ async def test_a_follower_that_reconnects_mid_stream_gets_the_text_from_the_star
     final = next(e for e in second if e.kind == "model_text")
     assert "".join(d.text or "" for d in deltas) == final.text == ANSWER
     assert not any(e.kind == "turn_started" for e in second)  # durable events resume at the offset
+
+
+async def test_a_worker_killed_mid_stream_gives_the_retry_s_text_exactly_once(env, wolf, task_queue):
+    """The real provider path (a streaming OpenAI-compatible server); the worker is SIGKILLed while
+    the answer streams; a new worker retries the request, which answers differently."""
+    first_answer = " ".join(f"first{i}" for i in range(60))
+    second_answer = " ".join(f"second{i}" for i in range(12))
+
+    def reply(request: dict[str, Any]) -> Reply:
+        if not server.requests[:-1]:
+            return Reply(text=first_answer, interval=0.1)
+        return Reply(text=second_answer, interval=0.05)
+
+    with ScriptedOpenAI(reply) as server:
+        manifest = openai_manifest(server.base_url, mcp_servers={"tools": tools_server()})
+        worker = worker_process(env, task_queue)
+        replacement = None
+        events: list[Event] = []
+        try:
+            sid = await wolf.start_session("a", manifest, prompt="go")
+            async for _, event in wolf.events(sid):
+                events.append(event)
+                if event.kind == "text_delta" and replacement is None and sum(e.kind == "text_delta" for e in events) >= 3:
+                    worker.send_signal(signal.SIGKILL)
+                    worker.wait()
+                    replacement = worker_process(env, task_queue)
+                if event.kind == "turn_finished":
+                    break
+        finally:
+            for proc in (worker, replacement):
+                if proc is not None and proc.poll() is None:
+                    proc.terminate()
+                    proc.wait(10)
+    assert len(server.requests) == 2, [(e.kind, e.text) for e in events]
+    superseded = [e for e in events if e.kind == "attempt_superseded"]
+    assert [e.attempt for e in superseded] == [1]
+    final = next(e for e in events if e.kind == "model_text")
+    assert final.text == second_answer and events[-1].text == second_answer
+    assert rendered(events) == {(final.turn_id, final.step): second_answer}
+    # The retry (attempt 2, or 3 when the new worker's first try could not reach the session yet)
+    # streams its own text from the start.
+    retried = [e for e in events if e.kind == "text_delta" and (e.attempt or 0) >= 2]
+    assert retried and retried[0].index == 0
