@@ -654,6 +654,36 @@ def chat(
 
 
 @app.command()
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Address to bind (non-loopback needs API keys).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port")] = 8088,
+    config: ConfigOpt = None,
+    tenant: Annotated[str, typer.Option("--tenant", help="The tenant of --no-auth requests.")] = "default",
+    no_auth: Annotated[bool, typer.Option("--no-auth", help="Serve without API keys (loopback only).")] = False,
+    policy: Annotated[str | None, typer.Option("--policy", help="Policy file with `api_keys:`.")] = None,
+    address: Address = None,
+) -> None:
+    """Serve agents over HTTP: OpenAI-compatible /v1 and AG-UI /agui (API keys from WOLF_API_KEYS or the policy)."""
+    from agentwolf.config.policy import load_policy
+    from agentwolf.serve.auth import ApiKeys
+    from agentwolf.serve.main import BindingRefused, check_binding
+    from agentwolf.serve.main import serve as run_server
+
+    async def main() -> None:
+        try:
+            keys = ApiKeys.load(load_policy(policy).api_keys)
+            check_binding(host, keys, no_auth)
+        except (ValueError, BindingRefused) as exc:
+            raise Exit(2, str(exc)) from None
+        source = _config_source(config)
+        wolf = await _client(address, tenant, start_local=True)
+        err.print(f"serving on http://{host}:{port} (OpenAI: /v1, AG-UI: /agui/AGENT); Ctrl-C stops")
+        await run_server(wolf, source, keys, host=host, port=port, no_auth=no_auth)
+
+    _run(main)
+
+
+@app.command()
 def dev() -> None:
     """The embedded local stack in the foreground until Ctrl-C."""
     st = local_stack.up()

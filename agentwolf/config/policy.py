@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.config.placeholders import has_placeholder, names, resolve
@@ -62,6 +62,18 @@ class SecretRefused(PolicyError):
         self.name = name
 
 
+class ApiKeyEntry(BaseModel):
+    """A key `wolf serve` accepts: its SHA-256 (hex), never the key; the tenant it acts as, and
+    optionally the only configs (registry names, `served` for the served config) and agents it may use."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    tenant: str
+    configs: frozenset[str] | None = None
+    agents: frozenset[str] | None = None
+
+
 class WorkerPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -76,6 +88,8 @@ class WorkerPolicy(BaseModel):
     """Manifests may set `cwd` for stdio servers."""
     code_env: bool = False
     """Allow code-loading variables (`CODE_ENV`) in a manifest's `env`."""
+    api_keys: list[ApiKeyEntry] = []
+    """Keys `wolf serve` accepts (besides `WOLF_API_KEYS`)."""
     source: str = "built-in default policy"
 
     @field_validator("commands")

@@ -1,0 +1,212 @@
+"""`wolf serve`: one ASGI app (Starlette) with the protocol front ends, on `WolfClient`.
+
+What every front end shares lives here: who is calling (API keys -> Principal), which agents they
+may use (`Served.resolve`), one WolfClient per tenant, request limits, and errors in OpenAI's shape
+(`{"error": {"message", "type", "code"}}`), which the AG-UI routes use too."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from temporalio.client import Client
+
+from agentwolf.client.wolf_client import SessionNotFound, WolfClient
+from agentwolf.config.manifest import Manifest
+from agentwolf.serve.auth import SERVED, ApiKeys, Principal
+from agentwolf.tenants import TenantError
+
+MAX_BODY = 1 << 20
+"""Request bodies over this many bytes are refused (413) before they are read whole."""
+
+
+class ApiError(Exception):
+    """An error answered in OpenAI's shape."""
+
+    def __init__(
+        self, status: int, message: str, type: str = "invalid_request_error", code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status, self.message, self.type, self.code, self.headers = status, message, type, code, headers or {}
+
+    def response(self) -> JSONResponse:
+        body = {"error": {"message": self.message, "type": self.type, "code": self.code, "param": None}}
+        return JSONResponse(body, status_code=self.status, headers=self.headers)
+
+
+def not_found(what: str) -> ApiError:
+    """Another tenant's session is as unknown as a missing one: ids do not leak."""
+    return ApiError(404, f"{what} not found", "not_found_error", "not_found")
+
+
+@dataclass
+class Target:
+    """An agent a request runs: where its config comes from and the model name it was asked by."""
+
+    model: str
+    agent: str
+    source: dict[str, Any]
+    """`manifest=` or `config_name=` for WolfClient.start_session."""
+
+
+@dataclass
+class Served:
+    """What one `wolf serve` process serves: a Temporal client, a config, who may call."""
+
+    client: Client
+    task_queue: str
+    keys: ApiKeys
+    manifest: Manifest | None = None
+    """The served config given as a file (model names `AGENT`)."""
+    config_name: str | None = None
+    """The served config given as a registry name (model names `AGENT` too)."""
+    open_tenant: str | None = None
+    """`--no-auth`: every request acts as this tenant (loopback only)."""
+    _clients: dict[str, WolfClient] = field(default_factory=dict)
+
+    def wolf(self, principal: Principal) -> WolfClient:
+        if principal.tenant not in self._clients:
+            self._clients[principal.tenant] = WolfClient(self.client, tenant=principal.tenant, task_queue=self.task_queue)
+        return self._clients[principal.tenant]
+
+    async def models(self, principal: Principal) -> list[Target]:
+        """The agents and teams the principal may use: `AGENT` of the served config, `CONFIG/AGENT`
+        of the tenant's registry configs."""
+        targets = []
+        if self.manifest is not None or self.config_name is not None:
+            manifest = self.manifest or (await self.wolf(principal).config_get(self.config_name or "")).manifest
+            for agent in sorted([*manifest.agents, *manifest.teams]):
+                if principal.may_use(self.config_name or SERVED, agent):
+                    targets.append(Target(agent, agent, self._served_source()))
+        for config in await self.wolf(principal).config_list():
+            if config.name == self.config_name:
+                continue
+            manifest = (await self.wolf(principal).config_get(config.name)).manifest
+            for agent in sorted([*manifest.agents, *manifest.teams]):
+                if principal.may_use(config.name, agent):
+                    targets.append(Target(f"{config.name}/{agent}", agent, {"config_name": config.name}))
+        return targets
+
+    async def resolve(self, principal: Principal, model: str) -> Target:
+        for target in await self.models(principal):
+            if target.model == model:
+                return target
+        raise ApiError(404, f"model {model!r} not found (GET /v1/models lists yours)", "invalid_request_error", "model_not_found")
+
+    def _served_source(self) -> dict[str, Any]:
+        return {"manifest": self.manifest} if self.manifest is not None else {"config_name": self.config_name}
+
+
+def principal_of(request: Request) -> Principal:
+    return request.state.principal  # type: ignore[no-any-return]
+
+
+def served_of(request: Request) -> Served:
+    return request.app.state.served  # type: ignore[no-any-return]
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    """The request's JSON object, or a clear 400/415."""
+    if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+        raise ApiError(415, "send the request body as application/json", code="unsupported_media_type")
+    try:
+        body = json.loads(await request.body())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"the request body is not valid JSON: {exc}", code="invalid_json") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "the request body must be a JSON object", code="invalid_json")
+    return body
+
+
+def session_errors(what: str) -> Callable[[Callable[..., Awaitable[Response]]], Callable[..., Awaitable[Response]]]:
+    """Map WolfClient's refusals onto HTTP: another tenant's session or a missing one is a 404."""
+
+    def wrap(handler: Callable[..., Awaitable[Response]]) -> Callable[..., Awaitable[Response]]:
+        async def run(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except (SessionNotFound, TenantError):
+                raise not_found(what) from None
+
+        return run
+
+    return wrap
+
+
+class Guard:
+    """Authentication and the body limit, before any route runs (pure ASGI: streams pass through)."""
+
+    def __init__(self, app: ASGIApp, served: Served, max_body: int = MAX_BODY) -> None:
+        self.app, self.served, self.max_body = app, served, max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] == "/healthz":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        try:
+            scope.setdefault("state", {})["principal"] = self._principal(request)
+            length = request.headers.get("content-length")
+            if length is not None and (not length.isdigit() or int(length) > self.max_body):
+                raise ApiError(413, f"request bodies are limited to {self.max_body} bytes", code="body_too_large")
+        except ApiError as exc:
+            await exc.response()(scope, receive, send)
+            return
+        await self.app(scope, self._limited(receive), send)
+
+    def _principal(self, request: Request) -> Principal:
+        if self.served.open_tenant is not None:
+            return Principal(self.served.open_tenant)
+        scheme, _, key = request.headers.get("authorization", "").partition(" ")
+        principal = self.served.keys.principal(key.strip()) if scheme.lower() == "bearer" and key.strip() else None
+        if principal is None:
+            raise ApiError(401, "missing or unknown API key (Authorization: Bearer KEY)", "authentication_error", "invalid_api_key")
+        return principal
+
+    def _limited(self, receive: Receive) -> Receive:
+        """A chunked body that grows past the limit ends the request."""
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_body:
+                    raise ApiError(413, f"request bodies are limited to {self.max_body} bytes", code="body_too_large")
+            return message
+
+        return limited
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return exc.response()
+
+
+async def _healthz(request: Request) -> Response:
+    return JSONResponse({"ok": True})
+
+
+def create_app(served: Served, routes: list[BaseRoute] | None = None, max_body: int = MAX_BODY) -> Starlette:
+    """The app; `routes` default to every front end's."""
+    if routes is None:
+        from agentwolf.serve import agui, openai_api
+
+        routes = [*openai_api.routes(), *agui.routes()]
+    app = Starlette(
+        routes=[Route("/healthz", _healthz), *routes],
+        middleware=[Middleware(Guard, served=served, max_body=max_body)],
+        exception_handlers={ApiError: _api_error},
+    )
+    app.state.served = served
+    return app

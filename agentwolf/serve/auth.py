@@ -1,0 +1,64 @@
+"""API keys: who may call `wolf serve`, as which tenant, on which configs and agents.
+
+Keys come from the worker policy file (`api_keys:`, see agentwolf/config/policy.py) or from
+`WOLF_API_KEYS="key=tenant,..."`; only their SHA-256 is kept, and a presented key is hashed and
+compared against every stored digest in constant time."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from agentwolf.config.policy import ApiKeyEntry
+from agentwolf.tenants import check_tenant
+
+SERVED = "served"
+"""The config name a key's `configs` uses for the config `wolf serve --config` serves."""
+
+
+@dataclass(frozen=True)
+class Principal:
+    """What a request may do: act as one tenant, optionally only on some configs and agents."""
+
+    tenant: str
+    configs: frozenset[str] | None = None
+    agents: frozenset[str] | None = None
+
+    def may_use(self, config: str, agent: str) -> bool:
+        return (self.configs is None or config in self.configs) and (self.agents is None or agent in self.agents)
+
+
+def digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class ApiKeys:
+    def __init__(self, entries: list[ApiKeyEntry]) -> None:
+        self._keys = [
+            (bytes.fromhex(e.sha256), Principal(check_tenant(e.tenant), e.configs, e.agents)) for e in entries
+        ]
+
+    def __bool__(self) -> bool:
+        return bool(self._keys)
+
+    def principal(self, presented: str) -> Principal | None:
+        wanted = hashlib.sha256(presented.encode()).digest()
+        found = None
+        for stored, principal in self._keys:
+            if hmac.compare_digest(stored, wanted):
+                found = principal
+        return found
+
+    @classmethod
+    def load(cls, policy_keys: list[ApiKeyEntry], environ: Mapping[str, str] = os.environ) -> ApiKeys:
+        """The policy's keys plus `WOLF_API_KEYS="key=tenant,key2=tenant2"`."""
+        entries = list(policy_keys)
+        for item in filter(None, (p.strip() for p in environ.get("WOLF_API_KEYS", "").split(","))):
+            key, sep, tenant = item.partition("=")
+            if not sep or not key or not tenant:
+                raise ValueError("WOLF_API_KEYS entries are key=tenant, separated by commas")
+            entries.append(ApiKeyEntry(sha256=digest(key), tenant=tenant))
+        return cls(entries)

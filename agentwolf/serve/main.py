@@ -1,0 +1,61 @@
+"""Run `wolf serve`: check the binding against the keys, connect, and serve with uvicorn."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+
+import uvicorn
+
+from agentwolf.client.wolf_client import WolfClient
+from agentwolf.config.manifest import Manifest
+from agentwolf.serve.app import Served, create_app
+from agentwolf.serve.auth import ApiKeys
+
+
+class BindingRefused(ValueError):
+    pass
+
+
+def loopback(host: str) -> bool:
+    try:
+        return all(ipaddress.ip_address(info[4][0]).is_loopback for info in socket.getaddrinfo(host, None))
+    except (OSError, ValueError):
+        return False
+
+
+def check_binding(host: str, keys: ApiKeys, no_auth: bool) -> None:
+    """No keys: loopback only, and only when asked for (`--no-auth`)."""
+    if no_auth and keys:
+        raise BindingRefused("--no-auth with API keys configured: drop one of them")
+    if no_auth and not loopback(host):
+        raise BindingRefused(f"--no-auth is allowed on loopback only, not on {host}")
+    if not keys and not no_auth:
+        raise BindingRefused(
+            "no API keys: set WOLF_API_KEYS=key=tenant,... or `api_keys:` in the worker policy, "
+            "or serve on loopback with --no-auth"
+        )
+
+
+async def serve(
+    wolf: WolfClient,
+    source: Manifest | str,
+    keys: ApiKeys,
+    *,
+    host: str,
+    port: int,
+    no_auth: bool,
+) -> None:
+    check_binding(host, keys, no_auth)
+    served = Served(
+        client=wolf.client,
+        task_queue=wolf.task_queue,
+        keys=keys,
+        manifest=source if isinstance(source, Manifest) else None,
+        config_name=source if isinstance(source, str) else None,
+        open_tenant=wolf.tenant if no_auth else None,
+    )
+    config = uvicorn.Config(
+        create_app(served), host=host, port=port, log_level="warning", timeout_keep_alive=15, timeout_graceful_shutdown=5
+    )
+    await uvicorn.Server(config).serve()

@@ -1,0 +1,45 @@
+"""`wolf serve`'s app on 127.0.0.1 inside the test's event loop (uvicorn), for real HTTP clients."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import uvicorn
+from temporalio.client import Client
+
+from agentwolf.config.manifest import Manifest
+from agentwolf.serve.app import Served, create_app
+from agentwolf.serve.auth import ApiKeys
+
+KEYS = {"key-a": "tenant-a", "key-b": "tenant-b"}
+"""API keys the served app accepts in tests: key -> tenant."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@asynccontextmanager
+async def serving(
+    client: Client, task_queue: str, manifest: Manifest | None = None, *, config_name: str | None = None, **app: object
+) -> AsyncIterator[str]:
+    """Serve `manifest` (or a registry config) with the test keys; yields the base URL."""
+    keys = ApiKeys.load([], {"WOLF_API_KEYS": ",".join(f"{k}={t}" for k, t in KEYS.items())})
+    served = Served(client=client, task_queue=task_queue, keys=keys, manifest=manifest, config_name=config_name)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(served, **app), host="127.0.0.1", port=port, log_level="warning"))
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task

@@ -1,0 +1,38 @@
+"""`wolf serve` basics: who may call, what a bad request gets, binding rules."""
+
+from __future__ import annotations
+
+import httpx2 as httpx
+import pytest
+
+from agentwolf.serve.auth import ApiKeys, digest
+from agentwolf.serve.main import BindingRefused, check_binding
+from tests.conftest import make_manifest
+from tests.support.serving import serving
+
+
+async def test_keys_are_required_and_errors_have_openai_s_shape(client, task_queue):
+    async with serving(client, task_queue, make_manifest()) as base, httpx.AsyncClient(base_url=base) as http:
+        assert (await http.get("/healthz")).status_code == 200
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic key-a"}):
+            answer = await http.get("/v1/models", headers=headers)
+            assert answer.status_code == 401
+            assert answer.json()["error"]["type"] == "authentication_error"
+        big = await http.post(
+            "/v1/chat/completions", content=b"x" * (2 << 20), headers={"Authorization": "Bearer key-a", "Content-Type": "application/json"}
+        )
+        assert big.status_code == 413 and big.json()["error"]["code"] == "body_too_large"
+
+
+def test_binding_rules():
+    none = ApiKeys([])
+    some = ApiKeys.load([], {"WOLF_API_KEYS": "k=t"})
+    check_binding("127.0.0.1", none, no_auth=True)
+    check_binding("0.0.0.0", some, no_auth=False)
+    for host, keys, no_auth in (("0.0.0.0", none, True), ("127.0.0.1", none, False), ("0.0.0.0", none, False)):
+        with pytest.raises(BindingRefused):
+            check_binding(host, keys, no_auth)
+    assert some.principal("k").tenant == "t" and some.principal("K") is None
+    assert digest("k") != "k" and len(digest("k")) == 64
+    with pytest.raises(ValueError, match="key=tenant"):
+        ApiKeys.load([], {"WOLF_API_KEYS": "just-a-key"})
