@@ -10,7 +10,14 @@ from typing import Any
 from pydantic_ai.messages import ModelResponse, TextPart, ThinkingPart
 
 from agentwolf.workflows.types import Event, workflow_id
-from tests.conftest import make_manifest, openai_manifest, record_history, tools_server, worker_process
+from tests.conftest import (
+    make_manifest,
+    openai_manifest,
+    record_history,
+    tools_server,
+    wait_for,
+    worker_process,
+)
 from tests.support.models import Script, sequence, text, tool
 from tests.support.openai_server import Reply, ScriptedOpenAI
 
@@ -167,3 +174,42 @@ async def test_a_worker_killed_mid_stream_gives_the_retry_s_text_exactly_once(en
     # streams its own text from the start.
     retried = [e for e in events if e.kind == "text_delta" and (e.attempt or 0) >= 2]
     assert retried and retried[0].index == 0
+
+
+async def test_a_live_follower_survives_continue_as_new_steer_bursts_and_a_worker_restart(wolf, run_worker):
+    def decide(s: Script) -> ModelResponse:
+        last = s.requests[-1][-1]
+        if any(p.part_kind == "user-prompt" and str(p.content).startswith("question") for p in last.parts):
+            return tool("slow", {"seconds": 1})
+        return text(f"answer number {s.calls} comes word by word")
+
+    script = Script(decide, chunk_delay=0.1)
+    manifest = make_manifest(sessions={"continue_as_new_bytes": 1})  # continue as new at every idle point
+    events: list[Event] = []
+
+    async def follow(sid: str) -> None:
+        async for _, event in wolf.events(sid):
+            events.append(event)
+            if sum(e.kind == "turn_finished" for e in events) == 3:
+                return
+
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.start_session("a", manifest)
+        follower = asyncio.create_task(follow(sid))
+        await wolf.prompt(sid, "question 0")
+        await wait_for(lambda: sum(e.kind == "turn_finished" for e in events) == 1)
+        await wolf.prompt(sid, "question 1")
+        await wait_for(lambda: any(e.kind == "tool_call_started" for e in events[-3:]))
+        await asyncio.gather(*(wolf.steer(sid, f"steer {i}") for i in range(20)))
+        await wait_for(lambda: sum(e.kind == "turn_finished" for e in events) == 2)
+        await wolf.prompt(sid, "question 2")
+        await wait_for(lambda: any(e.kind == "tool_call_started" for e in events[-3:]))
+    async with run_worker(local_models={"m": script.model}):  # the worker restarts mid-turn
+        await asyncio.wait_for(follower, 120)
+        status = await wolf.status(sid)
+    assert status.counters.continued_as_new >= 2
+    assert sum(e.kind == "steer_applied" for e in events) == 20
+    texts = [e for e in events if e.kind == "model_text"]
+    assert len(texts) == 3
+    shown = rendered(events)
+    assert [shown[(e.turn_id, e.step)] for e in texts] == [e.text for e in texts]
