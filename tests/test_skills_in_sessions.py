@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
+from agentwolf.client.chat import session_commands
 from agentwolf.config.manifest import Manifest
 from agentwolf.workflows.types import Event, workflow_id
 from tests.conftest import SUPPORT, TOOLS_SERVER, record_history, tools_server, wait_for
@@ -128,6 +129,10 @@ async def test_slash_commands_expand_local_skills_and_mcp_prompts(wolf, run_work
         assert events[-1].outcome == "failed"
         transcript = await wolf.transcript(sid)
         assert "/nope now" in user_texts(transcript)  # the prompt is kept on record
+        # Clients (wolf chat's Tab completion) read the same commands from the compiled agent.
+        offered = await session_commands(wolf, sid)
+        assert offered["/review"] == "The review skill."
+        assert "/s:review" in offered
         await wolf.close(sid)
         await wolf.result(sid)
         await record_history(wolf.client, workflow_id("default", sid), "slash_commands")

@@ -151,6 +151,7 @@ class SessionActivities:
                 skills = host.registry.skills(scope)
                 entries = await _heartbeating(skills.list_skills())
             catalog = await skills.catalog(inp.manifest.host.skills.catalog_bytes)
+            commands = await _commands(host, scope)
         except McpUnavailable as exc:
             raise ApplicationError(host.secrets.redact(str(exc)), type="McpUnavailable", non_retryable=exc.permanent) from None
         except (MCPError, TimeoutError) as exc:
@@ -173,6 +174,7 @@ class SessionActivities:
             max_tokens=agent.max_tokens if agent.max_tokens is not None else defaults.max_tokens,
             tool_output_chars=agent.limits.tool_output_chars,
             stream=agent.stream,
+            commands=commands,
             sources=sorted(
                 {f"mcp:{s.server}" for s in servers}  # type: ignore[attr-defined]
                 | {f"skills:{r.path}" for r in host.registry.visible(scope, LocalSkillRoot)}
@@ -351,6 +353,16 @@ class SessionActivities:
 
     async def _host(self, ref: HostRef) -> AgentHost:
         return await self.hosts.get(ref.config_id, ref.tenant, lambda: _query(ref, MANIFEST_QUERY, Manifest))
+
+
+async def _commands(host: AgentHost, scope: Scope) -> dict[str, str]:
+    """The session's slash commands (`/name` -> description) for clients to offer; a server that
+    cannot list its prompts costs its commands, not the compile."""
+    try:
+        return {f"/{c.name}": c.description for c in await _heartbeating(host.registry.commands(scope))}
+    except (ExtensionError, McpUnavailable, MCPError, TimeoutError) as exc:
+        activity.logger.warning("listing slash commands failed: %s", host.secrets.redact(str(exc)))
+        return {}
 
 
 async def _query(ref: HostRef, name: str, result_type: type[T]) -> T:

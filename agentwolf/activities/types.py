@@ -137,6 +137,8 @@ class CompiledAgent(BaseModel):
     source_digests: dict[str, str] = {}
     """What each source offered at compile time: a worker new to the session compares (`AgentHost.recheck`)."""
     skills: list[SkillInfo] = []
+    commands: dict[str, str] = {}
+    """Slash commands (`/skill`, `/server:prompt`) -> description, for clients to offer."""
     skill_servers: dict[str, McpServerConfig] = {}
     """MCP servers that active skills bring (`<skill>/<server>`): tool calls carry their config."""
 

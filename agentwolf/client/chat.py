@@ -64,15 +64,13 @@ HELP = (
 
 
 async def session_commands(wolf: WolfClient, session_id: str) -> dict[str, str]:
-    """The session's slash commands as its compiled agent knows them: `/skill` for each skill.
-
-    (MCP prompts, `/server:prompt`, are listed only by `wolf commands`: that starts the servers.)"""
+    """The session's slash commands as its compiled agent knows them: `/skill`, `/server:prompt`."""
     handle = wolf.client.get_workflow_handle(workflow_id(wolf.tenant, session_id))
     try:
         compiled = await handle.query(COMPILED_QUERY, result_type=CompiledAgent | None)
     except (RPCError, WorkflowQueryFailedError):  # an old worker, a closed session: only the chat's own
         return {}
-    return {f"/{s.name}": "skill" for s in (compiled.skills if compiled else [])}
+    return dict(compiled.commands) if compiled else {}
 
 
 class SlashCompleter(Completer):
