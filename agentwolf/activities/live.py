@@ -93,15 +93,19 @@ async def request(
         return await direct_model_request(model, messages, model_settings=settings, model_request_parameters=parameters)
 
 
-def tool_progress(call_id: str) -> tuple[Callable[[float, float | None, str | None], Awaitable[None]], Callable[[], tuple[LiveTool, ...]]]:
+def tool_progress(
+    call_id: str, secrets: Secrets
+) -> tuple[Callable[[float, float | None, str | None], Awaitable[None]], Callable[[], tuple[LiveTool, ...]]]:
     """An MCP progress callback for one tool call, and the heartbeat details it leaves (none until
-    the server reports progress). Heartbeats are rate-limited to one per PROGRESS_EVERY."""
+    the server reports progress). Heartbeats are rate-limited to one per PROGRESS_EVERY; messages
+    are redacted like tool output."""
     attempt = activity.info().attempt
     latest: list[LiveTool] = []
     sent_at = 0.0
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         nonlocal sent_at
+        message = secrets.redact(message) if message else message
         latest[:] = [LiveTool(call_id=call_id, attempt=attempt, progress=progress, total=total, message=message)]
         if time.monotonic() - sent_at >= PROGRESS_EVERY:
             sent_at = time.monotonic()

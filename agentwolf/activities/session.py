@@ -333,7 +333,7 @@ class SessionActivities:
         cap = host.mcp.get(inp.server)
         version = cap.version if cap else 0
         try:
-            on_progress, progress = live.tool_progress(inp.call_id)
+            on_progress, progress = live.tool_progress(inp.call_id, host.secrets)
             result = await _heartbeating(
                 host.pool.call_tool(inp.server, inp.tool, inp.arguments, on_progress), details=progress
             )
