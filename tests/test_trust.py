@@ -499,3 +499,33 @@ async def test_a_manifest_base_url_does_not_receive_the_workers_provider_key(wol
                 assert (await wolf.result(await wolf.submit("hi", agent, manifest))).output == "hello"
     assert len(server.headers) == 2  # both spellings used the manifest's provider settings
     assert all("sk-worker-own-key" not in h.get("authorization", "") for h in server.headers)
+
+
+async def test_a_secret_streamed_piece_by_piece_never_reaches_a_follower(wolf, run_worker, monkeypatch):
+    """A model (or a prompt injection) that echoes the provider key a few characters per chunk: the
+    live text withholds a tail that could start a secret until the secret is whole and masked."""
+    key = CANARIES["CANARY_KEY"]
+    monkeypatch.setenv("CANARY_KEY", key)
+    said = f"the key is {key} and that is all"
+    chunks = [said[i : i + 3] for i in range(0, len(said), 3)]
+    with ScriptedOpenAI(lambda request: Reply(chunks=chunks, interval=0.05)) as server:
+        manifest = Manifest.model_validate(
+            {
+                "host": {"models": {"providers": {"openai": {"api_key": "${CANARY_KEY}", "base_url": server.base_url}}}},
+                "agents": {"a": {"model": "openai-chat:gpt-4o-mini"}},
+            }
+        )
+        async with run_worker(policy=CANARY_POLICY):
+            sid = await wolf.submit("go", "a", manifest)
+            deltas = []
+            async for _, event in wolf.events(sid):
+                if event.kind == "text_delta":
+                    deltas.append(event)
+                if event.kind == "session_closed":
+                    break
+    assert server.headers[0]["authorization"] == f"Bearer {key}"
+    assert sum(d.attempt is not None for d in deltas) >= 3  # it did stream
+    joined = "".join(d.text or "" for d in deltas)
+    assert joined == "the key is **** and that is all"
+    for start in range(len(key) - 5):
+        assert all(key[start : start + 6] not in (d.text or "") for d in deltas), key[start : start + 6]
