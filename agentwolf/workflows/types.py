@@ -158,6 +158,24 @@ class ExtensionsChanged(BaseModel):
     detail: str = ""
 
 
+class TurnSnapshot(BaseModel):
+    """A turn mid-step, waiting for approval: its model response (with the calls) is in the transcript;
+    the rest of what the step knows is here."""
+
+    prompt: Prompt
+    step: int
+    usage: Usage
+    open_calls: list[ToolCallPart]
+    finished: dict[int, ToolReturnPart]
+    pending: list[ModelRequestPart] = []
+    repeats: dict[str, int] = {}
+    warned_budget: bool = False
+    warnings: list[str] = []
+    active_skills: list[str] = []
+    pending_approvals: list[PendingApproval] = []
+    decisions: dict[str, tuple[bool, Approval]] = {}
+
+
 class SessionInput(BaseModel):
     """Start arguments, and the snapshot a continue-as-new hands to the next run."""
 
@@ -189,24 +207,6 @@ class SessionInput(BaseModel):
     stream_state: WorkflowStreamState | None = None
     resume: TurnSnapshot | None = None
     """A turn that continued as new while it waited for approval: it resumes where it was."""
-
-
-class TurnSnapshot(BaseModel):
-    """A turn mid-step, waiting for approval: its model response (with the calls) is in the transcript;
-    the rest of what the step knows is here."""
-
-    prompt: Prompt
-    step: int
-    usage: Usage
-    open_calls: list[ToolCallPart]
-    finished: dict[int, ToolReturnPart]
-    pending: list[ModelRequestPart] = []
-    repeats: dict[str, int] = {}
-    warned_budget: bool = False
-    warnings: list[str] = []
-    active_skills: list[str] = []
-    pending_approvals: list[PendingApproval] = []
-    decisions: dict[str, tuple[bool, Approval]] = {}
 
 
 class SessionStatus(BaseModel):
