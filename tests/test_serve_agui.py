@@ -1,0 +1,302 @@
+"""AG-UI on `wolf serve` against a real dev server and worker: the npm `@ag-ui/client` HttpAgent
+(tests/agui/run.mjs) streams text and a tool call and answers an approval interrupt with a resumed
+run; raw HTTP reattaches to a running turn, resumes with `Last-Event-ID` after the server process is
+SIGKILLed mid-stream, and cannot reach another tenant's thread."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+import yaml
+
+from agentwolf.client.wolf_client import WolfClient
+from agentwolf.serve import agui
+from agentwolf.worker.main import TASK_QUEUE, create_worker
+from tests.conftest import TOOLS_SERVER, make_manifest, tools_server, wait_for
+from tests.support.models import Script, sequence, text, tool
+from tests.support.serving import free_port, serving
+
+ROOT = Path(__file__).parent.parent
+NODE = shutil.which("node")
+RUN_MJS = Path(__file__).parent / "agui" / "run.mjs"
+WOLF = str(Path(sys.executable).parent / "wolf")
+ANSWER = "The answer, streamed word by word, is forty two."
+
+needs_node = pytest.mark.skipif(
+    NODE is None or not (ROOT / "node_modules" / "@ag-ui" / "client").exists(),
+    reason="needs node and `npm install` (@ag-ui/client)",
+)
+
+
+async def _node(url: str, thread: str, prompt: str, *args: str) -> list[dict[str, Any]]:
+    proc = await asyncio.create_subprocess_exec(
+        NODE or "node", str(RUN_MJS), url, thread, prompt, *args,
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, err.decode()
+    lines = [json.loads(line) for line in out.decode().splitlines() if line.strip()]
+    failed = [line["failed"] for line in lines if "failed" in line]
+    assert not failed, f"{failed}\n{err.decode()}"
+    return lines
+
+
+def _events(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [line["event"] for line in lines if "event" in line]
+
+
+def _text(events: list[dict[str, Any]]) -> str:
+    return "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+
+
+def _types(events: list[dict[str, Any]]) -> list[str]:
+    return [e["type"] for e in events]
+
+
+@needs_node
+async def test_http_agent_streams_text_and_a_tool_call(client, task_queue, run_worker):
+    script = Script(sequence(tool("add", {"a": 20, "b": 22}, "call-add"), text(ANSWER)), chunk_delay=0.1)
+    async with run_worker(local_models={"m": script.model}), serving(client, task_queue, make_manifest()) as base:
+        thread = f"t-{uuid.uuid4().hex[:8]}"
+        lines = await _node(f"{base}/agui/a", thread, "add 20 and 22", "--key", "key-a")
+        wolf = WolfClient(client, tenant="tenant-a", task_queue=task_queue)
+        status = await wolf.status(thread)
+    events = _events(lines)
+    types = _types(events)
+    assert types[0] == "RUN_STARTED" and types[-1] == "RUN_FINISHED"
+    assert events[0]["threadId"] == thread and events[0]["protocolVersion"] == "1.0"
+    # The tool call, whole, then its result, in the first step; the answer in the second.
+    start = types.index("TOOL_CALL_START")
+    assert types[start : start + 4] == ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT"]
+    assert events[start]["toolCallName"] == "add" and events[start]["toolCallId"] == "call-add"
+    assert json.loads(events[start + 1]["delta"]) == {"a": 20, "b": 22}
+    assert events[start + 3]["content"] == "42"
+    steps = [(e["type"], e["stepName"]) for e in events if e["type"].startswith("STEP_")]
+    assert steps == [("STEP_STARTED", "step 1"), ("STEP_FINISHED", "step 1"), ("STEP_STARTED", "step 2"), ("STEP_FINISHED", "step 2")]
+    # Text streamed in pieces that join to the answer once.
+    assert types.count("TEXT_MESSAGE_CONTENT") > 3
+    assert _text(events) == ANSWER
+    assert events[-1]["result"] == ANSWER
+    (final,) = [m for m in lines[-1]["messages"] if m["role"] == "assistant" and m.get("content")]
+    assert final["content"] == ANSWER
+    # The thread is the session; the run was its one turn.
+    assert status.state == "idle" and status.counters.turns == 1 and script.calls == 2
+
+
+@needs_node
+async def test_http_agent_answers_an_approval_interrupt_with_a_resumed_run(client, task_queue, run_worker, tmp_path):
+    effects = tmp_path / "effects"
+    manifest = make_manifest(
+        {"permissions": {"rules": [{"tool": "record", "action": "confirm"}]}},
+        mcp_servers={"tools": tools_server(WOLF_SIDE_EFFECTS=str(effects))},
+    )
+    script = Script(sequence(tool("record", {"tag": "x"}, "call-1"), text("recorded it")), chunk_delay=0.05)
+    async with run_worker(local_models={"m": script.model}), serving(client, task_queue, manifest) as base:
+        lines = await _node(f"{base}/agui/a", f"t-{uuid.uuid4().hex[:8]}", "record x", "--key", "key-a", "--answer", "approve")
+    runs = [line for line in lines if "run" in line]
+    assert [len(r["interrupts"]) for r in runs] == [1, 0]
+    (interrupt,) = runs[0]["interrupts"]
+    assert interrupt["id"] == "call-1" and interrupt["toolCallId"] == "call-1" and interrupt["reason"] == "tool_approval"
+    events = _events(lines)
+    finished = [e for e in events if e["type"] == "RUN_FINISHED"]
+    assert finished[0]["outcome"]["type"] == "interrupt" and "outcome" not in finished[1]
+    types = _types(events)
+    first = types[: types.index("RUN_FINISHED") + 1]
+    assert "TOOL_CALL_START" in first and "TOOL_CALL_RESULT" not in first  # waiting: no result yet
+    second = types[len(first) :]
+    assert second[0] == "RUN_STARTED" and "TOOL_CALL_RESULT" in second and second[-1] == "RUN_FINISHED"
+    assert _text(events) == "recorded it"
+    assert effects.read_text().split() == ["x"]
+
+
+# -- raw HTTP -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Stream:
+    events: list[dict[str, Any]] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+    comments: list[str] = field(default_factory=list)
+
+
+async def _sse(response: httpx.Response) -> AsyncIterator[tuple[str | None, dict[str, Any] | None, str | None]]:
+    """(id, event, comment) per dispatched SSE event or comment line."""
+    event_id, data = None, []
+    async for line in response.aiter_lines():
+        if line.startswith(":"):
+            yield None, None, line[1:].strip()
+        elif line.startswith("id:"):
+            event_id = line[3:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].strip())
+        elif not line and data:
+            yield event_id, json.loads("\n".join(data)), None
+            event_id, data = None, []
+
+
+def _run_input(thread: str, prompt: str = "go") -> dict[str, Any]:
+    return {
+        "threadId": thread,
+        "runId": uuid.uuid4().hex,
+        "messages": [{"id": uuid.uuid4().hex, "role": "user", "content": prompt}],
+        "tools": [],
+        "context": [],
+        "state": {},
+        "forwardedProps": {},
+    }
+
+
+async def _read(
+    http: httpx.AsyncClient, path: str, body: dict[str, Any], stream: Stream, *, until: int | None = None, **headers: str
+) -> int:
+    """Read a run into `stream` (stop after `until` TEXT_MESSAGE_CONTENT events); the HTTP status."""
+    async with http.stream("POST", path, json=body, headers=headers, timeout=60) as response:
+        if response.status_code != 200:
+            await response.aread()
+            return response.status_code
+        contents = 0
+        async for event_id, event, comment in _sse(response):
+            if comment is not None:
+                stream.comments.append(comment)
+                continue
+            assert event is not None and event_id, "every event carries an id"
+            stream.events.append(event)
+            stream.ids.append(event_id)
+            contents += event["type"] == "TEXT_MESSAGE_CONTENT"
+            if until is not None and contents >= until:
+                break
+        return 200
+
+
+def _check_sequence(events: list[dict[str, Any]]) -> None:
+    """What @ag-ui/client's verifier requires: opened once, closed once, nothing after the end."""
+    open_messages: set[str] = set()
+    open_steps: set[str] = set()
+    assert events[0]["type"] == "RUN_STARTED"
+    for e in events[1:-1]:
+        assert e["type"] not in ("RUN_STARTED", "RUN_FINISHED", "RUN_ERROR")
+        if e["type"] == "TEXT_MESSAGE_START":
+            assert e["messageId"] not in open_messages
+            open_messages.add(e["messageId"])
+        elif e["type"] == "TEXT_MESSAGE_CONTENT":
+            assert e["messageId"] in open_messages
+        elif e["type"] == "TEXT_MESSAGE_END":
+            open_messages.remove(e["messageId"])
+        elif e["type"] == "STEP_STARTED":
+            assert e["stepName"] not in open_steps
+            open_steps.add(e["stepName"])
+        elif e["type"] == "STEP_FINISHED":
+            open_steps.remove(e["stepName"])
+    assert events[-1]["type"] == "RUN_FINISHED" and not open_messages and not open_steps
+
+
+async def test_a_second_run_reattaches_and_another_tenant_gets_404(client, task_queue, run_worker, monkeypatch):
+    monkeypatch.setattr(agui, "PING", 0.3)
+    script = Script(sequence(text(ANSWER)), delay=1.0, chunk_delay=0.15)
+    async with (
+        run_worker(local_models={"m": script.model}),
+        serving(client, task_queue, make_manifest()) as base,
+        httpx.AsyncClient(base_url=base) as http,
+    ):
+        thread = f"t-{uuid.uuid4().hex[:8]}"
+        a, b = {"Authorization": "Bearer key-a"}, {"Authorization": "Bearer key-b"}
+        first = Stream()
+        assert await _read(http, "/agui/a", _run_input(thread), first, until=2, **a) == 200
+        # The model waited a second before its first token: the idle stream had heartbeats.
+        assert "ping" in first.comments
+        # Another tenant: not by the id of A's stream, not by A's full session id.
+        assert await _read(http, "/agui/a", _run_input(thread), Stream(), **b, **{"Last-Event-ID": first.ids[-1]}) == 404
+        assert await _read(http, "/agui/a", _run_input(f"wolf/tenant-a/{thread}"), Stream(), **b) == 404
+        # The disconnect left the turn running; the same thread again streams that turn from its start.
+        again = Stream()
+        assert await _read(http, "/agui/a", _run_input(thread, "a second prompt"), again, **a) == 200
+        wolf = WolfClient(client, tenant="tenant-a", task_queue=task_queue)
+        status = await wolf.status(thread)
+        bad = await http.post("/agui/a", json={"threadId": thread}, headers=a)
+        wrong_agent = await http.post("/agui/nope", json=_run_input(thread), headers=a)
+    _check_sequence(again.events)
+    assert _text(again.events) == ANSWER
+    assert status.counters.turns == 1 and script.calls == 1  # no second prompt
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_run_input"
+    assert wrong_agent.status_code == 404
+
+
+async def test_last_event_id_resumes_after_the_server_process_is_killed(client, tmp_path):
+    address = client.service_client.config.target_host
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "host": {"mcp_servers": {"tools": {"command": sys.executable, "args": [TOOLS_SERVER]}}},
+                "agents": {"a": {"model": "local:m", "capabilities": [{"mcp": "tools"}]}},
+            }
+        )
+    )
+    answer = " ".join([ANSWER] * 3)
+    script = Script(sequence(text(answer)), chunk_delay=0.2)  # about 6 s: the second server comes up mid-turn
+    worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
+    thread = f"t-{uuid.uuid4().hex[:8]}"
+    body = _run_input(thread, "tell me")
+    async with worker:
+        try:
+            first_server, first = await _wolf_serve(address, config), Stream()
+            try:
+                async with httpx.AsyncClient(base_url=first_server[1]) as http:
+                    assert await _read(http, "/agui/a", body, first, until=3) == 200
+            finally:
+                first_server[0].send_signal(signal.SIGKILL)
+                first_server[0].wait(10)
+            second_server, rest = await _wolf_serve(address, config), Stream()
+            try:
+                async with httpx.AsyncClient(base_url=second_server[1]) as http:
+                    assert await _read(http, "/agui/a", body, rest, **{"Last-Event-ID": first.ids[-1]}) == 200
+                    # The run's last id resumes to nothing more.
+                    after = Stream()
+                    assert await _read(http, "/agui/a", body, after, **{"Last-Event-ID": rest.ids[-1]}) == 200
+            finally:
+                second_server[0].terminate()
+                second_server[0].wait(10)
+        finally:
+            await hosts.close()
+    assert "RUN_STARTED" not in _types(rest.events)  # the same run, carried on
+    assert "TEXT_MESSAGE_START" not in _types(rest.events)  # and the same message
+    events = first.events + rest.events
+    _check_sequence(events)
+    assert _text(events) == answer
+    assert after.events == []
+
+
+async def _wolf_serve(address: str, config: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    proc = subprocess.Popen(  # noqa: ASYNC220 - started once, killed by the test
+        [WOLF, "serve", "--no-auth", "--port", str(port), "--config", str(config), "--address", address],
+        env={**os.environ, "TEMPORAL_ADDRESS": address, "NO_COLOR": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=(config.parent / f"serve-{port}.log").open("wb"),
+    )
+    base = f"http://127.0.0.1:{port}"
+
+    async def up() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"wolf serve exited: {(config.parent / f'serve-{port}.log').read_text()}")
+        try:
+            async with httpx.AsyncClient() as http:
+                return (await http.get(f"{base}/healthz")).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    await wait_for(up, timeout=60, interval=0.1)
+    return proc, base
