@@ -44,7 +44,8 @@ err = Console(
     stderr=True, no_color=bool(os.environ.get("NO_COLOR")) or None, highlight=False, soft_wrap=True, markup=False, emoji=False
 )
 
-BUNDLED_CONFIG = Path(__file__).resolve().parents[2] / "config" / "wolf.yaml"
+BUNDLED_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "wolf.yaml"
+"""The example config and its skills ship inside the package, so `wolf submit` works from any folder."""
 
 Agent = Annotated[str, typer.Option("--agent", "-a", help="Agent name from the config.")]
 ConfigOpt = Annotated[

@@ -69,8 +69,11 @@ class Merge:
     shown: dict[Key, _Shown] = field(default_factory=dict)
     closed: set[Key] = field(default_factory=set)
     progress: dict[str, LiveTool] = field(default_factory=dict)
-    tools: dict[str, str] = field(default_factory=dict)
-    """Running tool calls' names by call id (from `tool_call_started`)."""
+    tools: dict[str, tuple[str, Key]] = field(default_factory=dict)
+    """Running tool calls (from `tool_call_started`): name and step, by call id."""
+    held: dict[Key, tuple[LiveText, int]] = field(default_factory=dict)
+    """Live text of a step that arrived before the durable stream finished the step before it
+    (durable events trail live ones by up to a poll): shown once they have."""
 
     def durable(self, event: Event) -> list[Event]:
         """`event`, preceded by what ends the live text of the steps it closes."""
@@ -90,18 +93,30 @@ class Merge:
             if event.kind == "model_text" and key not in self.closed and event.text:
                 out.append(_delta("text_delta", key, None, 0, event.text, event.at))
             self.closed.add(key)
-        if event.kind == "tool_call_started" and event.call_id and event.tool:
-            self.tools[event.call_id] = event.tool
+        if event.kind == "tool_call_started" and event.call_id and event.tool and event.turn_id:
+            self.tools[event.call_id] = (event.tool, (event.turn_id, event.step or 0))
+        released: list[Event] = []
         if event.kind == "tool_call_finished" and event.call_id:
             self.progress.pop(event.call_id, None)
             self.tools.pop(event.call_id, None)
-        return [*out, event]
+            for key in [k for k in self.held if not self._blocked(k)]:
+                released.extend(self.text(*self.held.pop(key), event.at))
+        if event.kind in ("turn_finished", "session_closed"):
+            self.held.clear()
+        return [*out, event, *released]
+
+    def _blocked(self, key: Key) -> bool:
+        """Tool calls of an earlier step of the turn still run, as far as the durable stream says."""
+        return any(turn == key[0] and step < key[1] for _, (turn, step) in self.tools.values())
 
     def text(self, live: LiveText, pending_attempt: int, at: datetime) -> list[Event]:
         """Events for a model request's heartbeat details (`pending_attempt`: the attempt the server
         runs now, ahead of the details while a retry has not heartbeated yet)."""
         key = (live.turn_id, live.step)
         if key in self.closed:
+            return []
+        if self._blocked(key):
+            self.held[key] = (live, pending_attempt)
             return []
         out: list[Event] = []
         shown = self.shown.get(key)
@@ -136,7 +151,7 @@ class Merge:
                 kind="tool_progress",
                 at=at,
                 call_id=live.call_id,
-                tool=self.tools.get(live.call_id),
+                tool=self.tools[live.call_id][0] if live.call_id in self.tools else None,
                 attempt=live.attempt,
                 progress=live.progress,
                 total=live.total,

@@ -339,10 +339,20 @@ def event_line(event: Event, session_id: str = "SESSION") -> Text | None:
     if k == "child_finished":
         return Text(f"  <= {tool} {event.outcome}: {inert((event.text or '')[:120])}", "magenta")
     if k in ("error", "limit_reached", "interrupted"):
-        return Text(f"{k}: {text}", "red")
+        return Text(f"{k.replace('_', ' ')}: {text}", "red")
     if k in ("text_delta", "thinking_delta", "attempt_superseded", "tool_progress"):
         return None
-    return Text(f"{k}: {text}", "dim")
+    if k == "session_closed":
+        return Text(f"session closed{f' ({inert(event.outcome)})' if event.outcome else ''}", "dim")
+    prose = {
+        "compiled": "",
+        "steer_applied": "steered: ",
+        "limit_warning": "warning: ",
+        "config_changed": "config changed: ",
+        "extensions_changed": "tools or skills changed: ",
+        "command_expanded": f"{tool} expanded: ",
+    }
+    return Text(f"  {prose.get(k, k + ': ')}{text}", "dim")
 
 
 def is_end(event: Event, until_turn_end: bool) -> bool:

@@ -32,6 +32,7 @@ from agentwolf.extensions.registry import POOL, ExtensionRegistry, Scope, ScopeL
 from agentwolf.extensions.skills import LocalSkillRoot
 from agentwolf.extensions.types import ChangeEvent, ExtensionError
 from agentwolf.extensions.watch import SkillRootWatcher
+from agentwolf.worker.demo import demo_model
 from agentwolf.worker.models import build_model
 from agentwolf.worker.pool import McpPool, McpUnavailable
 from agentwolf.workflows.types import ExtensionsChanged
@@ -303,7 +304,8 @@ class HostRegistry:
         mcp_idle_timeout: float = 600.0,
         host_idle_timeout: float = 1800.0,
     ) -> None:
-        self.local_models = dict(local_models or {})
+        self.local_models = {"demo": demo_model(), **(local_models or {})}
+        """`local:<name>` models; `local:demo` is the offline demo model on every worker."""
         self.policy = policy or WorkerPolicy()
         self.tenant = tenant
         """The only tenant this worker serves (`wolf worker --tenant`); None serves any."""

@@ -527,8 +527,8 @@ class SessionWorkflow:
             heartbeat_timeout=HEARTBEAT_TIMEOUT,  # a worker lost mid-compile is noticed in seconds
             retry_policy=COMPILE_RETRY,
         )
-        tools = ", ".join(t.name for t in self.compiled.tools) or "no tools"
-        text = f"{self.compiled.agent}: {' -> '.join(self.compiled.models)}; {tools}"
+        tools = ", ".join(t.name for t in self.compiled.tools) or "none"
+        text = f"{self.compiled.agent} is ready: model {' -> '.join(self.compiled.models)}; tools {tools}"
         self._publish("compiled", text=f"{text} (recompiled: {reason})" if reason else text)
         return self.compiled
 
