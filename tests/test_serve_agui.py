@@ -26,7 +26,7 @@ from agentwolf.client.wolf_client import WolfClient
 from agentwolf.serve import agui
 from agentwolf.worker.main import TASK_QUEUE, create_worker
 from tests.conftest import TOOLS_SERVER, make_manifest, tools_server, wait_for
-from tests.support.models import Script, sequence, text, tool
+from tests.support.models import Script, sequence, text, tool, tools
 from tests.support.serving import free_port, serving
 
 ROOT = Path(__file__).parent.parent
@@ -97,29 +97,39 @@ async def test_http_agent_streams_text_and_a_tool_call(client, task_queue, run_w
 
 
 @needs_node
-async def test_http_agent_answers_an_approval_interrupt_with_a_resumed_run(client, task_queue, run_worker, tmp_path):
+@pytest.mark.parametrize("answer", ["approve", "deny"])
+async def test_http_agent_answers_approval_interrupts_with_a_resumed_run(client, task_queue, run_worker, tmp_path, answer):
     effects = tmp_path / "effects"
     manifest = make_manifest(
         {"permissions": {"rules": [{"tool": "record", "action": "confirm"}]}},
         mcp_servers={"tools": tools_server(WOLF_SIDE_EFFECTS=str(effects))},
     )
-    script = Script(sequence(tool("record", {"tag": "x"}, "call-1"), text("recorded it")), chunk_delay=0.05)
+    script = Script(sequence(tools(("record", {"tag": "x"}), ("record", {"tag": "y"})), text("done with it")), chunk_delay=0.05)
     async with run_worker(local_models={"m": script.model}), serving(client, task_queue, manifest) as base:
-        lines = await _node(f"{base}/agui/a", f"t-{uuid.uuid4().hex[:8]}", "record x", "--key", "key-a", "--answer", "approve")
+        lines = await _node(f"{base}/agui/a", f"t-{uuid.uuid4().hex[:8]}", "record x and y", "--key", "key-a", "--answer", answer)
     runs = [line for line in lines if "run" in line]
-    assert [len(r["interrupts"]) for r in runs] == [1, 0]
-    (interrupt,) = runs[0]["interrupts"]
-    assert interrupt["id"] == "call-1" and interrupt["toolCallId"] == "call-1" and interrupt["reason"] == "tool_approval"
+    assert [len(r["interrupts"]) for r in runs] == [2, 0]
+    # One interrupt per waiting call, after both calls were shown.
+    assert [(i["id"], i["toolCallId"], i["reason"]) for i in runs[0]["interrupts"]] == [
+        ("c0-record", "c0-record", "tool_approval"),
+        ("c1-record", "c1-record", "tool_approval"),
+    ]
+    assert runs[0]["interrupts"][0]["metadata"]["agentwolf"] == {"tool": "record", "args": {"tag": "x"}}
     events = _events(lines)
     finished = [e for e in events if e["type"] == "RUN_FINISHED"]
     assert finished[0]["outcome"]["type"] == "interrupt" and "outcome" not in finished[1]
     types = _types(events)
     first = types[: types.index("RUN_FINISHED") + 1]
-    assert "TOOL_CALL_START" in first and "TOOL_CALL_RESULT" not in first  # waiting: no result yet
-    second = types[len(first) :]
-    assert second[0] == "RUN_STARTED" and "TOOL_CALL_RESULT" in second and second[-1] == "RUN_FINISHED"
-    assert _text(events) == "recorded it"
-    assert effects.read_text().split() == ["x"]
+    assert first.count("TOOL_CALL_END") == 2 and "TOOL_CALL_RESULT" not in first  # waiting: no results yet
+    second = events[len(first) :]
+    assert second[0]["type"] == "RUN_STARTED" and second[-1]["type"] == "RUN_FINISHED"
+    results = {e["toolCallId"]: e["content"] for e in second if e["type"] == "TOOL_CALL_RESULT"}
+    assert set(results) == {"c0-record", "c1-record"}
+    assert _text(events) == "done with it"
+    if answer == "approve":
+        assert sorted(effects.read_text().split()) == ["x", "y"]
+    else:
+        assert not effects.exists() and all(r.startswith("denied by the user") for r in results.values())
 
 
 # -- raw HTTP -------------------------------------------------------------------------------------
@@ -224,14 +234,26 @@ async def test_a_second_run_reattaches_and_another_tenant_gets_404(client, task_
         again = Stream()
         assert await _read(http, "/agui/a", _run_input(thread, "a second prompt"), again, **a) == 200
         wolf = WolfClient(client, tenant="tenant-a", task_queue=task_queue)
-        status = await wolf.status(thread)
+        status, calls = await wolf.status(thread), script.calls
         bad = await http.post("/agui/a", json={"threadId": thread}, headers=a)
         wrong_agent = await http.post("/agui/nope", json=_run_input(thread), headers=a)
+        as_text = await http.post("/agui/a", content=json.dumps(_run_input(thread)), headers={**a, "Content-Type": "text/plain"})
+        bad_id = await http.post("/agui/a", json=_run_input(thread), headers={**a, "Last-Event-ID": "1.2.3"})
+
+        # The next run is a new turn; interrupting it ends the run as cancelled.
+        interrupted = Stream()
+        assert await _read(http, "/agui/a", _run_input(thread, "more"), interrupted, until=1, **a) == 200
+        await wolf.interrupt(thread, "enough")
+        assert await _read(http, "/agui/a", _run_input(thread), interrupted, **a, **{"Last-Event-ID": interrupted.ids[-1]}) == 200
     _check_sequence(again.events)
     assert _text(again.events) == ANSWER
-    assert status.counters.turns == 1 and script.calls == 1  # no second prompt
+    assert status.counters.turns == 1 and calls == 1  # no second prompt
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_run_input"
     assert wrong_agent.status_code == 404
+    assert as_text.status_code == 415 and bad_id.status_code == 400
+    _check_sequence(interrupted.events)
+    assert interrupted.events[0]["metadata"]["agentwolf"]["turn_id"] == "turn-2"
+    assert interrupted.events[-1]["outcome"] == {"type": "cancelled"}
 
 
 async def test_last_event_id_resumes_after_the_server_process_is_killed(client, tmp_path):
@@ -300,3 +322,58 @@ async def _wolf_serve(address: str, config: Path) -> tuple[subprocess.Popen[byte
 
     await wait_for(up, timeout=60, interval=0.1)
     return proc, base
+
+
+def test_every_position_resumes_to_exactly_the_rest_of_the_run():
+    """The translation is a function of (position, session event): from any event's id, the same
+    session events give exactly the events after it (what makes Last-Event-ID exact)."""
+    from datetime import UTC, datetime
+
+    from agentwolf.serve.agui import Context, Where, translate
+    from agentwolf.serve.cursor import Cursor
+    from agentwolf.workflows.types import Event, Usage
+
+    def ev(kind: str, step: int = 0, **fields: Any) -> Event:
+        return Event(kind=kind, at=datetime.now(UTC), turn_id="turn-3", step=step, **fields)
+
+    source = [
+        ev("turn_started", text="go"),
+        ev("compiled"),
+        ev("text_delta", 1, attempt=1, index=0, text="Let me "),
+        ev("attempt_superseded", 1, attempt=1),
+        ev("text_delta", 1, attempt=2, index=0, text="I will "),
+        ev("text_delta", 1, attempt=2, index=7, text="add."),
+        ev("model_text", 1, text="I will add."),
+        ev("tool_call_started", 1, tool="add", call_id="c1", args={"a": 1}),
+        ev("tool_call_started", 1, tool="add", call_id="c2", args={"a": 2}),
+        ev("tool_progress", 1, call_id="c1"),
+        ev("tool_call_finished", 1, call_id="c1", text="1"),
+        ev("tool_call_finished", 1, call_id="c2", text="2"),
+        ev("text_delta", 2, attempt=1, index=0, text="Done"),
+        ev("text_delta", 2, attempt=None, index=4, text=": 3"),
+        ev("model_text", 2, text="Done: 3"),
+        Event(kind="config_changed", at=datetime.now(UTC)),
+        ev("turn_finished", 2, text="Done: 3", outcome="completed", usage=Usage(input_tokens=5, output_tokens=3)),
+    ]
+    cursors = [Cursor(n) for n in range(len(source) + 1)]  # distinct, chained: event n moves cursor n to n + 1
+    ctx = Context(thread_id="t", run_id="r", session_id="t")
+
+    def run(where: Where, start: int) -> list[tuple[str, dict[str, Any]]]:
+        out = []
+        for n in range(start, len(source)):
+            events, where = translate(where, cursors[n + 1], source[n], ctx)
+            out += [(str(w), e.model_dump(mode="json", by_alias=True)) for e, w in events]
+            if where.ended:
+                break
+        return out
+
+    whole = run(Where(cursors[0], "turn-3"), 0)
+    _check_sequence([{"type": "RUN_STARTED"}, *(e for _, e in whole)])
+    assert _text([e for _, e in whole]) == "Let me I will add.Done: 3"
+    ends = [e for _, e in whole if e["type"] == "TEXT_MESSAGE_END"]
+    assert [e.get("metadata") for e in ends] == [{"agentwolf": {"superseded": True}}, None, None]
+    assert whole[-1][1]["type"] == "RUN_FINISHED" and whole[-1][1]["usage"][0]["totalTokens"] == 8
+    for k, (position, _) in enumerate(whole):
+        where = Where.parse(position)
+        start = cursors.index(where.cursor)
+        assert run(where, start) == whole[k + 1 :], f"resuming after event {k} ({position})"

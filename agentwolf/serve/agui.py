@@ -277,12 +277,12 @@ def _abort(w: Where, message: str) -> Iterator[tuple[BaseEvent, Where]]:
 
 
 async def _waiting(wolf: WolfClient, session_id: str, event: Event) -> list[PendingApproval] | None:
+    """The calls waiting for a person, when `event` asked for the last of them (the calls of a step ask
+    one after another: the run ends once they all have); else None."""
     status = await wolf.status(session_id)
-    if status.state != "waiting_approval" or status.turn_id != event.turn_id:
+    if status.state != "waiting_approval" or status.turn_id != event.turn_id or not status.pending_approvals:
         return None
-    if event.call_id not in {p.call_id for p in status.pending_approvals}:
-        return None
-    return status.pending_approvals
+    return status.pending_approvals if status.pending_approvals[-1].call_id == event.call_id else None
 
 
 # -- starting a run ------------------------------------------------------------------------------
