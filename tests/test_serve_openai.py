@@ -11,6 +11,7 @@ import pytest
 from openai import AsyncOpenAI
 
 from agentwolf.client.wolf_client import WolfClient
+from agentwolf.serve import openai_api
 from agentwolf.serve.app import ApiError
 from agentwolf.serve.openai_api import SLOT, ResponseId, TurnView
 from agentwolf.workflows.types import Event, Usage
@@ -83,6 +84,21 @@ async def test_chat_completions_stream_and_continue_a_durable_session(client, ta
         assert again.parse().choices[0].message.content == ANSWER
         assert script.requests[-1][-1].parts[-1].content == "more"
         assert len(script.requests[-1]) == 3  # go, the answer, more: one durable conversation
+
+
+async def test_heartbeats_do_not_break_the_openai_client(client, task_queue, run_worker, monkeypatch):
+    """An idle stream gets comment lines; the openai client must read through them (see _Heartbeat)."""
+    monkeypatch.setattr(openai_api, "HEARTBEAT", 0.05)
+    script = Script(sequence(text(ANSWER)), chunk_delay=0.2)
+    async with run_worker(local_models={"m": script.model}), serving(client, task_queue, make_manifest()) as base:
+        oa = api(base)
+        stream = await oa.chat.completions.create(model="a", messages=[{"role": "user", "content": "go"}], stream=True)
+        assert "".join([c.choices[0].delta.content or "" async for c in stream if c.choices]) == ANSWER
+        events = [e async for e in await oa.responses.create(model="a", input="go", stream=True)]
+        assert events[-1].type == "response.completed" and events[-1].response.output_text == ANSWER
+        async with httpx.AsyncClient(base_url=base, headers={"Authorization": "Bearer key-a"}) as http:
+            raw = await http.get(f"/v1/responses/{events[-1].response.id}", params={"stream": "true", "starting_after": "1"})
+        assert raw.status_code == 200
 
 
 async def test_responses_previous_response_id_and_streaming_events(client, task_queue, run_worker):

@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from sse_starlette import EventSourceResponse
+from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -48,6 +48,7 @@ from agentwolf.serve.app import (
     served_of,
     session_errors,
 )
+from agentwolf.serve.auth import SERVED, Principal
 from agentwolf.workflows.types import Event, Usage
 
 SLOT = 10_000_000
@@ -144,6 +145,16 @@ def _prompt(messages: list[tuple[str, str]], instructions: str | None = None) ->
         lines.append(f"[instructions] {instructions}")
     lines += [f"[{role}] {text}" for role, text in earlier]
     return "\n".join([*lines, "", "The user's message now:", last])
+
+
+async def _resolve(served: Served, principal: Principal, model: str) -> Target:
+    """`served.resolve`, without reading the registry for an agent of a served manifest file (its
+    names have no `/`; registry configs' are `CONFIG/AGENT`): a request's first token waits for this."""
+    manifest = served.manifest
+    known = manifest is not None and (model in manifest.agents or model in manifest.teams)
+    if known and "/" not in model and principal.may_use(SERVED, model):
+        return Target(model, model, {"manifest": manifest})
+    return await served.resolve(principal, model)
 
 
 def _no_client_tools(body: dict[str, Any]) -> None:
@@ -471,8 +482,22 @@ async def _stream(wolf: WolfClient, view: TurnView) -> AsyncIterator[Out]:
             return
 
 
+class _Heartbeat(ServerSentEvent):
+    """A comment line without the blank line that would end an event.
+
+    The openai client's SSE decoder (rightly, per the spec) dispatches an event at every blank line
+    once an event id has been seen, and then fails to decode its empty data as JSON: `: ping` plus a
+    blank line breaks its streams after the first heartbeat. A lone comment line is ignored until the
+    next event's lines follow it."""
+
+    def encode(self) -> bytes:
+        return b": ping\n"
+
+
 def _sse(outs: AsyncIterator[dict[str, Any]], headers: dict[str, str]) -> EventSourceResponse:
-    return EventSourceResponse(outs, ping=HEARTBEAT, headers={"Cache-Control": "no-cache", **headers}, sep="\n")
+    return EventSourceResponse(
+        outs, ping=HEARTBEAT, ping_message_factory=_Heartbeat, headers={"Cache-Control": "no-cache", **headers}, sep="\n"
+    )
 
 
 def _starting_after(request: Request) -> int:
@@ -509,7 +534,7 @@ async def chat_completions(request: Request) -> Response:
     stream = _flag(body, "stream")
     options = body.get("stream_options") or {}
     include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
-    target = await served.resolve(principal, model)
+    target = await _resolve(served, principal, model)
     wolf = served.wolf(principal)
     session = request.headers.get(SESSION_HEADER, "").strip()
     if session and session != "new":
@@ -593,7 +618,7 @@ async def create_response(request: Request) -> Response:
     instructions = body.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise ApiError(400, "`instructions` must be a string", code="invalid_value")
-    target = await served.resolve(principal, model)
+    target = await _resolve(served, principal, model)
     wolf = served.wolf(principal)
     previous = body.get("previous_response_id")
     if previous is not None:
