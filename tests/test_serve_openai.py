@@ -193,7 +193,10 @@ async def test_tenant_isolation(client, task_queue, run_worker):
         ):
             with pytest.raises(openai.NotFoundError):
                 await attempt
-        # The list of B's models says nothing of A's sessions; A's response still runs.
+        for never in (a.responses.retrieve(f"resp_{session}_99_0"), a.responses.retrieve(f"resp_{session}_99_0", stream=True)):
+            with pytest.raises(openai.NotFoundError):  # a turn the session never had
+                await never
+        # A's response still runs.
         assert (await a.responses.retrieve(mine.id)).status in ("queued", "in_progress")
         await a.responses.cancel(mine.id)
 
@@ -316,3 +319,17 @@ def test_a_retried_attempt_continues_where_the_sent_text_ended_and_resumes_are_e
             assert all(s > after for s, _, _ in tail)
             assert have + "".join(b["delta"] for _, t, b in tail if t == "response.output_text.delta") == "The quick brown fox jumps."
             assert [t for _, t, _ in tail[-1:]] == (["response.completed"] if after < seqs[-1] else [])
+
+
+def test_a_broken_subscription_is_taken_up_again_exactly():
+    """`_stream` restarts the view from the turn's start after a broken subscription."""
+    events = _synthetic_turn()
+    view = TurnView(ResponseId("s", 1, 0), "a")
+    outs = view.start()
+    for offset, event in events[:3]:
+        outs += view.feed(offset, event)
+    view.restart(outs[-1][0])
+    for offset, event in events:  # the running step's text comes again from its start
+        outs += view.feed(offset, event)
+    assert "".join(b["delta"] for _, t, b in outs if t == "response.output_text.delta") == "The quick brown fox jumps."
+    assert [s for s, _, _ in outs] == sorted({s for s, _, _ in outs})

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import time
 from collections.abc import AsyncIterator
@@ -49,7 +50,9 @@ from agentwolf.serve.app import (
     session_errors,
 )
 from agentwolf.serve.auth import SERVED, Principal
-from agentwolf.workflows.types import Event, Usage
+from agentwolf.workflows.types import Event, SessionStatus, Usage
+
+log = logging.getLogger(__name__)
 
 SLOT = 10_000_000
 """Sequence numbers per durable event (text positions included: a step's text is far shorter)."""
@@ -59,6 +62,8 @@ OPEN_ITEM, OPEN_PART = 10, 11
 HEARTBEAT = 15.0
 """Seconds between SSE comment lines on an idle stream (proxies close silent connections)."""
 RETRY_AFTER = "2"
+FOLLOW_TRIES = 5
+"""Times a stream follows the session's events again after a subscription broke."""
 SESSION_HEADER = "x-wolf-session"
 CUT = re.compile(r"\.\.\. \[\d+ chars\]$")
 """How the workflow marks an event text cut to its limit (the transcript keeps it whole)."""
@@ -244,6 +249,10 @@ class TurnView:
     _sent: dict[int, int] = field(default_factory=dict)
     """How much of each step's text has been streamed (a retried attempt continues from there)."""
     _calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def restart(self, after: int) -> None:
+        """Read the turn again from its start for a client that has everything up to `after`."""
+        self.__dict__.update(TurnView(self.rid, self.model, self.created, after, self.background).__dict__)
 
     def start(self) -> list[Out]:
         return self._filter(
@@ -472,14 +481,29 @@ async def _snapshot(wolf: WolfClient, view: TurnView) -> TurnView:
 
 
 async def _stream(wolf: WolfClient, view: TurnView) -> AsyncIterator[Out]:
-    """The turn's streaming events from the client's position on, live text included."""
+    """The turn's streaming events from the client's position on, live text included.
+
+    A subscription that breaks (a Temporal hiccup under load) is taken up again from the turn's
+    start, skipping what was sent: sequence numbers are positions, so nothing repeats."""
+    sent = view.after
     for out in view.start():
+        sent = out[0]
         yield out
-    async for offset, event in wolf.events(view.rid.session, view.rid.base):
-        for out in view.feed(offset, event):
-            yield out
-        if view.done:
-            return
+    for attempt in range(1, FOLLOW_TRIES + 1):
+        try:
+            async for offset, event in wolf.events(view.rid.session, view.rid.base):
+                for out in view.feed(offset, event):
+                    sent = out[0]
+                    yield out
+                if view.done:
+                    return
+            return  # the session's events ended
+        except Exception as exc:
+            if attempt == FOLLOW_TRIES:
+                raise
+            log.warning("events of %s broke (%r); following again after sequence number %d", view.rid, exc, sent)
+            await asyncio.sleep(0.2 * attempt)
+            view.restart(sent)
 
 
 class _Heartbeat(ServerSentEvent):
@@ -646,11 +670,14 @@ async def _response_events(wolf: WolfClient, view: TurnView) -> AsyncIterator[di
         yield {"id": str(seq), "event": kind, "data": json.dumps({"type": kind, "sequence_number": seq, **body})}
 
 
-async def _model_of(served: Served, wolf: WolfClient, session: str) -> str:
-    status = await wolf.status(session)
+async def _turn(served: Served, wolf: WolfClient, rid: ResponseId) -> tuple[SessionStatus, str]:
+    """The session's status and the model name its responses carry; a turn it never had is a 404."""
+    status = await wolf.status(rid.session)
+    if status.counters.turn_seq < rid.turn:
+        raise not_found("response")
     if status.config_name and status.config_name != served.config_name:
-        return f"{status.config_name}/{status.agent}"
-    return status.agent
+        return status, f"{status.config_name}/{status.agent}"
+    return status, status.agent
 
 
 @session_errors("response")
@@ -658,13 +685,11 @@ async def retrieve_response(request: Request) -> Response:
     served, principal = served_of(request), principal_of(request)
     rid = ResponseId.parse(request.path_params["response_id"])
     wolf = served.wolf(principal)
-    view = TurnView(rid, await _model_of(served, wolf, rid.session))
+    view = TurnView(rid, (await _turn(served, wolf, rid))[1])
     if request.query_params.get("stream", "").lower() == "true":
         view.after = _starting_after(request)
         return _sse(_response_events(wolf, view), {"X-Wolf-Session": rid.session})
     await _snapshot(wolf, view)
-    if view.status == "queued" and (await wolf.status(rid.session)).counters.turn_seq < rid.turn:
-        raise not_found("response")  # a turn this session never had
     return JSONResponse(view.body())
 
 
@@ -674,10 +699,8 @@ async def cancel_response(request: Request) -> Response:
     served, principal = served_of(request), principal_of(request)
     rid = ResponseId.parse(request.path_params["response_id"])
     wolf = served.wolf(principal)
-    status = await wolf.status(rid.session)
-    if status.counters.turn_seq < rid.turn:
-        raise not_found("response")
-    view = TurnView(rid, await _model_of(served, wolf, rid.session))
+    status, model = await _turn(served, wolf, rid)
+    view = TurnView(rid, model)
     if status.turn_id == rid.turn_id:
         await wolf.interrupt(rid.session, "cancelled through the API")
         try:

@@ -1,0 +1,257 @@
+"""`wolf serve`: what the OpenAI-compatible front end adds to first-token latency, and what a streaming
+client costs it.
+
+One Temporal dev server (AgentWolf's `dynamic_config_args()`), three processes besides this one: a
+worker (`create_worker`, agent `a` on a local streaming FunctionModel: `--tokens` word-sized chunks,
+the first at once, then one every `--chunk-ms`), the app (`create_app` on uvicorn, keys
+`WOLF_API_KEYS=bench=bench`), and this process, which drives the clients.
+
+1. First token, `--runs` times each, alternating: a fresh durable session (`WolfClient.start_session`,
+   no prompt) per run, then, timed from just before the request,
+   - direct: what the app does itself, with `WolfClient`: `event_offset`, `prompt`, `events` until
+     the first `text_delta`;
+   - api: the official `openai` client, `chat.completions.create(stream=True)` with
+     `X-Wolf-Session: <id>`, until the first chunk with content.
+   Added latency = p50(api) - p50(direct) (goal <= 20 ms).
+2. `--clients` streaming clients at once on the one app, each a stateless streaming chat completion
+   (a new background session each): how many complete with the whole answer, wall time, the app's
+   RSS before, at its peak (sampled every 100 ms from /proc), growth per client.
+
+Run:   python bench/serve.py                 (30 runs, 200 clients, 40 tokens every 50 ms)
+Quick: python bench/serve.py --runs 10 --clients 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+sys.path[:0] = [str(BENCH.parent)]
+
+WORD = "token "
+GOAL_ADDED_MS = 20
+KEY = "bench"
+MANIFEST = {"agents": {"a": {"model": "local:m"}}}
+
+
+def _model(tokens: int, chunk_s: float) -> Any:
+    from pydantic_ai.messages import ModelResponse, TextPart
+    from pydantic_ai.models.function import FunctionModel
+
+    async def answer(messages: Any, info: Any) -> ModelResponse:
+        return ModelResponse(parts=[TextPart(WORD * tokens)])
+
+    async def stream(messages: Any, info: Any) -> AsyncIterator[str]:
+        for i in range(tokens):
+            if i:
+                await asyncio.sleep(chunk_s)
+            yield WORD
+
+    return FunctionModel(answer, stream_function=stream)
+
+
+async def _connect(address: str) -> Any:
+    from temporalio.client import Client
+
+    from agentwolf.payloads import data_converter
+
+    return await Client.connect(address, data_converter=data_converter())
+
+
+async def run_worker(address: str, task_queue: str, tokens: int, chunk_s: float) -> None:
+    from agentwolf.worker.main import create_worker
+
+    worker, hosts = create_worker(await _connect(address), task_queue=task_queue, local_models={"m": _model(tokens, chunk_s)})
+    async with worker:
+        print("ready", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    await hosts.close()
+
+
+async def run_app(address: str, task_queue: str, port: int) -> None:
+    import uvicorn
+
+    from agentwolf.config.manifest import Manifest
+    from agentwolf.serve.app import Served, create_app
+    from agentwolf.serve.auth import ApiKeys
+
+    served = Served(
+        client=await _connect(address), task_queue=task_queue, keys=ApiKeys.load([]), manifest=Manifest.model_validate(MANIFEST)
+    )
+    config = uvicorn.Config(create_app(served), host="127.0.0.1", port=port, log_level="warning", backlog=2048)
+    await uvicorn.Server(config).serve()
+
+
+def _child(log: Path, *args: str) -> subprocess.Popen[str]:
+    """A process of this script; its stderr (the worker logs every cancelled model request) goes to `log`."""
+    env = {**os.environ, "WOLF_API_KEYS": f"{KEY}=bench"}
+    with log.open("a") as err:
+        return subprocess.Popen(
+            [sys.executable, __file__, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, env=env
+        )
+
+
+def rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+async def first_tokens(wolf: Any, api: Any, manifest: Any, runs: int) -> tuple[list[float], list[float]]:
+    direct, through_api = [], []
+    for i in range(runs * 2):
+        sid = await wolf.start_session("a", manifest)
+        start = time.perf_counter()
+        if i % 2 == 0:
+            base = await wolf.event_offset(sid)
+            await wolf.prompt(sid, "go")
+            async for _, event in wolf.events(sid, base):
+                if event.kind == "text_delta" and event.text:
+                    direct.append((time.perf_counter() - start) * 1000)
+                    break
+        else:
+            stream = await api.chat.completions.create(
+                model="a", messages=[{"role": "user", "content": "go"}], stream=True, extra_headers={"X-Wolf-Session": sid}
+            )
+            async for chunk in stream:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    through_api.append((time.perf_counter() - start) * 1000)
+                    break
+            await stream.close()
+        await wolf.close(sid)
+    return direct, through_api
+
+
+async def concurrent(api: Any, clients: int, answer: str, app_pid: int) -> dict[str, Any]:
+    peak = before = rss_kb(app_pid)
+    done = asyncio.Event()
+
+    async def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, rss_kb(app_pid))
+            await asyncio.sleep(0.1)
+
+    async def one() -> str:
+        stream = await api.chat.completions.create(model="a", messages=[{"role": "user", "content": "go"}], stream=True)
+        return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+
+    sampler = asyncio.create_task(sample())
+    start = time.perf_counter()
+    results = await asyncio.gather(*(one() for _ in range(clients)), return_exceptions=True)
+    wall = time.perf_counter() - start
+    done.set()
+    await sampler
+    errors = [r for r in results if isinstance(r, BaseException)]
+    if errors:
+        import traceback
+
+        print("".join(traceback.format_exception(errors[0])), file=sys.stderr)
+    whole = sum(r == answer for r in results)
+    return {"clients": clients, "whole": whole, "errors": errors, "wall": wall, "before": before, "peak": peak}
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--clients", type=int, default=200)
+    parser.add_argument("--tokens", type=int, default=40)
+    parser.add_argument("--chunk-ms", type=float, default=50)
+    args = parser.parse_args()
+
+    import httpx2 as httpx
+    from openai import AsyncOpenAI
+    from temporalio.testing import WorkflowEnvironment
+
+    from agentwolf.client.devserver import dynamic_config_args, temporal_binary
+    from agentwolf.client.wolf_client import WolfClient
+    from agentwolf.config.manifest import Manifest
+    from agentwolf.payloads import data_converter
+    from agentwolf.workflows.types import SEARCH_ATTRIBUTES
+    from tests.support.serving import free_port
+
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["WOLF_PAYLOAD_STORE"] = str(Path(tmp) / "payloads")
+        env = await WorkflowEnvironment.start_local(
+            dev_server_existing_path=temporal_binary(),
+            data_converter=data_converter(),
+            search_attributes=SEARCH_ATTRIBUTES,
+            dev_server_extra_args=dynamic_config_args(),
+        )
+        address, task_queue, port = env.client.service_client.config.target_host, "bench-serve", free_port()
+        log = Path(tmp) / "children.log"
+        worker = _child(log, "--worker", address, task_queue, str(args.tokens), str(args.chunk_ms / 1000))
+        app = _child(log, "--app", address, task_queue, str(port))
+        try:
+            assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
+            base = f"http://127.0.0.1:{port}"
+            async with httpx.AsyncClient() as http:
+                while True:
+                    try:
+                        if (await http.get(base + "/healthz")).status_code == 200:
+                            break
+                    except httpx.TransportError:
+                        await asyncio.sleep(0.1)
+            # The bench tenant is the key's: the direct path runs as the same tenant.
+            wolf = WolfClient(env.client, tenant="bench", task_queue=task_queue)
+            limits = httpx.Limits(max_connections=args.clients + 10, max_keepalive_connections=args.clients + 10)
+            api = AsyncOpenAI(
+                base_url=base + "/v1", api_key=KEY, max_retries=0, timeout=300,
+                http_client=httpx.AsyncClient(limits=limits, timeout=300),
+            )
+            manifest = Manifest.model_validate(MANIFEST)
+            await first_tokens(wolf, api, manifest, 2)  # warm-up: sandbox, connections
+            direct, through_api = await first_tokens(wolf, api, manifest, args.runs)
+            d50, a50 = statistics.median(direct), statistics.median(through_api)
+            print(
+                f"first token, {args.runs} runs each (fresh durable session, prompt -> first text):\n"
+                f"  WolfClient.events directly        p50 {d50:6.1f} ms  (min {min(direct):.1f}, max {max(direct):.1f})\n"
+                f"  /v1/chat/completions (openai SDK)  p50 {a50:6.1f} ms  (min {min(through_api):.1f}, max {max(through_api):.1f})\n"
+                f"  added latency p50 {a50 - d50:+.1f} ms (goal <= {GOAL_ADDED_MS} ms): "
+                f"{'met' if a50 - d50 <= GOAL_ADDED_MS else 'NOT met'}",
+                flush=True,
+            )
+            fig = await concurrent(api, args.clients, WORD * args.tokens, app.pid)
+            growth = (fig["peak"] - fig["before"]) / args.clients
+            print(
+                f"{args.clients} concurrent streaming chat completions on one app ({args.tokens} tokens every {args.chunk_ms:g} ms):\n"
+                f"  complete with the whole answer: {fig['whole']}/{args.clients}, errors: {len(fig['errors'])}"
+                f"{' (' + repr(fig['errors'][0])[:200] + ')' if fig['errors'] else ''}, wall {fig['wall']:.1f} s\n"
+                f"  app RSS {fig['before'] / 1024:.1f} MB before, {fig['peak'] / 1024:.1f} MB at peak: "
+                f"{growth:.0f} KB per streaming client",
+                flush=True,
+            )
+        finally:
+            for child in (app, worker):
+                if child is app:
+                    child.terminate()
+                else:
+                    assert child.stdin is not None
+                    child.stdin.close()
+                try:
+                    child.wait(15)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+            await env.shutdown()
+            if os.environ.get("BENCH_KEEP_LOG"):
+                print(log.read_text()[-20000:], file=sys.stderr)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--worker"]:
+        asyncio.run(run_worker(sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])))
+    elif sys.argv[1:2] == ["--app"]:
+        asyncio.run(run_app(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+    else:
+        asyncio.run(main())
