@@ -213,3 +213,16 @@ async def test_a_live_follower_survives_continue_as_new_steer_bursts_and_a_worke
     assert len(texts) == 3
     shown = rendered(events)
     assert [shown[(e.turn_id, e.step)] for e in texts] == [e.text for e in texts]
+
+
+async def test_an_answer_longer_than_an_event_text_still_joins_exactly(wolf, run_worker):
+    """Event texts are cut at 2,000 characters; a model's text is not (up to 64 KiB): its deltas
+    must join to it."""
+    answer = " ".join(f"w{i:03d}" + "x" * 95 for i in range(50))
+    script = Script(sequence(text(answer)), chunk_delay=0.02)
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.start_session("a", make_manifest(), prompt="go")
+        events = await _collect(wolf, sid)
+    final = next(e for e in events if e.kind == "model_text")
+    assert len(answer) > 4000 and final.text == answer
+    assert rendered(events) == {(final.turn_id, final.step): answer}

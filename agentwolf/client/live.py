@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -72,8 +73,12 @@ class Merge:
     tools: dict[str, tuple[str, Key]] = field(default_factory=dict)
     """Running tool calls (from `tool_call_started`): name and step, by call id."""
     held: dict[Key, tuple[LiveText, int]] = field(default_factory=dict)
-    """Live text of a step that arrived before the durable stream finished the step before it
-    (durable events trail live ones by up to a poll): shown once they have."""
+    """Live text of a step that arrived before the durable stream reached it (durable events trail
+    live ones by up to a poll): shown once it has."""
+    answered: dict[str, int] = field(default_factory=dict)
+    """The last step of each turn whose model response the durable stream has shown (its text or
+    its tool calls; `turn_started` counts as step 0), or the step before the one that ran when the
+    follower started (whose events came before the follower's offset)."""
 
     def durable(self, event: Event) -> list[Event]:
         """`event`, preceded by what ends the live text of the steps it closes."""
@@ -81,8 +86,11 @@ class Merge:
         if event.kind in STEP_ENDS and event.turn_id is not None:
             for key in [k for k in self.shown if k[0] == event.turn_id and k[1] <= (event.step or 0)]:
                 shown = self.shown.pop(key)
-                if event.kind == "model_text" and key[1] == event.step and (event.text or "").startswith(shown.text):
-                    rest = (event.text or "")[len(shown.text) :]
+                final = _uncut(event.text or "")
+                if event.kind == "model_text" and key[1] == event.step and (
+                    final.startswith(shown.text) or (final != event.text and shown.text.startswith(final))
+                ):
+                    rest = final[len(shown.text) :]
                     if rest:
                         out.append(_delta("text_delta", key, shown.attempt, len(shown.text), rest, event.at))
                     self.closed.add(key)
@@ -95,18 +103,24 @@ class Merge:
             self.closed.add(key)
         if event.kind == "tool_call_started" and event.call_id and event.tool and event.turn_id:
             self.tools[event.call_id] = (event.tool, (event.turn_id, event.step or 0))
-        released: list[Event] = []
+        if event.turn_id is not None and (event.kind in STEP_ENDS or event.kind == "turn_started"):
+            step = 0 if event.kind == "turn_started" else event.step or 0
+            self.answered[event.turn_id] = max(self.answered.get(event.turn_id, 0), step)
         if event.kind == "tool_call_finished" and event.call_id:
             self.progress.pop(event.call_id, None)
             self.tools.pop(event.call_id, None)
-            for key in [k for k in self.held if not self._blocked(k)]:
-                released.extend(self.text(*self.held.pop(key), event.at))
         if event.kind in ("turn_finished", "session_closed"):
             self.held.clear()
+        released: list[Event] = []
+        for key in [k for k in self.held if not self._blocked(k)]:
+            released.extend(self.text(*self.held.pop(key), event.at))
         return [*out, event, *released]
 
     def _blocked(self, key: Key) -> bool:
-        """Tool calls of an earlier step of the turn still run, as far as the durable stream says."""
+        """The durable stream has not shown the response of the step before this one yet, or tool
+        calls of an earlier step still run as far as it says: this step's text would come out of order."""
+        if self.answered.get(key[0], -1) < key[1] - 1:
+            return True
         return any(turn == key[0] and step < key[1] for _, (turn, step) in self.tools.values())
 
     def text(self, live: LiveText, pending_attempt: int, at: datetime) -> list[Event]:
@@ -161,6 +175,16 @@ class Merge:
         ]
 
 
+_CUT = re.compile(r"\.\.\. \[\d+ chars\]$")
+
+
+def _uncut(text: str) -> str:
+    """An event text without the workflow's cut mark (a model text past 64 KiB is cut; the deltas
+    that showed it whole stand)."""
+    match = _CUT.search(text)
+    return text[: match.start()] if match else text
+
+
 def _delta(kind: str, key: Key, attempt: int | None, index: int, text: str, at: datetime) -> Event:
     return Event(kind=kind, at=at, turn_id=key[0], step=key[1], attempt=attempt, index=index, text=text)  # type: ignore[arg-type]
 
@@ -170,9 +194,17 @@ def _superseded(key: Key, attempt: int, at: datetime) -> Event:
 
 
 async def follow(
-    client: Client, handle: WorkflowHandle[Any, Any], from_offset: int, *, live: bool = True
+    client: Client,
+    handle: WorkflowHandle[Any, Any],
+    from_offset: int,
+    *,
+    live: bool = True,
+    running: tuple[str, int] | None = None,
 ) -> AsyncIterator[tuple[int, Event]]:
-    """The session's events from `from_offset` on (see the module docstring); ends when it ends."""
+    """The session's events from `from_offset` on (see the module docstring); ends when it ends.
+
+    `running`: the turn and step the session ran when the follower started (their live text shows
+    even if the durable events before it lie before `from_offset`)."""
     stream = WorkflowStreamClient.create(client, handle.id)
     if not live:
         async for item in stream.subscribe(EVENTS_TOPIC, from_offset, result_type=Event):
@@ -195,6 +227,8 @@ async def follow(
 
     tasks = [asyncio.create_task(read_durable()), asyncio.create_task(_read_live(handle, queue, wake))]
     merge, offset = Merge(), from_offset - 1
+    if running is not None:  # its own step's text may show; the next waits for this step's events
+        merge.answered[running[0]] = running[1] - 1
     try:
         while True:
             kind, item = await queue.get()

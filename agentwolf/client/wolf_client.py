@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 from pydantic_ai.messages import ModelMessage
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.envconfig import ClientConfig
@@ -68,6 +69,8 @@ class SessionSummary(BaseModel):
     started: datetime | None
 
 
+RUNNING_QUERY_WAIT = 5.0
+"""How long a live follower waits to learn which step runs (a session without a worker never says)."""
 VISIBILITY_WAIT = 30.0
 """How long a session start waits for visibility to list the session (see `_catch_up`)."""
 
@@ -277,7 +280,14 @@ class WolfClient(ConfigMethods):
 
         With `live`, streamed text and tool progress come too, as agentwolf/client/live.py describes:
         a step's `text_delta`s join to its `model_text`."""
-        async for item in follow(self.client, await self._handle(session_id), from_offset, live=live):
+        handle = await self._handle(session_id)
+        running = None
+        if live:
+            # A finished session with no worker left cannot answer: it has no running step either.
+            with contextlib.suppress(RPCError, WorkflowQueryFailedError, TimeoutError):
+                status = await asyncio.wait_for(handle.query(SessionWorkflow.status), RUNNING_QUERY_WAIT)
+                running = (status.turn_id, status.step) if status.turn_id else None
+        async for item in follow(self.client, handle, from_offset, live=live, running=running):
             yield item
 
     async def event_offset(self, session_id: str) -> int:

@@ -95,6 +95,8 @@ SLASH_COMMANDS = "slash-commands"  # patch: prompts starting with `/` expand thr
 CHILD_IDS = "child-ids"  # patch: subagent ids from the call's turn, step and position, not the model's id
 WAIT_CHILDREN = "wait-children"  # patch: an interrupted or closed parent waits until its children stopped
 EVENT_TEXT_LIMIT = 2000
+MODEL_TEXT_LIMIT = 65_536
+CUT_MARK = "... [{} chars]"
 PAGE_HEADER = 100  # room for read_tool_output's header inside the tool output limit
 WAITING_SNAPSHOT_EVENTS = 100  # a run waiting for approval continues as new only past this many events
 MODEL_TIMEOUT = timedelta(minutes=10)
@@ -945,9 +947,11 @@ class SessionWorkflow:
         )
 
     def _publish(self, kind: str, text: str | None = None, **fields: object) -> None:
-        """Events stay small whatever the payloads: texts are cut; the transcript has them whole."""
-        if text is not None and len(text) > EVENT_TEXT_LIMIT:
-            text = f"{text[:EVENT_TEXT_LIMIT]}... [{len(text)} chars]"
+        """Events stay small whatever the payloads: texts are cut; the transcript has them whole.
+        A model's text is the answer followers render (its deltas must join to it): cut far later."""
+        limit = MODEL_TEXT_LIMIT if kind in ("model_text", "turn_finished") else EVENT_TEXT_LIMIT
+        if text is not None and len(text) > limit:
+            text = f"{text[:limit]}{CUT_MARK.format(len(text))}"
         event = Event(kind=kind, at=workflow.now(), turn_id=self.turn_id, step=self.step, text=text, **fields)  # type: ignore[arg-type]
         self.events.publish(event)
 
