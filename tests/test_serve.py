@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx2 as httpx
 import pytest
 
@@ -36,3 +38,29 @@ def test_binding_rules():
     assert digest("k") != "k" and len(digest("k")) == 64
     with pytest.raises(ValueError, match="key=tenant"):
         ApiKeys.load([], {"WOLF_API_KEYS": "just-a-key"})
+
+
+async def test_slowloris_clients_get_408_and_never_hold_up_others(client, task_queue):
+    """Slow clients: a body trickling in gets 408 after the body timeout; connections that never
+    finish their headers cost a coroutine each; other clients are served meanwhile."""
+    async with serving(client, task_queue, make_manifest(), body_timeout=1.0) as base:
+        host, port = base.removeprefix("http://").split(":")
+        stalled = []
+        for _ in range(50):  # headers that never end
+            _, writer = await asyncio.open_connection(host, int(port))
+            writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+            await writer.drain()
+            stalled.append(writer)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-a\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+        )
+        await writer.drain()
+        async with httpx.AsyncClient(base_url=base, headers={"Authorization": "Bearer key-a"}) as http:
+            models = await asyncio.wait_for(http.get("/v1/models"), 10)
+        assert models.status_code == 200 and models.json()["data"]
+        answer = await asyncio.wait_for(reader.read(4096), 10)
+        assert answer.startswith(b"HTTP/1.1 408") and b"body_timeout" in answer
+        for w in [*stalled, writer]:
+            w.close()

@@ -6,6 +6,7 @@ may use (`Served.resolve`), one WolfClient per tenant, request limits, and error
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ from agentwolf.tenants import TenantError
 
 MAX_BODY = 1 << 20
 """Request bodies over this many bytes are refused (413) before they are read whole."""
+BODY_TIMEOUT = 10.0
+"""Seconds a request body may take to arrive (a slowloris client gets 408, not a server coroutine)."""
 
 
 class ApiError(Exception):
@@ -145,8 +148,8 @@ def session_errors(what: str) -> Callable[[Callable[..., Awaitable[Response]]], 
 class Guard:
     """Authentication and the body limit, before any route runs (pure ASGI: streams pass through)."""
 
-    def __init__(self, app: ASGIApp, served: Served, max_body: int = MAX_BODY) -> None:
-        self.app, self.served, self.max_body = app, served, max_body
+    def __init__(self, app: ASGIApp, served: Served, max_body: int = MAX_BODY, body_timeout: float = BODY_TIMEOUT) -> None:
+        self.app, self.served, self.max_body, self.body_timeout = app, served, max_body, body_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] == "/healthz":
@@ -173,14 +176,24 @@ class Guard:
         return principal
 
     def _limited(self, receive: Receive) -> Receive:
-        """A chunked body that grows past the limit ends the request."""
-        seen = 0
+        """A chunked body that grows past the limit, or that does not arrive in time, ends the
+        request. Once the body is whole, `receive` waits as long as it likes (a streaming
+        response listens on it for the client's disconnect)."""
+        seen, whole = 0, False
+        deadline = asyncio.get_running_loop().time() + self.body_timeout
 
         async def limited() -> Message:
-            nonlocal seen
-            message = await receive()
+            nonlocal seen, whole
+            if whole:
+                return await receive()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                raise ApiError(408, f"the request body did not arrive within {self.body_timeout:g} s", code="body_timeout") from None
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
+                whole = not message.get("more_body", False)
                 if seen > self.max_body:
                     raise ApiError(413, f"request bodies are limited to {self.max_body} bytes", code="body_too_large")
             return message
@@ -197,7 +210,9 @@ async def _healthz(request: Request) -> Response:
     return JSONResponse({"ok": True})
 
 
-def create_app(served: Served, routes: list[BaseRoute] | None = None, max_body: int = MAX_BODY) -> Starlette:
+def create_app(
+    served: Served, routes: list[BaseRoute] | None = None, max_body: int = MAX_BODY, body_timeout: float = BODY_TIMEOUT
+) -> Starlette:
     """The app; `routes` default to every front end's."""
     if routes is None:
         from agentwolf.serve import agui, openai_api
@@ -205,7 +220,7 @@ def create_app(served: Served, routes: list[BaseRoute] | None = None, max_body: 
         routes = [*openai_api.routes(), *agui.routes()]
     app = Starlette(
         routes=[Route("/healthz", _healthz), *routes],
-        middleware=[Middleware(Guard, served=served, max_body=max_body)],
+        middleware=[Middleware(Guard, served=served, max_body=max_body, body_timeout=body_timeout)],
         exception_handlers={ApiError: _api_error},
     )
     app.state.served = served
