@@ -7,6 +7,8 @@ import asyncio
 import httpx2 as httpx
 import pytest
 
+from agentwolf.config.policy import ApiKeyEntry
+from agentwolf.serve.app import ApiError, Served
 from agentwolf.serve.auth import ApiKeys, digest
 from agentwolf.serve.main import BindingRefused, check_binding
 from tests.conftest import make_manifest
@@ -64,3 +66,16 @@ async def test_slowloris_clients_get_408_and_never_hold_up_others(client, task_q
         assert answer.startswith(b"HTTP/1.1 408") and b"body_timeout" in answer
         for w in [*stalled, writer]:
             w.close()
+
+
+async def test_a_key_limited_to_some_agents_sees_and_runs_only_those(client, task_queue):
+    manifest = make_manifest()
+    manifest = manifest.model_copy(update={"agents": {**manifest.agents, "b": manifest.agents["a"]}})
+    entries = [ApiKeyEntry(sha256=digest("only-a"), tenant="tenant-a", agents=frozenset({"a"}))]
+    served = Served(client=client, task_queue=task_queue, keys=ApiKeys(entries), manifest=manifest)
+    principal = served.keys.principal("only-a")
+    assert principal is not None
+    assert [t.model for t in await served.models(principal)] == ["a"]
+    with pytest.raises(ApiError) as refused:
+        await served.resolve(principal, "b")
+    assert refused.value.status == 404 and refused.value.code == "model_not_found"
