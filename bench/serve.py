@@ -82,8 +82,8 @@ async def run_app(address: str, task_queue: str, port: int) -> None:
     import uvicorn
 
     from agentwolf.config.manifest import Manifest
-    from agentwolf.serve.app import Served, create_app
-    from agentwolf.serve.auth import ApiKeys
+    from agentwolf.protocols.app import Served, create_app
+    from agentwolf.protocols.auth import ApiKeys
 
     served = Served(
         client=await _connect(address), task_queue=task_queue, keys=ApiKeys.load([]), manifest=Manifest.model_validate(MANIFEST)

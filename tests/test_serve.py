@@ -8,9 +8,9 @@ import httpx2 as httpx
 import pytest
 
 from agentwolf.config.policy import ApiKeyEntry
-from agentwolf.serve.app import ApiError, Served
-from agentwolf.serve.auth import ApiKeys, digest
-from agentwolf.serve.main import BindingRefused, check_binding
+from agentwolf.protocols.app import ApiError, Served
+from agentwolf.protocols.auth import ApiKeys, digest
+from agentwolf.protocols.main import BindingRefused, check_binding
 from tests.conftest import make_manifest
 from tests.support.serving import serving
 

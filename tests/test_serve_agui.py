@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from agentwolf.client.wolf_client import WolfClient
-from agentwolf.serve import agui
+from agentwolf.protocols import agui
 from agentwolf.worker.main import TASK_QUEUE, create_worker
 from tests.conftest import TOOLS_SERVER, make_manifest, tools_server, wait_for
 from tests.support.models import Script, sequence, text, tool, tools
@@ -330,8 +330,8 @@ def test_every_position_resumes_to_exactly_the_rest_of_the_run():
     session events give exactly the events after it (what makes Last-Event-ID exact)."""
     from datetime import UTC, datetime
 
-    from agentwolf.serve.agui import Context, Where, translate
-    from agentwolf.serve.cursor import Cursor
+    from agentwolf.protocols.agui import Context, Where, translate
+    from agentwolf.protocols.cursor import Cursor
     from agentwolf.workflows.types import Event, Usage
 
     def ev(kind: str, step: int = 0, **fields: Any) -> Event:

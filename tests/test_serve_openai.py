@@ -11,9 +11,9 @@ import pytest
 from openai import AsyncOpenAI
 
 from agentwolf.client.wolf_client import WolfClient
-from agentwolf.serve import openai_api
-from agentwolf.serve.app import ApiError
-from agentwolf.serve.openai_api import SLOT, ResponseId, TurnView
+from agentwolf.protocols import openai_api
+from agentwolf.protocols.app import ApiError
+from agentwolf.protocols.openai_api import SLOT, ResponseId, TurnView
 from agentwolf.workflows.types import Event, Usage
 from tests.conftest import make_manifest, wait_for
 from tests.support.models import Script, sequence, text, tool

@@ -666,9 +666,9 @@ def serve(
 ) -> None:
     """Serve agents over HTTP: OpenAI-compatible /v1 and AG-UI /agui (API keys from WOLF_API_KEYS or the policy)."""
     from agentwolf.config.policy import load_policy
-    from agentwolf.serve.auth import ApiKeys
-    from agentwolf.serve.main import BindingRefused, check_binding
-    from agentwolf.serve.main import serve as run_server
+    from agentwolf.protocols.auth import ApiKeys
+    from agentwolf.protocols.main import BindingRefused, check_binding
+    from agentwolf.protocols.main import serve as run_server
 
     async def main() -> None:
         try:

@@ -11,8 +11,8 @@ import uvicorn
 from temporalio.client import Client
 
 from agentwolf.config.manifest import Manifest
-from agentwolf.serve.app import Served, create_app
-from agentwolf.serve.auth import ApiKeys
+from agentwolf.protocols.app import Served, create_app
+from agentwolf.protocols.auth import ApiKeys
 
 KEYS = {"key-a": "tenant-a", "key-b": "tenant-b"}
 """API keys the served app accepts in tests: key -> tenant."""

@@ -39,7 +39,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from agentwolf.client.wolf_client import WolfClient
-from agentwolf.serve.app import (
+from agentwolf.protocols.app import (
     ApiError,
     Served,
     Target,
@@ -49,7 +49,7 @@ from agentwolf.serve.app import (
     served_of,
     session_errors,
 )
-from agentwolf.serve.auth import SERVED, Principal
+from agentwolf.protocols.auth import SERVED, Principal
 from agentwolf.workflows.types import Event, SessionStatus, Usage
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from temporalio.client import Client
 
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
 from agentwolf.config.manifest import Manifest
-from agentwolf.serve.auth import SERVED, ApiKeys, Principal
+from agentwolf.protocols.auth import SERVED, ApiKeys, Principal
 from agentwolf.tenants import TenantError
 
 MAX_BODY = 1 << 20
@@ -215,7 +215,7 @@ def create_app(
 ) -> Starlette:
     """The app; `routes` default to every front end's."""
     if routes is None:
-        from agentwolf.serve import agui, openai_api
+        from agentwolf.protocols import agui, openai_api
 
         routes = [*openai_api.routes(), *agui.routes()]
     app = Starlette(

@@ -58,8 +58,8 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
-from agentwolf.serve.app import ApiError, Target, json_body, principal_of, served_of, session_errors
-from agentwolf.serve.cursor import Cursor, events_after
+from agentwolf.protocols.app import ApiError, Target, json_body, principal_of, served_of, session_errors
+from agentwolf.protocols.cursor import Cursor, events_after
 from agentwolf.workflows.types import Event, PendingApproval, SessionStatus
 
 PING = 15.0

@@ -9,8 +9,8 @@ import uvicorn
 
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
-from agentwolf.serve.app import Served, create_app
-from agentwolf.serve.auth import ApiKeys
+from agentwolf.protocols.app import Served, create_app
+from agentwolf.protocols.auth import ApiKeys
 
 
 class BindingRefused(ValueError):
