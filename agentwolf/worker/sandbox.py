@@ -18,7 +18,7 @@ import importlib.abc
 import importlib.machinery
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import CodeType, ModuleType
 
@@ -63,10 +63,10 @@ class WorkflowCodeCache(importlib.abc.MetaPathFinder):
         spec.loader = _CachedSourceLoader(fullname, spec.origin, self)
         return spec
 
-    def code(self, path: str, compile_code: object) -> CodeType | None:
+    def code(self, path: str, compile_code: Callable[[], CodeType | None]) -> CodeType | None:
         with self._lock:
             if path not in self._code:
-                self._code[path] = compile_code()  # type: ignore[operator]
+                self._code[path] = compile_code()
             return self._code[path]
 
     def cached(self) -> list[str]:
