@@ -28,6 +28,10 @@ WINDOW = 128 * 1024
 """Characters of text (and of thinking) a heartbeat carries: the tail past this is what a follower
 that fell that far behind has missed (the step's durable text still has all of it)."""
 
+BEAT_EVERY = 0.05
+"""Seconds between heartbeats a streaming model request sends on its own (half the worker's throttle:
+a chunk after a quiet spell leaves at once)."""
+
 PROGRESS_EVERY = 0.1
 """Seconds between progress heartbeats a tool call sends (MCP servers may report far faster)."""
 
@@ -38,14 +42,28 @@ class LiveResponse:
     def __init__(self, turn_id: str, step: int, secrets: Secrets) -> None:
         self.secrets = secrets
         self.details = LiveText(turn_id=turn_id, step=step, attempt=activity.info().attempt)
+        self._partial: Callable[[], ModelResponse] | None = None
+        self._sent_at = 0.0
 
-    def update(self, partial: ModelResponse) -> None:
-        thinking = "\n\n".join(p.content for p in partial.parts if isinstance(p, ThinkingPart) and p.content)
-        self.details = self.details.model_copy(
-            update=dict(zip(("text_start", "text"), self._window(partial.text or ""), strict=True))
-            | dict(zip(("thinking_start", "thinking"), self._window(thinking), strict=True))
-        )
-        activity.heartbeat(self.details)
+    def update(self, partial: Callable[[], ModelResponse]) -> None:
+        """Called per chunk with the stream's response so far (built only when sent); heartbeats
+        at most every BEAT_EVERY: each one encodes the whole text so far, and the SDK would send
+        only the newest anyway. The periodic heartbeat (`current()`) sends the rest."""
+        self._partial = partial
+        if time.monotonic() - self._sent_at >= BEAT_EVERY:
+            activity.heartbeat(self.current())
+
+    def current(self) -> LiveText:
+        """The details for the text so far."""
+        if self._partial is not None:
+            partial, self._partial = self._partial(), None
+            thinking = "\n\n".join(p.content for p in partial.parts if isinstance(p, ThinkingPart) and p.content)
+            self.details = self.details.model_copy(
+                update=dict(zip(("text_start", "text"), self._window(partial.text or ""), strict=True))
+                | dict(zip(("thinking_start", "thinking"), self._window(thinking), strict=True))
+            )
+        self._sent_at = time.monotonic()
+        return self.details
 
     def _window(self, text: str) -> tuple[int, str]:
         """Redacted, without a tail that could be the start of a secret (the next heartbeat, with
@@ -87,7 +105,7 @@ async def request(
             model, messages, model_settings=settings, model_request_parameters=parameters
         ) as stream:
             async for _ in stream:
-                live.update(stream.get())
+                live.update(stream.get)
             return stream.get()
     except NotImplementedError:  # a provider without streaming: whole responses, no error
         return await direct_model_request(model, messages, model_settings=settings, model_request_parameters=parameters)

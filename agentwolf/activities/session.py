@@ -297,7 +297,7 @@ class SessionActivities:
                     ),
                     streamed,
                 ),
-                details=(lambda: (streamed.details,)) if streamed else tuple,
+                details=(lambda: (streamed.current(),)) if streamed else tuple,
             )
         except ModelHTTPError as exc:
             raise ApplicationError(

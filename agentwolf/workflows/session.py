@@ -10,14 +10,12 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import json
-from collections import Counter
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, is_cancelled_exception
 from temporalio.workflow import ChildWorkflowCancellationType
 
@@ -25,7 +23,6 @@ with workflow.unsafe.imports_passed_through():
     from pydantic_ai.messages import (
         ModelMessage,
         ModelRequest,
-        ModelRequestPart,
         ModelResponse,
         TextPart,
         ToolCallPart,
@@ -56,6 +53,30 @@ with workflow.unsafe.imports_passed_through():
         chain_digest,
     )
     from agentwolf.config.manifest import AgentConfig, Limits, Manifest, Team
+    from agentwolf.workflows.turn import (
+        CHILD_IDS,
+        COMPILE_RETRY,
+        CUT_MARK,
+        EVENT_TEXT_LIMIT,
+        HEARTBEAT_TIMEOUT,
+        LOCAL_TOOL_CALLS,
+        MODEL_RETRY,
+        MODEL_TEXT_LIMIT,
+        MODEL_TIMEOUT,
+        PAGE_HEADER,
+        SAFE_LOCAL_CALLS,
+        SLASH_COMMANDS,
+        TOOL_RETRY,
+        WAIT_CHILDREN,
+        WAITING_SNAPSHOT_EVENTS,
+        Staleness,
+        Turn,
+        TurnStopped,
+        call_keys,
+        cause_message,
+        event_args,
+        shared_names,
+    )
     from agentwolf.workflows.types import (
         AGENT_ATTR,
         EVENTS_TOPIC,
@@ -73,7 +94,6 @@ with workflow.unsafe.imports_passed_through():
         SessionState,
         SessionStatus,
         TurnOutcome,
-        TurnSnapshot,
         Usage,
         tenant_of,
         workflow_id,
@@ -82,92 +102,6 @@ with workflow.unsafe.imports_passed_through():
 from agentwolf.workflows.stream import SessionStream  # workflow code: sandboxed like this module
 
 T = TypeVar("T")
-
-COMPILE_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1))
-MODEL_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=6
-)
-TOOL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
-HEARTBEAT_TIMEOUT = timedelta(seconds=5)
-LOCAL_TOOL_CALLS = "local-tool-calls"  # patch: known-fast tools run as local activities
-SAFE_LOCAL_CALLS = "safe-local-calls"  # patch: ...only when they are safe to run twice
-SLASH_COMMANDS = "slash-commands"  # patch: prompts starting with `/` expand through an activity
-CHILD_IDS = "child-ids"  # patch: subagent ids from the call's turn, step and position, not the model's id
-WAIT_CHILDREN = "wait-children"  # patch: an interrupted or closed parent waits until its children stopped
-EVENT_TEXT_LIMIT = 2000
-MODEL_TEXT_LIMIT = 65_536
-CUT_MARK = "... [{} chars]"
-PAGE_HEADER = 100  # room for read_tool_output's header inside the tool output limit
-WAITING_SNAPSHOT_EVENTS = 100  # a run waiting for approval continues as new only past this many events
-MODEL_TIMEOUT = timedelta(minutes=10)
-
-
-@dataclass
-class _Turn:
-    """What a turn has produced but not yet recorded, so that any ending can close it cleanly."""
-
-    pending: list[ModelRequestPart]
-    finished: dict[int, ToolReturnPart] = field(default_factory=dict)
-    """Results by the call's position in `open_calls`: models may repeat a tool-call id."""
-    open_calls: list[ToolCallPart] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
-    repeats: Counter[str] = field(default_factory=Counter)
-    """Calls by tool and arguments, for the loop guard."""
-    warned_budget: bool = False
-    warnings: list[str] = field(default_factory=list)
-    """Tools the loop guard warns about once this step's results are in."""
-
-    def snapshot(self, prompt: Prompt, step: int) -> TurnSnapshot:
-        return TurnSnapshot(
-            prompt=prompt,
-            step=step,
-            usage=self.usage,
-            open_calls=self.open_calls,
-            finished=self.finished,
-            pending=self.pending,
-            repeats=dict(self.repeats),
-            warned_budget=self.warned_budget,
-            warnings=self.warnings,
-        )
-
-    @classmethod
-    def resumed(cls, snapshot: TurnSnapshot) -> _Turn:
-        return cls(
-            pending=list(snapshot.pending),
-            finished=dict(snapshot.finished),
-            open_calls=list(snapshot.open_calls),
-            usage=snapshot.usage,
-            repeats=Counter(snapshot.repeats),
-            warned_budget=snapshot.warned_budget,
-            warnings=list(snapshot.warnings),
-        )
-
-
-@dataclass
-class Staleness:
-    """Why the compiled agent is out of date, and a generation that tells a change that arrived
-    during a compile from the one the compile was for (string identity cannot: equal strings may
-    be one object, depending on a process-wide cache)."""
-
-    reason: str | None = None
-    generation: int = 0
-
-    def mark(self, reason: str) -> None:
-        self.reason = reason
-        self.generation += 1
-
-    def compiled(self, generation: int) -> None:
-        """A compile that started at `generation` succeeded: fresh, unless something changed since."""
-        if self.generation == generation:
-            self.reason = None
-
-
-class _TurnStopped(Exception):
-    """A limit or a failure ended the turn; `outcome` says which."""
-
-    def __init__(self, outcome: TurnOutcome, reason: str) -> None:
-        super().__init__(reason)
-        self.outcome = outcome
 
 
 @workflow.defn(name="SessionWorkflow")
@@ -199,7 +133,7 @@ class SessionWorkflow:
         self.tool_ms: dict[str, int] = {}  # each tool's last call duration (workflow time: replay-safe)
         self.resume = inp.resume
         """A turn to resume first: it continued as new while waiting for approval."""
-        self.turn: _Turn | None = None
+        self.turn: Turn | None = None
         self.prompt_running: Prompt | None = None
         self.pending_approvals = {p.call_id: p for p in inp.resume.pending_approvals} if inp.resume else {}
         self.decisions = dict(inp.resume.decisions) if inp.resume else {}
@@ -299,7 +233,7 @@ class SessionWorkflow:
         self._set_state("running")
         if resume is None:
             self._publish("turn_started", text=prompt.text)
-        turn = _Turn.resumed(resume) if resume else _Turn(pending=[UserPromptPart(prompt.text, timestamp=workflow.now())])
+        turn = Turn.resumed(resume) if resume else Turn(pending=[UserPromptPart(prompt.text, timestamp=workflow.now())])
         self.turn = turn
         outcome: TurnOutcome = "completed"
         output: str | None = None
@@ -316,11 +250,11 @@ class SessionWorkflow:
                 outcome, output = "interrupted", None
                 self._publish("interrupted", text=self.interrupt_reason or "cancelled")
             elif isinstance(err, (ActivityError, ApplicationError)):
-                outcome, output = "failed", _cause_message(err)
+                outcome, output = "failed", cause_message(err)
                 self._publish("error", text=output)
             else:
                 raise
-        except _TurnStopped as stop:
+        except TurnStopped as stop:
             outcome, output = stop.outcome, str(stop)
             self._publish("error" if stop.outcome == "failed" else "limit_reached", text=str(stop))
         # Close every dangling tool call so the transcript stays valid for the next turn.
@@ -342,7 +276,7 @@ class SessionWorkflow:
         self.turn_id = None
         self._set_state("idle")
 
-    async def _run_steps(self, turn: _Turn, resuming: bool = False) -> str | None:
+    async def _run_steps(self, turn: Turn, resuming: bool = False) -> str | None:
         """Model request -> tool calls, until an answer without tool calls or a limit. `resuming`: the
         step's calls are known already (the turn continued as new while they waited for approval)."""
         limits = self._limits()
@@ -352,7 +286,7 @@ class SessionWorkflow:
                 resuming = False
             else:
                 if self.step >= limits.max_steps:
-                    raise _TurnStopped("limit", f"max_steps ({limits.max_steps}) reached")
+                    raise TurnStopped("limit", f"max_steps ({limits.max_steps}) reached")
                 for text in self.steers:
                     turn.pending.append(UserPromptPart(text, timestamp=workflow.now()))
                     self._publish("steer_applied", text=text)
@@ -379,7 +313,7 @@ class SessionWorkflow:
                     return response.text
                 self._check_limits(turn, limits)
             calls = turn.open_calls
-            keys = _call_keys(calls)
+            keys = call_keys(calls)
             # Skills load first, so their allowed-tools already bind the calls made beside them.
             loads = [i for i, c in enumerate(calls) if (s := compiled.tool(c.tool_name)) and s.server == SKILLS]
             for group in (loads, [i for i in range(len(calls)) if i not in loads]):
@@ -400,11 +334,11 @@ class SessionWorkflow:
                 self._publish("limit_warning", text=text, tool=tool)
             turn.warnings = []
 
-    def _check_limits(self, turn: _Turn, limits: Limits) -> None:
+    def _check_limits(self, turn: Turn, limits: Limits) -> None:
         """The token budget and the loop guard, once a step's calls are known."""
         if limits.token_budget:
             if turn.usage.total_tokens >= limits.token_budget:
-                raise _TurnStopped("limit", f"token budget ({limits.token_budget}) reached")
+                raise TurnStopped("limit", f"token budget ({limits.token_budget}) reached")
             if not turn.warned_budget and turn.usage.total_tokens >= 0.8 * limits.token_budget:
                 turn.warned_budget = True
                 self._publish("limit_warning", text=f"80% of the token budget used ({turn.usage.total_tokens})")
@@ -412,13 +346,13 @@ class SessionWorkflow:
             key = f"{call.tool_name}:{json.dumps(call.args_as_dict(), sort_keys=True, default=str)}"
             turn.repeats[key] += 1
             if turn.repeats[key] >= limits.loop_stop:
-                raise _TurnStopped(
+                raise TurnStopped(
                     "limit", f"loop guard: {call.tool_name} called {turn.repeats[key]} times with the same arguments"
                 )
             if turn.repeats[key] == limits.loop_warn:
                 turn.warnings.append(call.tool_name)
 
-    async def _run_team(self, team: Team, task: str, turn: _Turn) -> str:
+    async def _run_team(self, team: Team, task: str, turn: Turn) -> str:
         """Members as child sessions: each gets the previous one's output, or all get the task."""
         self._append(ModelRequest(parts=turn.pending, timestamp=workflow.now()))
         turn.pending = []
@@ -428,13 +362,13 @@ class SessionWorkflow:
             for i, member in enumerate(team.members):
                 result = await self._child(member, output, f"{prefix}.{i}-{member}")
                 if result.is_error:
-                    raise _TurnStopped("failed", f"team member {member}: {result.content}")
+                    raise TurnStopped("failed", f"team member {member}: {result.content}")
                 output = result.content
         else:
             results = await _all([self._child(m, task, f"{prefix}.{i}-{m}") for i, m in enumerate(team.members)])
             failed = [f"{m}: {r.content}" for m, r in zip(team.members, results, strict=True) if r.is_error]
             if failed:
-                raise _TurnStopped("failed", "team members failed: " + "; ".join(failed))
+                raise TurnStopped("failed", "team members failed: " + "; ".join(failed))
             output = "\n\n".join(f"## {m}\n{r.content}" for m, r in zip(team.members, results, strict=True))
         self._append(ModelResponse(parts=[TextPart(output)], timestamp=workflow.now()))
         return output
@@ -475,7 +409,7 @@ class SessionWorkflow:
         except ChildWorkflowError as err:
             if is_cancelled_exception(err):
                 raise asyncio.CancelledError() from err
-            output = ToolCallOutput(content=f"{agent} failed: {_cause_message(err)}", is_error=True)
+            output = ToolCallOutput(content=f"{agent} failed: {cause_message(err)}", is_error=True)
         self._publish("child_finished", tool=agent, call_id=session_id, outcome="failed" if output.is_error else "success", text=output.content)
         return output
 
@@ -505,7 +439,7 @@ class SessionWorkflow:
             retry_policy=TOOL_RETRY,
         )
         if out.text is None:
-            raise _TurnStopped("failed", out.error or f"cannot expand {text.split()[0]}")
+            raise TurnStopped("failed", out.error or f"cannot expand {text.split()[0]}")
         if out.skill and out.skill not in self.active_skills:
             self.active_skills.append(out.skill)
             info = self.compiled.skill(out.skill) if self.compiled else None
@@ -562,7 +496,7 @@ class SessionWorkflow:
         self, compiled: CompiledAgent, call: ToolCallPart, index: int, key: str, finished: dict[int, ToolReturnPart]
     ) -> ToolReturnPart:
         spec = compiled.tool(call.tool_name)
-        self._publish("tool_call_started", tool=call.tool_name, call_id=call.tool_call_id, args=_args(call))
+        self._publish("tool_call_started", tool=call.tool_name, call_id=call.tool_call_id, args=event_args(call))
         started = workflow.now()
         outcome: str | None = None
         try:
@@ -668,7 +602,7 @@ class SessionWorkflow:
             return None
         patterns = [p.split("(", 1)[0] for s in limited for p in s.allowed_tools or ()]
         brought = tuple(f"{s.name}/" for s in self._active_skill_infos())
-        shared = _shared_names(compiled)
+        shared = shared_names(compiled)
 
         def allowed(t: ToolSpec) -> bool:
             # The bare MCP name counts only while one server lists it (ambiguity fails closed).
@@ -745,7 +679,7 @@ class SessionWorkflow:
         model-facing name, which changes when another server lists the same name."""
         permissions = self.inp.manifest.permissions(self.inp.agent)
         identity = (spec.server, spec.tool)
-        action = permissions.decide(call.tool_name, arguments, identity, shared=spec.tool in _shared_names(compiled))
+        action = permissions.decide(call.tool_name, arguments, identity, shared=spec.tool in shared_names(compiled))
         tool = f"{spec.server}:{spec.tool}"
         # Model-facing names (no ':') in the set come from sessions that continued as new before this rule.
         if action == "allow" or (action == "confirm" and (tool in self.always_allowed or call.tool_name in self.always_allowed)):
@@ -757,7 +691,7 @@ class SessionWorkflow:
             self.pending_approvals[call_id] = PendingApproval(
                 call_id=call_id, tool=call.tool_name, args=arguments, asked_at=workflow.now()
             )
-            self._publish("approval_requested", tool=call.tool_name, call_id=call_id, args=_args(call))
+            self._publish("approval_requested", tool=call.tool_name, call_id=call_id, args=event_args(call))
         self._set_state("waiting_approval")
         timeout = permissions.approval_timeout
         asked_at = self.pending_approvals[call_id].asked_at or workflow.now()
@@ -948,8 +882,10 @@ class SessionWorkflow:
 
     def _publish(self, kind: str, text: str | None = None, **fields: object) -> None:
         """Events stay small whatever the payloads: texts are cut; the transcript has them whole.
-        A model's text is the answer followers render (its deltas must join to it): cut far later."""
-        limit = MODEL_TEXT_LIMIT if kind in ("model_text", "turn_finished") else EVENT_TEXT_LIMIT
+        A model's text is the answer followers render (its deltas must join to it): cut far later.
+        (Every follower's poll records the events it reads in history: the turn's output, which
+        repeats the last model text, keeps the short cut; `result`/status have it whole.)"""
+        limit = MODEL_TEXT_LIMIT if kind == "model_text" else EVENT_TEXT_LIMIT
         if text is not None and len(text) > limit:
             text = f"{text[:limit]}{CUT_MARK.format(len(text))}"
         event = Event(kind=kind, at=workflow.now(), turn_id=self.turn_id, step=self.step, text=text, **fields)  # type: ignore[arg-type]
@@ -1039,36 +975,6 @@ class SessionWorkflow:
             ]
 
         await self.stream.continue_as_new(snapshot)
-
-
-def _args(call: ToolCallPart) -> dict[str, object]:
-    """The call's arguments for an event: whole when small, else a cut of their JSON."""
-    raw = call.args_as_json_str()
-    if len(raw) > EVENT_TEXT_LIMIT:
-        return {"_truncated": f"{raw[:EVENT_TEXT_LIMIT]}... [{len(raw)} chars]"}
-    try:
-        return call.args_as_dict(raise_if_invalid=True)
-    except (ValueError, AssertionError):
-        return {"_raw": raw}
-
-
-def _call_keys(calls: list[ToolCallPart]) -> list[str]:
-    """What approvals answer: the model's call id, made unique by position where the model repeated it."""
-    counts = Counter(c.tool_call_id for c in calls)
-    return [c.tool_call_id if counts[c.tool_call_id] == 1 else f"{c.tool_call_id}#{i}" for i, c in enumerate(calls)]
-
-
-def _shared_names(compiled: CompiledAgent) -> set[str]:
-    """MCP tool names that more than one server lists."""
-    counts = Counter(t.tool for t in compiled.tools)
-    return {name for name, n in counts.items() if n > 1}
-
-
-def _cause_message(err: BaseException) -> str:
-    """The innermost error message (an ActivityError wraps the activity's ApplicationError)."""
-    while err.__cause__ is not None:
-        err = err.__cause__
-    return str(err)
 
 
 async def _all(coros: list[Coroutine[Any, Any, T]]) -> list[T]:
