@@ -6,6 +6,7 @@ import asyncio
 
 import httpx2 as httpx
 import pytest
+from temporalio.client import Client
 
 from agentwolf.config.policy import ApiKeyEntry
 from agentwolf.protocols.app import ApiError, Served
@@ -79,3 +80,12 @@ async def test_a_key_limited_to_some_agents_sees_and_runs_only_those(client, tas
     with pytest.raises(ApiError) as refused:
         await served.resolve(principal, "b")
     assert refused.value.status == 404 and refused.value.code == "model_not_found"
+
+
+async def test_temporal_errors_are_503_with_retry_after(client, task_queue):
+    """A namespace the server does not have stands in for a cluster that does not answer."""
+    elsewhere = await Client.connect(client.service_client.config.target_host, namespace="no-such-namespace")
+    async with serving(elsewhere, task_queue) as base, httpx.AsyncClient(base_url=base) as http:
+        answer = await http.get("/v1/models", headers={"Authorization": "Bearer key-a"})
+    assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
+    assert answer.json()["error"]["code"] == "temporal_unavailable"

@@ -18,7 +18,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.service import RPCError
 
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
 from agentwolf.config.manifest import Manifest
@@ -206,6 +207,15 @@ async def _api_error(request: Request, exc: Exception) -> Response:
     return exc.response()
 
 
+async def _temporal_error(request: Request, exc: Exception) -> Response:
+    """Temporal did not answer in time (a busy or restarting cluster, no worker yet): the client may
+    retry, which is what 503 with Retry-After says; the session itself is unharmed."""
+    return ApiError(
+        503, f"the session's Temporal service did not answer: {exc}", "server_error", "temporal_unavailable",
+        headers={"Retry-After": "1"},
+    ).response()
+
+
 async def _healthz(request: Request) -> Response:
     return JSONResponse({"ok": True})
 
@@ -221,7 +231,7 @@ def create_app(
     app = Starlette(
         routes=[Route("/healthz", _healthz), *routes],
         middleware=[Middleware(Guard, served=served, max_body=max_body, body_timeout=body_timeout)],
-        exception_handlers={ApiError: _api_error},
+        exception_handlers={ApiError: _api_error, RPCError: _temporal_error, WorkflowQueryFailedError: _temporal_error},
     )
     app.state.served = served
     return app
