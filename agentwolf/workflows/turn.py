@@ -1,0 +1,137 @@
+"""The session workflow's pure parts: its constants, the state of a running turn, and helpers.
+
+Nothing here calls `workflow.*`, reads a clock, draws random numbers or does I/O. The workflow imports
+this module through `workflow.unsafe.imports_passed_through()` (like workflows/types.py), so its classes
+and functions are created once per process: Temporal's sandbox re-runs a sandboxed module's body for
+every workflow run, and each cached session kept its own copies (dataclasses build their methods with
+`exec`), about 20 KB per session.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from pydantic_ai.messages import ModelRequestPart, ToolCallPart, ToolReturnPart
+from temporalio.common import RetryPolicy
+
+from agentwolf.activities.types import CompiledAgent
+from agentwolf.workflows.types import Prompt, TurnOutcome, TurnSnapshot, Usage
+
+COMPILE_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1))
+MODEL_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=6
+)
+TOOL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+HEARTBEAT_TIMEOUT = timedelta(seconds=5)
+LOCAL_TOOL_CALLS = "local-tool-calls"  # patch: known-fast tools run as local activities
+SAFE_LOCAL_CALLS = "safe-local-calls"  # patch: ...only when they are safe to run twice
+SLASH_COMMANDS = "slash-commands"  # patch: prompts starting with `/` expand through an activity
+CHILD_IDS = "child-ids"  # patch: subagent ids from the call's turn, step and position, not the model's id
+WAIT_CHILDREN = "wait-children"  # patch: an interrupted or closed parent waits until its children stopped
+EVENT_TEXT_LIMIT = 2000
+MODEL_TEXT_LIMIT = 65_536
+CUT_MARK = "... [{} chars]"
+PAGE_HEADER = 100  # room for read_tool_output's header inside the tool output limit
+WAITING_SNAPSHOT_EVENTS = 100  # a run waiting for approval continues as new only past this many events
+MODEL_TIMEOUT = timedelta(minutes=10)
+
+
+@dataclass
+class Turn:
+    """What a turn has produced but not yet recorded, so that any ending can close it cleanly."""
+
+    pending: list[ModelRequestPart]
+    finished: dict[int, ToolReturnPart] = field(default_factory=dict)
+    """Results by the call's position in `open_calls`: models may repeat a tool-call id."""
+    open_calls: list[ToolCallPart] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    repeats: Counter[str] = field(default_factory=Counter)
+    """Calls by tool and arguments, for the loop guard."""
+    warned_budget: bool = False
+    warnings: list[str] = field(default_factory=list)
+    """Tools the loop guard warns about once this step's results are in."""
+
+    def snapshot(self, prompt: Prompt, step: int) -> TurnSnapshot:
+        return TurnSnapshot(
+            prompt=prompt,
+            step=step,
+            usage=self.usage,
+            open_calls=self.open_calls,
+            finished=self.finished,
+            pending=self.pending,
+            repeats=dict(self.repeats),
+            warned_budget=self.warned_budget,
+            warnings=self.warnings,
+        )
+
+    @classmethod
+    def resumed(cls, snapshot: TurnSnapshot) -> Turn:
+        return cls(
+            pending=list(snapshot.pending),
+            finished=dict(snapshot.finished),
+            open_calls=list(snapshot.open_calls),
+            usage=snapshot.usage,
+            repeats=Counter(snapshot.repeats),
+            warned_budget=snapshot.warned_budget,
+            warnings=list(snapshot.warnings),
+        )
+
+
+@dataclass
+class Staleness:
+    """Why the compiled agent is out of date, and a generation that tells a change that arrived
+    during a compile from the one the compile was for (string identity cannot: equal strings may
+    be one object, depending on a process-wide cache)."""
+
+    reason: str | None = None
+    generation: int = 0
+
+    def mark(self, reason: str) -> None:
+        self.reason = reason
+        self.generation += 1
+
+    def compiled(self, generation: int) -> None:
+        """A compile that started at `generation` succeeded: fresh, unless something changed since."""
+        if self.generation == generation:
+            self.reason = None
+
+
+class TurnStopped(Exception):
+    """A limit or a failure ended the turn; `outcome` says which."""
+
+    def __init__(self, outcome: TurnOutcome, reason: str) -> None:
+        super().__init__(reason)
+        self.outcome = outcome
+
+
+def event_args(call: ToolCallPart) -> dict[str, object]:
+    """The call's arguments for an event: whole when small, else a cut of their JSON."""
+    raw = call.args_as_json_str()
+    if len(raw) > EVENT_TEXT_LIMIT:
+        return {"_truncated": f"{raw[:EVENT_TEXT_LIMIT]}... [{len(raw)} chars]"}
+    try:
+        return call.args_as_dict(raise_if_invalid=True)
+    except (ValueError, AssertionError):
+        return {"_raw": raw}
+
+
+def call_keys(calls: list[ToolCallPart]) -> list[str]:
+    """What approvals answer: the model's call id, made unique by position where the model repeated it."""
+    counts = Counter(c.tool_call_id for c in calls)
+    return [c.tool_call_id if counts[c.tool_call_id] == 1 else f"{c.tool_call_id}#{i}" for i, c in enumerate(calls)]
+
+
+def shared_names(compiled: CompiledAgent) -> set[str]:
+    """MCP tool names that more than one server lists."""
+    counts = Counter(t.tool for t in compiled.tools)
+    return {name for name, n in counts.items() if n > 1}
+
+
+def cause_message(err: BaseException) -> str:
+    """The innermost error message (an ActivityError wraps the activity's ApplicationError)."""
+    while err.__cause__ is not None:
+        err = err.__cause__
+    return str(err)
+
