@@ -75,6 +75,7 @@ with workflow.unsafe.imports_passed_through():
         call_keys,
         cause_message,
         event_args,
+        shared,
         shared_names,
     )
     from agentwolf.workflows.types import (
@@ -108,6 +109,11 @@ T = TypeVar("T")
 class SessionWorkflow:
     @workflow.init
     def __init__(self, inp: SessionInput) -> None:
+        # Sessions of one config share its manifest and compiled agent (`shared`). Replaced in the
+        # input itself: the SDK and `run` hold it for the whole run.
+        inp.manifest = shared(inp.manifest)
+        if inp.compiled is not None:
+            inp.compiled = shared(inp.compiled)
         self.inp = inp
         self.stream = SessionStream(prior_state=inp.stream_state)
         self.events = self.stream.topic(EVENTS_TOPIC, type=Event)
@@ -449,7 +455,7 @@ class SessionWorkflow:
         return out.text
 
     async def _compile(self, reason: str | None = None) -> CompiledAgent:
-        self.compiled = await workflow.execute_activity(
+        compiled = await workflow.execute_activity(
             "wolf.compile",
             CompileInput(
                 ref=self._ref(),
@@ -463,6 +469,7 @@ class SessionWorkflow:
             heartbeat_timeout=HEARTBEAT_TIMEOUT,  # a worker lost mid-compile is noticed in seconds
             retry_policy=COMPILE_RETRY,
         )
+        self.compiled = shared(compiled)
         tools = ", ".join(t.name for t in self.compiled.tools) or "none"
         text = f"{self.compiled.agent} is ready: model {' -> '.join(self.compiled.models)}; tools {tools}"
         self._publish("compiled", text=f"{text} (recompiled: {reason})" if reason else text)
@@ -846,7 +853,7 @@ class SessionWorkflow:
                 outcome="refused",
             )
             return
-        self.inp = self.inp.model_copy(update={"manifest": update.manifest, "config_version": update.version})
+        self.inp = self.inp.model_copy(update={"manifest": shared(update.manifest), "config_version": update.version})
         changed = old.agent_identity(self.inp.agent) != update.manifest.agent_identity(self.inp.agent)
         if changed:
             self.compiled = None

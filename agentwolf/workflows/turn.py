@@ -9,15 +9,22 @@ every workflow run, and each cached session kept its own copies (dataclasses bui
 
 from __future__ import annotations
 
+import hashlib
+import threading
+import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import TypeVar
 
+from pydantic import BaseModel
 from pydantic_ai.messages import ModelRequestPart, ToolCallPart, ToolReturnPart
 from temporalio.common import RetryPolicy
 
 from agentwolf.activities.types import CompiledAgent
 from agentwolf.workflows.types import Prompt, TurnOutcome, TurnSnapshot, Usage
+
+M = TypeVar("M", bound=BaseModel)
 
 COMPILE_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1))
 MODEL_RETRY = RetryPolicy(
@@ -135,3 +142,23 @@ def cause_message(err: BaseException) -> str:
         err = err.__cause__
     return str(err)
 
+
+_SHARED: weakref.WeakValueDictionary[tuple[type, bytes], BaseModel] = weakref.WeakValueDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def shared(model: M) -> M:
+    """The process's one instance of a model with exactly this content (its JSON, byte for byte).
+
+    Every session of a config carries the same manifest, and every session of an agent gets the same
+    compiled agent: each deserialized copy cost a cached session about 12 KB (pydantic models keep a
+    dict and a set of their fields each). Only for models the workflow never mutates (it replaces
+    them, `model_copy`). Equal JSON means equal content, dict order included, and what is sent on
+    (activity inputs, continue-as-new) serializes to the same bytes: sharing changes nothing a run
+    can observe. Weak values: a model no session holds any more leaves the table."""
+    key = (type(model), hashlib.sha256(model.__pydantic_serializer__.to_json(model)).digest())
+    with _SHARED_LOCK:
+        found = _SHARED.get(key)
+        if found is None:
+            _SHARED[key] = found = model
+    return found  # type: ignore[return-value]
