@@ -147,8 +147,9 @@ class PublishingResponse(live.LiveResponse):
         self.published = 0
 
     def update(self, partial: Any) -> None:
+        """`partial()` is the stream's response so far (built on demand)."""
         topic = _deltas.get()
-        start, text = self._window(partial.text or "")
+        start, text = self._window(partial().text or "")
         if topic is None or start + len(text) <= self.published:
             return
         index = max(self.published, start)
