@@ -99,3 +99,30 @@ def test_up_starts_a_worker_when_worker_pid_names_a_foreign_process(tmp_path, by
         finally:
             assert local_stack.down() == ["worker"]
     assert bystander.poll() is None
+
+
+def test_up_restarts_the_worker_when_the_model_environment_changed(tmp_path, monkeypatch):
+    """A worker started before `WOLF_MODEL` changed would keep the old model: `up` restarts it and
+    says which variable changed; the values never reach the disk."""
+    from agentwolf.client import local_stack
+
+    home = tmp_path / "home"
+    home.mkdir()
+    with socket.socket() as listener:  # stands in for the server
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        monkeypatch.setenv("WOLF_HOME", str(home))
+        monkeypatch.setenv("WOLF_LOCAL_ADDRESS", f"127.0.0.1:{listener.getsockname()[1]}")
+        monkeypatch.setenv("WOLF_MODEL", "local:demo")
+        try:
+            first = local_stack.up()
+            assert first.started == ["worker"] and first.changed == []
+            same = local_stack.up()
+            assert same.started == [] and same.worker_pid == first.worker_pid
+            monkeypatch.setenv("WOLF_MODEL", "openai:gpt-secret-model-name")
+            changed = local_stack.up()
+            assert changed.changed == ["WOLF_MODEL"] and changed.started == ["worker"]
+            assert changed.worker_pid != first.worker_pid
+            assert "gpt-secret-model-name" not in (home / "worker.env").read_text()
+        finally:
+            assert local_stack.down() == ["worker"]

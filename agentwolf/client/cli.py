@@ -133,6 +133,8 @@ async def _client(address: str | None, tenant: str, *, start_local: bool = False
         status = local_stack.up()  # idempotent: also makes sure the local worker runs
         if "server" in status.started:
             err.print(f"server {status.address}, UI {status.ui}, worker pid {status.worker_pid}")
+        if status.changed:
+            err.print(f"restarted the local worker: {', '.join(status.changed)} changed since it started")
     try:
         return await WolfClient.connect(target, tenant=tenant, task_queue=TASK_QUEUE)
     except RuntimeError as exc:
@@ -339,6 +341,8 @@ def up(as_json: Json = False) -> None:
     st = local_stack.up()
     info: dict[str, Any] = {"address": st.address, "ui": st.ui, "server_pid": st.server_pid,
                             "worker_pid": st.worker_pid, "started": st.started, "data": str(local_stack.data_dir())}
+    if st.changed:
+        info["restarted_worker_because"] = f"{', '.join(st.changed)} changed since it started"
     out.print(json.dumps(info) if as_json else "\n".join(f"{k}: {v}" for k, v in info.items()))
 
 

@@ -6,6 +6,7 @@ a stale file must neither make `down` signal an unrelated process group nor `up`
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -13,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from agentwolf.client.devserver import start_dev_command
@@ -94,6 +95,25 @@ class StackStatus:
     server_pid: int | None
     worker_pid: int | None
     started: list[str]
+    changed: list[str] = field(default_factory=list)
+    """The model environment variables that changed since the running worker started (it was restarted)."""
+
+
+MODEL_ENV = ("WOLF_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "WOLF_POLICY")
+"""What the worker reads to build models: a worker started before a change would keep the old ones."""
+
+
+def _model_env() -> dict[str, str]:
+    """A digest per variable (values never reach the disk), so a change can be named."""
+    return {name: hashlib.sha256(os.environ.get(name, "\0unset").encode()).hexdigest()[:16] for name in MODEL_ENV}
+
+
+def _env_changes(env_file: Path) -> list[str]:
+    try:
+        recorded = json.loads(env_file.read_text())
+    except (OSError, ValueError):
+        return []
+    return [name for name, digest in _model_env().items() if recorded.get(name, digest) != digest]
 
 
 def up(timeout: float = 30.0) -> StackStatus:
@@ -113,12 +133,17 @@ def up(timeout: float = 30.0) -> StackStatus:
                 raise TimeoutError(f"the Temporal dev server did not start; see {home / 'server.log'}")
             time.sleep(0.2)
     worker = _ours(home / "worker.pid")
+    changed = _env_changes(home / "worker.env") if worker else []
+    if worker is not None and changed:  # it would keep building models from the old environment
+        _stop(home / "worker.pid", worker)
+        worker = None
     worker_pid = worker.pid if worker else None
     if worker is None:
         cmd = [sys.executable, "-m", "agentwolf.worker", "--address", address]
         worker_pid = _spawn(cmd, home / "worker.log", home / "worker.pid")
+        (home / "worker.env").write_text(json.dumps(_model_env()))
         started.append("worker")
-    return StackStatus(address, ui_url(address), server_pid, worker_pid, started)
+    return StackStatus(address, ui_url(address), server_pid, worker_pid, started, changed)
 
 
 def down(timeout: float = 15.0) -> list[str]:
@@ -128,16 +153,22 @@ def down(timeout: float = 15.0) -> list[str]:
     for name in ("worker", "server"):
         pid_file = home / f"{name}.pid"
         started = _ours(pid_file)
-        if started is not None:  # it leads the process group `_spawn` made
-            os.killpg(started.pid, signal.SIGTERM)
-            deadline = time.monotonic() + timeout
-            while _process(started.pid) == started and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if _process(started.pid) == started:
-                os.killpg(started.pid, signal.SIGKILL)
+        if started is not None:
+            _stop(pid_file, started, timeout)
             stopped.append(name)
         pid_file.unlink(missing_ok=True)
     return stopped
+
+
+def _stop(pid_file: Path, started: _Process, timeout: float = 15.0) -> None:
+    """SIGTERM the process group `_spawn` made (it drains), SIGKILL after `timeout`."""
+    os.killpg(started.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while _process(started.pid) == started and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _process(started.pid) == started:
+        os.killpg(started.pid, signal.SIGKILL)
+    pid_file.unlink(missing_ok=True)
 
 
 def _spawn(cmd: list[str], log: Path, pid_file: Path) -> int:
