@@ -1,9 +1,14 @@
-"""Cached sessions share their manifest and compiled agent (agentwolf/workflows/turn.py `shared`):
-one instance per exact content, so sharing is invisible to a run."""
+"""What keeps a cached session small (agentwolf/workflows/turn.py): sessions share their manifest and
+compiled agent (`shared`: one instance per exact content, so sharing is invisible to a run), and the
+event stream keeps its log serialized (`CompactLog`: reads give back equal items)."""
 
 from __future__ import annotations
 
 import gc
+import weakref
+
+from temporalio.api.common.v1 import Payload
+from temporalio.contrib.workflow_streams import WorkflowStreamItem
 
 from agentwolf.config.manifest import Manifest
 from agentwolf.workflows import turn
@@ -28,8 +33,26 @@ def test_same_identity_in_another_order_is_not_shared():
     assert list(turn.shared(_manifest("b", "a")).agents) == ["b", "a"]
 
 
-def test_unused_models_leave_the_table():
-    before = len(turn._SHARED)
-    turn.shared(_manifest("gone"))
+def test_the_table_keeps_no_model_alive():
+    model = _manifest("gone")
+    assert turn.shared(model) is model
+    ref = weakref.ref(model)
+    del model
     gc.collect()
-    assert len(turn._SHARED) == before
+    assert ref() is None
+
+
+def test_compact_log_reads_back_equal_items():
+    items = [
+        WorkflowStreamItem(
+            topic=f"t{i % 2}", data=Payload(metadata={"encoding": b"json/plain", "n": str(i).encode()}, data=b"x" * i)
+        )
+        for i in range(5)
+    ]
+    log = turn.CompactLog(items[:3])
+    log.append(items[3])
+    log.append(items[4])
+    assert len(log) == 5
+    assert log[1] == items[1] and log[-1] == items[4]
+    assert log[2:] == items[2:] and log[:0] == []
+    assert list(log) == items

@@ -11,9 +11,10 @@ A cap rather than a poll timeout: every answered poll is one of the 2000 updates
 a turn, so timed-out polls would let idle followers use up an idle session's updates and lock it
 again. Waiting polls cost nothing; only more live followers than the cap cost anything.
 
-It reads WorkflowStream internals (`_on_offset`, `_base_offset`, `_collect_batch`): temporalio is
-pinned, and the library's own poll handler is replaced, not wrapped, so that an answered poll
-completes at the same point of the workflow task as before (histories recorded earlier replay).
+It reads WorkflowStream internals (`_on_offset`, `_base_offset`, `_collect_batch`) and keeps the base
+class's `_log` serialized (`CompactLog`, about 1.3 KB less per event held): temporalio is pinned, and
+the library's own poll handler is replaced, not wrapped, so that an answered poll completes at the
+same point of the workflow task as before (histories recorded earlier replay).
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from temporalio import workflow
 from temporalio.contrib.workflow_streams import PollInput, PollResult, WorkflowStream, WorkflowStreamState
 from temporalio.contrib.workflow_streams._types import STREAM_DRAINING_ERROR_TYPE, TRUNCATED_OFFSET_ERROR_TYPE
 from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from agentwolf.workflows.turn import CompactLog
 
 MAX_WAITING_POLLS = 5
 """Polls that may wait at once; the rest of the server's 10 in-flight updates stay free for prompts."""
@@ -45,6 +49,7 @@ class SessionStream(WorkflowStream):
 
     def __init__(self, prior_state: WorkflowStreamState | None = None) -> None:
         super().__init__(prior_state)
+        self._log = CompactLog(self._log)  # type: ignore[assignment]  # list-like: what the base class uses
         self._polls = 0
         self._detached = False
         self._waiting: dict[int, datetime] = {}

@@ -1,4 +1,5 @@
-"""The session workflow's pure parts: its constants, the state of a running turn, and helpers.
+"""The session workflow's pure parts: its constants, the state of a running turn, helpers, and the
+compact log of its event stream.
 
 Nothing here calls `workflow.*`, reads a clock, draws random numbers or does I/O. The workflow imports
 this module through `workflow.unsafe.imports_passed_through()` (like workflows/types.py), so its classes
@@ -13,13 +14,16 @@ import hashlib
 import threading
 import weakref
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TypeVar
+from typing import TypeVar, overload
 
 from pydantic import BaseModel
 from pydantic_ai.messages import ModelRequestPart, ToolCallPart, ToolReturnPart
+from temporalio.api.common.v1 import Payload
 from temporalio.common import RetryPolicy
+from temporalio.contrib.workflow_streams import WorkflowStreamItem
 
 from agentwolf.activities.types import CompiledAgent
 from agentwolf.workflows.types import Prompt, TurnOutcome, TurnSnapshot, Usage
@@ -162,3 +166,44 @@ def shared(model: M) -> M:
         if found is None:
             _SHARED[key] = found = model
     return found  # type: ignore[return-value]
+
+
+class CompactLog:
+    """A Workflow Stream's log kept serialized: `(topic, Payload bytes)` per item, materialized as
+    `WorkflowStreamItem`s only when read (a poll, a snapshot for continue-as-new).
+
+    A protobuf `Payload` object costs about 1.7 KB of memory whatever its size (its own upb arena, a
+    metadata map), its serialized form a few hundred bytes: an idle session keeps every event of its
+    run and up to `events_kept` carried over from the previous one. Reads return equal payloads, so
+    followers and snapshots see exactly what they did. Supports what WorkflowStream does with its
+    log: `len`, indexing and slicing, iteration, `append`."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Iterable[WorkflowStreamItem[Payload]] = ()) -> None:
+        self._items: list[tuple[str, bytes]] = []
+        for item in items:
+            self.append(item)
+
+    def append(self, item: WorkflowStreamItem[Payload]) -> None:
+        self._items.append((item.topic, item.data.SerializeToString()))
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, index: int) -> WorkflowStreamItem[Payload]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[WorkflowStreamItem[Payload]]: ...
+
+    def __getitem__(self, index: int | slice) -> WorkflowStreamItem[Payload] | list[WorkflowStreamItem[Payload]]:
+        if isinstance(index, slice):
+            return [_item(entry) for entry in self._items[index]]
+        return _item(self._items[index])
+
+    def __iter__(self) -> Iterator[WorkflowStreamItem[Payload]]:
+        return (_item(entry) for entry in self._items)
+
+
+def _item(entry: tuple[str, bytes]) -> WorkflowStreamItem[Payload]:
+    return WorkflowStreamItem(topic=entry[0], data=Payload.FromString(entry[1]))
