@@ -176,7 +176,7 @@ async def _read(
     """Read a run into `stream` (stop after `until` TEXT_MESSAGE_CONTENT events); the HTTP status."""
     async with http.stream("POST", path, json=body, headers=headers, timeout=60) as response:
         if response.status_code != 200:
-            await response.aread()
+            stream.comments.append((await response.aread()).decode(errors="replace"))  # why, for the assertion
             return response.status_code
         contents = 0
         async for event_id, event, comment in _sse(response):
@@ -278,7 +278,7 @@ async def test_last_event_id_resumes_after_the_server_process_is_killed(client, 
             first_server, first = await _wolf_serve(address, config), Stream()
             try:
                 async with httpx.AsyncClient(base_url=first_server[1]) as http:
-                    assert await _read(http, "/agui/a", body, first, until=3) == 200
+                    assert await _read(http, "/agui/a", body, first, until=3) == 200, first.comments
             finally:
                 first_server[0].send_signal(signal.SIGKILL)
                 first_server[0].wait(10)
