@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import BaseModel
 from pydantic_ai.messages import ModelMessage
@@ -68,6 +69,8 @@ class SessionSummary(BaseModel):
     config: str | None = None
     started: datetime | None
 
+
+T = TypeVar("T")
 
 RUNNING_QUERY_WAIT = 5.0
 """How long a live follower waits to learn which step runs (a session without a worker never says)."""
@@ -262,7 +265,7 @@ class WolfClient(ConfigMethods):
         """The session's own account; `done` whatever it says once its workflow has ended (a terminated
         workflow never got to say so)."""
         handle = await self._handle(session_id)
-        status = await handle.query(SessionWorkflow.status)
+        status = await _patiently(lambda: handle.query(SessionWorkflow.status))
         if status.state != "done" and (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
             status.state = "done"
         return status
@@ -323,6 +326,25 @@ class WolfClient(ConfigMethods):
                 )
             )
         return sessions
+
+
+NO_POLLER_WAIT = 5.0
+"""How long a query waits out "no poller seen": a worker that has just (re)started has not polled
+every partition of the task queue yet."""
+
+
+async def _patiently(query: Callable[[], Awaitable[T]]) -> T:
+    """Run `query`, retrying while the server says no worker has polled lately (a transient state
+    right after a worker starts); any other error, or the same one after NO_POLLER_WAIT, is raised."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + NO_POLLER_WAIT
+    while True:
+        try:
+            return await query()
+        except RPCError as exc:
+            if "no poller seen" not in exc.message or loop.time() > deadline:
+                raise
+        await asyncio.sleep(0.2)
 
 
 def _quote(value: str) -> str:
