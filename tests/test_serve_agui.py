@@ -24,7 +24,7 @@ import yaml
 
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.protocols import agui
-from agentwolf.worker.main import TASK_QUEUE, create_worker
+from agentwolf.worker.main import create_worker
 from tests.conftest import TOOLS_SERVER, make_manifest, tools_server, wait_for
 from tests.support.models import Script, sequence, text, tool, tools
 from tests.support.serving import free_port, serving
@@ -270,19 +270,20 @@ async def test_last_event_id_resumes_after_the_server_process_is_killed(client, 
     )
     answer = " ".join([ANSWER] * 3)
     script = Script(sequence(text(answer)), chunk_delay=0.2)  # about 6 s: the second server comes up mid-turn
-    worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
+    queue = f"tq-{uuid.uuid4().hex[:8]}"  # its own queue: earlier tests' sessions and workers stay on theirs
+    worker, hosts = create_worker(client, task_queue=queue, local_models={"m": script.model})
     thread = f"t-{uuid.uuid4().hex[:8]}"
     body = _run_input(thread, "tell me")
     async with worker:
         try:
-            first_server, first = await _wolf_serve(address, config), Stream()
+            first_server, first = await _wolf_serve(address, config, queue), Stream()
             try:
                 async with httpx.AsyncClient(base_url=first_server[1]) as http:
                     assert await _read(http, "/agui/a", body, first, until=3) == 200, first.comments
             finally:
                 first_server[0].send_signal(signal.SIGKILL)
                 first_server[0].wait(10)
-            second_server, rest = await _wolf_serve(address, config), Stream()
+            second_server, rest = await _wolf_serve(address, config, queue), Stream()
             try:
                 async with httpx.AsyncClient(base_url=second_server[1]) as http:
                     assert await _read(http, "/agui/a", body, rest, **{"Last-Event-ID": first.ids[-1]}) == 200
@@ -302,10 +303,10 @@ async def test_last_event_id_resumes_after_the_server_process_is_killed(client, 
     assert after.events == []
 
 
-async def _wolf_serve(address: str, config: Path) -> tuple[subprocess.Popen[bytes], str]:
+async def _wolf_serve(address: str, config: Path, queue: str) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     proc = subprocess.Popen(  # noqa: ASYNC220 - started once, killed by the test
-        [WOLF, "serve", "--no-auth", "--port", str(port), "--config", str(config), "--address", address],
+        [WOLF, "serve", "--no-auth", "--port", str(port), "--config", str(config), "--address", address, "--task-queue", queue],
         env={**os.environ, "TEMPORAL_ADDRESS": address, "NO_COLOR": "1"},
         stdout=subprocess.DEVNULL,
         stderr=(config.parent / f"serve-{port}.log").open("wb"),

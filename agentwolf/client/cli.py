@@ -124,7 +124,9 @@ def _run(main: Callable[[], Awaitable[object]]) -> NoReturn:
     os._exit(code)
 
 
-async def _client(address: str | None, tenant: str, *, start_local: bool = False) -> WolfClient:
+async def _client(
+    address: str | None, tenant: str, *, start_local: bool = False, task_queue: str = TASK_QUEUE
+) -> WolfClient:
     """Connect; with no address configured and nothing listening locally, bring up the local stack."""
     target = address or local_stack.local_address()
     if start_local and address is None:
@@ -136,7 +138,7 @@ async def _client(address: str | None, tenant: str, *, start_local: bool = False
         if status.changed:
             err.print(f"restarted the local worker: {', '.join(status.changed)} changed since it started")
     try:
-        return await WolfClient.connect(target, tenant=tenant, task_queue=TASK_QUEUE)
+        return await WolfClient.connect(target, tenant=tenant, task_queue=task_queue)
     except RuntimeError as exc:
         raise Exit(3, f"cannot reach Temporal at {target}: {exc}") from None
 
@@ -666,6 +668,7 @@ def serve(
     tenant: Annotated[str, typer.Option("--tenant", help="The tenant of --no-auth requests.")] = "default",
     no_auth: Annotated[bool, typer.Option("--no-auth", help="Serve without API keys (loopback only).")] = False,
     policy: Annotated[str | None, typer.Option("--policy", help="Policy file with `api_keys:`.")] = None,
+    task_queue: Annotated[str, typer.Option("--task-queue", help="The workers' task queue.")] = TASK_QUEUE,
     address: Address = None,
 ) -> None:
     """Serve agents over HTTP: OpenAI-compatible /v1 and AG-UI /agui (API keys from WOLF_API_KEYS or the policy)."""
@@ -681,7 +684,7 @@ def serve(
         except (ValueError, BindingRefused) as exc:
             raise Exit(2, str(exc)) from None
         source = _config_source(config)
-        wolf = await _client(address, tenant, start_local=True)
+        wolf = await _client(address, tenant, start_local=True, task_queue=task_queue)
         err.print(f"serving on http://{host}:{port} (OpenAI: /v1, AG-UI: /agui/AGENT); Ctrl-C stops")
         await run_server(wolf, source, keys, host=host, port=port, no_auth=no_auth)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,8 @@ from agentwolf.client.wolf_client import SessionNotFound, WolfClient
 from agentwolf.config.manifest import Manifest
 from agentwolf.protocols.auth import SERVED, ApiKeys, Principal
 from agentwolf.tenants import TenantError
+
+log = logging.getLogger(__name__)
 
 MAX_BODY = 1 << 20
 """Request bodies over this many bytes are refused (413) before they are read whole."""
@@ -210,6 +213,7 @@ async def _api_error(request: Request, exc: Exception) -> Response:
 async def _temporal_error(request: Request, exc: Exception) -> Response:
     """Temporal did not answer in time (a busy or restarting cluster, no worker yet): the client may
     retry, which is what 503 with Retry-After says; the session itself is unharmed."""
+    log.warning("answering 503 to %s %s: %s", request.method, request.url.path, exc, exc_info=exc)
     return ApiError(
         503, f"the session's Temporal service did not answer: {exc}", "server_error", "temporal_unavailable",
         headers={"Retry-After": "1"},
