@@ -7,6 +7,7 @@ may use (`Served.resolve`), one WolfClient per tenant, request limits, and error
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -87,27 +88,47 @@ class Served:
 
     async def models(self, principal: Principal) -> list[Target]:
         """The agents and teams the principal may use: `AGENT` of the served config, `CONFIG/AGENT`
-        of the tenant's registry configs."""
-        targets = []
-        if self.manifest is not None or self.config_name is not None:
-            manifest = self.manifest or (await self.wolf(principal).config_get(self.config_name or "")).manifest
-            for agent in sorted([*manifest.agents, *manifest.teams]):
-                if principal.may_use(self.config_name or SERVED, agent):
-                    targets.append(Target(agent, agent, self._served_source()))
+        of the tenant's registry configs (a registry that does not answer is left out, logged)."""
+        targets = await self._served(principal)
         for config in await self.wolf(principal).config_list():
-            if config.name == self.config_name:
-                continue
-            manifest = (await self.wolf(principal).config_get(config.name)).manifest
-            for agent in sorted([*manifest.agents, *manifest.teams]):
-                if principal.may_use(config.name, agent):
-                    targets.append(Target(f"{config.name}/{agent}", agent, {"config_name": config.name}))
+            if config.name != self.config_name:
+                with contextlib.suppress(RPCError, WorkflowQueryFailedError):
+                    targets += await self._registry(principal, config.name)
         return targets
 
     async def resolve(self, principal: Principal, model: str) -> Target:
-        for target in await self.models(principal):
+        """`model`'s target, reading only the config it names (one registry that does not answer
+        must not fail every request)."""
+        name = model.rpartition("/")[0]
+        candidates = await (self._registry(principal, name) if name and name != self.config_name else self._served(principal))
+        for target in candidates:
             if target.model == model:
                 return target
         raise ApiError(404, f"model {model!r} not found (GET /v1/models lists yours)", "invalid_request_error", "model_not_found")
+
+    async def _served(self, principal: Principal) -> list[Target]:
+        if self.manifest is None and self.config_name is None:
+            return []
+        manifest = self.manifest or (await self.wolf(principal).config_get(self.config_name or "")).manifest
+        return [
+            Target(agent, agent, self._served_source())
+            for agent in sorted([*manifest.agents, *manifest.teams])
+            if principal.may_use(self.config_name or SERVED, agent)
+        ]
+
+    async def _registry(self, principal: Principal, name: str) -> list[Target]:
+        try:
+            manifest = (await self.wolf(principal).config_get(name)).manifest
+        except ValueError:  # no such config of this tenant
+            return []
+        except (RPCError, WorkflowQueryFailedError) as exc:
+            log.warning("registry config %r of tenant %r did not answer: %s", name, principal.tenant, exc)
+            raise
+        return [
+            Target(f"{name}/{agent}", agent, {"config_name": name})
+            for agent in sorted([*manifest.agents, *manifest.teams])
+            if principal.may_use(name, agent)
+        ]
 
     def _served_source(self) -> dict[str, Any]:
         return {"manifest": self.manifest} if self.manifest is not None else {"config_name": self.config_name}
