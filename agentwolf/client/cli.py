@@ -674,8 +674,13 @@ def serve(
     """Serve agents over HTTP: OpenAI-compatible /v1 and AG-UI /agui (API keys from WOLF_API_KEYS or the policy)."""
     from agentwolf.config.policy import load_policy
     from agentwolf.protocols.auth import ApiKeys
-    from agentwolf.protocols.main import BindingRefused, check_binding
-    from agentwolf.protocols.main import serve as run_server
+
+    try:
+        from agentwolf.protocols.main import BindingRefused, check_binding
+        from agentwolf.protocols.main import serve as run_server
+    except ImportError as exc:
+        err.print(f"error: wolf serve needs its extra: pip install 'agentwolf[serve]' ({exc.name} is missing)")
+        raise typer.Exit(2) from None
 
     async def main() -> None:
         try:
