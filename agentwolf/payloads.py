@@ -82,7 +82,9 @@ class FilesystemDriver(StorageDriver):
     def name(self) -> str:
         return "wolf-fs"
 
-    async def store(self, context: StorageDriverStoreContext, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
+    async def store(
+        self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
+    ) -> list[StorageDriverClaim]:
         return await asyncio.to_thread(lambda: [self._write(p.SerializeToString()) for p in payloads])
 
     async def retrieve(
@@ -232,10 +234,15 @@ class ObjectStoreDriver(StorageDriver):
     def type(self) -> str:
         return self.writer.type()
 
-    async def store(self, context: StorageDriverStoreContext, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
+    async def store(
+        self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
+    ) -> list[StorageDriverClaim]:
         claims = await self.writer.store(context, payloads)
         full = _UnderPrefix(self.prefix)
-        return [StorageDriverClaim({**c.claim_data, self.name_field: full(c.claim_data[self.name_field])}) for c in claims]
+        return [
+            StorageDriverClaim({**c.claim_data, self.name_field: full(c.claim_data[self.name_field])})
+            for c in claims
+        ]
 
     async def retrieve(
         self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
@@ -313,10 +320,14 @@ def _gcs_driver(location: str, bucket: str, prefix: str) -> ObjectStoreDriver:
             self.full = full
 
         async def put_object(self, *, bucket: str, object_name: str, data: bytes) -> None:
-            await (await clients.get()).put_object(bucket=bucket, object_name=self.full(object_name), data=data)
+            await (await clients.get()).put_object(
+                bucket=bucket, object_name=self.full(object_name), data=data
+            )
 
         async def object_exists(self, *, bucket: str, object_name: str) -> bool:
-            return await (await clients.get()).object_exists(bucket=bucket, object_name=self.full(object_name))
+            return await (await clients.get()).object_exists(
+                bucket=bucket, object_name=self.full(object_name)
+            )
 
         async def get_object(self, *, bucket: str, object_name: str) -> bytes:
             return await (await clients.get()).get_object(bucket=bucket, object_name=self.full(object_name))
@@ -361,7 +372,9 @@ def storage_driver(location: str | None = None) -> StorageDriver:
         )
     bucket, _, prefix = rest.partition("/")
     if not bucket:
-        raise PayloadStoreError(f"payload store {location!r} ({STORE_ENV}): no bucket; use {scheme}://BUCKET/PREFIX")
+        raise PayloadStoreError(
+            f"payload store {location!r} ({STORE_ENV}): no bucket; use {scheme}://BUCKET/PREFIX"
+        )
     return make(location, bucket, prefix.strip("/"))
 
 

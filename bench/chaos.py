@@ -104,7 +104,9 @@ class Report:
     problems: list[str] = field(default_factory=list)
 
     def ok(self) -> bool:
-        return self.completed == self.sessions and not (self.lost or self.duplicated or self.over_guarantee or self.problems)
+        return self.completed == self.sessions and not (
+            self.lost or self.duplicated or self.over_guarantee or self.problems
+        )
 
 
 def _user_prompts(request: dict) -> list[str]:
@@ -149,7 +151,9 @@ class _Model:
             callback()
         tag = f"{prompt}-{done}"
         if prompt.startswith("la"):  # the local_activity scenario
-            return Reply(tool_calls=[("record", {"tag": tag}), ("lookup", {"tag": tag, "seconds": LOOKUP_SECONDS})])
+            return Reply(
+                tool_calls=[("record", {"tag": tag}), ("lookup", {"tag": tag, "seconds": LOOKUP_SECONDS})]
+            )
         return Reply(tool_calls=[("record", {"tag": tag}), ("slow", {"seconds": 0.3 + done / 1000})])
 
 
@@ -195,7 +199,9 @@ async def run_chaos(
                     scenario = scenarios[it % len(scenarios)]
                 else:
                     scenario = rng.choice(scenarios)
-                chaos = _Iteration(server, client, model, openai.base_url, work, it, rng, sessions, steps, report)
+                chaos = _Iteration(
+                    server, client, model, openai.base_url, work, it, rng, sessions, steps, report
+                )
                 try:
                     await getattr(chaos, f"run_{scenario}")()
                 except Exception as exc:  # noqa: BLE001 - a stuck or failed iteration is a finding, not a crash
@@ -229,7 +235,9 @@ class _DevServer:
 
     async def start(self) -> Client:
         self.proc = subprocess.Popen(  # noqa: ASYNC220 - returns at once
-            start_dev_command(self.port, str(self.db), ui=False), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            start_dev_command(self.port, str(self.db), ui=False),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         while not listening(self.address):
             await asyncio.sleep(0.1)
@@ -268,7 +276,11 @@ class _Iteration:
     def __init__(self, server, client, model, base_url, work, it, rng, sessions, steps, report) -> None:
         self.server, self.client, self.model, self.base_url, self.work = server, client, model, base_url, work
         self.it, self.rng, self.sessions, self.steps, self.report = it, rng, sessions, steps, report
-        self.effects, self.pid_file, self.task_queue = work / f"effects-{it}", work / f"pids-{it}", f"chaos-{it}"
+        self.effects, self.pid_file, self.task_queue = (
+            work / f"effects-{it}",
+            work / f"pids-{it}",
+            f"chaos-{it}",
+        )
         self.wolf = WolfClient(client, task_queue=self.task_queue)
         self.workers: list[subprocess.Popen[bytes]] = []
         self.deadline = time.monotonic() + ITERATION_DEADLINE
@@ -297,7 +309,9 @@ class _Iteration:
                     "mcp_servers": servers,
                     **host,
                 },
-                "agents": {"a": {"model": "openai:gpt-4o-mini", "capabilities": [{"mcp": name} for name in servers]}},
+                "agents": {
+                    "a": {"model": "openai:gpt-4o-mini", "capabilities": [{"mcp": name} for name in servers]}
+                },
             }
         )
 
@@ -356,7 +370,9 @@ class _Iteration:
         delay = rng.uniform(0.0, 0.08)
         reached = asyncio.Event()
         loop = asyncio.get_running_loop()
-        self.model.on(prompts[target_session][target_turn], "final", lambda: loop.call_soon_threadsafe(reached.set))
+        self.model.on(
+            prompts[target_session][target_turn], "final", lambda: loop.call_soon_threadsafe(reached.set)
+        )
         self.start_worker()
         try:
             sids = [await self.wolf.start_session("a", manifest) for _ in range(self.sessions)]
@@ -378,7 +394,9 @@ class _Iteration:
                 for sid, session_prompts in zip(sids, prompts, strict=True):
                     group.create_task(converse(sid, session_prompts))
             await self.check(sids, prompts, "worker")
-            self.report.landed[await _continue_as_new_landing(self.client, workflow_id("default", sids[target_session]))] += 1
+            self.report.landed[
+                await _continue_as_new_landing(self.client, workflow_id("default", sids[target_session]))
+            ] += 1
             for sid in sids:
                 runs = (await self.wolf.result(sid)).counters.continued_as_new
                 if runs < turns - 1:  # the last one may meet the close
@@ -457,7 +475,9 @@ class _Iteration:
         the worker is killed while a chosen step's `lookup` runs as a local activity."""
         rng, it, steps = self.rng, self.it, self.steps
         if steps < 2:
-            raise ValueError("local_activity needs --steps >= 2: a tool's first call is never a local activity")
+            raise ValueError(
+                "local_activity needs --steps >= 2: a tool's first call is never a local activity"
+            )
         lookups = self.work / f"lookups-{it}"
         manifest = self.manifest(fast_call_ms=FAST_CALL_MS, lookups=lookups)
         prompts = [f"la{it}s{i}x{steps}" for i in range(self.sessions)]
@@ -485,12 +505,16 @@ class _Iteration:
                     self.report.over_guarantee += len(side_effects)
                     self.report.problems.append(f"{sid}: `record` ran as a local activity: {side_effects}")
                 if scheduled.count("record") != steps:
-                    self.report.problems.append(f"{sid}: {scheduled.count('record')} `record` activities for {steps} steps")
+                    self.report.problems.append(
+                        f"{sid}: {scheduled.count('record')} `record` activities for {steps} steps"
+                    )
                 if prompt == prompts[target]:
                     where = "a local activity" if f"looked up {tag}" in local else "a regular activity"
                     self.report.landed[f"local_activity: during {where}"] += 1
                     if where != "a local activity":
-                        self.report.problems.append(f"{sid}: the killed lookup {tag} was not a local activity")
+                        self.report.problems.append(
+                            f"{sid}: the killed lookup {tag} was not a local activity"
+                        )
         finally:
             self.stop_workers()
 
@@ -506,7 +530,9 @@ class _Iteration:
     # -- checks --------------------------------------------------------------------------------------
 
     async def check(self, sids: list[str], prompts: list[list[str]], fault: str) -> None:
-        results = await asyncio.wait_for(_results(self.wolf, sids), max(1.0, self.deadline - time.monotonic()))
+        results = await asyncio.wait_for(
+            _results(self.wolf, sids), max(1.0, self.deadline - time.monotonic())
+        )
         for sid, result, session_prompts in zip(sids, results, prompts, strict=True):
             self.report.sessions += 1
             self.report.completed += result.outcome == "completed"
@@ -538,8 +564,20 @@ def _check(report: Report, sid: str, prompts: list[str], transcript, steps: int)
             else:
                 report.duplicated += 1
             report.problems.append(f"{sid}: prompt {prompt!r} appears {said.count(prompt)} times")
-    calls = [p.tool_call_id for m in transcript if isinstance(m, ModelResponse) for p in m.parts if isinstance(p, ToolCallPart)]
-    returns = [p.tool_call_id for m in transcript if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)]
+    calls = [
+        p.tool_call_id
+        for m in transcript
+        if isinstance(m, ModelResponse)
+        for p in m.parts
+        if isinstance(p, ToolCallPart)
+    ]
+    returns = [
+        p.tool_call_id
+        for m in transcript
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, ToolReturnPart)
+    ]
     missing, extra = set(calls) - set(returns), len(returns) - len(set(returns))
     if missing or len(calls) != 2 * steps:
         report.lost += 1
@@ -592,7 +630,10 @@ async def _continue_as_new_landing(client: Client, wid: str) -> str:
         continued = bool(events[0].workflow_execution_started_event_attributes.continued_execution_run_id)
         kinds = [e.event_type for e in events]
         for i, kind in enumerate(kinds):
-            if kind in (EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED):
+            if kind in (
+                EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT,
+                EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED,
+            ):
                 if continued and EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED not in kinds[:i]:
                     return "continue-as-new: the new run's first task"
                 after = kinds[i:]
@@ -601,18 +642,25 @@ async def _continue_as_new_landing(client: Client, wid: str) -> str:
                 ):
                     return "continue-as-new: the task that ends the turn"
                 return "continue-as-new session: a task mid-turn"
-            if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED and events[i].activity_task_started_event_attributes.attempt > 1:
+            if (
+                kind == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+                and events[i].activity_task_started_event_attributes.attempt > 1
+            ):
                 return "continue-as-new session: an activity (retried)"
     return "continue-as-new session: no task lost in history (idle, or an update's speculative task)"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--iterations", type=int, default=50)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--sessions", type=int, default=3)
     parser.add_argument("--steps", type=int, default=4)
-    parser.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"comma-separated, of {', '.join(SCENARIOS)}")
+    parser.add_argument(
+        "--scenarios", default=",".join(SCENARIOS), help=f"comma-separated, of {', '.join(SCENARIOS)}"
+    )
     args = parser.parse_args()
     started = time.monotonic()
     scenarios = tuple(s.strip() for s in args.scenarios.split(",") if s.strip())

@@ -71,7 +71,9 @@ async def _connect(address: str) -> Any:
 async def run_worker(address: str, task_queue: str, tokens: int, chunk_s: float) -> None:
     from agentwolf.worker.main import create_worker
 
-    worker, hosts = create_worker(await _connect(address), task_queue=task_queue, local_models={"m": _model(tokens, chunk_s)})
+    worker, hosts = create_worker(
+        await _connect(address), task_queue=task_queue, local_models={"m": _model(tokens, chunk_s)}
+    )
     async with worker:
         print("ready", flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
@@ -86,9 +88,14 @@ async def run_app(address: str, task_queue: str, port: int) -> None:
     from agentwolf.protocols.auth import ApiKeys
 
     served = Served(
-        client=await _connect(address), task_queue=task_queue, keys=ApiKeys.load([]), manifest=Manifest.model_validate(MANIFEST)
+        client=await _connect(address),
+        task_queue=task_queue,
+        keys=ApiKeys.load([]),
+        manifest=Manifest.model_validate(MANIFEST),
     )
-    config = uvicorn.Config(create_app(served), host="127.0.0.1", port=port, log_level="warning", backlog=2048)
+    config = uvicorn.Config(
+        create_app(served), host="127.0.0.1", port=port, log_level="warning", backlog=2048
+    )
     await uvicorn.Server(config).serve()
 
 
@@ -97,7 +104,12 @@ def _child(log: Path, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "WOLF_API_KEYS": f"{KEY}=bench"}
     with log.open("a") as err:
         return subprocess.Popen(
-            [sys.executable, __file__, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, env=env
+            [sys.executable, __file__, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            env=env,
         )
 
 
@@ -122,7 +134,10 @@ async def first_tokens(wolf: Any, api: Any, manifest: Any, runs: int) -> tuple[l
                     break
         else:
             stream = await api.chat.completions.create(
-                model="a", messages=[{"role": "user", "content": "go"}], stream=True, extra_headers={"X-Wolf-Session": sid}
+                model="a",
+                messages=[{"role": "user", "content": "go"}],
+                stream=True,
+                extra_headers={"X-Wolf-Session": sid},
             )
             async for chunk in stream:
                 if chunk.choices and chunk.choices[0].delta.content:
@@ -144,7 +159,9 @@ async def concurrent(api: Any, clients: int, answer: str, app_pid: int) -> dict[
             await asyncio.sleep(0.1)
 
     async def one() -> str:
-        stream = await api.chat.completions.create(model="a", messages=[{"role": "user", "content": "go"}], stream=True)
+        stream = await api.chat.completions.create(
+            model="a", messages=[{"role": "user", "content": "go"}], stream=True
+        )
         return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
 
     sampler = asyncio.create_task(sample())
@@ -159,11 +176,20 @@ async def concurrent(api: Any, clients: int, answer: str, app_pid: int) -> dict[
 
         print("".join(traceback.format_exception(errors[0])), file=sys.stderr)
     whole = sum(r == answer for r in results)
-    return {"clients": clients, "whole": whole, "errors": errors, "wall": wall, "before": before, "peak": peak}
+    return {
+        "clients": clients,
+        "whole": whole,
+        "errors": errors,
+        "wall": wall,
+        "before": before,
+        "peak": peak,
+    }
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--clients", type=int, default=200)
     parser.add_argument("--tokens", type=int, default=40)
@@ -205,9 +231,14 @@ async def main() -> None:
                         await asyncio.sleep(0.1)
             # The bench tenant is the key's: the direct path runs as the same tenant.
             wolf = WolfClient(env.client, tenant="bench", task_queue=task_queue)
-            limits = httpx.Limits(max_connections=args.clients + 10, max_keepalive_connections=args.clients + 10)
+            limits = httpx.Limits(
+                max_connections=args.clients + 10, max_keepalive_connections=args.clients + 10
+            )
             api = AsyncOpenAI(
-                base_url=base + "/v1", api_key=KEY, max_retries=0, timeout=300,
+                base_url=base + "/v1",
+                api_key=KEY,
+                max_retries=0,
+                timeout=300,
                 http_client=httpx.AsyncClient(limits=limits, timeout=300),
             )
             manifest = Manifest.model_validate(MANIFEST)

@@ -63,7 +63,10 @@ from pathlib import Path
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
-sys.path[:0] = [str(BENCH.parent), str(BENCH)]  # agentwolf and tests.support from this checkout; workers beside us
+sys.path[:0] = [
+    str(BENCH.parent),
+    str(BENCH),
+]  # agentwolf and tests.support from this checkout; workers beside us
 
 from temporalio import activity
 from temporalio.client import Client
@@ -89,7 +92,18 @@ NAMES = {"hb": "agentwolf (heartbeat)", "ws": "agentwolf A (wf stream)", "pai": 
 
 def answer_chunks(tokens: int) -> list[str]:
     """`tokens` word-sized chunks (a word and its trailing space), the same for every request."""
-    vocabulary = ("stream", "durable", "token", "worker", "history", "follower", "latency", "answer", "model", "delta")
+    vocabulary = (
+        "stream",
+        "durable",
+        "token",
+        "worker",
+        "history",
+        "follower",
+        "latency",
+        "answer",
+        "model",
+        "delta",
+    )
     return [f"{vocabulary[i % len(vocabulary)]}{i % 97} " for i in range(tokens)]
 
 
@@ -135,7 +149,9 @@ def serve(tokens: int, rate: float) -> None:
 
 # -- workers -------------------------------------------------------------------------------------------
 
-_deltas: contextvars.ContextVar[TopicHandle[Any] | None] = contextvars.ContextVar("bench_deltas", default=None)
+_deltas: contextvars.ContextVar[TopicHandle[Any] | None] = contextvars.ContextVar(
+    "bench_deltas", default=None
+)
 
 
 class PublishingResponse(live.LiveResponse):
@@ -154,7 +170,15 @@ class PublishingResponse(live.LiveResponse):
             return
         index = max(self.published, start)
         d = self.details
-        topic.publish({"turn_id": d.turn_id, "step": d.step, "attempt": d.attempt, "index": index, "text": text[index - start :]})
+        topic.publish(
+            {
+                "turn_id": d.turn_id,
+                "step": d.step,
+                "attempt": d.attempt,
+                "index": index,
+                "text": text[index - start :],
+            }
+        )
         self.published = start + len(text)
 
 
@@ -323,7 +347,9 @@ def wolf_turns(client: Client, task_queue: str, url: str, api: str, follower: st
                 elif event.kind == "turn_finished":
                     break
         elif follow:  # design A: the deltas topic
-            subscription = WorkflowStreamClient.create(client, out.wid).subscribe(DELTAS_TOPIC, result_type=dict)
+            subscription = WorkflowStreamClient.create(client, out.wid).subscribe(
+                DELTAS_TOPIC, result_type=dict
+            )
             async for item in subscription:
                 out.received.append((time.time(), item.data["index"] + len(item.data["text"])))
                 if out.received[-1][1] >= answer_len:
@@ -369,7 +395,14 @@ def pai_turns(client: Client, task_queue: str, answer_len: int) -> TurnFn:
 
 
 async def measure(
-    name: str, turn: TurnFn, history_client: Client, server: Child, runs: int, sessions: int, answer_bytes: int, followed_plain: bool
+    name: str,
+    turn: TurnFn,
+    history_client: Client,
+    server: Child,
+    runs: int,
+    sessions: int,
+    answer_bytes: int,
+    followed_plain: bool,
 ) -> Figures:
     figures = Figures(name, answer_bytes)
 
@@ -423,7 +456,9 @@ def cpu_seconds() -> dict[str, float]:
             cmdline = (stat.parent / "cmdline").read_bytes()
         except (OSError, ValueError, IndexError):
             continue
-        role = "worker" if b"--worker" in cmdline else "model server" if b"--serve" in cmdline else "dev server"
+        role = (
+            "worker" if b"--worker" in cmdline else "model server" if b"--serve" in cmdline else "dev server"
+        )
         out[role] = out.get(role, 0.0) + (int(fields[11]) + int(fields[12])) / tick
     return out
 
@@ -479,16 +514,26 @@ def report(args: argparse.Namespace, figures: dict[str, Figures], answer_bytes: 
         parts.append((f"{args.sessions} at once", hb.concurrent, pai.concurrent if pai else []))
     for label, wolf, base in parts:
         first, lag = Figures.first_p50(wolf), Figures.lag(wolf, 0.95)
-        print(f"  [{label}] agentwolf first-delta p50 {first:.0f} ms <= {GOAL_FIRST_MS} ms: {verdict(first <= GOAL_FIRST_MS)}")
+        print(
+            f"  [{label}] agentwolf first-delta p50 {first:.0f} ms <= {GOAL_FIRST_MS} ms: {verdict(first <= GOAL_FIRST_MS)}"
+        )
         if base:
             theirs = Figures.first_p50(base)
-            print(f"  [{label}] ... and <= pydantic-ai's {theirs:.0f} ms (ratio {first / theirs:.2f}): {verdict(first <= theirs)}")
-        print(f"  [{label}] agentwolf lag p95 {lag:.0f} ms <= {GOAL_LAG_MS} ms: {verdict(lag <= GOAL_LAG_MS)}")
+            print(
+                f"  [{label}] ... and <= pydantic-ai's {theirs:.0f} ms (ratio {first / theirs:.2f}): {verdict(first <= theirs)}"
+            )
+        print(
+            f"  [{label}] agentwolf lag p95 {lag:.0f} ms <= {GOAL_LAG_MS} ms: {verdict(lag <= GOAL_LAG_MS)}"
+        )
     if pai is not None:
         ratio = hb.added / pai.added
-        print(f"  history added {hb.added:.0f} B = {ratio:.3f}x pydantic-ai's {pai.added:.0f} B (<= {GOAL_VS_PAI}x): {verdict(ratio <= GOAL_VS_PAI)}")
+        print(
+            f"  history added {hb.added:.0f} B = {ratio:.3f}x pydantic-ai's {pai.added:.0f} B (<= {GOAL_VS_PAI}x): {verdict(ratio <= GOAL_VS_PAI)}"
+        )
     rel = hb.added / answer_bytes
-    print(f"  history added = {rel:.3f}x the answer's {answer_bytes} B (<= {GOAL_VS_ANSWER:g}x): {verdict(rel <= GOAL_VS_ANSWER)}")
+    print(
+        f"  history added = {rel:.3f}x the answer's {answer_bytes} B (<= {GOAL_VS_ANSWER:g}x): {verdict(rel <= GOAL_VS_ANSWER)}"
+    )
     if hb.plain_followed_history:
         alone = statistics.median(t.history for t in hb.single) - statistics.median(hb.plain_followed_history)
         print(
@@ -505,7 +550,9 @@ async def main() -> None:
     parser.add_argument("--sessions", type=int, default=20, help="streamed turns at once (1: skip)")
     parser.add_argument("--api", choices=("chat", "responses"), default="chat")
     parser.add_argument("--runtimes", default="hb,ws,pai", help="which of hb, ws, pai (in this order)")
-    parser.add_argument("--throttle-ms", type=int, help="what-if: the AgentWolf workers' HEARTBEAT_THROTTLE_MS")
+    parser.add_argument(
+        "--throttle-ms", type=int, help="what-if: the AgentWolf workers' HEARTBEAT_THROTTLE_MS"
+    )
     parser.add_argument("--poll-every", type=float, help="what-if: the AgentWolf follower's POLL_EVERY (s)")
     args = parser.parse_args()
     if args.poll_every is not None:
@@ -541,17 +588,28 @@ async def main() -> None:
                 worker_env = {"BENCH_OPENAI_URL": url, "BENCH_OPENAI_API": args.api}
                 if args.throttle_ms is not None:
                     worker_env["BENCH_THROTTLE_MS"] = str(args.throttle_ms)
-                worker = await Child(["--worker", key, address, namespace, task_queue], log, worker_env).ready()
+                worker = await Child(
+                    ["--worker", key, address, namespace, task_queue], log, worker_env
+                ).ready()
                 try:
                     print(f"{NAMES[key]}:", flush=True)
                     if key == "pai":
-                        client = await Client.connect(address, namespace=namespace, plugins=[PydanticAIPlugin()])
+                        client = await Client.connect(
+                            address, namespace=namespace, plugins=[PydanticAIPlugin()]
+                        )
                         turn = pai_turns(client, task_queue, len(answer))
                     else:
                         follower = "events" if key == "hb" else "stream"
                         turn = wolf_turns(env.client, task_queue, url, args.api, follower, len(answer))
                     figures[key] = await measure(
-                        key, turn, env.client, server, args.runs, args.sessions, answer_bytes, followed_plain=key == "hb"
+                        key,
+                        turn,
+                        env.client,
+                        server,
+                        args.runs,
+                        args.sessions,
+                        answer_bytes,
+                        followed_plain=key == "hb",
                     )
                 finally:
                     worker.stop()

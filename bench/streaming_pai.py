@@ -38,7 +38,9 @@ def _model() -> OpenAIChatModel | OpenAIResponsesModel:
 
 
 STREAM_AGENT = Agent(
-    _model(), name="stream", capabilities=[TemporalDurability(event_stream_topic=TOPIC, activity_config=CONFIG)]
+    _model(),
+    name="stream",
+    capabilities=[TemporalDurability(event_stream_topic=TOPIC, activity_config=CONFIG)],
 )
 PLAIN_AGENT = Agent(_model(), name="plain", capabilities=[TemporalDurability(activity_config=CONFIG)])
 

@@ -80,7 +80,9 @@ def http_tools_server() -> Iterator[str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, TOOLS_SERVER, "streamable-http", str(port)], stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, TOOLS_SERVER, "streamable-http", str(port)], stderr=subprocess.DEVNULL
+    )
     try:
         yield f"http://127.0.0.1:{port}/mcp"
     finally:

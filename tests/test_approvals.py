@@ -62,7 +62,11 @@ async def test_deny_reaches_the_model_as_a_refusal(wolf, run_worker, tmp_path):
     (ret,) = _returns(script, 1)
     assert ret.outcome == "denied" and ret.content == "denied by the user: not today"
     assert not effects.exists()
-    assert kinds.index("approval_requested") < kinds.index("approval_resolved") < kinds.index("tool_call_finished")
+    assert (
+        kinds.index("approval_requested")
+        < kinds.index("approval_resolved")
+        < kinds.index("tool_call_finished")
+    )
 
 
 async def _events(wolf, sid):
@@ -72,7 +76,9 @@ async def _events(wolf, sid):
 
 async def test_approve_always_lets_later_calls_run_without_asking(wolf, run_worker, tmp_path):
     effects = tmp_path / "effects"
-    script = Script(sequence(tool("record", {"tag": "one"}, "c1"), tool("record", {"tag": "two"}, "c2"), text("done")))
+    script = Script(
+        sequence(tool("record", {"tag": "one"}, "c1"), tool("record", {"tag": "two"}, "c2"), text("done"))
+    )
     async with run_worker(local_models={"m": script.model}):
         sid = await wolf.submit("record twice", "a", _confirming(effects))
         await wait_for(lambda: _pending(wolf, sid))
@@ -142,7 +148,11 @@ async def test_approval_survives_a_worker_restart_and_the_call_runs_once(env, wo
 
     def reply(request):
         done = tool_outputs(request)
-        return Reply(tool_calls=[("record", {"tag": "approved"})]) if not done else Reply(text=f"result: {done[0]}")
+        return (
+            Reply(tool_calls=[("record", {"tag": "approved"})])
+            if not done
+            else Reply(text=f"result: {done[0]}")
+        )
 
     with ScriptedOpenAI(reply) as server:
         manifest = openai_manifest(
@@ -160,7 +170,10 @@ async def test_approval_survives_a_worker_restart_and_the_call_runs_once(env, wo
             second = worker_process(env, task_queue)
             address = env.client.service_client.config.target_host
             approve = await asyncio.to_thread(
-                subprocess.run, [WOLF, "approve", sid, pending.call_id, "--address", address], capture_output=True, text=True
+                subprocess.run,
+                [WOLF, "approve", sid, pending.call_id, "--address", address],
+                capture_output=True,
+                text=True,
             )
             assert approve.returncode == 0, approve.stderr
             result = await wolf.result(sid)

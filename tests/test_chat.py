@@ -23,20 +23,28 @@ WOLF = str(Path(sys.executable).parent / "wolf")
 def _config(tmp_path: Path) -> Path:
     skill = tmp_path / "skills" / "review"
     skill.mkdir(parents=True)
-    (skill / "SKILL.md").write_text("---\nname: review\ndescription: Review things.\n---\nReview $ARGUMENTS.\n")
+    (skill / "SKILL.md").write_text(
+        "---\nname: review\ndescription: Review things.\n---\nReview $ARGUMENTS.\n"
+    )
     path = tmp_path / "chat.yaml"
-    server = {"command": sys.executable, "args": [TOOLS_SERVER], "env": {"WOLF_SIDE_EFFECTS": str(tmp_path / "effects")}}
+    server = {
+        "command": sys.executable,
+        "args": [TOOLS_SERVER],
+        "env": {"WOLF_SIDE_EFFECTS": str(tmp_path / "effects")},
+    }
     path.write_text(
-        yaml.safe_dump({
-            "host": {"mcp_servers": {"tools": server}},
-            "agents": {
-                "a": {
-                    "model": "local:m",
-                    "capabilities": [{"mcp": "tools"}, {"skills": ["skills"]}],
-                    "permissions": {"rules": [{"tool": "record", "action": "confirm"}]},
-                }
-            },
-        })
+        yaml.safe_dump(
+            {
+                "host": {"mcp_servers": {"tools": server}},
+                "agents": {
+                    "a": {
+                        "model": "local:m",
+                        "capabilities": [{"mcp": "tools"}, {"skills": ["skills"]}],
+                        "permissions": {"rules": [{"tool": "record", "action": "confirm"}]},
+                    }
+                },
+            }
+        )
     )
     return path
 
@@ -140,7 +148,9 @@ async def test_chat_steer_approve_interrupt_history_and_completion(client, tmp_p
         assert status == 0, term.text[-2000:]
         sid = re.search(r"session ([0-9a-f]{12})", term.text).group(1)
         assert term.text.rstrip().endswith(sid)  # and its id again when it leaves
-        await wait_for(lambda: _done(WolfClient(client, task_queue=TASK_QUEUE), sid))  # a chat closes the session it started
+        await wait_for(
+            lambda: _done(WolfClient(client, task_queue=TASK_QUEUE), sid)
+        )  # a chat closes the session it started
         await hosts.close()
     asked = [user_texts([r[-1]]) for r in script.requests]
     assert ["focus on speed"] in asked  # the steer reached the model in the running turn's next request

@@ -29,7 +29,9 @@ def _manifest(tmp_path: Path) -> Path:
     return path
 
 
-async def _wolf(address: str | None, *args: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+async def _wolf(
+    address: str | None, *args: str, stdin: str | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
     environ = {**os.environ, "NO_COLOR": "1", **env}
     environ.pop("TEMPORAL_ADDRESS", None)
     if address:
@@ -45,11 +47,23 @@ async def test_submit_wait_json_and_status(env, client, tmp_path):
     address = client.service_client.config.target_host
     worker, hosts = create_worker(client, task_queue=TASK_QUEUE)
     async with worker:
-        done = await _wolf(address, "submit", "use your tools", "--agent", "tester", "--config", str(_manifest(tmp_path)), "--wait", "--json")
+        done = await _wolf(
+            address,
+            "submit",
+            "use your tools",
+            "--agent",
+            "tester",
+            "--config",
+            str(_manifest(tmp_path)),
+            "--wait",
+            "--json",
+        )
         assert done.returncode == 0, done.stderr
         lines = done.stdout.strip().splitlines()
         result, last = json.loads(lines[0]), json.loads(lines[-1])
-        assert result["outcome"] == "completed" and result["counters"]["usage"]["tool_calls"] == 8  # TestModel calls each of the 8 tools
+        assert (
+            result["outcome"] == "completed" and result["counters"]["usage"]["tool_calls"] == 8
+        )  # TestModel calls each of the 8 tools
         status = await _wolf(address, "status", last["session_id"], "--json")
         assert json.loads(status.stdout)["state"] == "done"
         await hosts.close()
@@ -88,7 +102,9 @@ async def test_steer_and_interrupt_from_a_second_process(client, tmp_path):
     from tests.support.models import Script, text, tool, user_texts
 
     address = client.service_client.config.target_host
-    script = Script(lambda s: tool("slow", {"seconds": 30 if s.calls == 1 else 2}) if s.calls < 3 else text("ok"))
+    script = Script(
+        lambda s: tool("slow", {"seconds": 30 if s.calls == 1 else 2}) if s.calls < 3 else text("ok")
+    )
     worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
     config = str(_scripted_manifest(tmp_path))
     async with worker:
@@ -133,8 +149,20 @@ async def test_list_filters_by_state_and_agent(client, tmp_path):
     config = str(_scripted_manifest(tmp_path))
     worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
     async with worker:
-        done = json.loads((await _wolf(address, "submit", "x", "-a", "a", "-c", config, "--wait", "--json", "--tenant", "lists")).stdout.splitlines()[-1])
-        idle = json.loads((await _wolf(address, "submit", "y", "-a", "a", "-c", config, "--keep", "--json", "--tenant", "lists")).stdout.splitlines()[-1])
+        done = json.loads(
+            (
+                await _wolf(
+                    address, "submit", "x", "-a", "a", "-c", config, "--wait", "--json", "--tenant", "lists"
+                )
+            ).stdout.splitlines()[-1]
+        )
+        idle = json.loads(
+            (
+                await _wolf(
+                    address, "submit", "y", "-a", "a", "-c", config, "--keep", "--json", "--tenant", "lists"
+                )
+            ).stdout.splitlines()[-1]
+        )
 
         async def listed(state):
             run = await _wolf(address, "list", "--state", state, "--tenant", "lists", "--json")
@@ -167,7 +195,10 @@ async def test_config_show_masks_secrets_and_never_resolves_placeholders(tmp_pat
     assert run.returncode == 0, run.stderr
     assert "sk-canary-123" not in run.stdout
     view = json.loads(run.stdout)
-    assert view["host"]["models"]["providers"]["openai"] == {"api_key": "****", "base_url": "${BASE:-http://x/v1}"}
+    assert view["host"]["models"]["providers"]["openai"] == {
+        "api_key": "****",
+        "base_url": "${BASE:-http://x/v1}",
+    }
     assert view["host"]["models"]["aliases"]["fast"] == "openai:${CANARY}"
     assert view["host"]["mcp_servers"]["r"]["url"] == "http://h/mcp?key=${CANARY}"
     assert view["host"]["mcp_servers"]["r"]["headers"] == {"Authorization": "****"}
@@ -183,12 +214,18 @@ async def test_config_validate_lists_what_the_worker_policy_refuses(tmp_path):
     )
     policy = tmp_path / "policy.yaml"
     policy.write_text("secrets: {acme: [ACME_*]}\ncommands: [mcp-server-time]\n")
-    run = await _wolf(None, "config", "validate", str(path), "--tenant", "acme", "--policy", str(policy), "--json")
+    run = await _wolf(
+        None, "config", "validate", str(path), "--tenant", "acme", "--policy", str(policy), "--json"
+    )
     assert run.returncode == 2
     refused = json.loads(run.stdout)["refused"]
     assert any("${WORKER_SECRET}: not allowed for tenant 'acme'" in r for r in refused), refused
-    assert any("host.mcp_servers.s: command 'bash'" in r and "not allowed by the worker policy" in r for r in refused)
-    path.write_text("host:\n  mcp_servers:\n    s: {command: mcp-server-time}\nagents: {a: {model: 'openai:${ACME_MODEL}'}}\n")
+    assert any(
+        "host.mcp_servers.s: command 'bash'" in r and "not allowed by the worker policy" in r for r in refused
+    )
+    path.write_text(
+        "host:\n  mcp_servers:\n    s: {command: mcp-server-time}\nagents: {a: {model: 'openai:${ACME_MODEL}'}}\n"
+    )
     run = await _wolf(None, "config", "validate", str(path), "--tenant", "acme", "--policy", str(policy))
     assert run.returncode == 0 and run.stdout.startswith("ok: agents a"), run.stderr
 
@@ -201,7 +238,9 @@ async def test_chat_runs_turns_until_exit(client, tmp_path):
     script = Script(lambda s: text(f"reply number {s.calls}"))
     worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
     async with worker:
-        run = await _wolf(address, "chat", "-a", "a", "-c", str(_scripted_manifest(tmp_path)), stdin="hello\nmore\n/exit\n")
+        run = await _wolf(
+            address, "chat", "-a", "a", "-c", str(_scripted_manifest(tmp_path)), stdin="hello\nmore\n/exit\n"
+        )
         await hosts.close()
     assert run.returncode == 0, run.stderr
     assert "reply number 1" in run.stdout and "reply number 2" in run.stdout
@@ -264,10 +303,15 @@ async def test_submit_follow_result_and_error_paths(client, tmp_path):
         follow = await _wolf(address, "follow", sid, "--json")
         events = [json.loads(line) for line in follow.stdout.splitlines()]
         calls = [e for e in events if e["kind"] == "tool_call_finished"]
-        assert calls and calls[0]["tool"] == "add" and calls[0]["outcome"] == "success" and calls[0]["text"] == "42"
+        assert (
+            calls
+            and calls[0]["tool"] == "add"
+            and calls[0]["outcome"] == "success"
+            and calls[0]["text"] == "42"
+        )
         assert events[-1]["kind"] == "session_closed"
         human = await _wolf(address, "follow", sid)
-        assert "-> add({\"a\": 20, \"b\": 22})" in human.stdout and "turn completed" in human.stdout
+        assert '-> add({"a": 20, "b": 22})' in human.stdout and "turn completed" in human.stdout
         res = await _wolf(address, "result", sid, "--json")
         assert res.returncode == 0 and json.loads(res.stdout)["output"] == "the answer is 42"
         await hosts.close()
@@ -293,7 +337,9 @@ async def test_commands_lists_skills_and_mcp_prompts(tmp_path):
     for root, description in (("mine", "Mine."), ("team", "Team's.")):
         folder = tmp_path / root / "review"
         folder.mkdir(parents=True)
-        (folder / "SKILL.md").write_text(f"---\nname: review\ndescription: {description}\n---\nReview $ARGUMENTS.\n")
+        (folder / "SKILL.md").write_text(
+            f"---\nname: review\ndescription: {description}\n---\nReview $ARGUMENTS.\n"
+        )
     server = {"command": sys.executable, "args": [str(SUPPORT / "skills_server.py")]}
     config = tmp_path / "wolf.yaml"
     config.write_text(

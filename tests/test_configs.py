@@ -22,7 +22,9 @@ from tests.support.models import Script, text
 
 def _config(**agents: str) -> Manifest:
     """Agents on the worker's `local:m` model, each with its instructions."""
-    return Manifest.model_validate({"agents": {a: {"model": "local:m", "instructions": i} for a, i in agents.items()}})
+    return Manifest.model_validate(
+        {"agents": {a: {"model": "local:m", "instructions": i} for a, i in agents.items()}}
+    )
 
 
 def _name() -> str:
@@ -153,11 +155,15 @@ async def test_an_invalid_push_is_refused_and_changes_nothing(wolf, run_worker, 
         empty.write_text("host: {}\n")
         with pytest.raises(ManifestError, match="needs at least one agent"):
             await wolf.config_push(name, empty)
-        broken = Manifest.model_validate({"agents": {"a": {"model": "local:m", "capabilities": [{"mcp": "nope"}]}}})
+        broken = Manifest.model_validate(
+            {"agents": {"a": {"model": "local:m", "capabilities": [{"mcp": "nope"}]}}}
+        )
         with pytest.raises(ManifestError, match="unknown MCP server 'nope'"):
             await wolf.config_push(name, broken)
         # The registry's own validator refuses what a client that skips the checks sends.
-        registry = wolf.client.get_workflow_handle_for(ConfigRegistryWorkflow.run, registry_id("default", name))
+        registry = wolf.client.get_workflow_handle_for(
+            ConfigRegistryWorkflow.run, registry_id("default", name)
+        )
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await registry.execute_update(ConfigRegistryWorkflow.push, PushRequest(manifest=broken))
         assert "agents.a.capabilities.0.mcp: unknown MCP server 'nope'" in str(refused.value.cause)
@@ -241,7 +247,9 @@ async def test_a_push_while_a_session_starts_still_reaches_it(wolf, run_worker, 
     assert _instructions(script) == "v2"
 
 
-async def test_the_registry_continues_as_new_and_keeps_the_last_manifests(wolf, run_worker, client, task_queue):
+async def test_the_registry_continues_as_new_and_keeps_the_last_manifests(
+    wolf, run_worker, client, task_queue
+):
     name = _name()
     wid = registry_id("default", name)
     async with run_worker():
@@ -278,8 +286,17 @@ def _yaml(path: Path, instructions: str, **host: object) -> str:
     path.write_text(
         yaml.safe_dump(
             {
-                "host": {"mcp_servers": {"tools": {"command": sys.executable, "args": [TOOLS_SERVER]}}, **host},
-                "agents": {"a": {"model": "local:m", "instructions": instructions, "capabilities": [{"mcp": "tools"}]}},
+                "host": {
+                    "mcp_servers": {"tools": {"command": sys.executable, "args": [TOOLS_SERVER]}},
+                    **host,
+                },
+                "agents": {
+                    "a": {
+                        "model": "local:m",
+                        "instructions": instructions,
+                        "capabilities": [{"mcp": "tools"}],
+                    }
+                },
             }
         )
     )
@@ -303,17 +320,26 @@ async def test_cli_push_list_history_show_rollback_and_submit(client, tmp_path):
     async with worker:
         pushed = await wolf("config", "push", "svc", v1, "--note", "first", "--json")
         assert pushed.returncode == 0, pushed.stderr
-        assert json.loads(pushed.stdout) | {"identity": None} == {"name": "svc", "version": 1, "created": True, "identity": None}
+        assert json.loads(pushed.stdout) | {"identity": None} == {
+            "name": "svc",
+            "version": 1,
+            "created": True,
+            "identity": None,
+        }
         same = await wolf("config", "push", "svc", v1)
         assert same.returncode == 0 and "unchanged: svc v1" in same.stdout
         bad = tmp_path / "bad.yaml"
         bad.write_text("agents:\n  a:\n    modle: x\n")
         refused = await wolf("config", "push", "svc", str(bad))
-        assert refused.returncode == 2 and f"{bad}:3: agents.a.modle: unknown key" in " ".join(refused.stderr.split())
+        assert refused.returncode == 2 and f"{bad}:3: agents.a.modle: unknown key" in " ".join(
+            refused.stderr.split()
+        )
         assert (await wolf("config", "push", "svc", v2, "--json")).returncode == 0
 
         async def listed():
-            return [(c["name"], c["version"]) for c in json.loads((await wolf("config", "list", "--json")).stdout)]
+            return [
+                (c["name"], c["version"]) for c in json.loads((await wolf("config", "list", "--json")).stdout)
+            ]
 
         assert await wait_for(lambda: _equals(listed(), [("svc", 2)]), timeout=20)
         history = json.loads((await wolf("config", "history", "svc", "--json")).stdout)
@@ -321,7 +347,10 @@ async def test_cli_push_list_history_show_rollback_and_submit(client, tmp_path):
         shown = await wolf("config", "show", "svc@1", "--json")
         assert shown.returncode == 0, shown.stderr
         view = json.loads(shown.stdout)
-        assert view["version"] == 1 and view["manifest"]["host"]["models"]["providers"]["openai"]["api_key"] == "****"
+        assert (
+            view["version"] == 1
+            and view["manifest"]["host"]["models"]["providers"]["openai"]["api_key"] == "****"
+        )
         assert "sk-canary-9" not in shown.stdout
         human = await wolf("config", "show", "svc")
         assert human.stdout.startswith("# svc v2") and "instructions: second" in human.stdout

@@ -13,7 +13,11 @@ from tests.support.models import Script, text, tool, user_texts
 async def test_transcript_counters_and_events_survive_continue_as_new(wolf, run_worker, client):
     def decide(s):
         last = s.requests[-1][-1]
-        return tool("add", {"a": s.calls, "b": 1}) if any(p.part_kind == "user-prompt" for p in last.parts) else text(f"answer {s.calls}")
+        return (
+            tool("add", {"a": s.calls, "b": 1})
+            if any(p.part_kind == "user-prompt" for p in last.parts)
+            else text(f"answer {s.calls}")
+        )
 
     script = Script(decide)
     manifest = make_manifest(sessions={"continue_as_new_bytes": 1})  # snapshot at every idle point
@@ -26,7 +30,9 @@ async def test_transcript_counters_and_events_survive_continue_as_new(wolf, run_
             await wolf.prompt(sid, f"question {i}")
             await wait_for(lambda n=i + 1: _snapshotted(wolf, sid, n))
             runs.append((await client.get_workflow_handle(wid).describe()).run_id)
-        before = await client.get_workflow_handle(wid, run_id=first_run).query("transcript", result_type=list[ModelMessage])
+        before = await client.get_workflow_handle(wid, run_id=first_run).query(
+            "transcript", result_type=list[ModelMessage]
+        )
         status = await wolf.status(sid)
         transcript = await wolf.transcript(sid)
         events = []
@@ -47,7 +53,9 @@ async def test_transcript_counters_and_events_survive_continue_as_new(wolf, run_
     # The first run's final transcript is exactly the prefix the later runs carried on with.
     assert len(before) == 4 and before == transcript[:4]
     assert [e.kind for e in events].count("turn_started") == 3
-    assert result.counters.model_dump(exclude={"continued_as_new"}) == status.counters.model_dump(exclude={"continued_as_new"})
+    assert result.counters.model_dump(exclude={"continued_as_new"}) == status.counters.model_dump(
+        exclude={"continued_as_new"}
+    )
 
 
 async def _snapshotted(wolf, sid, n):

@@ -23,7 +23,9 @@ async def test_the_demo_answers_with_the_city_s_time(wolf, run_worker, monkeypat
         ("get_current_time", {"timezone": "Asia/Tokyo"}),
     ]
     assert all(e.outcome == "success" for e in events if e.kind == "tool_call_finished")
-    assert re.match(r"It is \d\d:\d\d on \w+day in Asia/Tokyo \(UTC\+09:00\)\.", result.output or ""), result.output
+    assert re.match(r"It is \d\d:\d\d on \w+day in Asia/Tokyo \(UTC\+09:00\)\.", result.output or ""), (
+        result.output
+    )
     assert "Offline demo model" in (result.output or "")
     assert sum(e.kind == "text_delta" and e.attempt is not None for e in events) > 3  # it streams
     kinds = [e.kind for e in events]

@@ -45,9 +45,23 @@ async def test_sigkill_mid_turn_then_a_new_worker_finishes(env, wolf, task_queue
                     proc.terminate()
                     proc.wait(10)
     assert result.output == "finished after slept 3.0s"
-    prompts = [p.content for m in transcript if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, UserPromptPart)]
-    calls = [p.tool_call_id for m in transcript if isinstance(m, ModelResponse) for p in m.parts if isinstance(p, ToolCallPart)]
-    returns = [p.tool_call_id for m in transcript for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
+    prompts = [
+        p.content
+        for m in transcript
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, UserPromptPart)
+    ]
+    calls = [
+        p.tool_call_id
+        for m in transcript
+        if isinstance(m, ModelResponse)
+        for p in m.parts
+        if isinstance(p, ToolCallPart)
+    ]
+    returns = [
+        p.tool_call_id for m in transcript for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)
+    ]
     assert prompts == ["do the work"]
     assert len(calls) == 2 and returns == calls  # every call answered exactly once, in order
     assert sum(isinstance(m, ModelResponse) for m in transcript) == 3

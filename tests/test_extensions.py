@@ -22,7 +22,9 @@ from tests.conftest import SUPPORT, wait_for
 EVERYTHING = Path(__file__).parent.parent / "node_modules" / ".bin" / "mcp-server-everything"
 
 
-def skill(root: Path, name: str, description: str = "Does things.", body: str = "Do it well.", extra: str = "") -> Path:
+def skill(
+    root: Path, name: str, description: str = "Does things.", body: str = "Do it well.", extra: str = ""
+) -> Path:
     folder = root / name
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {description}\n{extra}---\n{body}\n")
@@ -166,7 +168,9 @@ async def test_a_skill_file_that_no_longer_matches_its_digest_is_refused(tmp_pat
 
 
 @asynccontextmanager
-async def observed(name: str, config: McpServerConfig) -> AsyncIterator[tuple[McpServerCap, list[ChangeEvent]]]:
+async def observed(
+    name: str, config: McpServerConfig
+) -> AsyncIterator[tuple[McpServerCap, list[ChangeEvent]]]:
     """A server on its own pool, wired as a host wires it, with every change event it emits."""
     pool = McpPool({name: config})
     cap = McpServerCap(pool, name)

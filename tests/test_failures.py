@@ -30,7 +30,9 @@ async def test_unknown_agent_reaching_a_worker_fails_clearly(wolf, run_worker, t
     async with run_worker():
         await wolf.client.start_workflow(
             SessionWorkflow.run,
-            SessionInput(session_id="ghost", agent="nope", manifest=make_manifest(), prompt="hi", background=True),
+            SessionInput(
+                session_id="ghost", agent="nope", manifest=make_manifest(), prompt="hi", background=True
+            ),
             id=workflow_id("default", "ghost"),
             task_queue=task_queue,
         )
@@ -47,7 +49,9 @@ async def test_mcp_command_not_found(wolf, run_worker):
 async def test_mcp_server_that_never_answers_initialize(wolf, run_worker):
     silent = {"command": sys.executable, "args": [str(SUPPORT / "silent_server.py")], "connect_timeout": 1.5}
     async with run_worker(local_models={"m": Script(sequence(text("x"))).model}):
-        message = await _failure(wolf, await wolf.submit("hi", "a", make_manifest(mcp_servers={"tools": silent})))
+        message = await _failure(
+            wolf, await wolf.submit("hi", "a", make_manifest(mcp_servers={"tools": silent}))
+        )
     assert "no answer to initialize within 1.5s" in message
 
 

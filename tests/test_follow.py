@@ -25,10 +25,14 @@ RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 def _joined(events: list[dict], turn_id: str, step: int) -> str:
     """A step's text as a follower renders it: its deltas minus superseded attempts."""
-    dropped = {(e["turn_id"], e["step"], e.get("attempt")) for e in events if e["kind"] == "attempt_superseded"}
+    dropped = {
+        (e["turn_id"], e["step"], e.get("attempt")) for e in events if e["kind"] == "attempt_superseded"
+    }
     deltas = [
-        e for e in events
-        if e["kind"] == "text_delta" and (e["turn_id"], e["step"]) == (turn_id, step)
+        e
+        for e in events
+        if e["kind"] == "text_delta"
+        and (e["turn_id"], e["step"]) == (turn_id, step)
         and (e["turn_id"], e["step"], e.get("attempt")) not in dropped
     ]
     text = ""
@@ -55,7 +59,11 @@ async def test_follow_json_has_every_event_with_offsets_and_plain_text_has_no_co
     events = [json.loads(line) for line in follow.stdout.splitlines()]
     offsets = [e["offset"] for e in events]
     assert offsets == sorted(offsets)
-    durable = [e for e in events if e["kind"] not in ("text_delta", "thinking_delta", "attempt_superseded", "tool_progress")]
+    durable = [
+        e
+        for e in events
+        if e["kind"] not in ("text_delta", "thinking_delta", "attempt_superseded", "tool_progress")
+    ]
     assert [e["offset"] for e in durable] == list(range(len(durable)))  # every durable event, once, in order
     kinds = [e["kind"] for e in durable]
     assert kinds[0] == "turn_started" and kinds[-1] == "session_closed"
@@ -78,16 +86,23 @@ async def test_follow_json_has_every_event_with_offsets_and_plain_text_has_no_co
     assert _joined(events, final["turn_id"], final["step"]) == answer
 
 
-def _submit_follow(address: str, config: str, home: Path) -> tuple[Terminal, int | None, list[str], list[list[str]]]:
+def _submit_follow(
+    address: str, config: str, home: Path
+) -> tuple[Terminal, int | None, list[str], list[list[str]]]:
     term = Terminal(
-        WOLF, ["submit", "wait for me", "-a", "a", "-c", config, "--follow"],
+        WOLF,
+        ["submit", "wait for me", "-a", "a", "-c", config, "--follow"],
         {"NO_COLOR": "1", "TEMPORAL_ADDRESS": address, "WOLF_HOME": str(home)},
     )
     seen: list[list[str]] = []
     try:
         term.wait("session ")
-        term.wait_screen(lambda s: (seen.append(s) or True) and any("waiting for the model" in line for line in s))
-        term.wait_screen(lambda s: (seen.append(s) or True) and any(re.search(r"slow +\d+\.\ds", line) for line in s))
+        term.wait_screen(
+            lambda s: (seen.append(s) or True) and any("waiting for the model" in line for line in s)
+        )
+        term.wait_screen(
+            lambda s: (seen.append(s) or True) and any(re.search(r"slow +\d+\.\ds", line) for line in s)
+        )
         term.wait("done waiting")
         status = term.exit_status()
         return term, status, term.screen(), seen
@@ -144,15 +159,20 @@ async def test_follow_ctrl_c_says_how_to_reattach(client, tmp_path):
 """tests/support/models.py's Script can stream (issue 13's core)."""
 
 
-def _watch_stream(address: str, config: str, home: Path, words: list[str]) -> tuple[Terminal, int | None, list[list[str]]]:
+def _watch_stream(
+    address: str, config: str, home: Path, words: list[str]
+) -> tuple[Terminal, int | None, list[list[str]]]:
     term = Terminal(
-        WOLF, ["submit", "stream it", "-a", "a", "-c", config, "--follow"],
+        WOLF,
+        ["submit", "stream it", "-a", "a", "-c", config, "--follow"],
         {"NO_COLOR": "1", "TEMPORAL_ADDRESS": address, "WOLF_HOME": str(home)},
     )
     seen: list[list[str]] = []
     try:
         # Part of the answer on the screen while the rest is still to come.
-        term.wait_screen(lambda s: (seen.append(s) or True) and words[1] in " ".join(s) and words[-1] not in " ".join(s))
+        term.wait_screen(
+            lambda s: (seen.append(s) or True) and words[1] in " ".join(s) and words[-1] not in " ".join(s)
+        )
         term.wait("turn completed")
         return term, term.exit_status(), seen
     finally:
@@ -165,7 +185,9 @@ async def test_submit_follow_streams_text_as_it_comes(client, tmp_path):
     address = client.service_client.config.target_host
     worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
     async with worker:
-        term, status, _ = await asyncio.to_thread(_watch_stream, address, str(_scripted_manifest(tmp_path)), tmp_path / "home", words)
+        term, status, _ = await asyncio.to_thread(
+            _watch_stream, address, str(_scripted_manifest(tmp_path)), tmp_path / "home", words
+        )
         plain = await _wolf(address, "follow", term.screen()[-1 - _blank(term.screen())])
         await hosts.close()
     assert status == 0, term.text
@@ -186,18 +208,29 @@ def _progress_manifest(tmp_path: Path) -> Path:
 
     path = tmp_path / "progress.yaml"
     server = {"command": sys.executable, "args": [PROGRESS_SERVER]}
-    path.write_text(yaml.safe_dump({
-        "host": {"mcp_servers": {"work": server}},
-        "agents": {"a": {"model": "local:m", "capabilities": [{"mcp": "work"}]}},
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "host": {"mcp_servers": {"work": server}},
+                "agents": {"a": {"model": "local:m", "capabilities": [{"mcp": "work"}]}},
+            }
+        )
+    )
     return path
 
 
 def _watch_progress(address: str, config: str) -> tuple[Terminal, int | None]:
-    term = Terminal(WOLF, ["submit", "work", "-a", "a", "-c", config, "--follow"], {"NO_COLOR": "1", "TEMPORAL_ADDRESS": address})
+    term = Terminal(
+        WOLF,
+        ["submit", "work", "-a", "a", "-c", config, "--follow"],
+        {"NO_COLOR": "1", "TEMPORAL_ADDRESS": address},
+    )
     try:
         # The tool's live line: its name, elapsed time, a progress bar, the server's message and count.
-        term.wait_screen(lambda s: any(re.search(r"steps +\d+\.\ds +━+ +step [2-5] of 5 \([1-4]/5\)", line) for line in s), timeout=60)
+        term.wait_screen(
+            lambda s: any(re.search(r"steps +\d+\.\ds +━+ +step [2-5] of 5 \([1-4]/5\)", line) for line in s),
+            timeout=60,
+        )
         term.wait("turn completed")
         return term, term.exit_status()
     finally:

@@ -32,7 +32,11 @@ ABANDONED = 12
 def _follow(address: str, sid: str) -> subprocess.Popen[str]:
     environ = {**os.environ, "NO_COLOR": "1", "TEMPORAL_ADDRESS": address}
     return subprocess.Popen(
-        [WOLF, "follow", sid, "--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=environ
+        [WOLF, "follow", sid, "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=environ,
     )
 
 
@@ -78,7 +82,9 @@ async def test_abandoned_followers_leave_room_for_prompts_and_live_followers(wol
         await wait_for(lambda: _idle(wolf, sid, 1))
         abandoned = [_follow(address, sid) for _ in range(ABANDONED)]
         try:
-            replays = await asyncio.wait_for(asyncio.gather(*(_read_until(f, "turn_finished") for f in abandoned)), 120)
+            replays = await asyncio.wait_for(
+                asyncio.gather(*(_read_until(f, "turn_finished") for f in abandoned)), 120
+            )
             await asyncio.sleep(1)  # each follower now waits in a live poll inside the idle session
             for i, follower in enumerate(abandoned):
                 follower.send_signal(signal.SIGINT if i % 2 else signal.SIGKILL)
@@ -183,7 +189,9 @@ async def test_a_run_recorded_before_the_cap_replays(wolf, run_worker, client, m
 
 # The workflow modules are sandboxed (imported afresh per run): tests that patch them pass them through.
 PATCHABLE = SandboxedWorkflowRunner(
-    restrictions=SANDBOX.restrictions.with_passthrough_modules("agentwolf.workflows.session", "agentwolf.workflows.stream")
+    restrictions=SANDBOX.restrictions.with_passthrough_modules(
+        "agentwolf.workflows.session", "agentwolf.workflows.stream"
+    )
 )
 
 

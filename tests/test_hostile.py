@@ -19,11 +19,35 @@ from tests.support.models import Script, sequence, text, tool, user_texts
 # -- manifests -----------------------------------------------------------------------------------
 
 _keys = st.sampled_from(
-    ["host", "agents", "models", "mcp_servers", "aliases", "providers", "defaults", "model", "command", "url",
-     "capabilities", "mcp", "subagent", "limits", "max_steps", "teams", "members", "permissions", "rules", "x"]
+    [
+        "host",
+        "agents",
+        "models",
+        "mcp_servers",
+        "aliases",
+        "providers",
+        "defaults",
+        "model",
+        "command",
+        "url",
+        "capabilities",
+        "mcp",
+        "subagent",
+        "limits",
+        "max_steps",
+        "teams",
+        "members",
+        "permissions",
+        "rules",
+        "x",
+    ]
 )
 _scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=20))
-_trees = st.recursive(_scalars, lambda kids: st.lists(kids, max_size=4) | st.dictionaries(_keys, kids, max_size=5), max_leaves=30)
+_trees = st.recursive(
+    _scalars,
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(_keys, kids, max_size=5),
+    max_leaves=30,
+)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -50,11 +74,29 @@ def test_any_text_loads_or_fails_with_a_manifest_error(source):
 
 # -- prompts, steers, signals ------------------------------------------------------------------------
 
+
 def _nasty_strings(seed: int, n: int) -> list[str]:
     rng = random.Random(seed)
-    alphabet = ["\x00", "\x1b[31m", "\u202e", "𝕏", "\ufeff", "'", '"', "\\", "${OPENAI_API_KEY}", "\n", "{", "}", "<", "é", " "]
+    alphabet = [
+        "\x00",
+        "\x1b[31m",
+        "\u202e",
+        "𝕏",
+        "\ufeff",
+        "'",
+        '"',
+        "\\",
+        "${OPENAI_API_KEY}",
+        "\n",
+        "{",
+        "}",
+        "<",
+        "é",
+        " ",
+    ]
     return [
-        "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40))) + rng.choice(["", "a", "/slash", "  "])
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40)))
+        + rng.choice(["", "a", "/slash", "  "])
         for _ in range(n)
     ]
 
@@ -109,8 +151,20 @@ async def test_signals_in_bad_order(wolf, run_worker):
     # (steers that arrive while idle start one turn together, joined by newlines)
     steers = [line for t in user_texts(transcript) for line in t.split("\n") if line.startswith("steer ")]
     assert sorted(steers) == sorted(f"steer {i}" for i in range(100) if i % 3)
-    calls = [p.tool_call_id for m in transcript if isinstance(m, ModelResponse) for p in m.parts if isinstance(p, ToolCallPart)]
-    returns = [p.tool_call_id for m in transcript if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)]
+    calls = [
+        p.tool_call_id
+        for m in transcript
+        if isinstance(m, ModelResponse)
+        for p in m.parts
+        if isinstance(p, ToolCallPart)
+    ]
+    returns = [
+        p.tool_call_id
+        for m in transcript
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, ToolReturnPart)
+    ]
     assert sorted(calls) == sorted(returns) and len(set(returns)) == len(returns)
     assert result.outcome in ("completed", "interrupted")
 
@@ -121,6 +175,7 @@ async def _quiet(wolf, sid):
 
 
 # -- tool arguments and MCP responses -------------------------------------------------------------
+
 
 async def test_wrong_argument_types_become_tool_errors(wolf, run_worker):
     script = Script(sequence(tool("add", {"a": "not a number", "b": [1]}), text("ok")))

@@ -81,8 +81,14 @@ class _Session:
         for polls in range(10**9):
             try:
                 status = await asyncio.wait_for(self.wolf.status(self.sid), 5)
-            except (RPCError, WorkflowQueryFailedError, TimeoutError) as exc:  # a failed session, or no replay
-                raise AssertionError(f"status of turn {case} unavailable: {exc!r}; {await self.stuck_reason()}") from exc
+            except (
+                RPCError,
+                WorkflowQueryFailedError,
+                TimeoutError,
+            ) as exc:  # a failed session, or no replay
+                raise AssertionError(
+                    f"status of turn {case} unavailable: {exc!r}; {await self.stuck_reason()}"
+                ) from exc
             if status.counters.turns >= self.turns and status.state == "idle":
                 return case
             timed_out = asyncio.get_running_loop().time() > deadline
@@ -120,18 +126,33 @@ def _returned(messages, call_id: str) -> ToolReturnPart | None:
 
 def _clear(content: object) -> bool:
     """A tool error a model (and a person reading the transcript) can act on."""
-    return isinstance(content, str) and bool(content.strip()) and "Traceback" not in content and len(content) < 20_000
+    return (
+        isinstance(content, str)
+        and bool(content.strip())
+        and "Traceback" not in content
+        and len(content) < 20_000
+    )
 
 
 # -- tool arguments ----------------------------------------------------------------------------------
 
-_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20)
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20)
+)
 _json = st.recursive(
-    _scalars, lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4), max_leaves=25
+    _scalars,
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4),
+    max_leaves=25,
 )
 _texts = st.one_of(
     st.text(),  # any unicode, control characters included
-    st.builds(lambda c, n: c * n, st.characters(codec="utf-8"), st.integers(100_000, 400_000)),  # up to ~1.6 MB
+    st.builds(
+        lambda c, n: c * n, st.characters(codec="utf-8"), st.integers(100_000, 400_000)
+    ),  # up to ~1.6 MB
 )
 
 
@@ -151,7 +172,9 @@ def _not_an_object_when_parsed(raw: str) -> bool:
 
 _arguments = st.one_of(
     st.builds(lambda t: {"text": t}, _texts),
-    st.builds(lambda t, extra: {**extra, "text": t}, _texts, st.dictionaries(st.text(max_size=8), _json, max_size=3)),
+    st.builds(
+        lambda t, extra: {**extra, "text": t}, _texts, st.dictionaries(st.text(max_size=8), _json, max_size=3)
+    ),
     st.builds(lambda v: {"text": v}, _json.filter(lambda v: not isinstance(v, str))),  # the wrong type
     st.dictionaries(st.text(max_size=8).filter(lambda k: k != "text"), _json, max_size=4),  # no text
     st.builds(lambda d: {"text": "deep", "nested": _nested(d)}, st.integers(1, 400)),
@@ -168,7 +191,9 @@ async def test_any_tool_arguments_reach_echo_or_fail_clearly(wolf, run_worker):
     def decide(s: Script) -> ModelResponse:
         messages = s.requests[-1]
         case = _case(messages)
-        if isinstance(messages[-1], ModelRequest) and any(p.part_kind == "user-prompt" for p in messages[-1].parts):
+        if isinstance(messages[-1], ModelRequest) and any(
+            p.part_kind == "user-prompt" for p in messages[-1].parts
+        ):
             return ModelResponse(parts=[ToolCallPart("echo", cases[case], tool_call_id=f"case-{case}")])  # type: ignore[arg-type]
         returned[case] = _returned(messages, f"case-{case}")
         return text(f"done {case}")
@@ -188,13 +213,24 @@ async def test_any_tool_arguments_reach_echo_or_fail_clearly(wolf, run_worker):
                 return
             ret = returned.get(case)
             assert ret is not None, f"case {case}: no tool result reached the model"
-            seen[f"{ret.outcome}: {str(ret.content)[:40]!r}" if ret.outcome != "success" else f"echoed {len(str(ret.content))} chars"] += 1
+            seen[
+                f"{ret.outcome}: {str(ret.content)[:40]!r}"
+                if ret.outcome != "success"
+                else f"echoed {len(str(ret.content))} chars"
+            ] += 1
             if isinstance(parsed, dict) and isinstance(parsed.get("text"), str):
                 sent = parsed["text"]
-                if len(sent) > TOOL_OUTPUT_CHARS:  # the model sees it cut, with a note (the transcript keeps it)
+                if (
+                    len(sent) > TOOL_OUTPUT_CHARS
+                ):  # the model sees it cut, with a note (the transcript keeps it)
                     sent = sent[:TOOL_OUTPUT_CHARS]
-                    assert f"[cut: {TOOL_OUTPUT_CHARS} of {len(parsed['text'])} characters shown" in str(ret.content)
-                assert ret.outcome == "success" and str(ret.content).startswith(sent), (ret.outcome, str(ret.content)[:200])
+                    assert f"[cut: {TOOL_OUTPUT_CHARS} of {len(parsed['text'])} characters shown" in str(
+                        ret.content
+                    )
+                assert ret.outcome == "success" and str(ret.content).startswith(sent), (
+                    ret.outcome,
+                    str(ret.content)[:200],
+                )
                 assert len(str(ret.content)) <= TOOL_OUTPUT_CHARS + 200
             else:
                 assert ret.outcome == "failed" and _clear(ret.content), (ret.outcome, ret.content)
@@ -224,7 +260,9 @@ async def test_arguments_that_are_json_but_not_an_object_fail_the_call_clearly(e
         worker = worker_process(env, task_queue)
         sid = None
         try:
-            sid = await wolf.start_session("a", openai_manifest(server.base_url, mcp_servers={"tools": tools_server()}))
+            sid = await wolf.start_session(
+                "a", openai_manifest(server.base_url, mcp_servers={"tools": tools_server()})
+            )
             await _Session(wolf, sid).turn()
             transcript = await wolf.transcript(sid)
         finally:
@@ -233,23 +271,39 @@ async def test_arguments_that_are_json_but_not_an_object_fail_the_call_clearly(e
                     await wolf.client.get_workflow_handle(workflow_id("default", sid)).terminate("test over")
             worker.terminate()
             worker.wait(10)
-    (ret,) = [p for m in transcript if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)]
+    (ret,) = [
+        p for m in transcript if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)
+    ]
     assert ret.outcome == "failed" and _clear(ret.content)
 
 
 # -- MCP responses ---------------------------------------------------------------------------------
 
 BROKEN = (
-    "malformed", "not-jsonrpc", "wrong-id", "never", "crash", "invalid-utf8",
-    "no-result-type", "null-result", "bad-content", "unknown-block",
+    "malformed",
+    "not-jsonrpc",
+    "wrong-id",
+    "never",
+    "crash",
+    "invalid-utf8",
+    "no-result-type",
+    "null-result",
+    "bad-content",
+    "unknown-block",
 )
 """Answers that never make a result: each runs once explicitly, then as hypothesis draws them."""
 _answers = st.one_of(
     st.sampled_from([{"mode": m} for m in BROKEN]),
-    st.builds(lambda m, c: {"mode": "error", "message": m, "code": c}, st.text(max_size=3000), st.integers(-(2**31), 2**31 - 1)),
+    st.builds(
+        lambda m, c: {"mode": "error", "message": m, "code": c},
+        st.text(max_size=3000),
+        st.integers(-(2**31), 2**31 - 1),
+    ),
     st.builds(lambda t: {"mode": "is-error", "text": t}, st.text(max_size=200)),
     st.builds(
-        lambda n, c: {"mode": "huge", "size": n, "char": c}, st.integers(300_000, 700_000), st.characters(codec="utf-8")
+        lambda n, c: {"mode": "huge", "size": n, "char": c},
+        st.integers(300_000, 700_000),
+        st.characters(codec="utf-8"),
     ),
     st.builds(lambda s: {"mode": "slow", "seconds": s}, st.floats(0, 0.3)),
 )
@@ -257,7 +311,14 @@ _answers = st.one_of(
 
 def _hostile_server(log=None, **config: Any) -> dict[str, Any]:
     env = {"WOLF_HOSTILE_LOG": str(log)} if log else {}
-    return {"command": sys.executable, "args": [HOSTILE_SERVER], "env": env, "call_timeout": 2, "connect_timeout": 20, **config}
+    return {
+        "command": sys.executable,
+        "args": [HOSTILE_SERVER],
+        "env": env,
+        "call_timeout": 2,
+        "connect_timeout": 20,
+        **config,
+    }
 
 
 def _answer_then_echo(cases: dict[int, dict], answered: dict, echoed: dict) -> Script:
@@ -270,19 +331,25 @@ def _answer_then_echo(cases: dict[int, dict], answered: dict, echoed: dict) -> S
             return ModelResponse(parts=[ToolCallPart("answer", cases[case], tool_call_id=f"answer-{case}")])
         if (ret := _returned(messages, f"answer-{case}")) is not None:
             answered[case] = ret
-            return ModelResponse(parts=[ToolCallPart("echo", {"text": f"alive {case}"}, tool_call_id=f"echo-{case}")])
+            return ModelResponse(
+                parts=[ToolCallPart("echo", {"text": f"alive {case}"}, tool_call_id=f"echo-{case}")]
+            )
         echoed[case] = _returned(messages, f"echo-{case}")
         return text(f"done {case}")
 
     return Script(decide)
 
 
-async def test_hostile_mcp_answers_become_clear_tool_errors_and_the_next_call_works(wolf, run_worker, tmp_path):
+async def test_hostile_mcp_answers_become_clear_tool_errors_and_the_next_call_works(
+    wolf, run_worker, tmp_path
+):
     cases: dict[int, dict] = {}
     answered: dict[int, ToolReturnPart] = {}
     echoed: dict[int, ToolReturnPart | None] = {}
     log = tmp_path / "modes"
-    manifest = make_manifest({"capabilities": [{"mcp": "hostile"}]}, mcp_servers={"hostile": _hostile_server(log)})
+    manifest = make_manifest(
+        {"capabilities": [{"mcp": "hostile"}]}, mcp_servers={"hostile": _hostile_server(log)}
+    )
     script = _answer_then_echo(cases, answered, echoed)
     async with run_worker(local_models={"m": script.model}):
         session = _Session(wolf, await wolf.start_session("a", manifest))
@@ -300,11 +367,17 @@ async def test_hostile_mcp_answers_become_clear_tool_errors_and_the_next_call_wo
                 assert ret.outcome == "success" and str(ret.content).startswith(whole[:TOOL_OUTPUT_CHARS])
                 assert f"[cut: {TOOL_OUTPUT_CHARS} of {len(whole)} characters shown" in str(ret.content)
             elif mode == "slow":  # no wall-clock promise: fine, or the timeout's clear error
-                assert ret.content == "slow but fine" or (ret.outcome == "failed" and "timed out" in ret.content)
+                assert ret.content == "slow but fine" or (
+                    ret.outcome == "failed" and "timed out" in ret.content
+                )
             elif mode == "is-error":  # the server's own words, whatever they are
                 assert ret.outcome == "failed" and ret.content == answer["text"]
             else:
-                assert ret.outcome == "failed" and _clear(ret.content), (mode, ret.outcome, str(ret.content)[:300])
+                assert ret.outcome == "failed" and _clear(ret.content), (
+                    mode,
+                    ret.outcome,
+                    str(ret.content)[:300],
+                )
             # Whatever the last answer was, the server (reconnected if it died) serves the next call.
             assert echo.outcome == "success" and echo.content == f"alive {case}", (mode, echo.content)
 
@@ -320,7 +393,9 @@ async def test_hostile_mcp_answers_become_clear_tool_errors_and_the_next_call_wo
 
 async def test_after_invalid_utf8_the_next_call_to_the_server_works(wolf, run_worker):
     cases, answered, echoed = {0: {"mode": "invalid-utf8"}}, {}, {}
-    manifest = make_manifest({"capabilities": [{"mcp": "hostile"}]}, mcp_servers={"hostile": _hostile_server()})
+    manifest = make_manifest(
+        {"capabilities": [{"mcp": "hostile"}]}, mcp_servers={"hostile": _hostile_server()}
+    )
     async with run_worker(local_models={"m": _answer_then_echo(cases, answered, echoed).model}):
         session = _Session(wolf, await wolf.start_session("a", manifest))
         await session.turn()
@@ -331,7 +406,9 @@ async def test_after_invalid_utf8_the_next_call_to_the_server_works(wolf, run_wo
 @pytest.mark.parametrize("mode", ["no-result-type", "unknown-block"])
 async def test_an_answer_the_mcp_client_cannot_parse_is_a_tool_error(wolf, run_worker, mode):
     cases, answered, echoed = {0: {"mode": mode}}, {}, {}
-    manifest = make_manifest({"capabilities": [{"mcp": "hostile"}]}, mcp_servers={"hostile": _hostile_server()})
+    manifest = make_manifest(
+        {"capabilities": [{"mcp": "hostile"}]}, mcp_servers={"hostile": _hostile_server()}
+    )
     async with run_worker(local_models={"m": _answer_then_echo(cases, answered, echoed).model}):
         session = _Session(wolf, await wolf.start_session("a", manifest))
         await session.turn()
@@ -345,7 +422,9 @@ async def test_a_failing_known_fast_tool_call_does_not_end_the_session(wolf, run
     cases = {0: {"mode": "slow", "seconds": 0}, 1: {"mode": "bad-content"}}
     answered: dict[int, ToolReturnPart] = {}
     echoed: dict[int, ToolReturnPart | None] = {}
-    server = _hostile_server(fast_call_ms=10**8)  # every call after the first is "known fast": a local activity
+    server = _hostile_server(
+        fast_call_ms=10**8
+    )  # every call after the first is "known fast": a local activity
     manifest = make_manifest({"capabilities": [{"mcp": "hostile"}]}, mcp_servers={"hostile": server})
     async with run_worker(local_models={"m": _answer_then_echo(cases, answered, echoed).model}):
         session = _Session(wolf, await wolf.start_session("a", manifest))

@@ -32,7 +32,10 @@ def _manifest(pid_file: Path, skills: Path) -> Manifest:
         {
             "host": {"mcp_servers": {"tools": tools_server(WOLF_PID_FILE=str(pid_file))}},
             "agents": {
-                "a": {"model": "local:m", "capabilities": [{"mcp": "tools"}, {"skills": [f"{skills}/${{tenant}}"]}]}
+                "a": {
+                    "model": "local:m",
+                    "capabilities": [{"mcp": "tools"}, {"skills": [f"{skills}/${{tenant}}"]}],
+                }
             },
         }
     )
@@ -40,7 +43,9 @@ def _manifest(pid_file: Path, skills: Path) -> Manifest:
 
 def _echo_then_answer(s: Script):
     last = s.requests[-1][-1]
-    return tool("echo", {"text": "x"}) if any(p.part_kind == "user-prompt" for p in last.parts) else text("ok")
+    return (
+        tool("echo", {"text": "x"}) if any(p.part_kind == "user-prompt" for p in last.parts) else text("ok")
+    )
 
 
 async def _turn(wolf: WolfClient, sid: str, prompt: str, turns: int) -> None:
@@ -67,7 +72,9 @@ async def test_two_tenants_get_their_own_mcp_processes_and_skills(client, task_q
             wolf = WolfClient(client, tenant=tenant, task_queue=task_queue)
             sid = await wolf.start_session("a", manifest)
             await _turn(wolf, sid, "hi", 1)
-            instructions = next(m.instructions for m in reversed(script.requests[-1]) if getattr(m, "instructions", None))
+            instructions = next(
+                m.instructions for m in reversed(script.requests[-1]) if getattr(m, "instructions", None)
+            )
             other = next(t for t in tenants if t != tenant)
             assert f"only-{tenant}" in instructions and f"only-{other}" not in instructions
             await wolf.close(sid)
@@ -75,7 +82,9 @@ async def test_two_tenants_get_their_own_mcp_processes_and_skills(client, task_q
         assert len(set(_pids(pid_file))) == 2  # one tools server per tenant, none shared
 
 
-async def test_idle_hosts_close_their_mcp_servers_and_come_back_on_demand(wolf, task_queue, run_worker, tmp_path):
+async def test_idle_hosts_close_their_mcp_servers_and_come_back_on_demand(
+    wolf, task_queue, run_worker, tmp_path
+):
     pid_file = tmp_path / "pids"
     script = Script(_echo_then_answer)
     registry = HostRegistry({"m": script.model}, host_idle_timeout=0.5)
@@ -122,7 +131,9 @@ def _versioned(skills: Path, version: int) -> Manifest:
 async def test_a_host_forgets_old_sessions_and_the_agent_versions_nobody_uses(tmp_path):
     skills = tmp_path / "skills"
     (skills / "default" / "review").mkdir(parents=True)
-    (skills / "default" / "review" / "SKILL.md").write_text("---\nname: review\ndescription: Review.\n---\nbody\n")
+    (skills / "default" / "review" / "SKILL.md").write_text(
+        "---\nname: review\ndescription: Review.\n---\nbody\n"
+    )
     registry = HostRegistry(host_idle_timeout=float("inf"))
     host = registry.ensure(_versioned(skills, 0), "default")
     host.max_sessions = 10

@@ -21,13 +21,28 @@ ROOT = Path(__file__).resolve().parents[1]
 def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with the wheel installed; its dependencies are this environment's (a .pth)."""
     tmp = tmp_path_factory.mktemp("install")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", tmp / "dist", ROOT], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", tmp / "dist", ROOT], check=True
+    )
     (wheel,) = (tmp / "dist").glob("agentwolf-*.whl")
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
     (purelib,) = (venv / "lib").glob("python3*/site-packages")
     (purelib / "deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "-q", "--no-deps", wheel], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            venv / "bin" / "python",
+            "install",
+            "-q",
+            "--no-deps",
+            wheel,
+        ],
+        check=True,
+    )
     return venv
 
 
@@ -38,7 +53,9 @@ def test_the_readme_s_first_command_works_from_an_empty_folder(fresh: Path, tmp_
     folder = tmp_path / "empty"
     folder.mkdir()
     environ = {
-        key: value for key, value in os.environ.items() if not key.startswith(("TEMPORAL_", "WOLF_", "OPENAI_"))
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("TEMPORAL_", "WOLF_", "OPENAI_"))
     } | {
         "WOLF_HOME": str(tmp_path / "home"),
         "WOLF_LOCAL_ADDRESS": f"127.0.0.1:{free_port()}",
@@ -47,9 +64,25 @@ def test_the_readme_s_first_command_works_from_an_empty_folder(fresh: Path, tmp_
         "NO_COLOR": "1",
     }
     try:
-        run = subprocess.run(command.group(1), check=False, shell=True, cwd=folder, env=environ, capture_output=True, text=True, timeout=240)
+        run = subprocess.run(
+            command.group(1),
+            check=False,
+            shell=True,
+            cwd=folder,
+            env=environ,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
     finally:
-        subprocess.run([fresh / "bin" / "wolf", "down"], check=False, cwd=folder, env=environ, capture_output=True, timeout=60)
+        subprocess.run(
+            [fresh / "bin" / "wolf", "down"],
+            check=False,
+            cwd=folder,
+            env=environ,
+            capture_output=True,
+            timeout=60,
+        )
     assert run.returncode == 0, run.stdout + run.stderr
     assert re.search(r"It is \d\d:\d\d on \w+day in Asia/Tokyo \(UTC\+09:00\)\.", run.stdout), run.stdout
     assert "failed" not in run.stdout.lower() and "error" not in run.stdout.lower(), run.stdout

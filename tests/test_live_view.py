@@ -94,7 +94,11 @@ def test_superseded_attempt_says_so_and_the_retried_text_follows():
 
 
 def test_superseded_before_any_text_says_nothing():
-    events = [ev("turn_started", text="hi"), ev("attempt_superseded", step=1, attempt=1), delta("ok", 0, attempt=2)]
+    events = [
+        ev("turn_started", text="hi"),
+        ev("attempt_superseded", step=1, attempt=1),
+        delta("ok", 0, attempt=2),
+    ]
     assert RESTARTED not in plain(events)
 
 
@@ -134,30 +138,57 @@ def test_spinner_until_the_first_token_and_tool_lines_with_progress():
     assert view.waiting
     _, view = lines(STREAMED[:2])
     assert not view.waiting
-    started = ev("tool_call_started", step=1, tool="slow", call_id="c1", args={"seconds": 3}, at=T0 - timedelta(seconds=5))
-    progress = ev("tool_progress", step=1, call_id="c1", progress=3, total=10, text="copying", duration_ms=5000)
+    started = ev(
+        "tool_call_started",
+        step=1,
+        tool="slow",
+        call_id="c1",
+        args={"seconds": 3},
+        at=T0 - timedelta(seconds=5),
+    )
+    progress = ev(
+        "tool_progress", step=1, call_id="c1", progress=3, total=10, text="copying", duration_ms=5000
+    )
     printed, view = lines([ev("turn_started", text="hi"), started, progress])
     assert printed[-1] == '  -> slow({"seconds": 3})' and not view.waiting
     tool = view.tools["c1"]
     assert (tool.progress, tool.total, tool.message) == (3, 10, "copying") and 5 <= tool.elapsed() < 6
     region = io.StringIO()
     Console(file=region, width=100, color_system=None).print(view.region())
-    assert "slow" in region.getvalue() and "5.0s" in region.getvalue() and "copying (3/10)" in region.getvalue()
-    finished = ev("tool_call_finished", step=1, tool="slow", call_id="c1", outcome="success", duration_ms=5100, text="ok")
+    assert (
+        "slow" in region.getvalue() and "5.0s" in region.getvalue() and "copying (3/10)" in region.getvalue()
+    )
+    finished = ev(
+        "tool_call_finished",
+        step=1,
+        tool="slow",
+        call_id="c1",
+        outcome="success",
+        duration_ms=5100,
+        text="ok",
+    )
     printed, view = lines([ev("turn_started", text="hi"), started, progress, finished])
     assert not view.tools and view.waiting and printed[-1] == "  <- slow success in 5100 ms: ok"
 
 
 def test_plain_output_prints_tool_progress_only_when_its_message_changes():
     started = ev("tool_call_started", step=1, tool="copy", call_id="c1", args={})
-    progress = [ev("tool_progress", call_id="c1", progress=p, total=3, text=m) for p, m in ((1, "a"), (2, "a"), (3, "b"))]
+    progress = [
+        ev("tool_progress", call_id="c1", progress=p, total=3, text=m)
+        for p, m in ((1, "a"), (2, "a"), (3, "b"))
+    ]
     out = plain([started, *progress])
     assert out.count("  .. copy:") == 2 and "  .. copy: b (3/3)" in out
 
 
 def test_controls_in_deltas_are_shown_not_sent():
     evil = "clear\x1b[2J csi\x9b31m rtl\u202eevil"
-    events = [ev("turn_started", text=evil), delta(evil[:7], 0), delta(evil[7:], 7), ev("model_text", step=1, text=evil)]
+    events = [
+        ev("turn_started", text=evil),
+        delta(evil[:7], 0),
+        delta(evil[7:], 7),
+        ev("model_text", step=1, text=evil),
+    ]
     out = plain(events)
     assert RAW.search(out) is None and out.count(r"clear\x1b[2J csi\x9b31m rtl\u202eevil") == 2
     printed, _ = lines(events)
@@ -167,7 +198,12 @@ def test_controls_in_deltas_are_shown_not_sent():
 def test_json_line_is_the_event_with_its_offset():
     event = delta("x\x1b", 4)
     record = json.loads(json_line(7, event))
-    assert record["offset"] == 7 and record["kind"] == "text_delta" and record["text"] == "x\x1b" and record["index"] == 4
+    assert (
+        record["offset"] == 7
+        and record["kind"] == "text_delta"
+        and record["text"] == "x\x1b"
+        and record["index"] == 4
+    )
     assert "tool" not in record  # exclude_none
 
 

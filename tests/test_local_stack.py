@@ -54,7 +54,9 @@ def test_down_leaves_a_foreign_process_alone(tmp_path, bystander):
     pid = bystander.pid
     # An old plain-number file, and one whose start time and command line are not this process's.
     (tmp_path / "worker.pid").write_text(str(pid))
-    (tmp_path / "server.pid").write_text(json.dumps({"pid": pid, "start": 1, "cmdline": ["temporal", "server"]}))
+    (tmp_path / "server.pid").write_text(
+        json.dumps({"pid": pid, "start": 1, "cmdline": ["temporal", "server"]})
+    )
     run = _down(tmp_path)
     assert run.returncode == 0, run.stderr
     assert bystander.poll() is None, "wolf down signalled a process it did not start"
@@ -73,7 +75,9 @@ def test_down_stops_the_process_it_recorded(tmp_path, bystander):
 
 
 @pytest.mark.parametrize("old_format", [True, False])
-def test_up_starts_a_worker_when_worker_pid_names_a_foreign_process(tmp_path, bystander, monkeypatch, capsys, old_format):
+def test_up_starts_a_worker_when_worker_pid_names_a_foreign_process(
+    tmp_path, bystander, monkeypatch, capsys, old_format
+):
     from agentwolf.client import local_stack
 
     home = tmp_path / "home"
@@ -83,7 +87,9 @@ def test_up_starts_a_worker_when_worker_pid_names_a_foreign_process(tmp_path, by
         (home / "worker.pid").write_text(str(pid))
         note = f"ignoring worker.pid: '{pid}' does not say which process we started"
     else:  # the PID was reused: same pid, another process
-        (home / "worker.pid").write_text(json.dumps({**_identity(pid), "cmdline": [sys.executable, "-m", "agentwolf.worker"]}))
+        (home / "worker.pid").write_text(
+            json.dumps({**_identity(pid), "cmdline": [sys.executable, "-m", "agentwolf.worker"]})
+        )
         note = f"ignoring stale worker.pid: pid {pid} is not the worker we started"
     with socket.socket() as listener:  # stands in for the server, so `up` starts only the worker
         listener.bind(("127.0.0.1", 0))

@@ -54,11 +54,23 @@ def test_flat_layout_loads_with_a_deprecation_warning():
     [
         ("agents: [1, 2", "f.yaml:1: invalid YAML"),
         ("agents:\n  a:\n    modle: fast\n", "f.yaml:3: agents.a.modle: unknown key"),
-        ("host:\n  models:\n    aliases: {x: y, y: x}\n", "f.yaml:3: host.models.aliases.x: alias cycle: x -> y -> x"),
+        (
+            "host:\n  models:\n    aliases: {x: y, y: x}\n",
+            "f.yaml:3: host.models.aliases.x: alias cycle: x -> y -> x",
+        ),
         ("agents:\n  a:\n    model: nope\n", "f.yaml:3: agents.a.model: unknown model alias 'nope'"),
-        ("agents:\n  a:\n    capabilities:\n      - mcp: ghost\n", "f.yaml:4: agents.a.capabilities.0.mcp: unknown MCP server 'ghost'"),
-        ("host:\n  mcp_servers:\n    s: {args: [x]}\n", "f.yaml:3: host.mcp_servers.s: Value error, an MCP server needs exactly one"),
-        ("agents:\n  a:\n    limits: {max_steps: 0}\n", "f.yaml:3: agents.a.limits.max_steps: Input should be greater than or equal to 1"),
+        (
+            "agents:\n  a:\n    capabilities:\n      - mcp: ghost\n",
+            "f.yaml:4: agents.a.capabilities.0.mcp: unknown MCP server 'ghost'",
+        ),
+        (
+            "host:\n  mcp_servers:\n    s: {args: [x]}\n",
+            "f.yaml:3: host.mcp_servers.s: Value error, an MCP server needs exactly one",
+        ),
+        (
+            "agents:\n  a:\n    limits: {max_steps: 0}\n",
+            "f.yaml:3: agents.a.limits.max_steps: Input should be greater than or equal to 1",
+        ),
         ("- 1\n", "f.yaml:1: the manifest must be a mapping"),
     ],
 )

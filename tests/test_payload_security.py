@@ -128,7 +128,9 @@ async def test_concurrent_writers_of_different_and_same_payloads(tmp_path):
         thread_claims = list(pool.map(lambda p: asyncio.run(_store(driver, [p])), threads))
     claims = [c for [c] in task_claims + thread_claims]
     assert await _retrieve(driver, claims) == tasks + threads
-    assert {p.name for p in _stored(driver.root)} == {c.claim_data["sha256"] for c in claims}  # no temp file left
+    assert {p.name for p in _stored(driver.root)} == {
+        c.claim_data["sha256"] for c in claims
+    }  # no temp file left
 
 
 # -- wolf payloads gc ------------------------------------------------------------------------------
@@ -139,7 +141,9 @@ async def _wolf(address: str | None, *args: str, **env: str) -> subprocess.Compl
     environ.pop("TEMPORAL_ADDRESS", None)
     if address:
         environ["TEMPORAL_ADDRESS"] = address
-    return await asyncio.to_thread(subprocess.run, [WOLF, *args], capture_output=True, text=True, env=environ, timeout=120)
+    return await asyncio.to_thread(
+        subprocess.run, [WOLF, *args], capture_output=True, text=True, env=environ, timeout=120
+    )
 
 
 def _age(paths: set[Path], seconds: float) -> None:
@@ -163,8 +167,13 @@ async def test_gc_keeps_what_a_running_session_references_and_young_payloads(cli
         await wait_for(lambda: _idle(wolf, sid))
         referenced = _stored(store) - before
         assert referenced
-        [old], [young] = await _store(driver, [_payload(300_000, "old")]), await _store(driver, [_payload(300_000, "young")])
-        old_path, young_path = (store / c.claim_data["sha256"][:2] / c.claim_data["sha256"] for c in (old, young))
+        [old], [young] = (
+            await _store(driver, [_payload(300_000, "old")]),
+            await _store(driver, [_payload(300_000, "young")]),
+        )
+        old_path, young_path = (
+            store / c.claim_data["sha256"][:2] / c.claim_data["sha256"] for c in (old, young)
+        )
         _age({*referenced, old_path}, MONTH)  # only a reference keeps the session's payloads now
 
         dry = await _wolf(address, "payloads", "gc", "--dry-run", "--json")
@@ -194,6 +203,8 @@ async def test_gc_leaves_object_stores_to_bucket_lifecycle_rules():
 
 
 async def test_gc_refuses_a_bad_duration(tmp_path):
-    run = await _wolf("127.0.0.1:1", "payloads", "gc", "--older-than", "7 days", WOLF_PAYLOAD_STORE=str(tmp_path))
+    run = await _wolf(
+        "127.0.0.1:1", "payloads", "gc", "--older-than", "7 days", WOLF_PAYLOAD_STORE=str(tmp_path)
+    )
     assert run.returncode == 2
     assert "7 days" in run.stderr and "e.g. 7d" in run.stderr

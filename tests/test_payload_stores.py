@@ -102,7 +102,9 @@ async def test_s3_store_a_10_mb_tool_output_goes_to_the_bucket_end_to_end(env, s
     try:
         async with worker:
             # The model sees the whole output (the limit is raised): what is tested is the transport.
-            sid = await wolf.submit("a big tool output, please", "a", make_manifest({"limits": {"tool_output_chars": 2 * TEN_MB}}))
+            sid = await wolf.submit(
+                "a big tool output, please", "a", make_manifest({"limits": {"tool_output_chars": 2 * TEN_MB}})
+            )
             result = await wolf.result(sid)
             transcript = await wolf.transcript(sid)  # a >10 MB query answer: through the bucket too
             history = await client.get_workflow_handle(workflow_id("default", sid)).fetch_history()
@@ -153,7 +155,9 @@ async def test_s3_claims_name_the_whole_key_so_any_prefix_reads_them(s3):
 async def test_a_missing_bucket_is_a_clear_store_error(s3):
     converter = data_converter("s3://no-such-bucket/p")
     try:
-        with pytest.raises(RuntimeError, match=r"S3StorageDriver store failed \[bucket=no-such-bucket") as failed:
+        with pytest.raises(
+            RuntimeError, match=r"S3StorageDriver store failed \[bucket=no-such-bucket"
+        ) as failed:
             await converter.encode(["x" * 300_000])
     finally:
         await close_storage(converter)
@@ -202,11 +206,17 @@ def test_bad_locations_are_refused_clearly(location, problem):
 
 @pytest.mark.parametrize(
     ("location", "module", "extra"),
-    [("s3://b/p", "aioboto3", "s3"), ("s3://b", "types_aiobotocore_s3", "s3"), ("gs://b/p", "gcloud.aio.storage", "gcs")],
+    [
+        ("s3://b/p", "aioboto3", "s3"),
+        ("s3://b", "types_aiobotocore_s3", "s3"),
+        ("gs://b/p", "gcloud.aio.storage", "gcs"),
+    ],
 )
 def test_a_missing_extra_is_named(monkeypatch, location, module, extra):
     for name in [module, *(m for m in sys.modules if m.startswith(f"{module}."))]:
-        monkeypatch.setitem(sys.modules, name, None)  # as if not installed (temporalio's own modules stay cached)
+        monkeypatch.setitem(
+            sys.modules, name, None
+        )  # as if not installed (temporalio's own modules stay cached)
     with pytest.raises(PayloadStoreError, match=rf"pip install 'agentwolf\[{extra}\]'") as refused:
         data_converter(location)
     assert module in str(refused.value)
@@ -215,7 +225,14 @@ def test_a_missing_extra_is_named(monkeypatch, location, module, extra):
 def test_the_cli_reports_a_bad_store_and_exits_2(tmp_path):
     wolf = str(Path(sys.executable).parent / "wolf")
     env = {**os.environ, "WOLF_PAYLOAD_STORE": "s4://bucket", "WOLF_HOME": str(tmp_path)}
-    done = subprocess.run([wolf, "list", "--address", "127.0.0.1:1"], env=env, check=False, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [wolf, "list", "--address", "127.0.0.1:1"],
+        env=env,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2, done.stderr
     assert "unknown scheme 's4'" in done.stderr
 
@@ -274,9 +291,13 @@ async def test_gcs_driver_round_trip_under_its_prefix(monkeypatch):
     big = {"text": "ü" * 300_000}
     (stored,) = await converter.encode([big])
     ref = json.loads(stored.data)
-    assert ref["driverName"] == "gcp.gcsdriver" and ref["claimData"]["object_name"].startswith("deploy/7/v0/d/sha256/")
+    assert ref["driverName"] == "gcp.gcsdriver" and ref["claimData"]["object_name"].startswith(
+        "deploy/7/v0/d/sha256/"
+    )
     assert [name for _, name in _FakeStorage.objects] == [ref["claimData"]["object_name"]]
-    assert await data_converter("gs://wolf-bucket").decode([stored], [dict]) == [big]  # another prefix reads it
+    assert await data_converter("gs://wolf-bucket").decode([stored], [dict]) == [
+        big
+    ]  # another prefix reads it
     await converter.encode([big])  # stored again: the object exists, nothing is overwritten
     assert len(_FakeStorage.objects) == 1
     closed = _FakeStorage.closed

@@ -9,7 +9,10 @@ from agentwolf.config.manifest import Permissions
 
 def perms(*rules: tuple[str, str] | tuple[str, str, dict[str, str]], default: str = "allow") -> Permissions:
     return Permissions.model_validate(
-        {"default": default, "rules": [{"tool": r[0], "action": r[1], "args": r[2] if len(r) > 2 else {}} for r in rules]}
+        {
+            "default": default,
+            "rules": [{"tool": r[0], "action": r[1], "args": r[2] if len(r) > 2 else {}} for r in rules],
+        }
     )
 
 
@@ -33,7 +36,12 @@ def perms(*rules: tuple[str, str] | tuple[str, str, dict[str, str]], default: st
         (perms(("shell", "deny", {"cmd": "rm .*"})), "shell", {"cmd": "rm -rf /"}, "deny"),
         (perms(("shell", "deny", {"cmd": "rm .*"})), "shell", {"cmd": "ls"}, "allow"),
         (perms(("shell", "deny", {"cmd": "rm .*"})), "shell", {}, "allow"),  # missing argument: no match
-        (perms(("fetch", "confirm", {"url": "https?://(?!internal).*"})), "fetch", {"url": "https://x.org"}, "confirm"),
+        (
+            perms(("fetch", "confirm", {"url": "https?://(?!internal).*"})),
+            "fetch",
+            {"url": "https://x.org"},
+            "confirm",
+        ),
         (perms(("add", "confirm", {"a": "[0-9]+"})), "add", {"a": 12}, "confirm"),  # values match as text
     ],
 )
@@ -45,4 +53,6 @@ def test_bad_regex_is_a_config_error():
     from agentwolf.config import ManifestError, parse_manifest
 
     with pytest.raises(ManifestError, match=r"f.yaml:4: host.permissions.rules.0.tool"):
-        parse_manifest("host:\n  permissions:\n    rules:\n      - {tool: '(', action: deny}\n", source="f.yaml")
+        parse_manifest(
+            "host:\n  permissions:\n    rules:\n      - {tool: '(', action: deny}\n", source="f.yaml"
+        )

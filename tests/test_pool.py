@@ -29,6 +29,7 @@ def _pids(path):
 
 async def test_ten_sessions_share_one_process_per_server(wolf, run_worker, tmp_path):
     pid_file = tmp_path / "pids"
+
     # Each session: 5 steps of 2 parallel calls (one per server) = 10 calls; 10 sessions = 100 calls.
     def decide(s):
         if _steps(s) > 5:
@@ -38,7 +39,10 @@ async def test_ten_sessions_share_one_process_per_server(wolf, run_worker, tmp_p
     script = Script(decide)
     manifest = make_manifest(
         {"capabilities": [{"mcp": "tools"}, {"mcp": "time"}]},
-        mcp_servers={"tools": tools_server(WOLF_PID_FILE=str(pid_file)), "time": {"command": "mcp-server-time"}},
+        mcp_servers={
+            "tools": tools_server(WOLF_PID_FILE=str(pid_file)),
+            "time": {"command": "mcp-server-time"},
+        },
     )
     async with run_worker(local_models={"m": script.model}) as hosts:
         sids = await asyncio.gather(*(wolf.submit(f"job {i}", "a", manifest) for i in range(10)))
@@ -55,7 +59,9 @@ def _steps(script):
 
 
 def _pid_pool(pid_file, **options) -> McpPool:
-    config = McpServerConfig(command=sys.executable, args=[TOOLS_SERVER], env={"WOLF_PID_FILE": str(pid_file)})
+    config = McpServerConfig(
+        command=sys.executable, args=[TOOLS_SERVER], env={"WOLF_PID_FILE": str(pid_file)}
+    )
     return McpPool({"t": config}, backoff=0.1, **options)
 
 
@@ -94,7 +100,9 @@ async def test_a_call_in_flight_when_its_server_dies_fails_and_is_not_retried(tm
 
 
 def _start_http_server(port: int) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, TOOLS_SERVER, "streamable-http", str(port)], stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, TOOLS_SERVER, "streamable-http", str(port)], stderr=subprocess.DEVNULL
+    )
 
 
 def _listening(port: int) -> bool:
@@ -110,7 +118,9 @@ async def test_an_http_server_whose_stream_ends_is_reconnected_with_its_change_s
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     server = _start_http_server(port)
-    pool = McpPool({"h": McpServerConfig(url=f"http://127.0.0.1:{port}/mcp")}, on_list_changed=lambda s, k: None)
+    pool = McpPool(
+        {"h": McpServerConfig(url=f"http://127.0.0.1:{port}/mcp")}, on_list_changed=lambda s, k: None
+    )
     try:
         await wait_for(lambda: _listening(port))
         assert (await pool.call_tool("h", "add", {"a": 1, "b": 2})).content[0].text == "3"

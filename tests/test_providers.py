@@ -15,7 +15,9 @@ from tests.conftest import wait_for
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
 
 
-async def test_openai_provider_with_stdio_and_http_mcp_servers(wolf, run_worker, http_tools_server, monkeypatch):
+async def test_openai_provider_with_stdio_and_http_mcp_servers(
+    wolf, run_worker, http_tools_server, monkeypatch
+):
     def reply(request):
         done = tool_outputs(request)
         if not done:
@@ -35,7 +37,10 @@ async def test_openai_provider_with_stdio_and_http_mcp_servers(wolf, run_worker,
                         "aliases": {"fast": "openai:gpt-4o-mini"},
                         "defaults": {"model": "fast", "temperature": 0.2},
                     },
-                    "mcp_servers": {"time": {"command": "mcp-server-time"}, "web": {"url": http_tools_server}},
+                    "mcp_servers": {
+                        "time": {"command": "mcp-server-time"},
+                        "web": {"url": http_tools_server},
+                    },
                 },
                 "agents": {
                     "coder": {"instructions": "Be brief.", "capabilities": [{"mcp": "time"}, {"mcp": "web"}]}
@@ -52,7 +57,13 @@ async def test_openai_provider_with_stdio_and_http_mcp_servers(wolf, run_worker,
     assert first["model"] == "gpt-4o-mini" and first["temperature"] == 0.2
     assert first["instructions"] == "Be brief."
     assert {t["name"] for t in first["tools"]} >= {"get_current_time", "convert_time", "add", "echo"}
-    calls = [p.tool_name for m in transcript if isinstance(m, ModelResponse) for p in m.parts if isinstance(p, ToolCallPart)]
+    calls = [
+        p.tool_name
+        for m in transcript
+        if isinstance(m, ModelResponse)
+        for p in m.parts
+        if isinstance(p, ToolCallPart)
+    ]
     returns = [p for m in transcript for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
     assert calls == ["get_current_time", "add", "echo"]
     assert [r.outcome for r in returns] == ["success"] * 3
@@ -66,7 +77,9 @@ async def test_a_permanent_provider_error_fails_the_task_clearly(wolf, run_worke
     with ScriptedOpenAI(lambda r: Reply(text="invalid api key", status=401)) as server:
         manifest = Manifest.model_validate(
             {
-                "host": {"models": {"providers": {"openai": {"api_key": "bad", "base_url": server.base_url}}}},
+                "host": {
+                    "models": {"providers": {"openai": {"api_key": "bad", "base_url": server.base_url}}}
+                },
                 "agents": {"a": {"model": "openai:gpt-4o-mini"}},
             }
         )

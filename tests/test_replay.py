@@ -43,12 +43,32 @@ def corpus_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_corpus_covers_every_feature():
     names = {p.stem for p in HISTORY_FILES}
     assert {
-        "multi_step_turn", "steer", "interrupt_tool_call", "interrupt_model_request", "double_texting_queue",
-        "double_texting_reject", "loop_guard", "token_budget", "failed_turn", "continue_as_new_first_run",
-        "subagents", "team_sequential", "approval_denied", "approval_always",
-        "config_changed", "config_unchanged", "config_registry_rollback", "config_registry_continue_as_new",
-        "skills_hot_reload", "mcp_tools_changed", "slash_commands", "external_payload",
-        "approval_wait_continue_as_new", "duplicate_call_ids", "workflow_cancel", "tool_output_cut",
+        "multi_step_turn",
+        "steer",
+        "interrupt_tool_call",
+        "interrupt_model_request",
+        "double_texting_queue",
+        "double_texting_reject",
+        "loop_guard",
+        "token_budget",
+        "failed_turn",
+        "continue_as_new_first_run",
+        "subagents",
+        "team_sequential",
+        "approval_denied",
+        "approval_always",
+        "config_changed",
+        "config_unchanged",
+        "config_registry_rollback",
+        "config_registry_continue_as_new",
+        "skills_hot_reload",
+        "mcp_tools_changed",
+        "slash_commands",
+        "external_payload",
+        "approval_wait_continue_as_new",
+        "duplicate_call_ids",
+        "workflow_cancel",
+        "tool_output_cut",
     } <= names
 
 

@@ -27,10 +27,15 @@ def _passed_through(module: str) -> bool:
 
 
 def test_workflow_modules_are_sandboxed():
-    workflow_code = [f"agentwolf.workflows.{m.name}" for m in pkgutil.iter_modules(agentwolf.workflows.__path__)]
-    assert {"agentwolf.workflows.session", "agentwolf.workflows.registry", "agentwolf.workflows.stream"} <= set(workflow_code)
+    workflow_code = [
+        f"agentwolf.workflows.{m.name}" for m in pkgutil.iter_modules(agentwolf.workflows.__path__)
+    ]
+    assert {
+        "agentwolf.workflows.session",
+        "agentwolf.workflows.registry",
+        "agentwolf.workflows.stream",
+    } <= set(workflow_code)
     assert [m for m in workflow_code if m != "agentwolf.workflows.types" and _passed_through(m)] == []
-
 
 
 async def test_a_clock_read_in_workflow_code_fails_the_task_on_every_run(client: Client, task_queue: str):

@@ -24,7 +24,9 @@ async def test_keys_are_required_and_errors_have_openai_s_shape(client, task_que
             assert answer.status_code == 401
             assert answer.json()["error"]["type"] == "authentication_error"
         big = await http.post(
-            "/v1/chat/completions", content=b"x" * (2 << 20), headers={"Authorization": "Bearer key-a", "Content-Type": "application/json"}
+            "/v1/chat/completions",
+            content=b"x" * (2 << 20),
+            headers={"Authorization": "Bearer key-a", "Content-Type": "application/json"},
         )
         assert big.status_code == 413 and big.json()["error"]["code"] == "body_too_large"
 
@@ -34,7 +36,11 @@ def test_binding_rules():
     some = ApiKeys.load([], {"WOLF_API_KEYS": "k=t"})
     check_binding("127.0.0.1", none, no_auth=True)
     check_binding("0.0.0.0", some, no_auth=False)
-    for host, keys, no_auth in (("0.0.0.0", none, True), ("127.0.0.1", none, False), ("0.0.0.0", none, False)):
+    for host, keys, no_auth in (
+        ("0.0.0.0", none, True),
+        ("127.0.0.1", none, False),
+        ("0.0.0.0", none, False),
+    ):
         with pytest.raises(BindingRefused):
             check_binding(host, keys, no_auth)
     assert some.principal("k").tenant == "t" and some.principal("K") is None

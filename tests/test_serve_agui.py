@@ -43,8 +43,15 @@ needs_node = pytest.mark.skipif(
 
 async def _node(url: str, thread: str, prompt: str, *args: str) -> list[dict[str, Any]]:
     proc = await asyncio.create_subprocess_exec(
-        NODE or "node", str(RUN_MJS), url, thread, prompt, *args,
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        NODE or "node",
+        str(RUN_MJS),
+        url,
+        thread,
+        prompt,
+        *args,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode == 0, err.decode()
@@ -69,7 +76,10 @@ def _types(events: list[dict[str, Any]]) -> list[str]:
 @needs_node
 async def test_http_agent_streams_text_and_a_tool_call(client, task_queue, run_worker):
     script = Script(sequence(tool("add", {"a": 20, "b": 22}, "call-add"), text(ANSWER)), chunk_delay=0.1)
-    async with run_worker(local_models={"m": script.model}), serving(client, task_queue, make_manifest()) as base:
+    async with (
+        run_worker(local_models={"m": script.model}),
+        serving(client, task_queue, make_manifest()) as base,
+    ):
         thread = f"t-{uuid.uuid4().hex[:8]}"
         lines = await _node(f"{base}/agui/a", thread, "add 20 and 22", "--key", "key-a")
         wolf = WolfClient(client, tenant="tenant-a", task_queue=task_queue)
@@ -80,13 +90,23 @@ async def test_http_agent_streams_text_and_a_tool_call(client, task_queue, run_w
     assert events[0]["threadId"] == thread and events[0]["protocolVersion"] == "1.0"
     # The tool call, whole, then its result, in the first step; the answer in the second.
     start = types.index("TOOL_CALL_START")
-    assert types[start : start + 4] == ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT"]
+    assert types[start : start + 4] == [
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "TOOL_CALL_RESULT",
+    ]
     assert events[start]["toolCallName"] == "add" and events[start]["toolCallId"] == "call-add"
     assert json.loads(events[start + 1]["delta"]) == {"a": 20, "b": 22}
     assert events[start + 3]["content"] == "42"
     steps = [(e["type"], e["stepName"]) for e in events if e["type"].startswith("STEP_")]
     # In order: live text waits until the durable stream has reached the step before it.
-    assert steps == [("STEP_STARTED", "step 1"), ("STEP_FINISHED", "step 1"), ("STEP_STARTED", "step 2"), ("STEP_FINISHED", "step 2")], types
+    assert steps == [
+        ("STEP_STARTED", "step 1"),
+        ("STEP_FINISHED", "step 1"),
+        ("STEP_STARTED", "step 2"),
+        ("STEP_FINISHED", "step 2"),
+    ], types
     # Text streamed in pieces that join to the answer once.
     assert types.count("TEXT_MESSAGE_CONTENT") > 3
     assert _text(events) == ANSWER
@@ -99,15 +119,28 @@ async def test_http_agent_streams_text_and_a_tool_call(client, task_queue, run_w
 
 @needs_node
 @pytest.mark.parametrize("answer", ["approve", "deny"])
-async def test_http_agent_answers_approval_interrupts_with_a_resumed_run(client, task_queue, run_worker, tmp_path, answer):
+async def test_http_agent_answers_approval_interrupts_with_a_resumed_run(
+    client, task_queue, run_worker, tmp_path, answer
+):
     effects = tmp_path / "effects"
     manifest = make_manifest(
         {"permissions": {"rules": [{"tool": "record", "action": "confirm"}]}},
         mcp_servers={"tools": tools_server(WOLF_SIDE_EFFECTS=str(effects))},
     )
-    script = Script(sequence(tools(("record", {"tag": "x"}), ("record", {"tag": "y"})), text("done with it")), chunk_delay=0.05)
+    script = Script(
+        sequence(tools(("record", {"tag": "x"}), ("record", {"tag": "y"})), text("done with it")),
+        chunk_delay=0.05,
+    )
     async with run_worker(local_models={"m": script.model}), serving(client, task_queue, manifest) as base:
-        lines = await _node(f"{base}/agui/a", f"t-{uuid.uuid4().hex[:8]}", "record x and y", "--key", "key-a", "--answer", answer)
+        lines = await _node(
+            f"{base}/agui/a",
+            f"t-{uuid.uuid4().hex[:8]}",
+            "record x and y",
+            "--key",
+            "key-a",
+            "--answer",
+            answer,
+        )
     runs = [line for line in lines if "run" in line]
     assert [len(r["interrupts"]) for r in runs] == [2, 0]
     # One interrupt per waiting call, after both calls were shown.
@@ -143,7 +176,9 @@ class Stream:
     comments: list[str] = field(default_factory=list)
 
 
-async def _sse(response: httpx.Response) -> AsyncIterator[tuple[str | None, dict[str, Any] | None, str | None]]:
+async def _sse(
+    response: httpx.Response,
+) -> AsyncIterator[tuple[str | None, dict[str, Any] | None, str | None]]:
     """(id, event, comment) per dispatched SSE event or comment line."""
     event_id, data = None, []
     async for line in response.aiter_lines():
@@ -171,12 +206,20 @@ def _run_input(thread: str, prompt: str = "go") -> dict[str, Any]:
 
 
 async def _read(
-    http: httpx.AsyncClient, path: str, body: dict[str, Any], stream: Stream, *, until: int | None = None, **headers: str
+    http: httpx.AsyncClient,
+    path: str,
+    body: dict[str, Any],
+    stream: Stream,
+    *,
+    until: int | None = None,
+    **headers: str,
 ) -> int:
     """Read a run into `stream` (stop after `until` TEXT_MESSAGE_CONTENT events); the HTTP status."""
     async with http.stream("POST", path, json=body, headers=headers, timeout=60) as response:
         if response.status_code != 200:
-            stream.comments.append((await response.aread()).decode(errors="replace"))  # why, for the assertion
+            stream.comments.append(
+                (await response.aread()).decode(errors="replace")
+            )  # why, for the assertion
             return response.status_code
         contents = 0
         async for event_id, event, comment in _sse(response):
@@ -214,7 +257,9 @@ def _check_sequence(events: list[dict[str, Any]]) -> None:
     assert events[-1]["type"] == "RUN_FINISHED" and not open_messages and not open_steps
 
 
-async def test_a_second_run_reattaches_and_another_tenant_gets_404(client, task_queue, run_worker, monkeypatch):
+async def test_a_second_run_reattaches_and_another_tenant_gets_404(
+    client, task_queue, run_worker, monkeypatch
+):
     monkeypatch.setattr(agui, "PING", 0.3)
     script = Script(sequence(text(ANSWER)), delay=1.0, chunk_delay=0.15)
     async with (
@@ -229,7 +274,12 @@ async def test_a_second_run_reattaches_and_another_tenant_gets_404(client, task_
         # The model waited a second before its first token: the idle stream had heartbeats.
         assert "ping" in first.comments
         # Another tenant: not by the id of A's stream, not by A's full session id.
-        assert await _read(http, "/agui/a", _run_input(thread), Stream(), **b, **{"Last-Event-ID": first.ids[-1]}) == 404
+        assert (
+            await _read(
+                http, "/agui/a", _run_input(thread), Stream(), **b, **{"Last-Event-ID": first.ids[-1]}
+            )
+            == 404
+        )
         assert await _read(http, "/agui/a", _run_input(f"wolf/tenant-a/{thread}"), Stream(), **b) == 404
         # The disconnect left the turn running; the same thread again streams that turn from its start.
         again = Stream()
@@ -238,14 +288,26 @@ async def test_a_second_run_reattaches_and_another_tenant_gets_404(client, task_
         status, calls = await wolf.status(thread), script.calls
         bad = await http.post("/agui/a", json={"threadId": thread}, headers=a)
         wrong_agent = await http.post("/agui/nope", json=_run_input(thread), headers=a)
-        as_text = await http.post("/agui/a", content=json.dumps(_run_input(thread)), headers={**a, "Content-Type": "text/plain"})
+        as_text = await http.post(
+            "/agui/a", content=json.dumps(_run_input(thread)), headers={**a, "Content-Type": "text/plain"}
+        )
         bad_id = await http.post("/agui/a", json=_run_input(thread), headers={**a, "Last-Event-ID": "1.2.3"})
 
         # The next run is a new turn; interrupting it ends the run as cancelled.
         interrupted = Stream()
         assert await _read(http, "/agui/a", _run_input(thread, "more"), interrupted, until=1, **a) == 200
         await wolf.interrupt(thread, "enough")
-        assert await _read(http, "/agui/a", _run_input(thread), interrupted, **a, **{"Last-Event-ID": interrupted.ids[-1]}) == 200
+        assert (
+            await _read(
+                http,
+                "/agui/a",
+                _run_input(thread),
+                interrupted,
+                **a,
+                **{"Last-Event-ID": interrupted.ids[-1]},
+            )
+            == 200
+        )
     _check_sequence(again.events)
     assert _text(again.events) == ANSWER
     assert status.counters.turns == 1 and calls == 1  # no second prompt
@@ -306,7 +368,19 @@ async def test_last_event_id_resumes_after_the_server_process_is_killed(client, 
 async def _wolf_serve(address: str, config: Path, queue: str) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     proc = subprocess.Popen(  # noqa: ASYNC220 - started once, killed by the test
-        [WOLF, "serve", "--no-auth", "--port", str(port), "--config", str(config), "--address", address, "--task-queue", queue],
+        [
+            WOLF,
+            "serve",
+            "--no-auth",
+            "--port",
+            str(port),
+            "--config",
+            str(config),
+            "--address",
+            address,
+            "--task-queue",
+            queue,
+        ],
         env={**os.environ, "TEMPORAL_ADDRESS": address, "NO_COLOR": "1"},
         stdout=subprocess.DEVNULL,
         stderr=(config.parent / f"serve-{port}.log").open("wb"),
@@ -355,9 +429,17 @@ def test_every_position_resumes_to_exactly_the_rest_of_the_run():
         ev("text_delta", 2, attempt=None, index=4, text=": 3"),
         ev("model_text", 2, text="Done: 3"),
         Event(kind="config_changed", at=datetime.now(UTC)),
-        ev("turn_finished", 2, text="Done: 3", outcome="completed", usage=Usage(input_tokens=5, output_tokens=3)),
+        ev(
+            "turn_finished",
+            2,
+            text="Done: 3",
+            outcome="completed",
+            usage=Usage(input_tokens=5, output_tokens=3),
+        ),
     ]
-    cursors = [Cursor(n) for n in range(len(source) + 1)]  # distinct, chained: event n moves cursor n to n + 1
+    cursors = [
+        Cursor(n) for n in range(len(source) + 1)
+    ]  # distinct, chained: event n moves cursor n to n + 1
     ctx = Context(thread_id="t", run_id="r", session_id="t")
 
     def run(where: Where, start: int) -> list[tuple[str, dict[str, Any]]]:

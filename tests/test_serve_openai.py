@@ -28,7 +28,10 @@ def api(base: str, key: str = "key-a") -> AsyncOpenAI:
 
 async def test_models_and_chat_completions_not_streamed(client, task_queue, run_worker):
     script = Script(sequence(tool("add", {"a": 1, "b": 2}), text("three")))
-    async with run_worker(local_models={"m": script.model}), serving(client, task_queue, make_manifest()) as base:
+    async with (
+        run_worker(local_models={"m": script.model}),
+        serving(client, task_queue, make_manifest()) as base,
+    ):
         oa = api(base)
         assert [m.id for m in (await oa.models.list()).data] == ["a"]
         assert (await oa.models.retrieve("a")).id == "a"
@@ -46,11 +49,18 @@ async def test_models_and_chat_completions_not_streamed(client, task_queue, run_
         assert completion.choices[0].message.content == "three"
         assert completion.choices[0].finish_reason == "stop"
         assert completion.usage.prompt_tokens > 0 and completion.usage.completion_tokens > 0
-        assert completion.usage.total_tokens == completion.usage.prompt_tokens + completion.usage.completion_tokens
+        assert (
+            completion.usage.total_tokens
+            == completion.usage.prompt_tokens + completion.usage.completion_tokens
+        )
         session = raw.headers["x-wolf-session"]
         # A stateless request: the earlier messages went as context with the last one.
         prompt = script.requests[0][-1].parts[-1].content
-        assert "[system] Be brief." in prompt and "[assistant] hello" in prompt and prompt.endswith("what is 1+2?")
+        assert (
+            "[system] Be brief." in prompt
+            and "[assistant] hello" in prompt
+            and prompt.endswith("what is 1+2?")
+        )
         # It ran as a background task: the session is done, the header names it.
         wolf = WolfClient(client, tenant="tenant-a", task_queue=task_queue)
         assert (await wolf.result(session)).output == "three"
@@ -58,12 +68,18 @@ async def test_models_and_chat_completions_not_streamed(client, task_queue, run_
 
 async def test_chat_completions_stream_and_continue_a_durable_session(client, task_queue, run_worker):
     script = Script(sequence(text(ANSWER)), chunk_delay=0.1)
-    async with run_worker(local_models={"m": script.model}), serving(client, task_queue, make_manifest()) as base:
+    async with (
+        run_worker(local_models={"m": script.model}),
+        serving(client, task_queue, make_manifest()) as base,
+    ):
         oa = api(base)
         # `X-Wolf-Session: new` starts a session that stays for more turns.
         raw = await oa.chat.completions.with_raw_response.create(
-            model="a", messages=[{"role": "user", "content": "go"}], stream=True,
-            stream_options={"include_usage": True}, extra_headers={"X-Wolf-Session": "new"},
+            model="a",
+            messages=[{"role": "user", "content": "go"}],
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_headers={"X-Wolf-Session": "new"},
         )
         session = raw.headers["x-wolf-session"]
         chunks = [c async for c in raw.parse()]
@@ -77,7 +93,8 @@ async def test_chat_completions_stream_and_continue_a_durable_session(client, ta
         assert all(c.object == "chat.completion.chunk" for c in chunks)
         # Continuing: only the last user message reaches the session, whose transcript has the rest.
         again = await oa.chat.completions.with_raw_response.create(
-            model="a", messages=[{"role": "user", "content": "ignored history"}, {"role": "user", "content": "more"}],
+            model="a",
+            messages=[{"role": "user", "content": "ignored history"}, {"role": "user", "content": "more"}],
             extra_headers={"X-Wolf-Session": session},
         )
         assert again.headers["x-wolf-session"] == session
@@ -90,27 +107,39 @@ async def test_heartbeats_do_not_break_the_openai_client(client, task_queue, run
     """An idle stream gets comment lines; the openai client must read through them (see _Heartbeat)."""
     monkeypatch.setattr(openai_api, "HEARTBEAT", 0.05)
     script = Script(sequence(text(ANSWER)), chunk_delay=0.2)
-    async with run_worker(local_models={"m": script.model}), serving(client, task_queue, make_manifest()) as base:
+    async with (
+        run_worker(local_models={"m": script.model}),
+        serving(client, task_queue, make_manifest()) as base,
+    ):
         oa = api(base)
-        stream = await oa.chat.completions.create(model="a", messages=[{"role": "user", "content": "go"}], stream=True)
+        stream = await oa.chat.completions.create(
+            model="a", messages=[{"role": "user", "content": "go"}], stream=True
+        )
         assert "".join([c.choices[0].delta.content or "" async for c in stream if c.choices]) == ANSWER
         events = [e async for e in await oa.responses.create(model="a", input="go", stream=True)]
         assert events[-1].type == "response.completed" and events[-1].response.output_text == ANSWER
         async with httpx.AsyncClient(base_url=base, headers={"Authorization": "Bearer key-a"}) as http:
-            raw = await http.get(f"/v1/responses/{events[-1].response.id}", params={"stream": "true", "starting_after": "1"})
+            raw = await http.get(
+                f"/v1/responses/{events[-1].response.id}", params={"stream": "true", "starting_after": "1"}
+            )
         assert raw.status_code == 200
 
 
 async def test_responses_previous_response_id_and_streaming_events(client, task_queue, run_worker):
     script = Script(sequence(tool("add", {"a": 1, "b": 2}), text(ANSWER), text("again")), chunk_delay=0.05)
-    async with run_worker(local_models={"m": script.model}), serving(client, task_queue, make_manifest()) as base:
+    async with (
+        run_worker(local_models={"m": script.model}),
+        serving(client, task_queue, make_manifest()) as base,
+    ):
         oa = api(base)
         first = await oa.responses.create(model="a", input="what is 1+2?")
         assert first.status == "completed" and first.output_text == ANSWER
         assert [i.type for i in first.output] == ["mcp_call", "message"]
         assert first.output[0].name == "add" and first.output[0].output == "3"
         assert first.usage.input_tokens > 0
-        second = await oa.responses.create(model="a", input="and now?", previous_response_id=first.id, stream=True)
+        second = await oa.responses.create(
+            model="a", input="and now?", previous_response_id=first.id, stream=True
+        )
         events = [e async for e in second]
         types = [e.type for e in events]
         assert types[:2] == ["response.created", "response.in_progress"] and types[-1] == "response.completed"
@@ -127,7 +156,10 @@ async def test_responses_previous_response_id_and_streaming_events(client, task_
 
 async def test_background_retrieve_and_cancel(client, task_queue, run_worker):
     script = Script(sequence(text(ANSWER * 20)), chunk_delay=0.1)
-    async with run_worker(local_models={"m": script.model}), serving(client, task_queue, make_manifest()) as base:
+    async with (
+        run_worker(local_models={"m": script.model}),
+        serving(client, task_queue, make_manifest()) as base,
+    ):
         oa = api(base)
         started = await oa.responses.create(model="a", input="go", background=True)
         assert started.status in ("queued", "in_progress") and started.background
@@ -146,7 +178,10 @@ async def test_background_retrieve_and_cancel(client, task_queue, run_worker):
 
 async def test_a_stream_resumes_with_starting_after(client, task_queue, run_worker):
     script = Script(sequence(text(ANSWER)), chunk_delay=0.15)
-    async with run_worker(local_models={"m": script.model}), serving(client, task_queue, make_manifest()) as base:
+    async with (
+        run_worker(local_models={"m": script.model}),
+        serving(client, task_queue, make_manifest()) as base,
+    ):
         oa = api(base)
         stream = await oa.responses.create(model="a", input="go", stream=True)
         seen = []
@@ -156,7 +191,12 @@ async def test_a_stream_resumes_with_starting_after(client, task_queue, run_work
                 break
         await stream.close()  # the client goes away mid-answer
         rid = seen[0].response.id
-        resumed = [e async for e in await oa.responses.retrieve(rid, stream=True, starting_after=seen[-1].sequence_number)]
+        resumed = [
+            e
+            async for e in await oa.responses.retrieve(
+                rid, stream=True, starting_after=seen[-1].sequence_number
+            )
+        ]
         assert resumed[0].sequence_number > seen[-1].sequence_number
         everything = seen + resumed
         text_ = "".join(e.delta for e in everything if e.type == "response.output_text.delta")
@@ -165,19 +205,28 @@ async def test_a_stream_resumes_with_starting_after(client, task_queue, run_work
         # Resuming again from any point of the finished turn gives the same tail.
         middle = everything[len(everything) // 2].sequence_number
         tail = [e async for e in await oa.responses.retrieve(rid, stream=True, starting_after=middle)]
-        joined = "".join(e.delta for e in everything if e.type == "response.output_text.delta" and e.sequence_number <= middle)
+        joined = "".join(
+            e.delta
+            for e in everything
+            if e.type == "response.output_text.delta" and e.sequence_number <= middle
+        )
         joined += "".join(e.delta for e in tail if e.type == "response.output_text.delta")
         assert joined == ANSWER
         # Raw SSE: ids are the sequence numbers, and Last-Event-ID resumes like starting_after.
         async with httpx.AsyncClient(base_url=base, headers={"Authorization": "Bearer key-a"}) as http:
-            answer = await http.get(f"/v1/responses/{rid}", params={"stream": "true"}, headers={"Last-Event-ID": str(middle)})
+            answer = await http.get(
+                f"/v1/responses/{rid}", params={"stream": "true"}, headers={"Last-Event-ID": str(middle)}
+            )
         ids = [int(line[3:].strip()) for line in answer.text.splitlines() if line.startswith("id:")]
         assert ids == [e.sequence_number for e in tail]
 
 
 async def test_tenant_isolation(client, task_queue, run_worker):
     script = Script(sequence(text(ANSWER * 20)), chunk_delay=0.1)
-    async with run_worker(local_models={"m": script.model}), serving(client, task_queue, make_manifest()) as base:
+    async with (
+        run_worker(local_models={"m": script.model}),
+        serving(client, task_queue, make_manifest()) as base,
+    ):
         a, b = api(base), api(base, "key-b")
         mine = await a.responses.create(model="a", input="go", background=True)
         session = ResponseId.parse(mine.id).session
@@ -186,14 +235,23 @@ async def test_tenant_isolation(client, task_queue, run_worker):
             b.responses.retrieve(mine.id, stream=True),
             b.responses.cancel(mine.id),
             b.responses.create(model="a", input="x", previous_response_id=mine.id),
-            b.chat.completions.create(model="a", messages=[{"role": "user", "content": "x"}], extra_headers={"X-Wolf-Session": session}),
             b.chat.completions.create(
-                model="a", messages=[{"role": "user", "content": "x"}], extra_headers={"X-Wolf-Session": f"wolf/tenant-a/{session}"}
+                model="a",
+                messages=[{"role": "user", "content": "x"}],
+                extra_headers={"X-Wolf-Session": session},
+            ),
+            b.chat.completions.create(
+                model="a",
+                messages=[{"role": "user", "content": "x"}],
+                extra_headers={"X-Wolf-Session": f"wolf/tenant-a/{session}"},
             ),
         ):
             with pytest.raises(openai.NotFoundError):
                 await attempt
-        for never in (a.responses.retrieve(f"resp_{session}_99_0"), a.responses.retrieve(f"resp_{session}_99_0", stream=True)):
+        for never in (
+            a.responses.retrieve(f"resp_{session}_99_0"),
+            a.responses.retrieve(f"resp_{session}_99_0", stream=True),
+        ):
             with pytest.raises(openai.NotFoundError):  # a turn the session never had
                 await never
         # A's response still runs.
@@ -213,19 +271,52 @@ async def test_hostile_and_wrong_requests_get_clear_errors(client, task_queue, r
                 (b"[1, 2]", {}, 400, "invalid_json"),
                 (b'{"model": "a", "messages": []}', {}, 400, "invalid_messages"),
                 (b'{"messages": [{"role": "user", "content": "x"}]}', {}, 400, "missing_model"),
-                (b'{"model": "a", "messages": [{"role": "user", "content": "x"}]}', {"Content-Type": "text/plain"}, 415, "unsupported_media_type"),
-                (json.dumps({"model": "a", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}).encode(), {}, 400, "unsupported_content"),
-                (json.dumps({"model": "a", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]}).encode(), {}, 400, "unsupported_tools"),
+                (
+                    b'{"model": "a", "messages": [{"role": "user", "content": "x"}]}',
+                    {"Content-Type": "text/plain"},
+                    415,
+                    "unsupported_media_type",
+                ),
+                (
+                    json.dumps(
+                        {
+                            "model": "a",
+                            "messages": [
+                                {
+                                    "role": "user",
+                                    "content": [{"type": "image_url", "image_url": {"url": "x"}}],
+                                }
+                            ],
+                        }
+                    ).encode(),
+                    {},
+                    400,
+                    "unsupported_content",
+                ),
+                (
+                    json.dumps(
+                        {
+                            "model": "a",
+                            "messages": [{"role": "user", "content": "x"}],
+                            "tools": [{"type": "function", "function": {"name": "f"}}],
+                        }
+                    ).encode(),
+                    {},
+                    400,
+                    "unsupported_tools",
+                ),
                 (b"x" * (2 << 20), {}, 413, "body_too_large"),
             ]
             for content, extra, status, code in cases:
                 answer = await http.post("/v1/chat/completions", content=content, headers=extra)
                 assert answer.status_code == status, (content[:60], answer.text)
                 assert answer.json()["error"]["code"] == code
+
             # A body sent in chunks past the limit is cut off too.
             async def chunks():
                 for _ in range(40):
                     yield b"x" * (64 << 10)
+
             answer = await http.post("/v1/responses", content=chunks())
             assert answer.status_code == 413
             assert (await http.get("/v1/responses/not-an-id")).status_code == 404
@@ -253,10 +344,14 @@ async def test_too_many_queued_prompts_get_429_with_retry_after(client, task_que
         oa = api(base)
         running = await oa.responses.create(model="a", input="go", background=True)
         await wait_for(lambda: script.calls)
-        queued = await oa.responses.create(model="a", input="next", previous_response_id=running.id, background=True)
+        queued = await oa.responses.create(
+            model="a", input="next", previous_response_id=running.id, background=True
+        )
         assert (await oa.responses.retrieve(queued.id)).status == "queued"
         with pytest.raises(openai.RateLimitError) as limited:
-            await oa.with_options(max_retries=0).responses.create(model="a", input="third", previous_response_id=running.id)
+            await oa.with_options(max_retries=0).responses.create(
+                model="a", input="third", previous_response_id=running.id
+            )
         assert limited.value.response.headers["retry-after"]
         await oa.responses.cancel(running.id)
 
@@ -286,7 +381,15 @@ def _synthetic_turn() -> list[tuple[int, Event]]:
         (0, e("text_delta", attempt=2, index=0, text="The quick brown fox ")),
         (0, e("text_delta", attempt=2, index=20, text="jumps.")),
         (1, e("model_text", text="The quick brown fox jumps.")),
-        (2, e("turn_finished", text="The quick brown fox jumps.", outcome="completed", usage=Usage(input_tokens=3, output_tokens=5))),
+        (
+            2,
+            e(
+                "turn_finished",
+                text="The quick brown fox jumps.",
+                outcome="completed",
+                usage=Usage(input_tokens=3, output_tokens=5),
+            ),
+        ),
     ]
 
 
@@ -317,7 +420,10 @@ def test_a_retried_attempt_continues_where_the_sent_text_ended_and_resumes_are_e
         for source in (None, replayed):
             tail = _run_view(after, source)
             assert all(s > after for s, _, _ in tail)
-            assert have + "".join(b["delta"] for _, t, b in tail if t == "response.output_text.delta") == "The quick brown fox jumps."
+            assert (
+                have + "".join(b["delta"] for _, t, b in tail if t == "response.output_text.delta")
+                == "The quick brown fox jumps."
+            )
             assert [t for _, t, _ in tail[-1:]] == (["response.completed"] if after < seqs[-1] else [])
 
 
@@ -331,5 +437,8 @@ def test_a_broken_subscription_is_taken_up_again_exactly():
     view.restart(outs[-1][0])
     for offset, event in events:  # the running step's text comes again from its start
         outs += view.feed(offset, event)
-    assert "".join(b["delta"] for _, t, b in outs if t == "response.output_text.delta") == "The quick brown fox jumps."
+    assert (
+        "".join(b["delta"] for _, t, b in outs if t == "response.output_text.delta")
+        == "The quick brown fox jumps."
+    )
     assert [s for s, _, _ in outs] == sorted({s for s, _, _ in outs})

@@ -10,7 +10,13 @@ from tests.support.models import Script, sequence, text, tool, tools, user_texts
 
 
 async def test_multi_step_turn_runs_tools_and_answers(wolf, run_worker):
-    script = Script(sequence(tool("add", {"a": 2, "b": 3}), tools(("echo", {"text": "hi"}), ("add", {"a": 1, "b": 1})), text("five and hi")))
+    script = Script(
+        sequence(
+            tool("add", {"a": 2, "b": 3}),
+            tools(("echo", {"text": "hi"}), ("add", {"a": 1, "b": 1})),
+            text("five and hi"),
+        )
+    )
     async with run_worker(local_models={"m": script.model}):
         sid = await wolf.submit("compute", "a", make_manifest())
         result = await wolf.result(sid)
@@ -18,7 +24,9 @@ async def test_multi_step_turn_runs_tools_and_answers(wolf, run_worker):
     assert result.output == "five and hi"
     assert result.outcome == "completed"
     assert result.counters.steps == 3 and result.counters.usage.tool_calls == 3
-    returns = [p for m in script.requests[-1] for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
+    returns = [
+        p for m in script.requests[-1] for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)
+    ]
     assert [(r.tool_name, r.content) for r in returns] == [("add", "5"), ("echo", "hi"), ("add", "2")]
     assert set(script.tools) == {"echo", "add", "slow", "big", "fail", "record", "env", "parent_environ"}
 
@@ -40,7 +48,13 @@ async def test_events_describe_the_turn(wolf, run_worker):
         events = await events_until(wolf, sid, "session_closed")
     kinds = [e.kind for e in events]
     assert kinds == [
-        "turn_started", "compiled", "tool_call_started", "tool_call_finished", "model_text", "turn_finished", "session_closed"
+        "turn_started",
+        "compiled",
+        "tool_call_started",
+        "tool_call_finished",
+        "model_text",
+        "turn_finished",
+        "session_closed",
     ]
     started, finished = events[2], events[3]
     assert started.tool == "add" and started.args == {"a": 2, "b": 3}

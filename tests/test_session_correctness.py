@@ -37,7 +37,11 @@ def _returns(transcript) -> list[ToolReturnPart]:
 
 async def test_two_calls_with_one_id_under_confirm_are_answered_one_by_one(wolf, run_worker):
     script = Script(
-        lambda s: _same_id(("echo", {"text": "first"}), ("echo", {"text": "second"})) if s.calls == 1 else text("done")
+        lambda s: (
+            _same_id(("echo", {"text": "first"}), ("echo", {"text": "second"}))
+            if s.calls == 1
+            else text("done")
+        )
     )
     manifest = make_manifest(permissions={"rules": [{"tool": "echo", "action": "confirm"}]})
     async with run_worker(local_models={"m": script.model}):
@@ -64,7 +68,10 @@ async def _pending(wolf, sid, n):
 async def test_two_delegate_calls_with_one_id_start_two_children(wolf, run_worker):
     def boss(s):
         if s.calls == 1:
-            return _same_id(("delegate", {"agent": "reviewer", "task": "one"}), ("delegate", {"agent": "reviewer", "task": "two"}))
+            return _same_id(
+                ("delegate", {"agent": "reviewer", "task": "one"}),
+                ("delegate", {"agent": "reviewer", "task": "two"}),
+            )
         return text(" | ".join(r.content for r in _returns(s.requests[-1][-1:])))
 
     manifest = Manifest.model_validate(
@@ -125,7 +132,9 @@ async def _state(wolf, sid, state):
 
 
 async def test_closing_a_parent_stops_its_running_child(wolf, run_worker):
-    boss = Script(lambda s: ModelResponse(parts=[ToolCallPart("delegate", {"agent": "reviewer", "task": "t"})]))
+    boss = Script(
+        lambda s: ModelResponse(parts=[ToolCallPart("delegate", {"agent": "reviewer", "task": "t"})])
+    )
     manifest = Manifest.model_validate(
         {
             "agents": {
@@ -162,7 +171,9 @@ async def _not_listed_running(wolf, sid):
 async def test_a_tool_result_that_arrives_with_the_interrupt_is_kept(client, task_queue, wolf):
     """The tool finishes while no workflow worker runs and the interrupt waits beside its result:
     the next workflow task holds both."""
-    script = Script(lambda s: ModelResponse(parts=[ToolCallPart("slow", {"seconds": 1.5}, tool_call_id="c1")]))
+    script = Script(
+        lambda s: ModelResponse(parts=[ToolCallPart("slow", {"seconds": 1.5}, tool_call_id="c1")])
+    )
     hosts = HostRegistry({"m": script.model})
     activities = SessionActivities(hosts)
     acts = [activities.compile, activities.model_request, activities.call_tool]
@@ -170,7 +181,9 @@ async def test_a_tool_result_that_arrives_with_the_interrupt_is_kept(client, tas
     def workflows() -> Worker:
         return Worker(client, task_queue=task_queue, workflows=WORKFLOWS, workflow_runner=SANDBOX)
 
-    async with Worker(client, task_queue=task_queue, activities=acts, max_heartbeat_throttle_interval=_ms(200)):
+    async with Worker(
+        client, task_queue=task_queue, activities=acts, max_heartbeat_throttle_interval=_ms(200)
+    ):
         async with workflows():
             sid = await wolf.start_session("a", make_manifest(mcp_servers={"tools": tools_server()}))
             await wolf.prompt(sid, "go")
@@ -236,9 +249,11 @@ def test_a_change_during_a_compile_keeps_the_agent_stale_whatever_the_strings():
 def _script_calls(*calls: tuple[str, dict]) -> Script:
     """Call the tools one step each, then answer."""
     return Script(
-        lambda s: ModelResponse(parts=[ToolCallPart(*calls[s.calls - 1], tool_call_id=f"c{s.calls}")])
-        if s.calls <= len(calls)
-        else text("done")
+        lambda s: (
+            ModelResponse(parts=[ToolCallPart(*calls[s.calls - 1], tool_call_id=f"c{s.calls}")])
+            if s.calls <= len(calls)
+            else text("done")
+        )
     )
 
 
@@ -246,9 +261,12 @@ async def _tool_call_paths(wolf, sid) -> tuple[int, int]:
     """(regular `wolf.call_tool` activities, local activities) in the session's history."""
     history = await wolf.client.get_workflow_handle(workflow_id("default", sid)).fetch_history()
     regular = sum(
-        e.activity_task_scheduled_event_attributes.activity_type.name == "wolf.call_tool" for e in history.events
+        e.activity_task_scheduled_event_attributes.activity_type.name == "wolf.call_tool"
+        for e in history.events
     )
-    local = sum(e.marker_recorded_event_attributes.marker_name == "core_local_activity" for e in history.events)
+    local = sum(
+        e.marker_recorded_event_attributes.marker_name == "core_local_activity" for e in history.events
+    )
     return regular, local
 
 
@@ -261,7 +279,9 @@ async def _tool_call_paths(wolf, sid) -> tuple[int, int]:
         ([], "echo", (3, 0)),  # the manifest trusts no annotation
     ],
 )
-async def test_only_tools_safe_to_repeat_run_as_local_activities(wolf, run_worker, tmp_path, repeat_safe, tool, expected):
+async def test_only_tools_safe_to_repeat_run_as_local_activities(
+    wolf, run_worker, tmp_path, repeat_safe, tool, expected
+):
     args = [{"tag": f"t{i}"} if tool == "record" else {"text": f"t{i}"} for i in range(3)]
     script = _script_calls(*((tool, a) for a in args))
     server = {**tools_server(WOLF_SIDE_EFFECTS=str(tmp_path / "effects")), "fast_call_ms": 60_000}
@@ -281,7 +301,11 @@ async def test_a_long_tool_result_is_cut_for_the_model_and_read_page_by_page(wol
         if s.calls == 1:
             return ModelResponse(parts=[ToolCallPart("big", {"size": 2500}, tool_call_id="huge")])
         if s.calls == 2:
-            return ModelResponse(parts=[ToolCallPart("read_tool_output", {"call_id": "huge", "offset": 1000}, tool_call_id="r1")])
+            return ModelResponse(
+                parts=[
+                    ToolCallPart("read_tool_output", {"call_id": "huge", "offset": 1000}, tool_call_id="r1")
+                ]
+            )
         return text("read")
 
     script = Script(model)
@@ -312,7 +336,13 @@ def _confirming(double_texting: str, **sessions) -> Manifest:
 
 
 def _asks_then_answers() -> Script:
-    return Script(lambda s: ModelResponse(parts=[ToolCallPart("echo", {"text": "x"}, tool_call_id=f"c{s.calls}")]) if s.calls == 1 else text(f"answer {s.calls}"))
+    return Script(
+        lambda s: (
+            ModelResponse(parts=[ToolCallPart("echo", {"text": "x"}, tool_call_id=f"c{s.calls}")])
+            if s.calls == 1
+            else text(f"answer {s.calls}")
+        )
+    )
 
 
 async def test_reject_refuses_a_prompt_while_a_turn_waits_for_approval(wolf, run_worker):
@@ -339,8 +369,14 @@ async def test_interrupt_ends_a_turn_waiting_for_approval_and_runs_the_new_promp
         transcript = await wolf.transcript(sid)
         await wolf.close(sid)
         await wolf.result(sid)
-    assert status.last_outcome == "completed" and status.last_output == "answer 2" and not status.pending_approvals
-    assert [(r.content, r.outcome) for r in _returns(transcript)] == [("interrupted by the user", "interrupted")]
+    assert (
+        status.last_outcome == "completed"
+        and status.last_output == "answer 2"
+        and not status.pending_approvals
+    )
+    assert [(r.content, r.outcome) for r in _returns(transcript)] == [
+        ("interrupted by the user", "interrupted")
+    ]
 
 
 async def _turns_done(wolf, sid, n):
@@ -403,7 +439,9 @@ class CacheMissProbe:
 
 
 @pytest.mark.parametrize("tampered", ["compiled", "transcript"])
-async def test_a_prefix_or_compiled_agent_fetched_on_a_miss_must_match_its_digest(client, task_queue, tampered):
+async def test_a_prefix_or_compiled_agent_fetched_on_a_miss_must_match_its_digest(
+    client, task_queue, tampered
+):
     from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
 
     from agentwolf.activities.types import EMPTY_DIGEST, CompiledAgent, chain_digest
@@ -411,8 +449,14 @@ async def test_a_prefix_or_compiled_agent_fetched_on_a_miss_must_match_its_diges
     manifest = make_manifest()
     compiled = CompiledAgent(agent="a", models=["local:m"], instructions="", tools=[])
     prefix = [ModelRequest(parts=[UserPromptPart("the real first prompt")])]
-    served = [ModelRequest(parts=[UserPromptPart("a different first prompt")])] if tampered == "transcript" else prefix
-    served_compiled = compiled.model_copy(update={"instructions": "changed"}) if tampered == "compiled" else compiled
+    served = (
+        [ModelRequest(parts=[UserPromptPart("a different first prompt")])]
+        if tampered == "transcript"
+        else prefix
+    )
+    served_compiled = (
+        compiled.model_copy(update={"instructions": "changed"}) if tampered == "compiled" else compiled
+    )
     wid = workflow_id("default", f"probe-{tampered}")
     request = {
         "ref": {"config_id": manifest.identity, "tenant": "default", "workflow_id": wid},
@@ -435,7 +479,10 @@ async def test_a_prefix_or_compiled_agent_fetched_on_a_miss_must_match_its_diges
     ):  # fmt: skip
         outcome = await client.execute_workflow(CacheMissProbe.run, inp, id=wid, task_queue=task_queue)
     await hosts.close()
-    expected = {"compiled": "compiled agent does not match", "transcript": "transcript prefix (1 messages) does not match"}
+    expected = {
+        "compiled": "compiled agent does not match",
+        "transcript": "transcript prefix (1 messages) does not match",
+    }
     assert expected[tampered] in outcome
 
 
@@ -465,14 +512,19 @@ async def test_a_turn_waiting_for_approval_continues_as_new_and_resumes(wolf, ru
             await wolf.steer(sid, f"hint {i}")
         status = await wait_for(lambda: _continued(wolf, sid))
         assert status.state == "waiting_approval" and [p.call_id for p in status.pending_approvals] == ["ask"]
-        await record_history(wolf.client, workflow_id("default", sid), "approval_wait_continue_as_new", first_run)
+        await record_history(
+            wolf.client, workflow_id("default", sid), "approval_wait_continue_as_new", first_run
+        )
         await wolf.approve(sid, "ask")
         await wait_for(lambda: _turns_done(wolf, sid, 1))
         transcript = await wolf.transcript(sid)
         events = [e async for _, e in _until_idle(wolf, sid)]
         await wolf.close(sid)
         await wolf.result(sid)
-    assert [(r.content, r.outcome) for r in _returns(transcript)] == [("3", "success"), ("approved text", "success")]
+    assert [(r.content, r.outcome) for r in _returns(transcript)] == [
+        ("3", "success"),
+        ("approved text", "success"),
+    ]
     assert script.calls == 2 and user_texts(script.requests[-1])[-40:] == [f"hint {i}" for i in range(40)]
     assert sum(e.kind == "approval_requested" for e in events) == 1
     assert sum(e.kind == "turn_started" for e in events) == 1

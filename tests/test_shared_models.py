@@ -45,7 +45,8 @@ def test_the_table_keeps_no_model_alive():
 def test_compact_log_reads_back_equal_items():
     items = [
         WorkflowStreamItem(
-            topic=f"t{i % 2}", data=Payload(metadata={"encoding": b"json/plain", "n": str(i).encode()}, data=b"x" * i)
+            topic=f"t{i % 2}",
+            data=Payload(metadata={"encoding": b"json/plain", "n": str(i).encode()}, data=b"x" * i),
         )
         for i in range(5)
     ]

@@ -16,7 +16,9 @@ from tests.conftest import SUPPORT, TOOLS_SERVER, record_history, tools_server, 
 from tests.support.models import Script, sequence, text, tool, tools, user_texts
 
 
-def write_skill(root: Path, name: str, body: str = "Follow the steps.", extra: str = "", atomic: bool = False) -> None:
+def write_skill(
+    root: Path, name: str, body: str = "Follow the steps.", extra: str = "", atomic: bool = False
+) -> None:
     folder = root / name
     folder.mkdir(parents=True, exist_ok=True)
     content = f"---\nname: {name}\ndescription: The {name} skill.\n{extra}---\n{body}\n"
@@ -27,11 +29,19 @@ def write_skill(root: Path, name: str, body: str = "Follow the steps.", extra: s
         (folder / "SKILL.md").write_text(content)
 
 
-def manifest(skills: Path, *caps: dict[str, Any], allow_skill_servers: bool = False, **servers: dict[str, Any]) -> Manifest:
+def manifest(
+    skills: Path, *caps: dict[str, Any], allow_skill_servers: bool = False, **servers: dict[str, Any]
+) -> Manifest:
     return Manifest.model_validate(
         {
             "host": {"mcp_servers": servers, "skills": {"allow_mcp_servers": allow_skill_servers}},
-            "agents": {"a": {"model": "local:m", "instructions": "Be brief.", "capabilities": [{"skills": [str(skills)]}, *caps]}},
+            "agents": {
+                "a": {
+                    "model": "local:m",
+                    "instructions": "Be brief.",
+                    "capabilities": [{"skills": [str(skills)]}, *caps],
+                }
+            },
         }
     )
 
@@ -62,7 +72,9 @@ async def run_turn(wolf: Any, sid: str, prompt: str) -> list[Event]:
     return events
 
 
-async def test_a_running_session_picks_up_a_new_skill_and_loads_it_on_demand(wolf, run_worker, tmp_path, client):
+async def test_a_running_session_picks_up_a_new_skill_and_loads_it_on_demand(
+    wolf, run_worker, tmp_path, client
+):
     skills = tmp_path / "skills"
     write_skill(skills, "review", body="Read every line.")
     script = Script(
@@ -88,15 +100,15 @@ async def test_a_running_session_picks_up_a_new_skill_and_loads_it_on_demand(wol
         recompiled = [e for e in events if e.kind == "compiled"]
         assert len(recompiled) == 1 and "recompiled" in (recompiled[0].text or "")
         loaded = returns(script)["load_skill"]
-        assert "Ship it with care." in loaded and "runbook.md" in loaded and "---" not in loaded.split("\n")[0]
+        assert (
+            "Ship it with care." in loaded and "runbook.md" in loaded and "---" not in loaded.split("\n")[0]
+        )
         await record_history(client, workflow_id("default", sid), "skills_hot_reload")
         await wolf.close(sid)
 
 
 async def test_a_new_mcp_tool_reaches_the_very_next_model_request(wolf, run_worker, tmp_path, client):
-    script = Script(
-        sequence(tool("grow", {"name": "fresh"}), tool("fresh", {}), text("done"))
-    )
+    script = Script(sequence(tool("grow", {"name": "fresh"}), tool("fresh", {}), text("done")))
     skills_server = {"command": sys.executable, "args": [str(SUPPORT / "skills_server.py")]}
     async with run_worker(local_models={"m": script.model}):
         sid = await wolf.submit("grow a tool", "a", manifest(tmp_path, {"mcp": "s"}, s=skills_server))
@@ -106,7 +118,9 @@ async def test_a_new_mcp_tool_reaches_the_very_next_model_request(wolf, run_work
     assert result.outcome == "completed"
     assert returns(script)["fresh"] == "fresh here"  # the model saw and called the new tool
     kinds = [e.kind for e in events]
-    assert kinds.index("extensions_changed") < kinds.index("tool_call_started", kinds.index("extensions_changed"))
+    assert kinds.index("extensions_changed") < kinds.index(
+        "tool_call_started", kinds.index("extensions_changed")
+    )
 
 
 async def test_slash_commands_expand_local_skills_and_mcp_prompts(wolf, run_worker, tmp_path):
@@ -143,7 +157,9 @@ async def test_allowed_tools_limit_the_agent_while_a_skill_is_active(wolf, run_w
     write_skill(skills, "careful", extra="allowed-tools: echo\n")
     script = Script(
         sequence(
-            tools(("add", {"a": 5, "b": 5}), ("load_skill", {"name": "careful"})),  # in one step: the load binds
+            tools(
+                ("add", {"a": 5, "b": 5}), ("load_skill", {"name": "careful"})
+            ),  # in one step: the load binds
             tool("add", {"a": 1, "b": 2}),
             text("ok"),
         )
@@ -154,7 +170,9 @@ async def test_allowed_tools_limit_the_agent_while_a_skill_is_active(wolf, run_w
         assert {"add", "echo", "load_skill"} <= script.offered[0]
         assert "not allowed while careful is active" in returns(script, 1)["add"]  # even beside the load
         assert script.offered[1] == {"echo", "load_skill", "read_skill_file"}  # while `careful` is active
-        assert "not allowed while careful is active" in returns(script)["add"]  # and enforced, not just hidden
+        assert (
+            "not allowed while careful is active" in returns(script)["add"]
+        )  # and enforced, not just hidden
         await run_turn(wolf, sid, "again")  # the skill ended with its turn: every tool is back
         assert {"add", "echo", "load_skill"} <= script.offered[-1]
         await wolf.close(sid)
@@ -174,7 +192,9 @@ async def test_a_skill_brings_its_own_mcp_server_for_its_turn_only(wolf, run_wor
         f"    env: {{WOLF_PID_FILE: {pid_file}}}\n"
     )
     write_skill(skills, "helped", extra=extra)
-    script = Script(sequence(tool("load_skill", {"name": "helped"}), tool("echo", {"text": "from helper"}), text("ok")))
+    script = Script(
+        sequence(tool("load_skill", {"name": "helped"}), tool("echo", {"text": "from helper"}), text("ok"))
+    )
     async with run_worker(local_models={"m": script.model}) as hosts:
         sid = await wolf.start_session("a", manifest(skills, allow_skill_servers=True))
         other = await wolf.start_session("a", manifest(skills, allow_skill_servers=True))

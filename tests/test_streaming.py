@@ -46,7 +46,9 @@ async def _collect(wolf: Any, sid: str, until: str = "turn_finished", **kwargs: 
 
 
 async def test_text_streams_before_the_step_ends_and_joins_to_the_answer(wolf, run_worker, client):
-    script = Script(sequence(ModelResponse(parts=[ThinkingPart("let me think"), TextPart(ANSWER)])), chunk_delay=0.15)
+    script = Script(
+        sequence(ModelResponse(parts=[ThinkingPart("let me think"), TextPart(ANSWER)])), chunk_delay=0.15
+    )
     async with run_worker(local_models={"m": script.model}):
         sid = await wolf.start_session("a", make_manifest(), prompt="go")
         events = await _collect(wolf, sid)
@@ -59,7 +61,9 @@ async def test_text_streams_before_the_step_ends_and_joins_to_the_answer(wolf, r
     # Many deltas, read from heartbeats while the request ran (a whole response would be one).
     assert len(deltas) >= 3, kinds
     assert all(d.attempt == 1 for d in deltas)
-    assert [d.index for d in deltas] == [sum(len(x.text or "") for x in deltas[:i]) for i in range(len(deltas))]
+    assert [d.index for d in deltas] == [
+        sum(len(x.text or "") for x in deltas[:i]) for i in range(len(deltas))
+    ]
     assert "".join(d.text or "" for d in deltas) == final.text == ANSWER
     assert rendered(events) == {(final.turn_id, final.step): ANSWER}
     assert any(e.kind == "thinking_delta" and e.text == "let me think" for e in events)
@@ -89,7 +93,9 @@ async def test_a_broken_stream_is_superseded_by_the_retry(wolf, run_worker):
         await record_history(wolf.client, workflow_id("default", sid), "streamed_turn_superseded")
     superseded = [e for e in events if e.kind == "attempt_superseded"]
     assert [e.attempt for e in superseded] == [1]
-    assert any(e.kind == "text_delta" and e.attempt == 1 for e in events)  # partial text was shown, then dropped
+    assert any(
+        e.kind == "text_delta" and e.attempt == 1 for e in events
+    )  # partial text was shown, then dropped
     final = next(e for e in events if e.kind == "model_text")
     assert final.text == ANSWER and script.calls == 2
     assert rendered(events) == {(final.turn_id, final.step): ANSWER}
@@ -102,7 +108,11 @@ async def test_interrupt_mid_stream_ends_the_deltas_and_the_turn(wolf, run_worke
         events: list[Event] = []
         async for _, event in wolf.events(sid):
             events.append(event)
-            if event.kind == "text_delta" and len(events) and sum(e.kind == "text_delta" for e in events) == 3:
+            if (
+                event.kind == "text_delta"
+                and len(events)
+                and sum(e.kind == "text_delta" for e in events) == 3
+            ):
                 await wolf.interrupt(sid, "enough")
             if event.kind == "turn_finished":
                 break
@@ -153,7 +163,11 @@ async def test_a_worker_killed_mid_stream_gives_the_retry_s_text_exactly_once(en
             sid = await wolf.start_session("a", manifest, prompt="go")
             async for _, event in wolf.events(sid):
                 events.append(event)
-                if event.kind == "text_delta" and replacement is None and sum(e.kind == "text_delta" for e in events) >= 3:
+                if (
+                    event.kind == "text_delta"
+                    and replacement is None
+                    and sum(e.kind == "text_delta" for e in events) >= 3
+                ):
                     worker.send_signal(signal.SIGKILL)
                     worker.wait()
                     replacement = worker_process(env, task_queue)

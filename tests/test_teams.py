@@ -36,11 +36,18 @@ def _echoing(name: str, delay: float = 0.0) -> Script:
 async def test_parent_delegates_to_two_subagents_in_parallel(wolf, run_worker):
     def boss(s):
         if s.calls == 1:
-            return tools(("delegate", {"agent": "reviewer", "task": "review"}), ("delegate", {"agent": "tester", "task": "test"}))
+            return tools(
+                ("delegate", {"agent": "reviewer", "task": "review"}),
+                ("delegate", {"agent": "tester", "task": "test"}),
+            )
         returns = [p.content for p in s.requests[-1][-1].parts if isinstance(p, ToolReturnPart)]
         return text(" | ".join(returns))
 
-    models = {"boss": Script(boss).model, "reviewer": _echoing("reviewer", 0.5).model, "tester": _echoing("tester", 0.5).model}
+    models = {
+        "boss": Script(boss).model,
+        "reviewer": _echoing("reviewer", 0.5).model,
+        "tester": _echoing("tester", 0.5).model,
+    }
     async with run_worker(local_models=models):
         sid = await wolf.submit("ship it", "boss", _manifest())
         result = await wolf.result(sid)
@@ -58,9 +65,16 @@ async def _children(wolf, parent, n):
 
 async def test_interrupting_the_parent_cancels_its_children(wolf, run_worker, client):
     def boss(s):
-        return tools(("delegate", {"agent": "reviewer", "task": "slow review"}), ("delegate", {"agent": "tester", "task": "slow test"}))
+        return tools(
+            ("delegate", {"agent": "reviewer", "task": "slow review"}),
+            ("delegate", {"agent": "tester", "task": "slow test"}),
+        )
 
-    models = {"boss": Script(boss).model, "reviewer": _echoing("r", 60).model, "tester": _echoing("t", 60).model}
+    models = {
+        "boss": Script(boss).model,
+        "reviewer": _echoing("r", 60).model,
+        "tester": _echoing("t", 60).model,
+    }
     async with run_worker(local_models=models):
         sid = await wolf.start_session("boss", _manifest())
         await wolf.prompt(sid, "go")
@@ -88,10 +102,20 @@ async def test_interrupting_the_parent_cancels_its_children(wolf, run_worker, cl
 
 
 async def test_depth_limit_refuses_delegation(wolf, run_worker):
-    boss = Script(lambda s: tools(("delegate", {"agent": "reviewer", "task": "x"})) if s.calls == 1 else text("alone"))
+    boss = Script(
+        lambda s: tools(("delegate", {"agent": "reviewer", "task": "x"})) if s.calls == 1 else text("alone")
+    )
     manifest = _manifest()
-    manifest = manifest.model_copy(update={"host": manifest.host.model_copy(update={"sessions": manifest.host.sessions.model_copy(update={"max_subagent_depth": 0})})})
-    async with run_worker(local_models={"boss": boss.model, "reviewer": _echoing("r").model, "tester": _echoing("t").model}):
+    manifest = manifest.model_copy(
+        update={
+            "host": manifest.host.model_copy(
+                update={"sessions": manifest.host.sessions.model_copy(update={"max_subagent_depth": 0})}
+            )
+        }
+    )
+    async with run_worker(
+        local_models={"boss": boss.model, "reviewer": _echoing("r").model, "tester": _echoing("t").model}
+    ):
         result = await wolf.result(await wolf.submit("go", "boss", manifest))
     assert result.output == "alone"
     (ret,) = [p for p in boss.requests[1][-1].parts if isinstance(p, ToolReturnPart)]
@@ -100,7 +124,11 @@ async def test_depth_limit_refuses_delegation(wolf, run_worker):
 
 async def test_sequential_team_feeds_each_member_the_previous_output(wolf, run_worker):
     manifest = _manifest(teams={"pipeline": {"mode": "sequential", "members": ["reviewer", "tester"]}})
-    models = {"boss": Script(lambda s: text("-")).model, "reviewer": _echoing("reviewer").model, "tester": _echoing("tester").model}
+    models = {
+        "boss": Script(lambda s: text("-")).model,
+        "reviewer": _echoing("reviewer").model,
+        "tester": _echoing("tester").model,
+    }
     async with run_worker(local_models=models):
         sid = await wolf.submit("write code", "pipeline", manifest)
         result = await wolf.result(sid)
@@ -110,7 +138,11 @@ async def test_sequential_team_feeds_each_member_the_previous_output(wolf, run_w
 
 async def test_parallel_team_gathers_every_member(wolf, run_worker):
     manifest = _manifest(teams={"panel": {"mode": "parallel", "members": ["reviewer", "tester"]}})
-    models = {"boss": Script(lambda s: text("-")).model, "reviewer": _echoing("reviewer").model, "tester": _echoing("tester").model}
+    models = {
+        "boss": Script(lambda s: text("-")).model,
+        "reviewer": _echoing("reviewer").model,
+        "tester": _echoing("tester").model,
+    }
     async with run_worker(local_models=models):
         result = await wolf.result(await wolf.submit("look", "panel", manifest))
     assert result.output == "## reviewer\nreviewer says: look\n\n## tester\ntester says: look"

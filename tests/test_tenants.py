@@ -16,7 +16,9 @@ from tests.conftest import make_manifest, wait_for
 from tests.support.models import Script, text
 
 
-async def test_a_client_cannot_read_steer_or_interrupt_another_tenants_session(client, task_queue, run_worker):
+async def test_a_client_cannot_read_steer_or_interrupt_another_tenants_session(
+    client, task_queue, run_worker
+):
     acme = WolfClient(client, tenant=f"acme-{uuid.uuid4().hex[:6]}", task_queue=task_queue)
     beta = WolfClient(client, tenant=f"beta-{uuid.uuid4().hex[:6]}", task_queue=task_queue)
     async with run_worker(local_models={"m": Script(lambda s: text("ok")).model}):
@@ -30,7 +32,9 @@ async def test_a_client_cannot_read_steer_or_interrupt_another_tenants_session(c
             lambda: acme.prompt(full, "hi"),
             lambda: acme.close(full),
         ):
-            with pytest.raises(TenantError, match=f"belongs to tenant '{beta.tenant}', not to '{acme.tenant}'"):
+            with pytest.raises(
+                TenantError, match=f"belongs to tenant '{beta.tenant}', not to '{acme.tenant}'"
+            ):
                 await call()
         with pytest.raises(TenantError, match="belongs to tenant"):
             await anext(acme.events(full))
@@ -60,7 +64,9 @@ async def test_a_session_whose_tenant_attribute_differs_is_refused(client, task_
         SessionInput(session_id=sid, tenant="beta", agent="a", manifest=make_manifest()),
         id=workflow_id("acme", sid),
         task_queue=task_queue,  # no worker: the session never runs, describe is enough
-        search_attributes=TypedSearchAttributes([SearchAttributePair(TENANT_ATTR, "beta"), SearchAttributePair(AGENT_ATTR, "a")]),
+        search_attributes=TypedSearchAttributes(
+            [SearchAttributePair(TENANT_ATTR, "beta"), SearchAttributePair(AGENT_ATTR, "a")]
+        ),
     )
     try:
         with pytest.raises(TenantError, match="belongs to tenant 'beta', not to 'acme'"):
@@ -98,7 +104,9 @@ async def test_a_mapped_tenant_lives_in_its_own_namespace(env, client, task_queu
     await client.workflow_service.register_namespace(
         RegisterNamespaceRequest(namespace=namespace, workflow_execution_retention_period=timedelta(days=1))
     )
-    request = AddSearchAttributesRequest(namespace=namespace, search_attributes={a.name: 2 for a in SEARCH_ATTRIBUTES})  # 2: keyword
+    request = AddSearchAttributesRequest(
+        namespace=namespace, search_attributes={a.name: 2 for a in SEARCH_ATTRIBUTES}
+    )  # 2: keyword
     for attempt in range(50):  # a new namespace takes a moment to be usable
         try:
             await client.operator_service.add_search_attributes(request)
@@ -112,7 +120,9 @@ async def test_a_mapped_tenant_lives_in_its_own_namespace(env, client, task_queu
     wolf = await WolfClient.connect(address, tenant="iso", task_queue=task_queue)
     assert wolf.client.namespace == namespace
     served = await Client.connect(address, namespace=namespace, data_converter=data_converter())
-    worker, hosts = create_worker(served, task_queue=task_queue, local_models={"m": Script(lambda s: text("isolated")).model})
+    worker, hosts = create_worker(
+        served, task_queue=task_queue, local_models={"m": Script(lambda s: text("isolated")).model}
+    )
     async with worker:
         sid = await wolf.submit("hi", "a", make_manifest())
         assert (await wolf.result(sid)).output == "isolated"

@@ -96,7 +96,9 @@ async def test_secrets_reach_their_use_and_nothing_else(
         done = tool_outputs(request)
         if not done:
             # Both servers list the same tools: their names carry the server.
-            return Reply(tool_calls=[("local__env", {"name": "SECRET"}), ("web__echo", {"text": "over http"})])
+            return Reply(
+                tool_calls=[("local__env", {"name": "SECRET"}), ("web__echo", {"text": "over http"})]
+            )
         return Reply(text="done: " + " | ".join(done))
 
     await wait_for(lambda: _port_open(http_tools_server))
@@ -397,7 +399,9 @@ async def test_crafted_activity_input_cannot_spoof_a_tenant_or_replace_a_server(
         assert hosts.find(manifest.identity, "victim") is None
 
 
-async def test_a_worker_restores_a_skills_server_only_from_the_skill_file_it_reads(client, task_queue, tmp_path):
+async def test_a_worker_restores_a_skills_server_only_from_the_skill_file_it_reads(
+    client, task_queue, tmp_path
+):
     """A worker that did not compile the turn gets a skill server's label only: it starts the server
     from the skill file it reads itself, and a label whose digest matches no file starts nothing."""
     from agentwolf.activities.session import _skill_server_label
@@ -511,7 +515,11 @@ async def test_a_secret_streamed_piece_by_piece_never_reaches_a_follower(wolf, r
     with ScriptedOpenAI(lambda request: Reply(chunks=chunks, interval=0.05)) as server:
         manifest = Manifest.model_validate(
             {
-                "host": {"models": {"providers": {"openai": {"api_key": "${CANARY_KEY}", "base_url": server.base_url}}}},
+                "host": {
+                    "models": {
+                        "providers": {"openai": {"api_key": "${CANARY_KEY}", "base_url": server.base_url}}
+                    }
+                },
                 "agents": {"a": {"model": "openai-chat:gpt-4o-mini"}},
             }
         )

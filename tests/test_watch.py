@@ -312,7 +312,9 @@ async def test_a_shared_watch_follows_a_replaced_root(tmp_path: Path) -> None:
         shutil.rmtree(root)
         write_skill(root, "again")
         for inbox in inboxes:
-            await inbox.wait_for(lambda events: any("created" in e.detail or "replaced" in e.detail for e in events))
+            await inbox.wait_for(
+                lambda events: any("created" in e.detail or "replaced" in e.detail for e in events)
+            )
         await asyncio.gather(*(inbox.settle() for inbox in inboxes))
         seen = [len(inbox.events) for inbox in inboxes]
         write_skill(root, "again", n=1)

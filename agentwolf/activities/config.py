@@ -41,7 +41,10 @@ async def config_notify(inp: NotifyInput) -> int:
     client = activity.client()
     tenant = tenant_of(activity.info().workflow_id or "")
     if tenant != inp.tenant:  # the tenant is the registry's, from its id, never from input
-        raise ApplicationError(f"refused: registry of tenant {tenant!r} asked to notify tenant {inp.tenant!r}", non_retryable=True)
+        raise ApplicationError(
+            f"refused: registry of tenant {tenant!r} asked to notify tenant {inp.tenant!r}",
+            non_retryable=True,
+        )
     query = sessions_query(tenant, inp.update.name, datetime.now(UTC) - CONTINUE_AS_NEW_GAP)
     ids = sorted({wf.id async for wf in client.list_workflows(query)})
     gate = asyncio.Semaphore(PARALLEL_SIGNALS)

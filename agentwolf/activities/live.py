@@ -57,7 +57,9 @@ class LiveResponse:
         """The details for the text so far."""
         if self._partial is not None:
             partial, self._partial = self._partial(), None
-            thinking = "\n\n".join(p.content for p in partial.parts if isinstance(p, ThinkingPart) and p.content)
+            thinking = "\n\n".join(
+                p.content for p in partial.parts if isinstance(p, ThinkingPart) and p.content
+            )
             self.details = self.details.model_copy(
                 update=dict(zip(("text_start", "text"), self._window(partial.text or ""), strict=True))
                 | dict(zip(("thinking_start", "thinking"), self._window(thinking), strict=True))
@@ -99,7 +101,9 @@ async def request(
 ) -> ModelResponse:
     """One model request; streamed into `live` when given and the model can stream."""
     if live is None or not streams(model):
-        return await direct_model_request(model, messages, model_settings=settings, model_request_parameters=parameters)
+        return await direct_model_request(
+            model, messages, model_settings=settings, model_request_parameters=parameters
+        )
     try:
         async with model_request_stream(
             model, messages, model_settings=settings, model_request_parameters=parameters
@@ -108,7 +112,9 @@ async def request(
                 live.update(stream.get)
             return stream.get()
     except NotImplementedError:  # a provider without streaming: whole responses, no error
-        return await direct_model_request(model, messages, model_settings=settings, model_request_parameters=parameters)
+        return await direct_model_request(
+            model, messages, model_settings=settings, model_request_parameters=parameters
+        )
 
 
 def tool_progress(
@@ -124,7 +130,9 @@ def tool_progress(
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         nonlocal sent_at
         message = secrets.redact(message) if message else message
-        latest[:] = [LiveTool(call_id=call_id, attempt=attempt, progress=progress, total=total, message=message)]
+        latest[:] = [
+            LiveTool(call_id=call_id, attempt=attempt, progress=progress, total=total, message=message)
+        ]
         if time.monotonic() - sent_at >= PROGRESS_EVERY:
             sent_at = time.monotonic()
             activity.heartbeat(latest[0])

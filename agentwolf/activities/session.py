@@ -73,7 +73,9 @@ _TOOL_NAME = re.compile(r"[^a-zA-Z0-9_-]")
 A = TypeVar("A", bound=CompileInput | ModelRequestInput | ToolCallInput | SkillReadInput | CommandInput)
 
 
-def _serving(method: Callable[[SessionActivities, A], Awaitable[T]]) -> Callable[[SessionActivities, A], Awaitable[T]]:
+def _serving(
+    method: Callable[[SessionActivities, A], Awaitable[T]],
+) -> Callable[[SessionActivities, A], Awaitable[T]]:
     """Check the tenant, then keep the activity's host from being closed as idle while it runs."""
 
     @functools.wraps(method)
@@ -99,7 +101,9 @@ def check_tenant(ref: HostRef, served: str | None) -> None:
         )
     if served is not None and tenant != served:
         raise ApplicationError(
-            f"refused: this worker serves tenant {served!r} only, not {tenant!r}", type="TenantMismatch", non_retryable=True
+            f"refused: this worker serves tenant {served!r} only, not {tenant!r}",
+            type="TenantMismatch",
+            non_retryable=True,
         )
 
 
@@ -128,14 +132,18 @@ class SessionActivities:
                 host.secrets.resolve(spec)
         except (AliasError, MissingVariable, PolicyError) as exc:
             raise ApplicationError(str(exc), type="ConfigError", non_retryable=True) from None
-        subagents = [name for cap in agent.capabilities if isinstance(cap, SubagentCapability) for name in cap.subagent]
+        subagents = [
+            name for cap in agent.capabilities if isinstance(cap, SubagentCapability) for name in cap.subagent
+        ]
         scope = await host.scope(inp.manifest, inp.agent, inp.ref.workflow_id, inp.turn_id or "-")
         skills = host.registry.skills(scope)
         try:
             entries = await _heartbeating(skills.list_skills())
             skill_servers = await _activate_skills(host, scope, inp.manifest, entries, inp.active_skills)
             servers = host.registry.tool_sources(scope)
-            results = await _heartbeating(asyncio.gather(*(s.list_tools() for s in servers), return_exceptions=True))
+            results = await _heartbeating(
+                asyncio.gather(*(s.list_tools() for s in servers), return_exceptions=True)
+            )
             listed: list[list[ToolEntry]] = []
             for server, result in zip(servers, list(results), strict=True):
                 label = server.server  # type: ignore[attr-defined]
@@ -153,9 +161,13 @@ class SessionActivities:
             catalog = await skills.catalog(inp.manifest.host.skills.catalog_bytes)
             commands = await _commands(host, scope)
         except McpUnavailable as exc:
-            raise ApplicationError(host.secrets.redact(str(exc)), type="McpUnavailable", non_retryable=exc.permanent) from None
+            raise ApplicationError(
+                host.secrets.redact(str(exc)), type="McpUnavailable", non_retryable=exc.permanent
+            ) from None
         except (MCPError, TimeoutError) as exc:
-            raise ApplicationError(host.secrets.redact(f"listing MCP tools failed: {exc}"), type="McpUnavailable") from None
+            raise ApplicationError(
+                host.secrets.redact(f"listing MCP tools failed: {exc}"), type="McpUnavailable"
+            ) from None
         except (ExtensionError, MissingVariable, PolicyError) as exc:
             raise ApplicationError(str(exc), type="ExtensionError", non_retryable=True) from None
         for problem in skills.shadowed:
@@ -201,7 +213,9 @@ class SessionActivities:
     async def read_skill(self, inp: SkillReadInput) -> ToolCallOutput:
         """A skill file as the model may see it: text, or a note for binary files (never decoded)."""
         host = await self._host(inp.ref)
-        scope = await host.scope(self.hosts.manifests[inp.ref.config_id], inp.agent, inp.ref.workflow_id, inp.turn_id)
+        scope = await host.scope(
+            self.hosts.manifests[inp.ref.config_id], inp.agent, inp.ref.workflow_id, inp.turn_id
+        )
         try:
             file = await _heartbeating(host.registry.resolve_uri(inp.uri, scope))
         except ExtensionError as exc:
@@ -210,7 +224,9 @@ class SessionActivities:
             return ToolCallOutput(content=f"reading {inp.uri} failed: {exc}", is_error=True)
         if file.text is None:
             size = len(file.blob or b"")
-            return ToolCallOutput(content=f"[binary file {inp.uri}: {size} bytes, {file.mime_type}; not shown]")
+            return ToolCallOutput(
+                content=f"[binary file {inp.uri}: {size} bytes, {file.mime_type}; not shown]"
+            )
         content = file.text
         if inp.listing:
             files = await _skill_files(host, scope, inp.uri)
@@ -223,7 +239,9 @@ class SessionActivities:
     async def expand_command(self, inp: CommandInput) -> CommandOutput:
         """`/name args`: a local skill (with $ARGUMENTS, $1...) first, else an MCP prompt `/server:prompt`."""
         host = await self._host(inp.ref)
-        scope = await host.scope(self.hosts.manifests[inp.ref.config_id], inp.agent, inp.ref.workflow_id, inp.turn_id)
+        scope = await host.scope(
+            self.hosts.manifests[inp.ref.config_id], inp.agent, inp.ref.workflow_id, inp.turn_id
+        )
         name, _, rest = inp.text[1:].strip().partition(" ")
         try:
             commands = {c.name: c for c in await _heartbeating(host.registry.commands(scope))}
@@ -233,7 +251,9 @@ class SessionActivities:
                 return CommandOutput(error=f"unknown command /{name} (commands for {inp.agent}: {known})")
             source = host.registry.command_source(command, scope)
             if command.origin.startswith("mcp:"):
-                text = await _heartbeating(source.get_command(name, _prompt_arguments(command.arguments, rest)))
+                text = await _heartbeating(
+                    source.get_command(name, _prompt_arguments(command.arguments, rest))
+                )
                 return CommandOutput(text=text)
             text = await source.get_command(name, {"ARGUMENTS": rest})
             return CommandOutput(text=text.strip(), skill=name)
@@ -258,7 +278,11 @@ class SessionActivities:
             host.track(inp.ref.workflow_id, compiled.sources)
             manifest = self.hosts.manifests[inp.ref.config_id]
             host.background(host.recheck(manifest, compiled, inp.ref.workflow_id))
-        offered = compiled.tools if inp.tool_names is None else [t for t in compiled.tools if t.name in inp.tool_names]
+        offered = (
+            compiled.tools
+            if inp.tool_names is None
+            else [t for t in compiled.tools if t.name in inp.tool_names]
+        )
         limit = compiled.tool_output_chars
         cached = host.transcript(inp.ref.workflow_id, inp.base_len, inp.base_digest) if inp.base_len else None
         cache_hit = cached is not None or not inp.base_len
@@ -278,7 +302,9 @@ class SessionActivities:
             base_sent = _cut_tool_outputs(base, limit)
         messages = [*base, *inp.delta]
         sent = [*base_sent, *_cut_tool_outputs(inp.delta, limit)]
-        if not any(m is not s for m, s in zip(messages, sent, strict=True)):  # nothing cut: nothing to read on
+        if not any(
+            m is not s for m, s in zip(messages, sent, strict=True)
+        ):  # nothing cut: nothing to read on
             offered = [t for t in offered if t.server != SESSION]
         try:
             model = host.model(compiled.models)
@@ -290,7 +316,9 @@ class SessionActivities:
                     _settings(compiled),
                     ModelRequestParameters(
                         function_tools=[
-                            ToolDefinition(name=t.name, description=t.description, parameters_json_schema=t.parameters)
+                            ToolDefinition(
+                                name=t.name, description=t.description, parameters_json_schema=t.parameters
+                            )
                             for t in offered
                         ],
                         allow_text_output=True,
@@ -345,7 +373,9 @@ class SessionActivities:
             timeout = host.pool.servers[inp.server].call_timeout
             return ToolCallOutput(content=f"tool call timed out after {timeout:g}s", is_error=True)
         except (ValidationError, RuntimeError) as exc:  # an answer the MCP client cannot parse
-            return ToolCallOutput(content=f"MCP server {inp.server!r} sent an unusable answer: {exc}", is_error=True)
+            return ToolCallOutput(
+                content=f"MCP server {inp.server!r} sent an unusable answer: {exc}", is_error=True
+            )
         # A server announces a list change before it answers: the SDK spawns the notification's
         # handler (which bumps the cap's version) before it hands over the answer, so it has run.
         changed = cap is not None and cap.version != version
@@ -428,7 +458,9 @@ async def _activate_skills(
         if entry.name not in names or not entry.mcp_servers or root is None:
             continue
         if not manifest.host.skills.allow_mcp_servers:
-            activity.logger.warning("skill %s declares MCP servers; host.skills.allow_mcp_servers is off", entry.name)
+            activity.logger.warning(
+                "skill %s declares MCP servers; host.skills.allow_mcp_servers is off", entry.name
+            )
             continue
         parsed = root.parsed(entry.name)
         for server, config in parsed.mcp_servers.items() if parsed else ():
@@ -553,4 +585,3 @@ def _render(result: mcp_types.CallToolResult) -> str:
     if not parts and result.structured_content is not None:
         parts.append(json.dumps(result.structured_content))
     return "\n".join(parts)
-

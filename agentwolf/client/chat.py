@@ -104,7 +104,9 @@ def transcript_lines(messages: list[ModelMessage]) -> list[Text]:
                 lines.append(Text(inert(part.content)))
             elif isinstance(message, ModelResponse) and isinstance(part, ToolCallPart):
                 names[part.tool_call_id] = part.tool_name
-                lines.append(Text(f"  -> {inert(part.tool_name)}({inert(json.dumps(part.args_as_dict()))})", "cyan"))
+                lines.append(
+                    Text(f"  -> {inert(part.tool_name)}({inert(json.dumps(part.args_as_dict()))})", "cyan")
+                )
     return lines
 
 
@@ -156,7 +158,13 @@ class Chat:
     def _region(self) -> str:
         buf = io.StringIO()
         width = self.console.width
-        region = Console(file=buf, force_terminal=True, width=width, color_system="standard", no_color=self.console.no_color)
+        region = Console(
+            file=buf,
+            force_terminal=True,
+            width=width,
+            color_system="standard",
+            no_color=self.console.no_color,
+        )
         region.print(self.view.region(), end="")
         return buf.getvalue()
 
@@ -206,7 +214,9 @@ class Chat:
         self.armed = True
         if self.view.running:
             self._say("interrupting the turn (Ctrl-C again to leave)", "yellow")
-            asyncio.get_running_loop().create_task(self._send(self.wolf.interrupt(self.sid, "Ctrl-C in wolf chat")))
+            asyncio.get_running_loop().create_task(
+                self._send(self.wolf.interrupt(self.sid, "Ctrl-C in wolf chat"))
+            )
         else:
             self._say("(Ctrl-C again to leave, or /exit)")
 
@@ -234,7 +244,9 @@ class Chat:
             answer = _answer(line)
             call = pending.call_id or ""
             if answer is None:
-                self._say("answer y (yes), n (no) or a (always: this tool for the rest of the session)", "yellow")
+                self._say(
+                    "answer y (yes), n (no) or a (always: this tool for the rest of the session)", "yellow"
+                )
             elif answer == "no":
                 self.answered.add(call)
                 await self._send(self.wolf.deny(self.sid, call, "denied in wolf chat"))
@@ -328,7 +340,9 @@ class Chat:
                 loop.remove_signal_handler(signal.SIGINT)
 
 
-async def run_lines(wolf: WolfClient, sid: str, offset: int, out: Console, err: Console, sink: Sink | None = None) -> None:
+async def run_lines(
+    wolf: WolfClient, sid: str, offset: int, out: Console, err: Console, sink: Sink | None = None
+) -> None:
     """Chat with stdin not a terminal: each line a turn, plain output; y/n/a lines answer approvals."""
     view = LiveView(sink or PlainSink(out.file), sid)
     loop = asyncio.get_running_loop()

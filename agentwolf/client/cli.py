@@ -39,9 +39,20 @@ from agentwolf.workflows.registry import PushResult, VersionInfo, check_config_n
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False)
 # No markup, highlighting or emoji codes (`:smile:`) unless a line asks: session text prints as it is.
-out = Console(no_color=bool(os.environ.get("NO_COLOR")) or None, highlight=False, soft_wrap=True, markup=False, emoji=False)
+out = Console(
+    no_color=bool(os.environ.get("NO_COLOR")) or None,
+    highlight=False,
+    soft_wrap=True,
+    markup=False,
+    emoji=False,
+)
 err = Console(
-    stderr=True, no_color=bool(os.environ.get("NO_COLOR")) or None, highlight=False, soft_wrap=True, markup=False, emoji=False
+    stderr=True,
+    no_color=bool(os.environ.get("NO_COLOR")) or None,
+    highlight=False,
+    soft_wrap=True,
+    markup=False,
+    emoji=False,
 )
 
 BUNDLED_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "wolf.yaml"
@@ -49,11 +60,16 @@ BUNDLED_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "wolf.yaml"
 
 Agent = Annotated[str, typer.Option("--agent", "-a", help="Agent name from the config.")]
 ConfigOpt = Annotated[
-    str | None, typer.Option("--config", "-c", help="Registry config NAME, or a manifest file (has a '.' or '/', or exists).")
+    str | None,
+    typer.Option(
+        "--config", "-c", help="Registry config NAME, or a manifest file (has a '.' or '/', or exists)."
+    ),
 ]
 Tenant = Annotated[str, typer.Option("--tenant", envvar="WOLF_TENANT", help="Tenant owning the session.")]
 Json = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
-Address = Annotated[str | None, typer.Option("--address", envvar="TEMPORAL_ADDRESS", help="Temporal frontend.")]
+Address = Annotated[
+    str | None, typer.Option("--address", envvar="TEMPORAL_ADDRESS", help="Temporal frontend.")
+]
 
 
 class Exit(Exception):
@@ -131,7 +147,10 @@ async def _client(
     target = address or local_stack.local_address()
     if start_local and address is None:
         if not local_stack.listening(target):
-            err.print(f"[yellow]no Temporal server on {target}: starting the embedded local stack...[/yellow]", markup=True)
+            err.print(
+                f"[yellow]no Temporal server on {target}: starting the embedded local stack...[/yellow]",
+                markup=True,
+            )
         status = local_stack.up()  # idempotent: also makes sure the local worker runs
         if "server" in status.started:
             err.print(f"server {status.address}, UI {status.ui}, worker pid {status.worker_pid}")
@@ -156,7 +175,9 @@ async def _follow(wolf: WolfClient, session_id: str, as_json: bool, until_turn_e
     else:
         out.print(Text("session ", "dim") + Text(inert(session_id), "bold"))
     try:
-        await live_view.follow(wolf.events(session_id), out, session_id, as_json=as_json, until_turn_end=until_turn_end)
+        await live_view.follow(
+            wolf.events(session_id), out, session_id, as_json=as_json, until_turn_end=until_turn_end
+        )
     except (KeyboardInterrupt, asyncio.CancelledError):
         tenant = "" if wolf.tenant == "default" else f" --tenant {wolf.tenant}"
         err.print(inert(f"detached; the session keeps running. Reattach: wolf follow {session_id}{tenant}"))
@@ -173,7 +194,9 @@ def submit(
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream the events.")] = False,
     wait: Annotated[bool, typer.Option("--wait", "-w", help="Block until the result.")] = False,
     keep: Annotated[bool, typer.Option("--keep", help="Keep the session open after its turn.")] = False,
-    pin: Annotated[bool, typer.Option("--pin", help="Stay on the registry config's current version.")] = False,
+    pin: Annotated[
+        bool, typer.Option("--pin", help="Stay on the registry config's current version.")
+    ] = False,
     address: Address = None,
     as_json: Json = False,
 ) -> None:
@@ -184,7 +207,9 @@ def submit(
         if isinstance(source, Manifest):
             _check_agent(source, agent)
         wolf = await _client(address, tenant, start_local=True)
-        sid = await wolf.submit(prompt, agent, session_id=session, keep=keep, pinned=pin, **_source_args(source))
+        sid = await wolf.submit(
+            prompt, agent, session_id=session, keep=keep, pinned=pin, **_source_args(source)
+        )
         if follow:
             await _follow(wolf, sid, as_json, until_turn_end=keep)
         if wait or follow:
@@ -212,7 +237,9 @@ async def _print_result(wolf: WolfClient, sid: str, as_json: bool, quiet: bool =
 
 
 @app.command()
-def follow(session_id: str, tenant: Tenant = "default", address: Address = None, as_json: Json = False) -> None:
+def follow(
+    session_id: str, tenant: Tenant = "default", address: Address = None, as_json: Json = False
+) -> None:
     """Live stream of a session's events; Ctrl-C detaches and leaves the session running."""
 
     async def main() -> None:
@@ -234,7 +261,9 @@ def result(
 
 
 @app.command()
-def status(session_id: str, tenant: Tenant = "default", address: Address = None, as_json: Json = False) -> None:
+def status(
+    session_id: str, tenant: Tenant = "default", address: Address = None, as_json: Json = False
+) -> None:
     """A session's state, current turn and counters."""
 
     async def main() -> None:
@@ -243,10 +272,12 @@ def status(session_id: str, tenant: Tenant = "default", address: Address = None,
             out.print(st.model_dump_json(), soft_wrap=True)
         else:
             c = st.counters
-            out.print(inert(
-                f"{st.session_id} [{st.agent}] {st.state}  turns={c.turns} steps={c.steps} "
-                f"tokens={c.usage.total_tokens} tool_calls={c.usage.tool_calls} last={st.last_outcome}"
-            ))
+            out.print(
+                inert(
+                    f"{st.session_id} [{st.agent}] {st.state}  turns={c.turns} steps={c.steps} "
+                    f"tokens={c.usage.total_tokens} tool_calls={c.usage.tool_calls} last={st.last_outcome}"
+                )
+            )
 
     _run(main)
 
@@ -275,13 +306,19 @@ def interrupt(
 def approve(
     session_id: str,
     call_id: str,
-    always: Annotated[bool, typer.Option("--always", help="Allow this tool for the rest of the session.")] = False,
+    always: Annotated[
+        bool, typer.Option("--always", help="Allow this tool for the rest of the session.")
+    ] = False,
     tenant: Tenant = "default",
     address: Address = None,
     as_json: Json = False,
 ) -> None:
     """Let a tool call that waits for approval run."""
-    _run(lambda: _signal(address, tenant, session_id, as_json, lambda w: w.approve(session_id, call_id, always=always)))
+    _run(
+        lambda: _signal(
+            address, tenant, session_id, as_json, lambda w: w.approve(session_id, call_id, always=always)
+        )
+    )
 
 
 @app.command()
@@ -298,13 +335,19 @@ def deny(
 
 
 @app.command()
-def close(session_id: str, tenant: Tenant = "default", address: Address = None, as_json: Json = False) -> None:
+def close(
+    session_id: str, tenant: Tenant = "default", address: Address = None, as_json: Json = False
+) -> None:
     """Finish a session."""
     _run(lambda: _signal(address, tenant, session_id, as_json, lambda w: w.close(session_id)))
 
 
 async def _signal(
-    address: str | None, tenant: str, session_id: str, as_json: bool, send: Callable[[WolfClient], Awaitable[None]]
+    address: str | None,
+    tenant: str,
+    session_id: str,
+    as_json: bool,
+    send: Callable[[WolfClient], Awaitable[None]],
 ) -> None:
     await send(await _client(address, tenant))
     if as_json:
@@ -318,10 +361,15 @@ def worker(
     task_queue: Annotated[str, typer.Option("--task-queue")] = TASK_QUEUE,
     tenant: Annotated[
         str | None,
-        typer.Option("--tenant", help="Serve only this tenant, in its namespace when WOLF_TENANT_NAMESPACES maps one."),
+        typer.Option(
+            "--tenant", help="Serve only this tenant, in its namespace when WOLF_TENANT_NAMESPACES maps one."
+        ),
     ] = None,
     policy: Annotated[
-        str | None, typer.Option("--policy", help="Worker policy file (default: $WOLF_POLICY, else $WOLF_HOME/policy.yaml).")
+        str | None,
+        typer.Option(
+            "--policy", help="Worker policy file (default: $WOLF_POLICY, else $WOLF_HOME/policy.yaml)."
+        ),
     ] = None,
 ) -> None:
     """Run a worker in the foreground (for any Temporal cluster); a worker serves one namespace."""
@@ -332,7 +380,13 @@ def worker(
     async def main() -> None:
         if tenant:
             check_tenant(tenant)
-        await serve(address, (namespace_for(tenant) if tenant else None) or namespace, task_queue, tenant=tenant, policy=policy)
+        await serve(
+            address,
+            (namespace_for(tenant) if tenant else None) or namespace,
+            task_queue,
+            tenant=tenant,
+            policy=policy,
+        )
 
     _run(main)
 
@@ -341,8 +395,14 @@ def worker(
 def up(as_json: Json = False) -> None:
     """Start the embedded local stack (dev server on SQLite + a worker) in the background."""
     st = local_stack.up()
-    info: dict[str, Any] = {"address": st.address, "ui": st.ui, "server_pid": st.server_pid,
-                            "worker_pid": st.worker_pid, "started": st.started, "data": str(local_stack.data_dir())}
+    info: dict[str, Any] = {
+        "address": st.address,
+        "ui": st.ui,
+        "server_pid": st.server_pid,
+        "worker_pid": st.worker_pid,
+        "started": st.started,
+        "data": str(local_stack.data_dir()),
+    }
     if st.changed:
         info["restarted_worker_because"] = f"{', '.join(st.changed)} changed since it started"
     out.print(json.dumps(info) if as_json else "\n".join(f"{k}: {v}" for k, v in info.items()))
@@ -352,10 +412,16 @@ def up(as_json: Json = False) -> None:
 def down(as_json: Json = False) -> None:
     """Stop the embedded local stack."""
     stopped = local_stack.down()
-    out.print(json.dumps({"stopped": stopped}) if as_json else f"stopped: {', '.join(stopped) or 'nothing was running'}")
+    out.print(
+        json.dumps({"stopped": stopped})
+        if as_json
+        else f"stopped: {', '.join(stopped) or 'nothing was running'}"
+    )
 
 
-config_app = typer.Typer(help="Check and inspect manifests; push, list and roll back registry configs.", no_args_is_help=True)
+config_app = typer.Typer(
+    help="Check and inspect manifests; push, list and roll back registry configs.", no_args_is_help=True
+)
 app.add_typer(config_app, name="config")
 
 
@@ -386,11 +452,21 @@ def commands(
         finally:
             await hosts.close()
         if as_json:
-            out.print(json.dumps({
-                "commands": [{"name": f"/{c.name}", "origin": c.origin, "description": c.description} for c in listed],
-                "skills": [{"name": s.name, "origin": s.origin, "uri": s.uri, "description": s.description} for s in skills],
-                "problems": problems,
-            }))
+            out.print(
+                json.dumps(
+                    {
+                        "commands": [
+                            {"name": f"/{c.name}", "origin": c.origin, "description": c.description}
+                            for c in listed
+                        ],
+                        "skills": [
+                            {"name": s.name, "origin": s.origin, "uri": s.uri, "description": s.description}
+                            for s in skills
+                        ],
+                        "problems": problems,
+                    }
+                )
+            )
             return
         table = Table("command", "from", "description", box=None)
         for command in listed:
@@ -409,7 +485,11 @@ def config_validate(
     file: Path,
     tenant: Tenant = "default",
     policy: Annotated[
-        str | None, typer.Option("--policy", help="Worker policy to check against (default: $WOLF_POLICY, else $WOLF_HOME/policy.yaml).")
+        str | None,
+        typer.Option(
+            "--policy",
+            help="Worker policy to check against (default: $WOLF_POLICY, else $WOLF_HOME/policy.yaml).",
+        ),
     ] = None,
     as_json: Json = False,
 ) -> None:
@@ -420,7 +500,12 @@ def config_validate(
         manifest = load_manifest(file)
         worker_policy = load_policy(policy)
         refused = worker_policy.problems(manifest, check_tenant(tenant))
-        info = {"ok": not refused, "agents": sorted(manifest.agents), "identity": manifest.identity, "refused": refused}
+        info = {
+            "ok": not refused,
+            "agents": sorted(manifest.agents),
+            "identity": manifest.identity,
+            "refused": refused,
+        }
         if as_json:
             out.print(json.dumps(info))
         elif refused:
@@ -448,7 +533,11 @@ def config_show(
         ref = _registry_ref(target)
         if ref is None:
             view = masked(load_manifest(_config_path(Path(target) if target else None)))
-            out.print(json.dumps(view, indent=2) if as_json else inert(yaml.safe_dump(view, sort_keys=False).rstrip()))
+            out.print(
+                json.dumps(view, indent=2)
+                if as_json
+                else inert(yaml.safe_dump(view, sort_keys=False).rstrip())
+            )
             return
         found = await (await _client(address, tenant)).config_get(*ref)
         info = found.model_dump(mode="json", exclude={"manifest"})
@@ -471,7 +560,11 @@ def _print_push(result: PushResult, as_json: bool) -> None:
     if as_json:
         out.print(result.model_dump_json())
     elif result.created:
-        out.print(inert(f"{result.name} v{result.version} (identity {result.identity}); running sessions take it at their next turn"))
+        out.print(
+            inert(
+                f"{result.name} v{result.version} (identity {result.identity}); running sessions take it at their next turn"
+            )
+        )
     else:
         out.print(inert(f"unchanged: {result.name} v{result.version} already has this content"))
 
@@ -523,14 +616,18 @@ def config_list(tenant: Tenant = "default", address: Address = None, as_json: Js
             return
         table = Table("config", "version", "identity", "pushed", "note", box=None)
         for c in configs:
-            table.add_row(inert(c.name), str(c.version), c.identity, f"{c.pushed_at:%Y-%m-%d %H:%M:%S}", inert(c.note))
+            table.add_row(
+                inert(c.name), str(c.version), c.identity, f"{c.pushed_at:%Y-%m-%d %H:%M:%S}", inert(c.note)
+            )
         out.print(table)
 
     _run(main)
 
 
 @config_app.command("history")
-def config_history(name: str, tenant: Tenant = "default", address: Address = None, as_json: Json = False) -> None:
+def config_history(
+    name: str, tenant: Tenant = "default", address: Address = None, as_json: Json = False
+) -> None:
     """Every version of NAME: identity, when, note, and how many running sessions were told."""
 
     async def main() -> None:
@@ -547,16 +644,23 @@ def config_history(name: str, tenant: Tenant = "default", address: Address = Non
     _run(main)
 
 
-payloads_app = typer.Typer(help="The filesystem payload store (WOLF_PAYLOAD_STORE): retention.", no_args_is_help=True)
+payloads_app = typer.Typer(
+    help="The filesystem payload store (WOLF_PAYLOAD_STORE): retention.", no_args_is_help=True
+)
 app.add_typer(payloads_app, name="payloads")
 
 
 @payloads_app.command("gc")
 def payloads_gc(
     older_than: Annotated[
-        str, typer.Option("--older-than", help="Only payloads stored longer ago than this: 7d, 12h, 30m, 45s, 2w.")
+        str,
+        typer.Option(
+            "--older-than", help="Only payloads stored longer ago than this: 7d, 12h, 30m, 45s, 2w."
+        ),
     ] = "7d",
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Report what would be removed; remove nothing.")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Report what would be removed; remove nothing.")
+    ] = False,
     address: Address = None,
     as_json: Json = False,
 ) -> None:
@@ -577,7 +681,9 @@ def payloads_gc(
             out.print(report.model_dump_json())
             return
         verb = "would remove" if dry_run else "removed"
-        out.print(f"{verb} {len(report.removed)} payloads ({report.removed_bytes:,} bytes) older than {older_than} from {root}")
+        out.print(
+            f"{verb} {len(report.removed)} payloads ({report.removed_bytes:,} bytes) older than {older_than} from {root}"
+        )
         out.print(
             f"kept {report.kept_referenced} referenced by running workflows ({report.kept_referenced_bytes:,} bytes) "
             f"and {report.kept_young} younger than {older_than} ({report.kept_young_bytes:,} bytes); "
@@ -589,7 +695,9 @@ def payloads_gc(
 
 @app.command("list")
 def list_sessions(
-    state: Annotated[str | None, typer.Option("--state", help="idle, running, waiting_approval, done")] = None,
+    state: Annotated[
+        str | None, typer.Option("--state", help="idle, running, waiting_approval, done")
+    ] = None,
     agent: Annotated[str | None, typer.Option("--agent", "-a")] = None,
     config: Annotated[str | None, typer.Option("--config", "-c", help="Registry config name.")] = None,
     tenant: Tenant = "default",
@@ -608,7 +716,15 @@ def list_sessions(
         table = Table("session", "agent", "state", "status", "parent", "config", "started", box=None)
         for s in sessions:
             started = s.started.strftime("%Y-%m-%d %H:%M:%S") if s.started else ""
-            row = (s.session_id, s.agent or "", s.state or "", s.status, s.parent or "", s.config or "", started)
+            row = (
+                s.session_id,
+                s.agent or "",
+                s.state or "",
+                s.status,
+                s.parent or "",
+                s.config or "",
+                started,
+            )
             table.add_row(*map(inert, row))
         out.print(table)
 
@@ -644,7 +760,11 @@ def chat(
                     await wolf.close(sid)
             out.print(sid)
             return
-        out.print(Text("session ", "dim") + Text(inert(sid), "bold") + Text(" (/help, /exit; Tab completes commands)", "dim"))
+        out.print(
+            Text("session ", "dim")
+            + Text(inert(sid), "bold")
+            + Text(" (/help, /exit; Tab completes commands)", "dim")
+        )
         running = False
         if session:
             for line in chat_ui.transcript_lines(await wolf.transcript(sid)):
@@ -662,11 +782,15 @@ def chat(
 
 @app.command()
 def serve(
-    host: Annotated[str, typer.Option("--host", help="Address to bind (non-loopback needs API keys).")] = "127.0.0.1",
+    host: Annotated[
+        str, typer.Option("--host", help="Address to bind (non-loopback needs API keys).")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port")] = 8088,
     config: ConfigOpt = None,
     tenant: Annotated[str, typer.Option("--tenant", help="The tenant of --no-auth requests.")] = "default",
-    no_auth: Annotated[bool, typer.Option("--no-auth", help="Serve without API keys (loopback only).")] = False,
+    no_auth: Annotated[
+        bool, typer.Option("--no-auth", help="Serve without API keys (loopback only).")
+    ] = False,
     policy: Annotated[str | None, typer.Option("--policy", help="Policy file with `api_keys:`.")] = None,
     task_queue: Annotated[str, typer.Option("--task-queue", help="The workers' task queue.")] = TASK_QUEUE,
     address: Address = None,
@@ -679,7 +803,9 @@ def serve(
         from agentwolf.protocols.main import BindingRefused, check_binding
         from agentwolf.protocols.main import serve as run_server
     except ImportError as exc:
-        err.print(f"error: wolf serve needs its extra: pip install 'agentwolf[serve]' ({exc.name} is missing)")
+        err.print(
+            f"error: wolf serve needs its extra: pip install 'agentwolf[serve]' ({exc.name} is missing)"
+        )
         raise typer.Exit(2) from None
 
     async def main() -> None:

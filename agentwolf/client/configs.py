@@ -80,7 +80,9 @@ class ConfigMethods:
         )
         try:
             return await self.client.execute_update_with_start_workflow(
-                ConfigRegistryWorkflow.push, PushRequest(manifest=manifest, note=note), start_workflow_operation=start
+                ConfigRegistryWorkflow.push,
+                PushRequest(manifest=manifest, note=note),
+                start_workflow_operation=start,
             )
         except WorkflowUpdateFailedError as exc:
             raise ValueError(f"config {name!r} refused: {exc.cause}") from None
@@ -95,7 +97,9 @@ class ConfigMethods:
         async for wf in self.client.list_workflows(query):
             current = (await wf.memo()).get("current")
             if current is not None:  # a registry whose first push was refused has no version
-                configs.append(ConfigSummary(name=wf.typed_search_attributes.get(CONFIG_ATTR) or "", **current))
+                configs.append(
+                    ConfigSummary(name=wf.typed_search_attributes.get(CONFIG_ATTR) or "", **current)
+                )
         return sorted(configs, key=lambda c: c.name)
 
     async def config_history(self, name: str) -> list[VersionInfo]:

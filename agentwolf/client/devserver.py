@@ -29,13 +29,25 @@ def start_dev_command(port: int, db_file: str, *, ui: bool = True) -> list[str]:
     """`temporal server start-dev` on a SQLite file (sessions survive restarts), tuned for agents."""
     ui_args = ["--ui-port", str(port + 1000)] if ui else ["--headless"]
     return [
-        temporal_binary(), "server", "start-dev", "--port", str(port), *ui_args,
-        "--db-filename", db_file, "--log-level", "warn", *search_attribute_args(), *dynamic_config_args(),
+        temporal_binary(),
+        "server",
+        "start-dev",
+        "--port",
+        str(port),
+        *ui_args,
+        "--db-filename",
+        db_file,
+        "--log-level",
+        "warn",
+        *search_attribute_args(),
+        *dynamic_config_args(),
     ]
 
 
 def dynamic_config_args() -> list[str]:
-    return [arg for key, value in DYNAMIC_CONFIG.items() for arg in ("--dynamic-config-value", f"{key}={value}")]
+    return [
+        arg for key, value in DYNAMIC_CONFIG.items() for arg in ("--dynamic-config-value", f"{key}={value}")
+    ]
 
 
 def search_attribute_args() -> list[str]:

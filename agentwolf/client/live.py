@@ -87,8 +87,12 @@ class Merge:
             for key in [k for k in self.shown if k[0] == event.turn_id and k[1] <= (event.step or 0)]:
                 shown = self.shown.pop(key)
                 final = _uncut(event.text or "")
-                if event.kind == "model_text" and key[1] == event.step and (
-                    final.startswith(shown.text) or (final != event.text and shown.text.startswith(final))
+                if (
+                    event.kind == "model_text"
+                    and key[1] == event.step
+                    and (
+                        final.startswith(shown.text) or (final != event.text and shown.text.startswith(final))
+                    )
                 ):
                     rest = final[len(shown.text) :]
                     if rest:
@@ -152,7 +156,11 @@ class Merge:
         thinking_end = live.thinking_start + len(live.thinking)
         if thinking_end > shown.thinking:
             start = max(shown.thinking, live.thinking_start)
-            out.append(_delta("thinking_delta", key, current, start, live.thinking[start - live.thinking_start :], at))
+            out.append(
+                _delta(
+                    "thinking_delta", key, current, start, live.thinking[start - live.thinking_start :], at
+                )
+            )
             shown.thinking = thinking_end
         return out
 
@@ -249,7 +257,9 @@ async def follow(
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _read_live(handle: WorkflowHandle[Any, Any], queue: asyncio.Queue[tuple[str, Any]], wake: asyncio.Event) -> None:
+async def _read_live(
+    handle: WorkflowHandle[Any, Any], queue: asyncio.Queue[tuple[str, Any]], wake: asyncio.Event
+) -> None:
     """Describe the session while a turn runs and queue what its running activities report."""
     while True:
         wake.clear()
@@ -258,7 +268,10 @@ async def _read_live(handle: WorkflowHandle[Any, Any], queue: asyncio.Queue[tupl
         except RPCError:  # a passing server hiccup: followers do not die of it
             await asyncio.sleep(IDLE_CHECK / 10)
             continue
-        if described.status not in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW):
+        if described.status not in (
+            WorkflowExecutionStatus.RUNNING,
+            WorkflowExecutionStatus.CONTINUED_AS_NEW,
+        ):
             return
         pending = list(described.raw_description.pending_activities)
         if pending:
@@ -279,13 +292,17 @@ async def _live_events(client: Client, merge: Merge, pending: list[Any]) -> list
             continue
         details_type = LiveText if name == "wolf.model_request" else LiveTool
         try:
-            (details,) = await client.data_converter.decode(activity.heartbeat_details.payloads, [details_type])
+            (details,) = await client.data_converter.decode(
+                activity.heartbeat_details.payloads, [details_type]
+            )
         except Exception:  # noqa: BLE001, S112 - details of another version's shape: nothing live to show
             continue
         if isinstance(details, LiveText):
             out.extend(merge.text(details, activity.attempt, now))
         else:
-            started = activity.last_started_time.ToDatetime(UTC) if activity.HasField("last_started_time") else now
+            started = (
+                activity.last_started_time.ToDatetime(UTC) if activity.HasField("last_started_time") else now
+            )
             elapsed = int((now - started) / timedelta(milliseconds=1))
             out.extend(merge.tool(details, elapsed, now))
     return out

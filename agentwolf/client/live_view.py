@@ -122,7 +122,9 @@ def _elapsed(seconds: float) -> str:
 class LiveView:
     """Renders one session's events; `region()` is what a live display shows below the printed lines."""
 
-    def __init__(self, sink: Sink, session_id: str = "SESSION", *, on_change: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, sink: Sink, session_id: str = "SESSION", *, on_change: Callable[[], None] | None = None
+    ) -> None:
         self.sink = sink
         self.session_id = session_id
         self.on_change = on_change or (lambda: None)
@@ -138,7 +140,9 @@ class LiveView:
         self.streaming = False
         """The current step has streamed text: the spinner waits until the next step or tool."""
         self.closed = False
-        self._spinner = Spinner("dots", Text(WAITING, "dim"), style="cyan")  # one object: its frame follows the clock
+        self._spinner = Spinner(
+            "dots", Text(WAITING, "dim"), style="cyan"
+        )  # one object: its frame follows the clock
 
     # -- input ---------------------------------------------------------------------------------
 
@@ -174,7 +178,7 @@ class LiveView:
             return
         stream.shown = index + len(text)
         self.streaming = True
-        self._write(text[max(skip, 0):], kind)
+        self._write(text[max(skip, 0) :], kind)
 
     def _superseded(self, event: Event) -> None:
         self.superseded.add((event.turn_id, event.step, event.attempt or 0))
@@ -202,14 +206,16 @@ class LiveView:
         tool.message = event.text if event.text is not None else tool.message
         if event.duration_ms is not None:
             tool.elapsed_ms, tool.seen = event.duration_ms, time.monotonic()
-        if self.sink.partial and message_changed:  # plain output: no live line, so a line when it says something new
+        if (
+            self.sink.partial and message_changed
+        ):  # plain output: no live line, so a line when it says something new
             self.end_line()
             self.sink.line(Text(inert(f"  .. {tool.tool}: {tool.message}{_fraction(tool)}")))
 
     def _model_text(self, event: Event) -> None:
         stream = self.streams.get((event.turn_id, event.step, "text"))
         text = event.text or ""
-        rest = text[stream.shown:] if stream is not None else text
+        rest = text[stream.shown :] if stream is not None else text
         if rest:
             self._write(rest, "text")
         if stream is not None:
@@ -292,7 +298,9 @@ class LiveView:
             for tool in self.tools.values():
                 bar: RenderableType = ""
                 if tool.progress is not None:
-                    bar = ProgressBar(total=tool.total, completed=tool.progress, width=20, pulse=tool.total is None)
+                    bar = ProgressBar(
+                        total=tool.total, completed=tool.progress, width=20, pulse=tool.total is None
+                    )
                 message = Text(inert((tool.message or "") + _fraction(tool)), "dim")
                 name = Text(inert(tool.tool), "cyan")
                 table.add_row(tool.spinner, name, Text(_elapsed(tool.elapsed(now)), "dim"), bar, message)
@@ -330,7 +338,8 @@ def event_line(event: Event, session_id: str = "SESSION") -> Text | None:
         return Text(f"turn {event.outcome}{tokens}", "dim")
     if k == "approval_requested":
         return Text(
-            f"  ? {tool}({args}) waits for approval: wolf approve {sid} {call} | wolf deny {sid} {call}", "bold yellow"
+            f"  ? {tool}({args}) waits for approval: wolf approve {sid} {call} | wolf deny {sid} {call}",
+            "bold yellow",
         )
     if k == "approval_resolved":
         return Text(f"  {tool} {event.outcome}{': ' + text if text else ''}", "yellow")
@@ -389,7 +398,13 @@ async def follow(
         view.end_line()
         return
     view = LiveView(ConsoleSink(console), session_id)
-    with Live(console=console, get_renderable=view.region, transient=True, refresh_per_second=10, redirect_stdout=False):
+    with Live(
+        console=console,
+        get_renderable=view.region,
+        transient=True,
+        refresh_per_second=10,
+        redirect_stdout=False,
+    ):
         async for _, event in events:
             view.feed(event)
             if is_end(event, until_turn_end):

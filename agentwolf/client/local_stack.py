@@ -79,7 +79,9 @@ def _ours(pid_file: Path) -> _Process | None:
         why = f"{text.strip()[:20]!r} does not say which process we started (stop it yourself if it is an old {pid_file.stem})"
         return _ignore(pid_file, f"{pid_file.name}: {why}")
     if _process(recorded.pid) != recorded:
-        return _ignore(pid_file, f"stale {pid_file.name}: pid {recorded.pid} is not the {pid_file.stem} we started")
+        return _ignore(
+            pid_file, f"stale {pid_file.name}: pid {recorded.pid} is not the {pid_file.stem} we started"
+        )
     return recorded
 
 
@@ -105,7 +107,9 @@ MODEL_ENV = ("WOLF_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_K
 
 def _model_env() -> dict[str, str]:
     """A digest per variable (values never reach the disk), so a change can be named."""
-    return {name: hashlib.sha256(os.environ.get(name, "\0unset").encode()).hexdigest()[:16] for name in MODEL_ENV}
+    return {
+        name: hashlib.sha256(os.environ.get(name, "\0unset").encode()).hexdigest()[:16] for name in MODEL_ENV
+    }
 
 
 def _env_changes(env_file: Path) -> list[str]:

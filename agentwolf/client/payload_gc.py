@@ -58,14 +58,18 @@ def parse_duration(text: str) -> int:
     """`7d`, `12h`, `30m`, `45s` or `2w`, in seconds."""
     match = DURATION.fullmatch(text.strip())
     if match is None:
-        raise ValueError(f"--older-than {text!r}: give a positive whole number and a unit (s, m, h, d, w), e.g. 7d or 12h")
+        raise ValueError(
+            f"--older-than {text!r}: give a positive whole number and a unit (s, m, h, d, w), e.g. 7d or 12h"
+        )
     return int(match[1]) * UNITS[match[2]]
 
 
 async def _namespaces(client: Client) -> AsyncIterator[str]:
     token = b""
     while True:
-        page = await client.workflow_service.list_namespaces(ListNamespacesRequest(page_size=100, next_page_token=token))
+        page = await client.workflow_service.list_namespaces(
+            ListNamespacesRequest(page_size=100, next_page_token=token)
+        )
         for described in page.namespaces:
             if described.namespace_info.state != NamespaceState.NAMESPACE_STATE_DELETED:
                 yield described.namespace_info.name
@@ -96,9 +100,13 @@ async def referenced_digests(client: Client) -> tuple[set[str], int]:
 def _sweep(root: Path, referenced: set[str], older_than: int, dry_run: bool, running: int) -> GcReport:
     """Payload files (and temp files left by dead writers) past the age and unreferenced go; any
     other file in the folder is not the store's and is left alone."""
-    report = GcReport(store=str(root), older_than_seconds=older_than, dry_run=dry_run, running_workflows=running)
+    report = GcReport(
+        store=str(root), older_than_seconds=older_than, dry_run=dry_run, running_workflows=running
+    )
     cutoff = time.time() - older_than
-    shards = sorted(d for d in root.iterdir() if SHARD.fullmatch(d.name) and d.is_dir()) if root.is_dir() else []
+    shards = (
+        sorted(d for d in root.iterdir() if SHARD.fullmatch(d.name) and d.is_dir()) if root.is_dir() else []
+    )
     for shard in shards:
         for file in sorted(shard.iterdir()):
             name = file.name

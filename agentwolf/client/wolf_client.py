@@ -93,10 +93,17 @@ class WolfClient(ConfigMethods):
 
     @classmethod
     async def connect(
-        cls, address: str | None = None, *, namespace: str | None = None, tenant: str = "default", **kwargs: str
+        cls,
+        address: str | None = None,
+        *,
+        namespace: str | None = None,
+        tenant: str = "default",
+        **kwargs: str,
     ) -> WolfClient:
         """`namespace` defaults to the tenant's own (`WOLF_TENANT_NAMESPACES`), else the configured one."""
-        return cls(await connect(address, namespace or namespace_for(check_tenant(tenant))), tenant=tenant, **kwargs)
+        return cls(
+            await connect(address, namespace or namespace_for(check_tenant(tenant))), tenant=tenant, **kwargs
+        )
 
     async def _handle(self, session_id: str) -> WorkflowHandle[SessionWorkflow, SessionResult]:
         """A handle on one of this tenant's sessions. `session_id` may be a full workflow id
@@ -104,21 +111,29 @@ class WolfClient(ConfigMethods):
         if session_id.startswith("wolf/") and session_id.count("/") >= 2:
             _, tenant, session_id = session_id.split("/", 2)
             if tenant != self.tenant:
-                raise TenantError(f"session {session_id!r} belongs to tenant {tenant!r}, not to {self.tenant!r}")
-        handle = self.client.get_workflow_handle_for(SessionWorkflow.run, workflow_id(self.tenant, session_id))
+                raise TenantError(
+                    f"session {session_id!r} belongs to tenant {tenant!r}, not to {self.tenant!r}"
+                )
+        handle = self.client.get_workflow_handle_for(
+            SessionWorkflow.run, workflow_id(self.tenant, session_id)
+        )
         if handle.id not in self._owned:
             try:
                 described = await handle.describe()
             except RPCError as exc:
                 if exc.status == RPCStatusCode.NOT_FOUND:
-                    raise SessionNotFound(f"session {session_id!r} not found in tenant {self.tenant!r}") from None
+                    raise SessionNotFound(
+                        f"session {session_id!r} not found in tenant {self.tenant!r}"
+                    ) from None
                 raise
             # The id names this tenant; a WolfTenant that says otherwise wins (none: started by other means).
             owner = described.typed_search_attributes.get(TENANT_ATTR, self.tenant)
             if described.workflow_type != SessionWorkflow.__name__:
                 raise SessionNotFound(f"{handle.id} is a {described.workflow_type}, not a session")
             if owner != self.tenant:
-                raise TenantError(f"session {session_id!r} belongs to tenant {owner!r}, not to {self.tenant!r}")
+                raise TenantError(
+                    f"session {session_id!r} belongs to tenant {owner!r}, not to {self.tenant!r}"
+                )
             self._owned.add(handle.id)
         return handle
 
@@ -239,7 +254,9 @@ class WolfClient(ConfigMethods):
     async def steer(self, session_id: str, text: str) -> None:
         """Refused here when the session's steer queue is full (the workflow would drop it)."""
         if (await self.status(session_id)).steer_room <= 0:
-            raise ValueError(f"session {session_id!r} has too many steers waiting (host.sessions.max_steers): try again later")
+            raise ValueError(
+                f"session {session_id!r} has too many steers waiting (host.sessions.max_steers): try again later"
+            )
         await (await self._handle(session_id)).signal(SessionWorkflow.steer, text)
 
     async def approve(self, session_id: str, call_id: str, *, always: bool = False) -> None:
@@ -252,7 +269,9 @@ class WolfClient(ConfigMethods):
         """Refuse answers for calls that do not wait (signals cannot report errors themselves)."""
         waiting = {p.call_id for p in (await self.status(session_id)).pending_approvals}
         if answer.call_id not in waiting:
-            raise ValueError(f"no tool call {answer.call_id!r} waits for approval in session {session_id!r} (waiting: {sorted(waiting) or 'none'})")
+            raise ValueError(
+                f"no tool call {answer.call_id!r} waits for approval in session {session_id!r} (waiting: {sorted(waiting) or 'none'})"
+            )
         await (await self._handle(session_id)).signal(signal, answer)  # type: ignore[arg-type]
 
     async def interrupt(self, session_id: str, reason: str | None = None) -> None:
@@ -295,13 +314,23 @@ class WolfClient(ConfigMethods):
 
     async def event_offset(self, session_id: str) -> int:
         """The offset the next event will have (to follow only what happens from now on)."""
-        return await WorkflowStreamClient.create(self.client, (await self._handle(session_id)).id).get_offset()
+        return await WorkflowStreamClient.create(
+            self.client, (await self._handle(session_id)).id
+        ).get_offset()
 
     async def list_sessions(
-        self, *, state: str | None = None, agent: str | None = None, config: str | None = None, limit: int = 100
+        self,
+        *,
+        state: str | None = None,
+        agent: str | None = None,
+        config: str | None = None,
+        limit: int = 100,
     ) -> list[SessionSummary]:
         """This tenant's sessions, newest first, filtered through the search attributes."""
-        clauses = [f"WorkflowType = '{SessionWorkflow.__name__}'", f"{TENANT_ATTR.name} = {_quote(self.tenant)}"]
+        clauses = [
+            f"WorkflowType = '{SessionWorkflow.__name__}'",
+            f"{TENANT_ATTR.name} = {_quote(self.tenant)}",
+        ]
         if state:
             clauses.append(f"{STATE_ATTR.name} = {_quote(state)}")
             if state != "done":  # a workflow that ended without saying so (terminated) is not live

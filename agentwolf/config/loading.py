@@ -83,7 +83,9 @@ def _anchor_skill_paths(data: dict[str, Any], base_dir: Path) -> None:
     def anchored(paths: Any) -> Any:
         if not isinstance(paths, list):
             return paths
-        return [p if not isinstance(p, str) or p.startswith(("/", "~", "$")) else str(base_dir / p) for p in paths]
+        return [
+            p if not isinstance(p, str) or p.startswith(("/", "~", "$")) else str(base_dir / p) for p in paths
+        ]
 
     host = data.get("host")
     if isinstance(host, dict) and isinstance(host.get("skills"), dict) and "paths" in host["skills"]:
@@ -123,22 +125,37 @@ def _check_references(manifest: Manifest) -> list[tuple[tuple[str, ...], str]]:
             if isinstance(cap, McpCapability) and cap.mcp not in manifest.host.mcp_servers:
                 known = sorted(manifest.host.mcp_servers) or "none"
                 problems.append(
-                    (("agents", name, "capabilities", str(i), "mcp"), f"unknown MCP server {cap.mcp!r} (known: {known})")
+                    (
+                        ("agents", name, "capabilities", str(i), "mcp"),
+                        f"unknown MCP server {cap.mcp!r} (known: {known})",
+                    )
                 )
             elif isinstance(cap, SubagentCapability):
                 for j, sub in enumerate(cap.subagent):
                     if sub not in manifest.agents:
-                        problems.append((("agents", name, "capabilities", str(i), "subagent", str(j)), f"unknown agent {sub!r}"))
+                        problems.append(
+                            (
+                                ("agents", name, "capabilities", str(i), "subagent", str(j)),
+                                f"unknown agent {sub!r}",
+                            )
+                        )
     for name, team in manifest.teams.items():
         if name in manifest.agents:
             problems.append((("teams", name), "a team and an agent share this name"))
         for j, member in enumerate(team.members):
             if member not in manifest.agents:
-                problems.append((("teams", name, "members", str(j)), f"unknown agent {member!r} (teams have agents as members)"))
+                problems.append(
+                    (
+                        ("teams", name, "members", str(j)),
+                        f"unknown agent {member!r} (teams have agents as members)",
+                    )
+                )
     return problems
 
 
-def _format(source: str, lines: dict[tuple[str, ...], int], problems: list[tuple[tuple[str, ...], str]]) -> str:
+def _format(
+    source: str, lines: dict[tuple[str, ...], int], problems: list[tuple[tuple[str, ...], str]]
+) -> str:
     out = []
     for loc, message in problems:
         line = _nearest_line(lines, loc)

@@ -63,7 +63,9 @@ class McpServerConfig(_Strict):
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
         if (self.command is None) == (self.url is None):
-            raise ValueError("an MCP server needs exactly one of `command` (stdio) or `url` (streamable HTTP)")
+            raise ValueError(
+                "an MCP server needs exactly one of `command` (stdio) or `url` (streamable HTTP)"
+            )
         return self
 
 
@@ -158,7 +160,11 @@ class Permissions(_Strict):
     timeout_outcome: Literal["allow", "deny"] = "deny"
 
     def decide(
-        self, tool: str, arguments: dict[str, object], identity: tuple[str, str] | None = None, shared: bool = False
+        self,
+        tool: str,
+        arguments: dict[str, object],
+        identity: tuple[str, str] | None = None,
+        shared: bool = False,
     ) -> str:
         """The action for a call of the model-facing name `tool`, whose `identity` is (server, MCP name).
 
@@ -171,12 +177,15 @@ class Permissions(_Strict):
         qualified: dict[str, bool] = {}
         for rule in self.rules:
             if not all(
-                key in arguments and re.fullmatch(pattern, str(arguments[key])) for key, pattern in rule.args.items()
+                key in arguments and re.fullmatch(pattern, str(arguments[key]))
+                for key, pattern in rule.args.items()
             ):
                 continue
             hits = [name for name in names if re.fullmatch(rule.tool, name)]
             if hits:
-                qualified[rule.action] = qualified.get(rule.action, False) or any(name != bare for name in hits)
+                qualified[rule.action] = qualified.get(rule.action, False) or any(
+                    name != bare for name in hits
+                )
         for action in ("deny", "confirm", "allow"):
             if action in qualified:
                 return "confirm" if action == "allow" and shared and not qualified[action] else action

@@ -93,7 +93,8 @@ class McpServerCap:
         if self._tools is None:
             tools = await self.pool.list_tools(self.server)
             self._tools = [
-                ToolEntry(t.name, self.server, t.description or "", dict(t.input_schema), _repeat_safe(t)) for t in tools
+                ToolEntry(t.name, self.server, t.description or "", dict(t.input_schema), _repeat_safe(t))
+                for t in tools
             ]
         return self._tools
 
@@ -170,7 +171,9 @@ class McpServerCap:
                     self.problems.append(f"{self.server}: malformed skills/list entry ({exc!r})")
                     continue
                 if len(files) > MAX_FILES_PER_SKILL:
-                    self.problems.append(f"{self.server}: {uri} has {len(files)} files (max {MAX_FILES_PER_SKILL})")
+                    self.problems.append(
+                        f"{self.server}: {uri} has {len(files)} files (max {MAX_FILES_PER_SKILL})"
+                    )
                     continue
                 document = f"---\n{yaml.safe_dump(frontmatter)}---\n"
                 entry = self._entry(uri, document)
@@ -249,7 +252,9 @@ class McpServerCap:
                 f"{self.server}:{p.name}",
                 p.description or "",
                 self.source,
-                tuple(CommandArgument(a.name, a.description or "", bool(a.required)) for a in p.arguments or ()),
+                tuple(
+                    CommandArgument(a.name, a.description or "", bool(a.required)) for a in p.arguments or ()
+                ),
             )
             for p in self._prompts
         ]
@@ -260,7 +265,9 @@ class McpServerCap:
         parts = []
         for message in result.messages:
             content = message.content
-            parts.append(content.text if isinstance(content, mcp_types.TextContent) else f"[{content.type} content]")
+            parts.append(
+                content.text if isinstance(content, mcp_types.TextContent) else f"[{content.type} content]"
+            )
         return "\n\n".join(parts)
 
     async def _use(self, op: Any) -> Any:
@@ -270,7 +277,6 @@ class McpServerCap:
 def _check_size(uri: str, size: int, limit: int) -> None:
     if size > limit:
         raise ExtensionError(f"{uri} is {size} bytes (limit {limit})")
-
 
 
 def _repeat_safe(tool: mcp_types.Tool) -> bool:

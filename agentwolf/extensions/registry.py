@@ -125,7 +125,12 @@ class ExtensionRegistry:
         for level in sorted(ScopeLevel, reverse=True):
             for where, capability in self._entries:
                 wanted = protocol is None or isinstance(capability, protocol)
-                if where.level == level and scope.sees(where) and wanted and all(capability is not f for f in found):
+                if (
+                    where.level == level
+                    and scope.sees(where)
+                    and wanted
+                    and all(capability is not f for f in found)
+                ):
                     found.append(capability)  # type: ignore[arg-type]
         return found
 
@@ -195,7 +200,10 @@ class ExtensionRegistry:
         if depth > self.max_composition_depth:
             log.warning(
                 "extension chain through %s -> %s is %d deep (max_composition_depth %d)",
-                parent, child, depth, self.max_composition_depth,
+                parent,
+                child,
+                depth,
+                self.max_composition_depth,
             )
         return depth
 

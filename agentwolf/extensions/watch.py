@@ -225,7 +225,11 @@ class _SharedWatches:
         # The root at its real path without following links inside it (a skill may not reach outside
         # the root anyway); an ancestor non-recursively, so following links there is harmless.
         watch = observer.schedule(
-            handler, handler.path, recursive=handler.is_root, event_filter=_EVENTS, follow_symlink=not handler.is_root
+            handler,
+            handler.path,
+            recursive=handler.is_root,
+            event_filter=_EVENTS,
+            follow_symlink=not handler.is_root,
         )
         others = {h for h in shared.handlers if not h.gone} if shared is not None else set()
         for other in others:

@@ -141,8 +141,15 @@ def _next(w: Where, e: Event, ctx: Context) -> tuple[BaseEvent, Where, bool] | N
             return (*closing, False)
         return _finish(w, e, ctx), replace(w, ended=True), True
     if e.kind not in _STEPPED or (e.kind == "model_text" and w.message is None):
-        if e.kind == "attempt_superseded" and w.message is not None and w.message == (e.attempt or 0) and w.step == step:
-            end = TextMessageEndEvent(message_id=_message_id(w, step, w.message), metadata={"agentwolf": {"superseded": True}})
+        if (
+            e.kind == "attempt_superseded"
+            and w.message is not None
+            and w.message == (e.attempt or 0)
+            and w.step == step
+        ):
+            end = TextMessageEndEvent(
+                message_id=_message_id(w, step, w.message), metadata={"agentwolf": {"superseded": True}}
+            )
             return end, replace(w, message=None), True
         return None
     if e.kind == "text_delta" and not e.text:
@@ -152,28 +159,53 @@ def _next(w: Where, e: Event, ctx: Context) -> tuple[BaseEvent, Where, bool] | N
         if entering is not None:
             return (*entering, False)
     if e.kind == "model_text":
-        return TextMessageEndEvent(message_id=_message_id(w, step, w.message or 0)), replace(w, message=None), True
+        return (
+            TextMessageEndEvent(message_id=_message_id(w, step, w.message or 0)),
+            replace(w, message=None),
+            True,
+        )
     if e.kind == "text_delta":
         # No attempt: the step's text as it ended, past what was streamed of it (live.py): it goes on
         # whichever message is open.
         attempt = (w.message if e.attempt is None else e.attempt) or 0
         if w.message is not None and w.message != attempt:
-            return TextMessageEndEvent(message_id=_message_id(w, step, w.message)), replace(w, message=None), False
+            return (
+                TextMessageEndEvent(message_id=_message_id(w, step, w.message)),
+                replace(w, message=None),
+                False,
+            )
         if w.message is None:
             start = TextMessageStartEvent(message_id=_message_id(w, step, attempt), role="assistant")
             return start, replace(w, message=attempt), False
         return TextMessageContentEvent(message_id=_message_id(w, step, attempt), delta=e.text or ""), w, True
     call_id = e.call_id or ""
     if e.kind == "tool_call_finished":
-        result = ToolCallResultEvent(message_id=f"{w.turn}.{step}.result.{call_id}", tool_call_id=call_id, content=e.text or "", role="tool")
+        result = ToolCallResultEvent(
+            message_id=f"{w.turn}.{step}.result.{call_id}",
+            tool_call_id=call_id,
+            content=e.text or "",
+            role="tool",
+        )
         return result, w, True
     # tool_call_started: the call whole (a model's arguments are known by the time the call starts).
     if w.message is not None:
-        return TextMessageEndEvent(message_id=_message_id(w, step, w.message)), replace(w, message=None), False
+        return (
+            TextMessageEndEvent(message_id=_message_id(w, step, w.message)),
+            replace(w, message=None),
+            False,
+        )
     if w.tool == 0:
-        return ToolCallStartEvent(tool_call_id=call_id, tool_call_name=e.tool or ""), replace(w, tool=1), False
+        return (
+            ToolCallStartEvent(tool_call_id=call_id, tool_call_name=e.tool or ""),
+            replace(w, tool=1),
+            False,
+        )
     if w.tool == 1:
-        return ToolCallArgsEvent(tool_call_id=call_id, delta=json.dumps(e.args or {})), replace(w, tool=2), False
+        return (
+            ToolCallArgsEvent(tool_call_id=call_id, delta=json.dumps(e.args or {})),
+            replace(w, tool=2),
+            False,
+        )
     return ToolCallEndEvent(tool_call_id=call_id), replace(w, tool=0), True
 
 
@@ -208,12 +240,28 @@ def _finish(w: Where, e: Event, ctx: Context) -> BaseEvent:
             )
             for p in ctx.waiting or []
         ]
-        return RunFinishedEvent(thread_id=ctx.thread_id, run_id=ctx.run_id, outcome=RunFinishedInterruptOutcome(interrupts=interrupts))
-    usage = [TokenUsage(input_tokens=e.usage.input_tokens, output_tokens=e.usage.output_tokens, total_tokens=e.usage.total_tokens)] if e.usage else None
+        return RunFinishedEvent(
+            thread_id=ctx.thread_id,
+            run_id=ctx.run_id,
+            outcome=RunFinishedInterruptOutcome(interrupts=interrupts),
+        )
+    usage = (
+        [
+            TokenUsage(
+                input_tokens=e.usage.input_tokens,
+                output_tokens=e.usage.output_tokens,
+                total_tokens=e.usage.total_tokens,
+            )
+        ]
+        if e.usage
+        else None
+    )
     if e.outcome == "completed":
         return RunFinishedEvent(thread_id=ctx.thread_id, run_id=ctx.run_id, result=e.text, usage=usage)
     if e.outcome == "interrupted":
-        return RunFinishedEvent(thread_id=ctx.thread_id, run_id=ctx.run_id, outcome=RunFinishedCancelledOutcome(), usage=usage)
+        return RunFinishedEvent(
+            thread_id=ctx.thread_id, run_id=ctx.run_id, outcome=RunFinishedCancelledOutcome(), usage=usage
+        )
     return RunErrorEvent(message=e.text or f"the turn ended: {e.outcome}", code=e.outcome, usage=usage)
 
 
@@ -239,7 +287,9 @@ def _sse(event: BaseEvent, where: Where) -> ServerSentEvent:
     return ServerSentEvent(data=data, id=str(where), sep="\n")
 
 
-async def _stream(wolf: WolfClient, ctx: Context, where: Where, started: bool) -> AsyncIterator[ServerSentEvent]:
+async def _stream(
+    wolf: WolfClient, ctx: Context, where: Where, started: bool
+) -> AsyncIterator[ServerSentEvent]:
     if started:
         yield _sse(
             RunStartedEvent(
@@ -315,7 +365,11 @@ async def _session(wolf: WolfClient, target: Target, session_id: str) -> Session
             raise ApiError(400, f"cannot start thread {session_id!r}: {exc}", code="invalid_thread") from None
         status = await wolf.status(session_id)
     if status.agent != target.agent:
-        raise ApiError(409, f"thread {session_id!r} runs agent {status.agent!r}, not {target.agent!r}", code="agent_mismatch")
+        raise ApiError(
+            409,
+            f"thread {session_id!r} runs agent {status.agent!r}, not {target.agent!r}",
+            code="agent_mismatch",
+        )
     return status
 
 
@@ -326,10 +380,16 @@ async def _begin(wolf: WolfClient, target: Target, inp: RunAgentInput) -> Where:
     if status.state == "done":
         raise ApiError(409, f"thread {session_id!r} has ended", code="thread_closed")
     if inp.resume:
-        waiting = {p.call_id for p in status.pending_approvals} if status.state == "waiting_approval" else set()
+        waiting = (
+            {p.call_id for p in status.pending_approvals} if status.state == "waiting_approval" else set()
+        )
         stale = [r.interrupt_id for r in inp.resume if r.interrupt_id not in waiting]
         if stale or status.turn_id is None:
-            raise ApiError(409, f"no such interrupt waits on thread {session_id!r}: {stale}", code="interrupt_not_pending")
+            raise ApiError(
+                409,
+                f"no such interrupt waits on thread {session_id!r}: {stale}",
+                code="interrupt_not_pending",
+            )
         offset = await wolf.event_offset(session_id)
         for entry in inp.resume:
             approved, always, reason = _answer(entry.status, entry.payload)
@@ -358,7 +418,11 @@ def _answer(status: str, payload: Any) -> tuple[bool, bool, str | None]:
         return False, False, "cancelled"
     if isinstance(payload, dict):
         reason = payload.get("reason")
-        return bool(payload.get("approved", True)), bool(payload.get("always", False)), reason if isinstance(reason, str) else None
+        return (
+            bool(payload.get("approved", True)),
+            bool(payload.get("always", False)),
+            reason if isinstance(reason, str) else None,
+        )
     return payload is None or bool(payload), False, None
 
 
@@ -382,7 +446,11 @@ async def run_agent(request: Request) -> Response:
     try:
         inp = RunAgentInput.model_validate(body)
     except ValidationError as exc:
-        raise ApiError(400, f"not an AG-UI RunAgentInput: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}", code="invalid_run_input") from None
+        raise ApiError(
+            400,
+            f"not an AG-UI RunAgentInput: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}",
+            code="invalid_run_input",
+        ) from None
     target = await served.resolve(principal, request.path_params["agent"])
     wolf = served.wolf(principal)
     resume_from = request.headers.get("last-event-id")

@@ -40,11 +40,21 @@ class ApiError(Exception):
     """An error answered in OpenAI's shape."""
 
     def __init__(
-        self, status: int, message: str, type: str = "invalid_request_error", code: str | None = None,
+        self,
+        status: int,
+        message: str,
+        type: str = "invalid_request_error",
+        code: str | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
-        self.status, self.message, self.type, self.code, self.headers = status, message, type, code, headers or {}
+        self.status, self.message, self.type, self.code, self.headers = (
+            status,
+            message,
+            type,
+            code,
+            headers or {},
+        )
 
     def response(self) -> JSONResponse:
         body = {"error": {"message": self.message, "type": self.type, "code": self.code, "param": None}}
@@ -83,7 +93,9 @@ class Served:
 
     def wolf(self, principal: Principal) -> WolfClient:
         if principal.tenant not in self._clients:
-            self._clients[principal.tenant] = WolfClient(self.client, tenant=principal.tenant, task_queue=self.task_queue)
+            self._clients[principal.tenant] = WolfClient(
+                self.client, tenant=principal.tenant, task_queue=self.task_queue
+            )
         return self._clients[principal.tenant]
 
     async def models(self, principal: Principal) -> list[Target]:
@@ -100,11 +112,18 @@ class Served:
         """`model`'s target, reading only the config it names (one registry that does not answer
         must not fail every request)."""
         name = model.rpartition("/")[0]
-        candidates = await (self._registry(principal, name) if name and name != self.config_name else self._served(principal))
+        candidates = await (
+            self._registry(principal, name) if name and name != self.config_name else self._served(principal)
+        )
         for target in candidates:
             if target.model == model:
                 return target
-        raise ApiError(404, f"model {model!r} not found (GET /v1/models lists yours)", "invalid_request_error", "model_not_found")
+        raise ApiError(
+            404,
+            f"model {model!r} not found (GET /v1/models lists yours)",
+            "invalid_request_error",
+            "model_not_found",
+        )
 
     async def _served(self, principal: Principal) -> list[Target]:
         if self.manifest is None and self.config_name is None:
@@ -155,7 +174,9 @@ async def json_body(request: Request) -> dict[str, Any]:
     return body
 
 
-def session_errors(what: str) -> Callable[[Callable[..., Awaitable[Response]]], Callable[..., Awaitable[Response]]]:
+def session_errors(
+    what: str,
+) -> Callable[[Callable[..., Awaitable[Response]]], Callable[..., Awaitable[Response]]]:
     """Map WolfClient's refusals onto HTTP: another tenant's session or a missing one is a 404."""
 
     def wrap(handler: Callable[..., Awaitable[Response]]) -> Callable[..., Awaitable[Response]]:
@@ -173,7 +194,9 @@ def session_errors(what: str) -> Callable[[Callable[..., Awaitable[Response]]], 
 class Guard:
     """Authentication and the body limit, before any route runs (pure ASGI: streams pass through)."""
 
-    def __init__(self, app: ASGIApp, served: Served, max_body: int = MAX_BODY, body_timeout: float = BODY_TIMEOUT) -> None:
+    def __init__(
+        self, app: ASGIApp, served: Served, max_body: int = MAX_BODY, body_timeout: float = BODY_TIMEOUT
+    ) -> None:
         self.app, self.served, self.max_body, self.body_timeout = app, served, max_body, body_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -185,7 +208,9 @@ class Guard:
             scope.setdefault("state", {})["principal"] = self._principal(request)
             length = request.headers.get("content-length")
             if length is not None and (not length.isdigit() or int(length) > self.max_body):
-                raise ApiError(413, f"request bodies are limited to {self.max_body} bytes", code="body_too_large")
+                raise ApiError(
+                    413, f"request bodies are limited to {self.max_body} bytes", code="body_too_large"
+                )
         except ApiError as exc:
             await exc.response()(scope, receive, send)
             return
@@ -195,9 +220,16 @@ class Guard:
         if self.served.open_tenant is not None:
             return Principal(self.served.open_tenant)
         scheme, _, key = request.headers.get("authorization", "").partition(" ")
-        principal = self.served.keys.principal(key.strip()) if scheme.lower() == "bearer" and key.strip() else None
+        principal = (
+            self.served.keys.principal(key.strip()) if scheme.lower() == "bearer" and key.strip() else None
+        )
         if principal is None:
-            raise ApiError(401, "missing or unknown API key (Authorization: Bearer KEY)", "authentication_error", "invalid_api_key")
+            raise ApiError(
+                401,
+                "missing or unknown API key (Authorization: Bearer KEY)",
+                "authentication_error",
+                "invalid_api_key",
+            )
         return principal
 
     def _limited(self, receive: Receive) -> Receive:
@@ -215,12 +247,18 @@ class Guard:
                 async with asyncio.timeout_at(deadline):
                     message = await receive()
             except TimeoutError:
-                raise ApiError(408, f"the request body did not arrive within {self.body_timeout:g} s", code="body_timeout") from None
+                raise ApiError(
+                    408,
+                    f"the request body did not arrive within {self.body_timeout:g} s",
+                    code="body_timeout",
+                ) from None
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 whole = not message.get("more_body", False)
                 if seen > self.max_body:
-                    raise ApiError(413, f"request bodies are limited to {self.max_body} bytes", code="body_too_large")
+                    raise ApiError(
+                        413, f"request bodies are limited to {self.max_body} bytes", code="body_too_large"
+                    )
             return message
 
         return limited
@@ -236,7 +274,10 @@ async def _temporal_error(request: Request, exc: Exception) -> Response:
     retry, which is what 503 with Retry-After says; the session itself is unharmed."""
     log.warning("answering 503 to %s %s: %s", request.method, request.url.path, exc, exc_info=exc)
     return ApiError(
-        503, f"the session's Temporal service did not answer: {exc}", "server_error", "temporal_unavailable",
+        503,
+        f"the session's Temporal service did not answer: {exc}",
+        "server_error",
+        "temporal_unavailable",
         headers={"Retry-After": "1"},
     ).response()
 
@@ -246,7 +287,10 @@ async def _healthz(request: Request) -> Response:
 
 
 def create_app(
-    served: Served, routes: list[BaseRoute] | None = None, max_body: int = MAX_BODY, body_timeout: float = BODY_TIMEOUT
+    served: Served,
+    routes: list[BaseRoute] | None = None,
+    max_body: int = MAX_BODY,
+    body_timeout: float = BODY_TIMEOUT,
 ) -> Starlette:
     """The app; `routes` default to every front end's."""
     if routes is None:
@@ -256,7 +300,11 @@ def create_app(
     app = Starlette(
         routes=[Route("/healthz", _healthz), *routes],
         middleware=[Middleware(Guard, served=served, max_body=max_body, body_timeout=body_timeout)],
-        exception_handlers={ApiError: _api_error, RPCError: _temporal_error, WorkflowQueryFailedError: _temporal_error},
+        exception_handlers={
+            ApiError: _api_error,
+            RPCError: _temporal_error,
+            WorkflowQueryFailedError: _temporal_error,
+        },
     )
     app.state.served = served
     return app

@@ -28,7 +28,9 @@ class Principal:
     agents: frozenset[str] | None = None
 
     def may_use(self, config: str, agent: str) -> bool:
-        return (self.configs is None or config in self.configs) and (self.agents is None or agent in self.agents)
+        return (self.configs is None or config in self.configs) and (
+            self.agents is None or agent in self.agents
+        )
 
 
 def digest(key: str) -> str:

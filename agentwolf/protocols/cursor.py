@@ -37,7 +37,9 @@ class Cursor:
         return cls(offset, attempt, text, thinking)
 
 
-async def events_after(wolf: WolfClient, session_id: str, cursor: Cursor) -> AsyncIterator[tuple[Cursor, Event]]:
+async def events_after(
+    wolf: WolfClient, session_id: str, cursor: Cursor
+) -> AsyncIterator[tuple[Cursor, Event]]:
     """The session's events after `cursor`, each with the cursor that resumes after it."""
     skip = cursor
     async for offset, event in wolf.events(session_id, cursor.offset + 1):
@@ -58,7 +60,16 @@ async def events_after(wolf: WolfClient, session_id: str, cursor: Cursor) -> Asy
         attempt = event.attempt or 0
         if skip.attempt and skip.attempt != attempt and attempt:
             # The client saw an attempt that was superseded while it was away.
-            yield cursor, Event(kind="attempt_superseded", at=event.at, turn_id=event.turn_id, step=event.step, attempt=skip.attempt)
+            yield (
+                cursor,
+                Event(
+                    kind="attempt_superseded",
+                    at=event.at,
+                    turn_id=event.turn_id,
+                    step=event.step,
+                    attempt=skip.attempt,
+                ),
+            )
             skip = Cursor()
         field = "text" if event.kind == "text_delta" else "thinking"
         have = getattr(skip, field)

@@ -56,6 +56,11 @@ async def serve(
         open_tenant=wolf.tenant if no_auth else None,
     )
     config = uvicorn.Config(
-        create_app(served), host=host, port=port, log_level="warning", timeout_keep_alive=15, timeout_graceful_shutdown=5
+        create_app(served),
+        host=host,
+        port=port,
+        log_level="warning",
+        timeout_keep_alive=15,
+        timeout_graceful_shutdown=5,
     )
     await uvicorn.Server(config).serve()

@@ -89,7 +89,13 @@ class ResponseId:
     def parse(cls, value: str) -> ResponseId:
         """Any id that is not one of ours is as unknown as a missing one."""
         parts = value.removeprefix("resp_").removeprefix("chatcmpl-").rsplit("_", 2)
-        if len(parts) != 3 or not parts[0] or not parts[1].isdigit() or not parts[2].isdigit() or "/" in parts[0]:
+        if (
+            len(parts) != 3
+            or not parts[0]
+            or not parts[1].isdigit()
+            or not parts[2].isdigit()
+            or "/" in parts[0]
+        ):
             raise not_found("response")
         return cls(parts[0], int(parts[1]), int(parts[2]))
 
@@ -108,13 +114,17 @@ def _text_of(content: Any, where: str) -> str:
     if isinstance(content, list):
         texts = []
         for part in content:
-            if isinstance(part, dict) and part.get("type") in ("text", "input_text", "output_text") and isinstance(
-                part.get("text"), str
+            if (
+                isinstance(part, dict)
+                and part.get("type") in ("text", "input_text", "output_text")
+                and isinstance(part.get("text"), str)
             ):
                 texts.append(part["text"])
             else:
                 kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-                raise ApiError(400, f"{where}: only text content is supported, not {kind!r}", code="unsupported_content")
+                raise ApiError(
+                    400, f"{where}: only text content is supported, not {kind!r}", code="unsupported_content"
+                )
         return "".join(texts)
     if content is None:
         return ""
@@ -127,7 +137,11 @@ def _messages(items: Any, where: str) -> list[tuple[str, str]]:
         raise ApiError(400, f"{where} must be a non-empty list of messages", code="invalid_messages")
     out = []
     for i, item in enumerate(items):
-        if not isinstance(item, dict) or item.get("type", "message") != "message" or not isinstance(item.get("role"), str):
+        if (
+            not isinstance(item, dict)
+            or item.get("type", "message") != "message"
+            or not isinstance(item.get("role"), str)
+        ):
             raise ApiError(400, f"{where}[{i}] must be a message with a role", code="invalid_messages")
         out.append((item["role"], _text_of(item.get("content"), f"{where}[{i}]")))
     if out[-1][0] != "user" or not out[-1][1].strip():
@@ -165,7 +179,9 @@ async def _resolve(served: Served, principal: Principal, model: str) -> Target:
 def _no_client_tools(body: dict[str, Any]) -> None:
     if body.get("tools"):
         raise ApiError(
-            400, "client-side tools are not supported: the agent's own tools run on the server", code="unsupported_tools"
+            400,
+            "client-side tools are not supported: the agent's own tools run on the server",
+            code="unsupported_tools",
         )
 
 
@@ -196,7 +212,9 @@ async def _ask(wolf: WolfClient, session_id: str, text: str) -> ResponseId:
         if "double_texting" in message:
             raise ApiError(409, f"session busy: {message}", code="session_busy") from None
         if "max_queued" in message:
-            raise ApiError(429, message, "rate_limit_error", "too_many_queued", {"Retry-After": RETRY_AFTER}) from None
+            raise ApiError(
+                429, message, "rate_limit_error", "too_many_queued", {"Retry-After": RETRY_AFTER}
+            ) from None
         if "closed" in message:
             raise ApiError(409, f"session {session_id!r} is closed", code="session_closed") from None
         raise ApiError(400, message, code="prompt_refused") from None
@@ -269,7 +287,10 @@ class TurnView:
         if event.turn_id != self.rid.turn_id:
             if event.kind == "session_closed":  # the session ended without running (or finishing) this turn
                 self.status, self.done = "cancelled", True
-                self.error = {"code": "session_closed", "message": "the session closed before this response finished"}
+                self.error = {
+                    "code": "session_closed",
+                    "message": "the session closed before this response finished",
+                }
                 return self._filter([(slot, "response.failed", {"response": self.body()})])
             return []
         kind = event.kind
@@ -298,7 +319,11 @@ class TurnView:
         elif kind == "tool_call_finished" and event.call_id in self._calls:
             item = self._calls.pop(event.call_id or "")
             failed = event.outcome not in (None, "success")
-            item.update(status="failed" if failed else "completed", output=event.text, error=event.text if failed else None)
+            item.update(
+                status="failed" if failed else "completed",
+                output=event.text,
+                error=event.text if failed else None,
+            )
             outs.append(self._item_done(item))
         elif kind == "turn_finished":
             outs += self._finish(event)
@@ -327,12 +352,20 @@ class TurnView:
             part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
             item["content"].append(part)
             outs.append(
-                (slot + OPEN_PART, "response.content_part.added", {**self._where(item), "content_index": 0, "part": dict(part)})
+                (
+                    slot + OPEN_PART,
+                    "response.content_part.added",
+                    {**self._where(item), "content_index": 0, "part": dict(part)},
+                )
             )
         item["content"][0]["text"] += chunk
         self._sent[step] = end
         outs.append(
-            (slot + TEXT + end, "response.output_text.delta", {**self._where(item), "content_index": 0, "delta": chunk, "logprobs": []})
+            (
+                slot + TEXT + end,
+                "response.output_text.delta",
+                {**self._where(item), "content_index": 0, "delta": chunk, "logprobs": []},
+            )
         )
         return outs
 
@@ -343,8 +376,13 @@ class TurnView:
                 return []
             # No text was streamed (events read without live output): the item opens and ends here.
             self._sent[step] = len(text)
-            item = {"type": "message", "id": f"msg_{self.rid.session}_{self.rid.turn}_{step}", "status": "in_progress",
-                    "role": "assistant", "content": [{"type": "output_text", "text": "", "annotations": [], "logprobs": []}]}
+            item = {
+                "type": "message",
+                "id": f"msg_{self.rid.session}_{self.rid.turn}_{step}",
+                "status": "in_progress",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "", "annotations": [], "logprobs": []}],
+            }
             opened = [self._added(item)]
         else:
             opened = []
@@ -367,10 +405,18 @@ class TurnView:
 
     def _added(self, item: dict[str, Any]) -> Out:
         self.items.append(item)
-        return (0, "response.output_item.added", {"output_index": len(self.items) - 1, "item": json.loads(json.dumps(item))})
+        return (
+            0,
+            "response.output_item.added",
+            {"output_index": len(self.items) - 1, "item": json.loads(json.dumps(item))},
+        )
 
     def _item_done(self, item: dict[str, Any]) -> Out:
-        return (0, "response.output_item.done", {"output_index": self.items.index(item), "item": json.loads(json.dumps(item))})
+        return (
+            0,
+            "response.output_item.done",
+            {"output_index": self.items.index(item), "item": json.loads(json.dumps(item))},
+        )
 
     def _finish(self, event: Event) -> list[Out]:
         outs = []
@@ -384,7 +430,9 @@ class TurnView:
         )
         if self.status == "failed":
             self.error = {"code": "turn_failed", "message": event.text or "the turn failed"}
-        kind = {"completed": "response.completed", "failed": "response.failed"}.get(self.status, "response.incomplete")
+        kind = {"completed": "response.completed", "failed": "response.failed"}.get(
+            self.status, "response.incomplete"
+        )
         return [*outs, (0, kind, {"response": self.body()})]
 
     def _filter(self, outs: list[Out], text_slot: int | None = None) -> list[Out]:
@@ -501,7 +549,9 @@ async def _stream(wolf: WolfClient, view: TurnView) -> AsyncIterator[Out]:
         except Exception as exc:
             if attempt == FOLLOW_TRIES:
                 raise
-            log.warning("events of %s broke (%r); following again after sequence number %d", view.rid, exc, sent)
+            log.warning(
+                "events of %s broke (%r); following again after sequence number %d", view.rid, exc, sent
+            )
             await asyncio.sleep(0.2 * attempt)
             view.restart(sent)
 
@@ -520,7 +570,11 @@ class _Heartbeat(ServerSentEvent):
 
 def _sse(outs: AsyncIterator[dict[str, Any]], headers: dict[str, str]) -> EventSourceResponse:
     return EventSourceResponse(
-        outs, ping=HEARTBEAT, ping_message_factory=_Heartbeat, headers={"Cache-Control": "no-cache", **headers}, sep="\n"
+        outs,
+        ping=HEARTBEAT,
+        ping_message_factory=_Heartbeat,
+        headers={"Cache-Control": "no-cache", **headers},
+        sep="\n",
     )
 
 
@@ -562,7 +616,9 @@ async def chat_completions(request: Request) -> Response:
     wolf = served.wolf(principal)
     session = request.headers.get(SESSION_HEADER, "").strip()
     if session and session != "new":
-        rid = await _ask(wolf, session, messages[-1][1])  # the session has the conversation: the last message only
+        rid = await _ask(
+            wolf, session, messages[-1][1]
+        )  # the session has the conversation: the last message only
     else:  # stateless, or `X-Wolf-Session: new` for a session that stays for more turns
         rid = await _start(wolf, target, _prompt(messages), keep=session == "new")
     headers = {"X-Wolf-Session": rid.session, "X-Wolf-Response": str(rid)}
@@ -593,19 +649,36 @@ async def chat_completions(request: Request) -> Response:
 
 def _chat_usage(usage: Usage | None) -> dict[str, int]:
     usage = usage or Usage()
-    return {"prompt_tokens": usage.input_tokens, "completion_tokens": usage.output_tokens, "total_tokens": usage.total_tokens}
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+    }
 
 
-async def _chat_chunks(wolf: WolfClient, view: TurnView, include_usage: bool) -> AsyncIterator[dict[str, Any]]:
+async def _chat_chunks(
+    wolf: WolfClient, view: TurnView, include_usage: bool
+) -> AsyncIterator[dict[str, Any]]:
     """Chat Completions chunks of the turn's text (every step's, a blank line between steps), then [DONE].
 
     Each SSE event's id is the sequence number of the Responses event it comes from (the turn is
     `X-Wolf-Response`, resumable with GET /v1/responses/{id}?stream=true&starting_after=N)."""
     rid = view.rid
-    base = {"id": f"chatcmpl-{rid.session}_{rid.turn}_{rid.base}", "object": "chat.completion.chunk", "created": int(view.created), "model": view.model}
+    base = {
+        "id": f"chatcmpl-{rid.session}_{rid.turn}_{rid.base}",
+        "object": "chat.completion.chunk",
+        "created": int(view.created),
+        "model": view.model,
+    }
 
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
-        return json.dumps({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}], **extra})
+        return json.dumps(
+            {
+                **base,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+                **extra,
+            }
+        )
 
     messages = 0
     async for seq, kind, body in _stream(wolf, view):
@@ -619,7 +692,18 @@ async def _chat_chunks(wolf: WolfClient, view: TurnView, include_usage: bool) ->
             yield {"id": str(seq), "data": chunk({"content": body["delta"]})}
         elif kind == "response.failed":
             error = view.error or {}
-            yield {"id": str(seq), "data": json.dumps({"error": {"message": error.get("message"), "type": "server_error", "code": error.get("code")}})}
+            yield {
+                "id": str(seq),
+                "data": json.dumps(
+                    {
+                        "error": {
+                            "message": error.get("message"),
+                            "type": "server_error",
+                            "code": error.get("code"),
+                        }
+                    }
+                ),
+            }
             return
         elif kind in ("response.completed", "response.incomplete"):
             yield {"id": str(seq), "data": chunk({}, "length" if view.outcome == "limit" else "stop")}
@@ -654,7 +738,9 @@ async def create_response(request: Request) -> Response:
             raise not_found("previous response") from None
         rid = await _ask(wolf, session, _prompt(messages, instructions))
     else:  # `store: false`: nothing to continue from, so the session closes after this turn
-        rid = await _start(wolf, target, _prompt(messages, instructions), keep=body.get("store", True) is not False)
+        rid = await _start(
+            wolf, target, _prompt(messages, instructions), keep=body.get("store", True) is not False
+        )
     view = TurnView(rid, model, background=background)
     headers = {"X-Wolf-Session": rid.session}
     if stream:
@@ -667,7 +753,11 @@ async def create_response(request: Request) -> Response:
 
 async def _response_events(wolf: WolfClient, view: TurnView) -> AsyncIterator[dict[str, Any]]:
     async for seq, kind, body in _stream(wolf, view):
-        yield {"id": str(seq), "event": kind, "data": json.dumps({"type": kind, "sequence_number": seq, **body})}
+        yield {
+            "id": str(seq),
+            "event": kind,
+            "data": json.dumps({"type": kind, "sequence_number": seq, **body}),
+        }
 
 
 async def _turn(served: Served, wolf: WolfClient, rid: ResponseId) -> tuple[SessionStatus, str]:
@@ -710,7 +800,9 @@ async def cancel_response(request: Request) -> Response:
         return JSONResponse(view.body())
     await _snapshot(wolf, view)
     if view.status == "queued":
-        raise ApiError(409, "this response waits behind another turn; it can be cancelled once it runs", code="queued")
+        raise ApiError(
+            409, "this response waits behind another turn; it can be cancelled once it runs", code="queued"
+        )
     return JSONResponse(view.body())
 
 

@@ -52,7 +52,9 @@ async def _connect_patiently(address: str | None, namespace: str | None, give_up
         except RuntimeError as exc:
             if time.monotonic() + delay > deadline:
                 raise
-            log.warning("cannot reach Temporal yet (%s); retrying in %.1fs", str(exc).splitlines()[0][:120], delay)
+            log.warning(
+                "cannot reach Temporal yet (%s); retrying in %.1fs", str(exc).splitlines()[0][:120], delay
+            )
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 
@@ -63,7 +65,9 @@ def main() -> None:
     parser.add_argument("--namespace")
     parser.add_argument("--task-queue", default=TASK_QUEUE)
     parser.add_argument("--tenant", help="serve only this tenant's sessions")
-    parser.add_argument("--policy", help="the worker policy file (default: $WOLF_POLICY, else $WOLF_HOME/policy.yaml)")
+    parser.add_argument(
+        "--policy", help="the worker policy file (default: $WOLF_POLICY, else $WOLF_HOME/policy.yaml)"
+    )
     args = parser.parse_args()
     configure_logging()
     asyncio.run(serve(args.address, args.namespace, args.task_queue, tenant=args.tenant, policy=args.policy))

@@ -26,7 +26,9 @@ WORD_EVERY = 0.03
 """Seconds between streamed words: the demo streams at a pace people can see."""
 SKILL = "time-zones"
 ZONES_FILE = "zones.md"
-NOTE = "(Offline demo model. For a real one: WOLF_MODEL=openai:gpt-4o-mini and OPENAI_API_KEY, then `wolf up`.)"
+NOTE = (
+    "(Offline demo model. For a real one: WOLF_MODEL=openai:gpt-4o-mini and OPENAI_API_KEY, then `wolf up`.)"
+)
 
 
 def demo_model() -> FunctionModel:
@@ -114,4 +116,6 @@ def _text(content: str) -> ModelResponse:
 
 
 def _call(tool: str, args: dict[str, str], step: int) -> ModelResponse:
-    return ModelResponse(parts=[ToolCallPart(tool, args, tool_call_id=f"demo-{step}-{tool}")], model_name="demo")
+    return ModelResponse(
+        parts=[ToolCallPart(tool, args, tool_call_id=f"demo-{step}-{tool}")], model_name="demo"
+    )

@@ -111,8 +111,13 @@ class AgentHost:
                 where = Scope(ScopeLevel.AGENT, key)
                 config = manifest.agents.get(agent)
                 caps = config.capabilities if config else []
-                roots = [await self.skill_root(p) for c in caps if isinstance(c, SkillsCapability) for p in c.paths]
-                for capability in [*roots, *(self.mcp_server(c.mcp) for c in caps if isinstance(c, McpCapability))]:
+                roots = [
+                    await self.skill_root(p) for c in caps if isinstance(c, SkillsCapability) for p in c.paths
+                ]
+                for capability in [
+                    *roots,
+                    *(self.mcp_server(c.mcp) for c in caps if isinstance(c, McpCapability)),
+                ]:
                     self.registry.add(capability, where)
                 self._agents.add(key)
             self._serve(session_id, key)
@@ -125,7 +130,9 @@ class AgentHost:
 
     async def skill_root(self, path: str) -> LocalSkillRoot:
         """A watched skill folder; `${tenant}` in its path is this host's tenant, `${VAR}` the worker's."""
-        resolved = str(Path(os.path.expanduser(self.secrets.resolve(path.replace("${tenant}", self.tenant)))).resolve())
+        resolved = str(
+            Path(os.path.expanduser(self.secrets.resolve(path.replace("${tenant}", self.tenant)))).resolve()
+        )
         if resolved not in self.skill_roots:
             watcher = SkillRootWatcher(Path(resolved), source=f"skills:{resolved}")
             await watcher.start()
@@ -190,7 +197,9 @@ class AgentHost:
         try:
             if kind == "mcp" and name in self.mcp:
                 cap = self.mcp[name]
-                offered: list[object] = [[t.name, t.description, t.parameters] for t in await cap.list_tools()]
+                offered: list[object] = [
+                    [t.name, t.description, t.parameters] for t in await cap.list_tools()
+                ]
                 offered += [[e.name, e.description, e.uri] for e in await cap.list_skills()]
             elif kind == "skills" and name in self.skill_roots:
                 offered = [[e.name, e.description, e.uri] for e in await self.skill_roots[name].list_skills()]
@@ -235,7 +244,9 @@ class AgentHost:
         log.info("extensions changed: %s %s", event.source, event.detail)
         if self.notify is None:
             return
-        change = ExtensionsChanged(sources=[event.source], detail=f"{event.source} changed: {event.detail}".strip())
+        change = ExtensionsChanged(
+            sources=[event.source], detail=f"{event.source} changed: {event.detail}".strip()
+        )
         for workflow_id, sources in list(self.sessions.items()):
             if event.source in sources:
                 try:
@@ -255,7 +266,9 @@ class AgentHost:
     def model(self, specs: list[str]) -> Model:
         key = tuple(specs)
         if key not in self._models:
-            self._models[key] = build_model(specs, self.manifest.host.models.providers, self.local_models, self.secrets)
+            self._models[key] = build_model(
+                specs, self.manifest.host.models.providers, self.local_models, self.secrets
+            )
         return self._models[key]
 
     def transcript(self, workflow_id: str, base_len: int, base_digest: str) -> CachedTranscript | None:
@@ -281,7 +294,9 @@ class AgentHost:
         for task in list(self._tasks):
             task.cancel()
         try:
-            stopped = await asyncio.gather(*(w.stop() for w in self._watchers.values()), return_exceptions=True)
+            stopped = await asyncio.gather(
+                *(w.stop() for w in self._watchers.values()), return_exceptions=True
+            )
             for failure in (r for r in stopped if isinstance(r, BaseException)):
                 log.warning("stopping a skill watcher failed: %s", failure)
             for cap in self.mcp.values():
@@ -352,7 +367,11 @@ class HostRegistry:
         key = (manifest.identity, tenant)
         self.manifests.setdefault(manifest.identity, manifest)
         host = self._hosts.get(key) or next(
-            (h for h in self._hosts.values() if h.tenant == tenant and h.manifest.host_identity == manifest.host_identity),
+            (
+                h
+                for h in self._hosts.values()
+                if h.tenant == tenant and h.manifest.host_identity == manifest.host_identity
+            ),
             None,
         )
         if host is not None:

@@ -133,7 +133,9 @@ class McpPool:
             self._discard(conn)
 
     async def list_tools(self, server: str) -> list[mcp_types.Tool]:
-        result = await self.use(server, lambda c: c.list_tools(), timeout=self._config(server).connect_timeout)
+        result = await self.use(
+            server, lambda c: c.list_tools(), timeout=self._config(server).connect_timeout
+        )
         return result.tools
 
     async def call_tool(
@@ -141,10 +143,13 @@ class McpPool:
     ) -> mcp_types.CallToolResult:
         timeout = self._config(server).call_timeout
         return await self.use(
-            server, lambda c: c.call_tool(tool, arguments, read_timeout_seconds=timeout, progress_callback=progress)
+            server,
+            lambda c: c.call_tool(tool, arguments, read_timeout_seconds=timeout, progress_callback=progress),
         )
 
-    async def use(self, server: str, op: Callable[[Client], Awaitable[Any]], timeout: float | None = None) -> Any:
+    async def use(
+        self, server: str, op: Callable[[Client], Awaitable[Any]], timeout: float | None = None
+    ) -> Any:
         """Run `op` on the server's pooled client (connecting on first use); a lost connection is dropped.
 
         `op` starts in this task right after `_get` found the connection alive: no other task runs in
@@ -196,7 +201,9 @@ class McpPool:
             except McpUnavailable as exc:
                 if exc.permanent or attempt == self.connect_attempts:
                     raise
-                log.warning("%s (attempt %d/%d); retrying in %.1fs", exc, attempt, self.connect_attempts, delay)
+                log.warning(
+                    "%s (attempt %d/%d); retrying in %.1fs", exc, attempt, self.connect_attempts, delay
+                )
                 await asyncio.sleep(delay)
                 delay *= 2
             else:
@@ -229,7 +236,9 @@ class McpPool:
                 transport = _http(secrets.resolve(config.url or ""), headers)
         except (FileNotFoundError, MissingVariable, PolicyError) as exc:
             raise McpUnavailable(server, str(exc), permanent=True) from exc
-        conn.client = Client(_watched(transport, lambda: self._ended(conn)), message_handler=self._notifications(server))
+        conn.client = Client(
+            _watched(transport, lambda: self._ended(conn)), message_handler=self._notifications(server)
+        )
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         conn.task = asyncio.create_task(self._hold(conn, ready), name=f"mcp:{server}")
         try:

@@ -31,7 +31,9 @@ with workflow.unsafe.imports_passed_through():
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 """Config names: no `.` or `/`, so the CLI can tell a name from a manifest path."""
 
-NOTIFY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=10)
+NOTIFY_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=10
+)
 
 
 def registry_id(tenant: str, name: str) -> str:
@@ -182,7 +184,10 @@ class ConfigRegistryWorkflow:
         if last is not None and last.identity == manifest.identity:
             return PushResult(name=self.inp.name, version=last.version, identity=last.identity, created=False)
         info = VersionInfo(
-            version=last.version + 1 if last else 1, identity=manifest.identity, pushed_at=workflow.now(), note=note
+            version=last.version + 1 if last else 1,
+            identity=manifest.identity,
+            pushed_at=workflow.now(),
+            note=note,
         )
         self.versions.append(info)
         self.manifests[info.version] = manifest
@@ -209,7 +214,10 @@ class ConfigRegistryWorkflow:
 
     def _too_long(self) -> bool:
         info = workflow.info()
-        return info.is_continue_as_new_suggested() or info.get_current_history_length() > self.inp.max_history_events
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() > self.inp.max_history_events
+        )
 
     async def _notify(self) -> None:
         """Tell the running sessions about the newest version (versions pushed meanwhile coalesce)."""
@@ -226,5 +234,7 @@ class ConfigRegistryWorkflow:
             )
         except ActivityError as err:
             # The registry must outlive a failed notification; sessions catch up with the next version.
-            workflow.logger.warning("could not notify the sessions of %s v%s: %s", self.inp.name, info.version, err.cause)
+            workflow.logger.warning(
+                "could not notify the sessions of %s v%s: %s", self.inp.name, info.version, err.cause
+            )
         self.notified = info.version

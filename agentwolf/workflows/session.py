@@ -194,9 +194,14 @@ class SessionWorkflow:
         self._close(self.last_outcome)
         await workflow.wait_condition(workflow.all_handlers_finished)
         if inp.background and self.last_outcome == "failed":
-            raise ApplicationError(f"the task failed: {self.last_output}", type="TurnFailed", non_retryable=True)
+            raise ApplicationError(
+                f"the task failed: {self.last_output}", type="TurnFailed", non_retryable=True
+            )
         return SessionResult(
-            session_id=inp.session_id, output=self.last_output, outcome=self.last_outcome, counters=self.counters
+            session_id=inp.session_id,
+            output=self.last_output,
+            outcome=self.last_outcome,
+            counters=self.counters,
         )
 
     async def _await_turn(self) -> None:
@@ -239,7 +244,11 @@ class SessionWorkflow:
         self._set_state("running")
         if resume is None:
             self._publish("turn_started", text=prompt.text)
-        turn = Turn.resumed(resume) if resume else Turn(pending=[UserPromptPart(prompt.text, timestamp=workflow.now())])
+        turn = (
+            Turn.resumed(resume)
+            if resume
+            else Turn(pending=[UserPromptPart(prompt.text, timestamp=workflow.now())])
+        )
         self.turn = turn
         outcome: TurnOutcome = "completed"
         output: str | None = None
@@ -249,7 +258,11 @@ class SessionWorkflow:
                 text = await self._expand_command(text)
                 turn.pending = [UserPromptPart(text, timestamp=workflow.now())]
             team = self.inp.manifest.teams.get(self.inp.agent)
-            output = await (self._run_team(team, text, turn) if team else self._run_steps(turn, resuming=resume is not None))
+            output = await (
+                self._run_team(team, text, turn)
+                if team
+                else self._run_steps(turn, resuming=resume is not None)
+            )
         except (asyncio.CancelledError, ActivityError, ApplicationError) as err:
             # A local activity (a known-fast tool call) that fails for good raises a bare ApplicationError.
             if is_cancelled_exception(err):  # an interrupt, or the workflow itself was cancelled
@@ -264,7 +277,9 @@ class SessionWorkflow:
             outcome, output = stop.outcome, str(stop)
             self._publish("error" if stop.outcome == "failed" else "limit_reached", text=str(stop))
         # Close every dangling tool call so the transcript stays valid for the next turn.
-        closing_note = {"interrupted": "interrupted by the user", "limit": f"not run: {output}"}.get(outcome, "not run")
+        closing_note = {"interrupted": "interrupted by the user", "limit": f"not run: {output}"}.get(
+            outcome, "not run"
+        )
         for index, call in enumerate(turn.open_calls):
             turn.finished.setdefault(index, self._tool_return(call, closing_note, "interrupted"))
         pending = [*(turn.finished[i] for i in range(len(turn.open_calls))), *turn.pending]
@@ -321,7 +336,9 @@ class SessionWorkflow:
             calls = turn.open_calls
             keys = call_keys(calls)
             # Skills load first, so their allowed-tools already bind the calls made beside them.
-            loads = [i for i, c in enumerate(calls) if (s := compiled.tool(c.tool_name)) and s.server == SKILLS]
+            loads = [
+                i for i, c in enumerate(calls) if (s := compiled.tool(c.tool_name)) and s.server == SKILLS
+            ]
             for group in (loads, [i for i in range(len(calls)) if i not in loads]):
                 todo = [i for i in group if i not in turn.finished]
                 if todo:
@@ -347,13 +364,16 @@ class SessionWorkflow:
                 raise TurnStopped("limit", f"token budget ({limits.token_budget}) reached")
             if not turn.warned_budget and turn.usage.total_tokens >= 0.8 * limits.token_budget:
                 turn.warned_budget = True
-                self._publish("limit_warning", text=f"80% of the token budget used ({turn.usage.total_tokens})")
+                self._publish(
+                    "limit_warning", text=f"80% of the token budget used ({turn.usage.total_tokens})"
+                )
         for call in turn.open_calls:
             key = f"{call.tool_name}:{json.dumps(call.args_as_dict(), sort_keys=True, default=str)}"
             turn.repeats[key] += 1
             if turn.repeats[key] >= limits.loop_stop:
                 raise TurnStopped(
-                    "limit", f"loop guard: {call.tool_name} called {turn.repeats[key]} times with the same arguments"
+                    "limit",
+                    f"loop guard: {call.tool_name} called {turn.repeats[key]} times with the same arguments",
                 )
             if turn.repeats[key] == limits.loop_warn:
                 turn.warnings.append(call.tool_name)
@@ -371,7 +391,9 @@ class SessionWorkflow:
                     raise TurnStopped("failed", f"team member {member}: {result.content}")
                 output = result.content
         else:
-            results = await _all([self._child(m, task, f"{prefix}.{i}-{m}") for i, m in enumerate(team.members)])
+            results = await _all(
+                [self._child(m, task, f"{prefix}.{i}-{m}") for i, m in enumerate(team.members)]
+            )
             failed = [f"{m}: {r.content}" for m, r in zip(team.members, results, strict=True) if r.is_error]
             if failed:
                 raise TurnStopped("failed", "team members failed: " + "; ".join(failed))
@@ -416,14 +438,22 @@ class SessionWorkflow:
             if is_cancelled_exception(err):
                 raise asyncio.CancelledError() from err
             output = ToolCallOutput(content=f"{agent} failed: {cause_message(err)}", is_error=True)
-        self._publish("child_finished", tool=agent, call_id=session_id, outcome="failed" if output.is_error else "success", text=output.content)
+        self._publish(
+            "child_finished",
+            tool=agent,
+            call_id=session_id,
+            outcome="failed" if output.is_error else "success",
+            text=output.content,
+        )
         return output
 
     # -- activities ----------------------------------------------------------------------------
 
     def _ref(self) -> HostRef:
         return HostRef(
-            config_id=self.inp.manifest.identity, tenant=self.inp.tenant, workflow_id=workflow.info().workflow_id
+            config_id=self.inp.manifest.identity,
+            tenant=self.inp.tenant,
+            workflow_id=workflow.info().workflow_id,
         )
 
     async def _current_compiled(self) -> CompiledAgent:
@@ -500,10 +530,17 @@ class SessionWorkflow:
         return out.response
 
     async def _call_tool(
-        self, compiled: CompiledAgent, call: ToolCallPart, index: int, key: str, finished: dict[int, ToolReturnPart]
+        self,
+        compiled: CompiledAgent,
+        call: ToolCallPart,
+        index: int,
+        key: str,
+        finished: dict[int, ToolReturnPart],
     ) -> ToolReturnPart:
         spec = compiled.tool(call.tool_name)
-        self._publish("tool_call_started", tool=call.tool_name, call_id=call.tool_call_id, args=event_args(call))
+        self._publish(
+            "tool_call_started", tool=call.tool_name, call_id=call.tool_call_id, args=event_args(call)
+        )
         started = workflow.now()
         outcome: str | None = None
         try:
@@ -511,7 +548,9 @@ class SessionWorkflow:
         except ValueError as exc:
             result = ToolCallOutput(content=f"invalid JSON arguments: {exc}", is_error=True)
         except AssertionError:  # JSON, but not an object
-            result = ToolCallOutput(content=f"arguments must be a JSON object, not {call.args!r:.200}", is_error=True)
+            result = ToolCallOutput(
+                content=f"arguments must be a JSON object, not {call.args!r:.200}", is_error=True
+            )
         else:
             result, outcome = await self._route_call(compiled, spec, call, index, key, arguments)
         outcome = outcome or ("failed" if result.is_error else "success")
@@ -558,7 +597,9 @@ class SessionWorkflow:
         """A page of a tool result the model was sent cut (the transcript holds it whole)."""
         call_id, offset = arguments.get("call_id"), arguments.get("offset", 0)
         if not isinstance(offset, int) or offset < 0:
-            return ToolCallOutput(content="read_tool_output needs a non-negative integer `offset`", is_error=True)
+            return ToolCallOutput(
+                content="read_tool_output needs a non-negative integer `offset`", is_error=True
+            )
         found = [
             p
             for m in self.transcript
@@ -567,26 +608,36 @@ class SessionWorkflow:
             if isinstance(p, ToolReturnPart) and p.tool_call_id == call_id
         ]
         if not found:
-            return ToolCallOutput(content=f"no tool result with call_id {call_id!r} in this session", is_error=True)
+            return ToolCallOutput(
+                content=f"no tool result with call_id {call_id!r} in this session", is_error=True
+            )
         content = str(found[-1].content)
-        end = min(offset + compiled.tool_output_chars - PAGE_HEADER, len(content))  # the page is not cut again
+        end = min(
+            offset + compiled.tool_output_chars - PAGE_HEADER, len(content)
+        )  # the page is not cut again
         page = content[offset:end]
         more = f"; read on with offset={end}" if end < len(content) else "; that is the end"
         return ToolCallOutput(content=f"[characters {offset}-{end} of {len(content)}{more}]\n{page}")
 
-    async def _skill_tool(self, compiled: CompiledAgent, spec: ToolSpec, arguments: dict[str, Any]) -> ToolCallOutput:
+    async def _skill_tool(
+        self, compiled: CompiledAgent, spec: ToolSpec, arguments: dict[str, Any]
+    ) -> ToolCallOutput:
         """load_skill (activates it for the turn) or read_skill_file, read by the `wolf.read_skill` activity."""
         name, path = arguments.get("name"), arguments.get("path")
         skill = compiled.skill(name) if isinstance(name, str) else None
         if skill is None:
-            return ToolCallOutput(content=f"unknown skill {name!r} (skills: {[s.name for s in compiled.skills]})", is_error=True)
+            return ToolCallOutput(
+                content=f"unknown skill {name!r} (skills: {[s.name for s in compiled.skills]})", is_error=True
+            )
         if spec.tool == "read_skill_file" and (not isinstance(path, str) or not path):
             return ToolCallOutput(content="read_skill_file needs `path`", is_error=True)
         loading = spec.tool == "load_skill"
         uri = skill.uri if loading else f"{skill.uri.rsplit('/', 1)[0]}/{path}"
         result = await workflow.execute_activity(
             "wolf.read_skill",
-            SkillReadInput(ref=self._ref(), agent=self.inp.agent, turn_id=self.turn_id or "", uri=uri, listing=loading),
+            SkillReadInput(
+                ref=self._ref(), agent=self.inp.agent, turn_id=self.turn_id or "", uri=uri, listing=loading
+            ),
             result_type=ToolCallOutput,
             start_to_close_timeout=timedelta(seconds=60),
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
@@ -616,9 +667,13 @@ class SessionWorkflow:
             names = [t.name, f"{t.server}:{t.tool}", *([] if t.tool in shared else [t.tool])]
             return any(fnmatch.fnmatchcase(n, p) for n in names for p in patterns)
 
-        return [t.name for t in compiled.tools if t.server == SKILLS or t.server.startswith(brought) or allowed(t)]
+        return [
+            t.name for t in compiled.tools if t.server == SKILLS or t.server.startswith(brought) or allowed(t)
+        ]
 
-    async def _mcp_call(self, spec: ToolSpec, call: ToolCallPart, arguments: dict[str, Any]) -> ToolCallOutput:
+    async def _mcp_call(
+        self, spec: ToolSpec, call: ToolCallPart, arguments: dict[str, Any]
+    ) -> ToolCallOutput:
         compiled_server = self.compiled.skill_servers.get(spec.server) if self.compiled else None
         server = compiled_server or self.inp.manifest.host.mcp_servers[spec.server]
         inp = ToolCallInput(
@@ -659,7 +714,9 @@ class SessionWorkflow:
         self.tool_ms[call.tool_name] = int((workflow.now() - started).total_seconds() * 1000)
         if result.changed:
             self.stale.mark(f"{spec.server} changed its lists during {spec.tool}")
-            self._publish("extensions_changed", text=self.stale.reason, tool=call.tool_name, call_id=call.tool_call_id)
+            self._publish(
+                "extensions_changed", text=self.stale.reason, tool=call.tool_name, call_id=call.tool_call_id
+            )
         return result
 
     async def _delegate(
@@ -669,9 +726,13 @@ class SessionWorkflow:
         allowed = compiled.tool("delegate").parameters["properties"]["agent"]["enum"]  # type: ignore[union-attr]
         limit = self.inp.manifest.host.sessions.max_subagent_depth
         if agent not in allowed or not isinstance(task, str) or not task.strip():
-            return ToolCallOutput(content=f"delegate needs `agent` (one of {allowed}) and a non-empty `task`", is_error=True)
+            return ToolCallOutput(
+                content=f"delegate needs `agent` (one of {allowed}) and a non-empty `task`", is_error=True
+            )
         if self.inp.depth >= limit:
-            return ToolCallOutput(content=f"subagent depth limit ({limit}) reached: do the task yourself", is_error=True)
+            return ToolCallOutput(
+                content=f"subagent depth limit ({limit}) reached: do the task yourself", is_error=True
+            )
         # The child's id comes from where the call sits, never from the model's call id (models repeat them).
         if workflow.patched(CHILD_IDS):
             return await self._child(agent, task, f"{self.inp.session_id}.{self.turn_id}.{self.step}.{index}")
@@ -686,10 +747,14 @@ class SessionWorkflow:
         model-facing name, which changes when another server lists the same name."""
         permissions = self.inp.manifest.permissions(self.inp.agent)
         identity = (spec.server, spec.tool)
-        action = permissions.decide(call.tool_name, arguments, identity, shared=spec.tool in shared_names(compiled))
+        action = permissions.decide(
+            call.tool_name, arguments, identity, shared=spec.tool in shared_names(compiled)
+        )
         tool = f"{spec.server}:{spec.tool}"
         # Model-facing names (no ':') in the set come from sessions that continued as new before this rule.
-        if action == "allow" or (action == "confirm" and (tool in self.always_allowed or call.tool_name in self.always_allowed)):
+        if action == "allow" or (
+            action == "confirm" and (tool in self.always_allowed or call.tool_name in self.always_allowed)
+        ):
             return None
         if action == "deny":
             return f"denied by policy: {call.tool_name} is not allowed for this agent"
@@ -705,7 +770,8 @@ class SessionWorkflow:
         left = timeout - (workflow.now() - asked_at).total_seconds() if timeout else None
         try:
             await workflow.wait_condition(
-                lambda: call_id in self.decisions, timeout=timedelta(seconds=max(left, 0.001)) if left is not None else None
+                lambda: call_id in self.decisions,
+                timeout=timedelta(seconds=max(left, 0.001)) if left is not None else None,
             )
             approved, answer = self.decisions.pop(call_id)
         except TimeoutError:
@@ -749,7 +815,9 @@ class SessionWorkflow:
             raise ValueError("a turn is running and this agent's double_texting policy is 'reject'")
         limit = self.inp.manifest.host.sessions.max_queued
         if len(self.queue) >= limit:
-            raise ValueError(f"{len(self.queue)} prompts already wait (host.sessions.max_queued): try again later")
+            raise ValueError(
+                f"{len(self.queue)} prompts already wait (host.sessions.max_queued): try again later"
+            )
 
     @workflow.signal
     def steer(self, text: str) -> None:
@@ -758,7 +826,10 @@ class SessionWorkflow:
         if self.closing or not text.strip():
             return
         if len(self.steers) >= self.inp.manifest.host.sessions.max_steers:
-            self._publish("error", text=f"steer dropped: {len(self.steers)} steers already wait (host.sessions.max_steers)")
+            self._publish(
+                "error",
+                text=f"steer dropped: {len(self.steers)} steers already wait (host.sessions.max_steers)",
+            )
             return
         self.steers.append(text)
 
@@ -776,14 +847,18 @@ class SessionWorkflow:
         if answer.call_id in self.pending_approvals:
             self.decisions[answer.call_id] = (approved, answer)
         else:
-            workflow.logger.warning("ignored an answer for call %r: no such call waits for approval", answer.call_id)
+            workflow.logger.warning(
+                "ignored an answer for call %r: no such call waits for approval", answer.call_id
+            )
 
     @workflow.signal
     def config_changed(self, update: ConfigUpdate) -> None:
         """A new version of this session's config: taken at the next turn boundary (never mid-step)."""
         if update.name != self.inp.config_name or self.inp.pinned:
             return
-        if update.version > max(self.inp.config_version or 0, self.next_config.version if self.next_config else 0):
+        if update.version > max(
+            self.inp.config_version or 0, self.next_config.version if self.next_config else 0
+        ):
             self.next_config = update
 
     @workflow.signal
@@ -853,7 +928,9 @@ class SessionWorkflow:
                 outcome="refused",
             )
             return
-        self.inp = self.inp.model_copy(update={"manifest": shared(update.manifest), "config_version": update.version})
+        self.inp = self.inp.model_copy(
+            update={"manifest": shared(update.manifest), "config_version": update.version}
+        )
         changed = old.agent_identity(self.inp.agent) != update.manifest.agent_identity(self.inp.agent)
         if changed:
             self.compiled = None
@@ -939,7 +1016,10 @@ class SessionWorkflow:
         info = workflow.info()
         if info.is_continue_as_new_suggested():
             return True
-        return bool(self.turns_this_run) and info.get_current_history_size() > self.inp.manifest.host.sessions.continue_as_new_bytes
+        return (
+            bool(self.turns_this_run)
+            and info.get_current_history_size() > self.inp.manifest.host.sessions.continue_as_new_bytes
+        )
 
     async def _continue_as_new(self, waiting: bool = False) -> None:
         """At idle, or (`waiting`) while the running turn waits for approval: then the turn goes along

@@ -72,7 +72,8 @@ class SessionStream(WorkflowStream):
             return
         if workflow.now() - next(iter(self._waiting.values())) < EVICT_AFTER:
             raise ApplicationError(
-                f"{MAX_WAITING_POLLS} followers already wait for events; retry", type=STREAM_DRAINING_ERROR_TYPE
+                f"{MAX_WAITING_POLLS} followers already wait for events; retry",
+                type=STREAM_DRAINING_ERROR_TYPE,
             )
 
     async def _on_poll(self, payload: PollInput) -> PollResult:

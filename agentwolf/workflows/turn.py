@@ -131,7 +131,10 @@ def event_args(call: ToolCallPart) -> dict[str, object]:
 def call_keys(calls: list[ToolCallPart]) -> list[str]:
     """What approvals answer: the model's call id, made unique by position where the model repeated it."""
     counts = Counter(c.tool_call_id for c in calls)
-    return [c.tool_call_id if counts[c.tool_call_id] == 1 else f"{c.tool_call_id}#{i}" for i, c in enumerate(calls)]
+    return [
+        c.tool_call_id if counts[c.tool_call_id] == 1 else f"{c.tool_call_id}#{i}"
+        for i, c in enumerate(calls)
+    ]
 
 
 def shared_names(compiled: CompiledAgent) -> set[str]:
@@ -196,7 +199,9 @@ class CompactLog:
     @overload
     def __getitem__(self, index: slice) -> list[WorkflowStreamItem[Payload]]: ...
 
-    def __getitem__(self, index: int | slice) -> WorkflowStreamItem[Payload] | list[WorkflowStreamItem[Payload]]:
+    def __getitem__(
+        self, index: int | slice
+    ) -> WorkflowStreamItem[Payload] | list[WorkflowStreamItem[Payload]]:
         if isinstance(index, slice):
             return [_item(entry) for entry in self._items[index]]
         return _item(self._items[index])

@@ -51,8 +51,12 @@ async def test_chaos_worker_killed_during_a_local_activity_tool_call():
     fast: a local activity) in parallel; the worker dies while a `lookup` runs as a local activity. That
     call may run again (the guarantee for tools safe to repeat), `record` never runs as a local
     activity and keeps its guarantee, and nothing is lost or doubled."""
-    report = await _chaos().run_chaos(iterations=1, seed=5, sessions=2, steps=3, scenarios=("local_activity",))
-    print(f"worker kills landed: {dict(report.landed)}; repeat-safe calls run again: {report.reran_repeat_safe}")
+    report = await _chaos().run_chaos(
+        iterations=1, seed=5, sessions=2, steps=3, scenarios=("local_activity",)
+    )
+    print(
+        f"worker kills landed: {dict(report.landed)}; repeat-safe calls run again: {report.reran_repeat_safe}"
+    )
     assert report.problems == []
     assert report.completed == report.sessions == 2
     assert report.faults == {"worker": 1}

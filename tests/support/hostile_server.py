@@ -41,7 +41,13 @@ if len(sys.argv) > 1 and sys.argv[1] == "--child":
 
     @server.tool()
     def answer(
-        mode: str, message: str = "", code: int = -32000, text: str = "", size: int = 0, char: str = "x", seconds: float = 0
+        mode: str,
+        message: str = "",
+        code: int = -32000,
+        text: str = "",
+        size: int = 0,
+        char: str = "x",
+        seconds: float = 0,
     ) -> str:
         """Answers as `mode` says (the proxy in front of this server answers it)."""
         return "the proxy did not intercept this call"
@@ -67,7 +73,9 @@ def reply(request_id: object, **body: object) -> None:
 def result(text: str, *, is_error: bool = False) -> dict:
     """A valid tool result for the protocol the client negotiates here (2026-07-28)."""
     valid = {"content": [{"type": "text", "text": text}], "isError": is_error, "resultType": "complete"}
-    return valid if is_error else {**valid, "structuredContent": {"result": text}}  # `answer` declares an output schema
+    return (
+        valid if is_error else {**valid, "structuredContent": {"result": text}}
+    )  # `answer` declares an output schema
 
 
 def hostile(request_id: object, args: dict) -> None:
@@ -82,8 +90,10 @@ def hostile(request_id: object, args: dict) -> None:
     elif mode == "invalid-utf8":
         send(b"\xff\xfe\xfa not utf-8 \x80\n")
     elif mode == "wrong-id":
-        reply(f"{request_id}-other" if isinstance(request_id, str) else int(request_id) + 1000,  # type: ignore[arg-type]
-              result=result("not yours"))
+        reply(
+            f"{request_id}-other" if isinstance(request_id, str) else int(request_id) + 1000,  # type: ignore[arg-type]
+            result=result("not yours"),
+        )
     elif mode == "no-result-type":
         reply(request_id, result={"content": [{"type": "text", "text": "2025 style"}], "isError": False})
     elif mode == "null-result":
@@ -91,7 +101,10 @@ def hostile(request_id: object, args: dict) -> None:
     elif mode == "bad-content":
         reply(request_id, result={"content": "not a list", "resultType": "complete"})
     elif mode == "unknown-block":
-        reply(request_id, result={"content": [{"type": "hologram", "payload": [1, 2, 3]}], "resultType": "complete"})
+        reply(
+            request_id,
+            result={"content": [{"type": "hologram", "payload": [1, 2, 3]}], "resultType": "complete"},
+        )
     elif mode == "error":
         reply(request_id, error={"code": int(args.get("code", -32000)), "message": args.get("message", "")})
     elif mode == "is-error":
@@ -131,7 +144,9 @@ def from_client(child: subprocess.Popen[bytes]) -> None:
 
 
 def main() -> None:
-    child = subprocess.Popen([sys.executable, __file__, "--child"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--child"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
     threading.Thread(target=from_client, args=(child,), daemon=True).start()
     assert child.stdout is not None
     for line in child.stdout:

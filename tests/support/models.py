@@ -39,7 +39,9 @@ class Script:
         self.requests: list[list[ModelMessage]] = []
         self.offered: list[set[str]] = []
         """The tool names each request offered."""
-        self.model = FunctionModel(self._answer, stream_function=self._stream if chunk_delay is not None else None)
+        self.model = FunctionModel(
+            self._answer, stream_function=self._stream if chunk_delay is not None else None
+        )
 
     async def _answer(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         self.requests.append(list(messages))
@@ -60,7 +62,10 @@ class Script:
         calls = [p for p in response.parts if isinstance(p, ToolCallPart)]
         if calls:
             chunks.append(
-                {i + 1: DeltaToolCall(c.tool_name, c.args_as_json_str(), tool_call_id=c.tool_call_id) for i, c in enumerate(calls)}
+                {
+                    i + 1: DeltaToolCall(c.tool_name, c.args_as_json_str(), tool_call_id=c.tool_call_id)
+                    for i, c in enumerate(calls)
+                }
             )
         broken = self.fail_after(self)
         for n, chunk in enumerate(chunks):
@@ -84,7 +89,9 @@ def tool(name: str, args: dict[str, Any], call_id: str | None = None) -> ModelRe
 
 
 def tools(*calls: tuple[str, dict[str, Any]]) -> ModelResponse:
-    return ModelResponse(parts=[ToolCallPart(n, a, tool_call_id=f"c{i}-{n}") for i, (n, a) in enumerate(calls)])
+    return ModelResponse(
+        parts=[ToolCallPart(n, a, tool_call_id=f"c{i}-{n}") for i, (n, a) in enumerate(calls)]
+    )
 
 
 def sequence(*responses: ModelResponse) -> Callable[[Script], ModelResponse]:

@@ -26,13 +26,22 @@ def free_port() -> int:
 
 @asynccontextmanager
 async def serving(
-    client: Client, task_queue: str, manifest: Manifest | None = None, *, config_name: str | None = None, **app: object
+    client: Client,
+    task_queue: str,
+    manifest: Manifest | None = None,
+    *,
+    config_name: str | None = None,
+    **app: object,
 ) -> AsyncIterator[str]:
     """Serve `manifest` (or a registry config) with the test keys; yields the base URL."""
     keys = ApiKeys.load([], {"WOLF_API_KEYS": ",".join(f"{k}={t}" for k, t in KEYS.items())})
-    served = Served(client=client, task_queue=task_queue, keys=keys, manifest=manifest, config_name=config_name)
+    served = Served(
+        client=client, task_queue=task_queue, keys=keys, manifest=manifest, config_name=config_name
+    )
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(served, **app), host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(served, **app), host="127.0.0.1", port=port, log_level="warning")
+    )
     task = asyncio.create_task(server.serve())
     while not server.started:
         if task.done():

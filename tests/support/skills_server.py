@@ -42,7 +42,10 @@ def _entry(skill_md: Path) -> dict[str, Any]:
         "uri": f"skill://{folder.name}/SKILL.md",
         "frontmatter": frontmatter,
         "resources": [
-            {"uri": f"skill://{p.relative_to(ROOT).as_posix()}", "digest": "sha256:" + hashlib.sha256(p.read_bytes()).hexdigest()}
+            {
+                "uri": f"skill://{p.relative_to(ROOT).as_posix()}",
+                "digest": "sha256:" + hashlib.sha256(p.read_bytes()).hexdigest(),
+            }
             for p in sorted(folder.rglob("*"))
             if p.is_file()
         ],
@@ -57,7 +60,9 @@ class Skills(Extension):
     identifier = "io.modelcontextprotocol/skills"
 
     def methods(self) -> list[MethodBinding]:
-        async def list_skills(ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams) -> dict[str, Any]:
+        async def list_skills(
+            ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams
+        ) -> dict[str, Any]:
             return {"skills": [_entry(p) for p in sorted(ROOT.glob("*/SKILL.md"))]}
 
         async def get_skill(ctx: ServerRequestContext[Any, Any], params: GetParams) -> dict[str, Any]:

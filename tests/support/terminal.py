@@ -17,9 +17,13 @@ class Terminal:
     """`wait(text)` reads until `text` appears in the output (control sequences stripped) after the
     previous match; `screen()` is what a person would see now."""
 
-    def __init__(self, program: str, args: list[str], env: dict[str, str], rows: int = 40, cols: int = 100) -> None:
+    def __init__(
+        self, program: str, args: list[str], env: dict[str, str], rows: int = 40, cols: int = 100
+    ) -> None:
         env = {**os.environ, **env, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm"}
-        self.child = pexpect.spawn(program, args, env=env, encoding="utf-8", dimensions=(rows, cols), timeout=5)
+        self.child = pexpect.spawn(
+            program, args, env=env, encoding="utf-8", dimensions=(rows, cols), timeout=5
+        )
         self.pyte = pyte.Screen(cols, rows)
         self.stream = pyte.Stream(self.pyte)
         self.raw = ""
@@ -46,7 +50,9 @@ class Terminal:
                 self.mark = found + len(text)
                 return
             if time.monotonic() > deadline or not self._read(0.1):
-                raise AssertionError(f"{text!r} not seen; output since the last match:\n{self.text[self.mark:]}\n{self.show()}")
+                raise AssertionError(
+                    f"{text!r} not seen; output since the last match:\n{self.text[self.mark :]}\n{self.show()}"
+                )
 
     def wait_screen(self, predicate, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
