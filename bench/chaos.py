@@ -1,5 +1,6 @@
 """Chaos: sessions run multi-step turns while the worker is SIGKILLed, the MCP server is killed, or
-the Temporal dev server is stopped and restarted on its SQLite file, at random points; every session must finish with every message and tool result exactly once.
+the Temporal dev server is stopped and restarted on its SQLite file, at random points; every session
+must finish with every message and tool result exactly once.
 
 Each iteration runs `--sessions` sessions against a scripted OpenAI-compatible model on 127.0.0.1
 that calls `record(tag)` and `slow(0.3)` in parallel for `--steps` steps, in one of four scenarios:
@@ -33,7 +34,8 @@ It checks:
   guarantee above; the killed call was a local activity.
 Where the worker kills landed (read back from the histories) is reported, not judged.
 
-Run:  python bench/chaos.py [--iterations 50] [--seed 1] [--scenarios steps,continue_as_new,approval,local_activity]
+Run:  python bench/chaos.py [--iterations 50] [--seed 1]
+        [--scenarios steps,continue_as_new,approval,local_activity]
 (tests/chaos runs small seeded versions)
 """
 
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -351,10 +354,8 @@ class _Iteration:
                 self.report.faults[fault] += 1
             else:
                 for pid in _mcp_pids(self.pid_file):
-                    try:
+                    with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
                 self.report.faults[fault] += 1
             await self.check(sids, [[p] for p in prompts], fault)
         finally:
@@ -672,7 +673,8 @@ def main() -> None:
         f"{report.completed}/{report.sessions} sessions complete over {report.iterations} iterations "
         f"(scenarios: {dict(report.scenarios)}; faults: {dict(report.faults)}), {report.lost} lost, "
         f"{report.duplicated} duplicated, {report.over_guarantee} side effects outside the guarantee "
-        f"({report.local_side_effects} side-effect calls as local activities; {report.reran_repeat_safe} repeat-safe "
+        f"({report.local_side_effects} side-effect calls as local activities; {report.reran_repeat_safe} "
+        "repeat-safe "
         f"calls ran again after a kill, as allowed); "
         f"{time.monotonic() - started:.0f}s"
     )

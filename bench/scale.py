@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import statistics
@@ -164,10 +165,8 @@ async def _terminate(client: Client, wolf: WolfClient, sids: list[str]) -> None:
 
     async def end(sid: str) -> None:
         async with gate:
-            try:
+            with contextlib.suppress(RPCError):
                 await client.get_workflow_handle(workflow_id(wolf.tenant, sid)).terminate("bench done")
-            except RPCError:
-                pass
 
     await asyncio.gather(*(end(s) for s in sids))
 
@@ -321,7 +320,8 @@ async def main() -> None:
         )
         for r in idle:
             print(
-                f"{r['n']:>5} {r['base_mb']:>8.0f} {r['rss_mb']:>7.0f} {r['kb_each']:>10.1f} {r['cached']:>6} "
+                f"{r['n']:>5} {r['base_mb']:>8.0f} {r['rss_mb']:>7.0f} {r['kb_each']:>10.1f} "
+                f"{r['cached']:>6} "
                 f"{r['p50']:>7.1f} {r['p95']:>7.1f} {r['setup_s']:>7.0f}"
             )
         worst = max(r["kb_each"] for r in idle)
@@ -338,7 +338,8 @@ async def main() -> None:
             by["agentwolf"] / by["pydantic-ai"] if by["pydantic-ai"] else 0.0 for by in rates.values()
         )
         print(
-            f"throughput ratio (agentwolf / pydantic-ai): at least {worst_ratio:.2f}  goal >= {THROUGHPUT_TARGET}"
+            f"throughput ratio (agentwolf / pydantic-ai): at least {worst_ratio:.2f}  goal >= "
+            f"{THROUGHPUT_TARGET}"
         )
 
 

@@ -247,8 +247,10 @@ async def main() -> None:
             d50, a50 = statistics.median(direct), statistics.median(through_api)
             print(
                 f"first token, {args.runs} runs each (fresh durable session, prompt -> first text):\n"
-                f"  WolfClient.events directly        p50 {d50:6.1f} ms  (min {min(direct):.1f}, max {max(direct):.1f})\n"
-                f"  /v1/chat/completions (openai SDK)  p50 {a50:6.1f} ms  (min {min(through_api):.1f}, max {max(through_api):.1f})\n"
+                f"  WolfClient.events directly        p50 {d50:6.1f} ms  (min {min(direct):.1f}, max "
+                f"{max(direct):.1f})\n"
+                f"  /v1/chat/completions (openai SDK)  p50 {a50:6.1f} ms  (min {min(through_api):.1f}, max "
+                f"{max(through_api):.1f})\n"
                 f"  added latency p50 {a50 - d50:+.1f} ms (goal <= {GOAL_ADDED_MS} ms): "
                 f"{'met' if a50 - d50 <= GOAL_ADDED_MS else 'NOT met'}",
                 flush=True,
@@ -256,9 +258,12 @@ async def main() -> None:
             fig = await concurrent(api, args.clients, WORD * args.tokens, app.pid)
             growth = (fig["peak"] - fig["before"]) / args.clients
             print(
-                f"{args.clients} concurrent streaming chat completions on one app ({args.tokens} tokens every {args.chunk_ms:g} ms):\n"
-                f"  complete with the whole answer: {fig['whole']}/{args.clients}, errors: {len(fig['errors'])}"
-                f"{' (' + repr(fig['errors'][0])[:200] + ')' if fig['errors'] else ''}, wall {fig['wall']:.1f} s\n"
+                f"{args.clients} concurrent streaming chat completions on one app ({args.tokens} tokens "
+                f"every {args.chunk_ms:g} ms):\n"
+                f"  complete with the whole answer: {fig['whole']}/{args.clients}, errors: "
+                f"{len(fig['errors'])}"
+                f"{' (' + repr(fig['errors'][0])[:200] + ')' if fig['errors'] else ''}, wall "
+                f"{fig['wall']:.1f} s\n"
                 f"  app RSS {fig['before'] / 1024:.1f} MB before, {fig['peak'] / 1024:.1f} MB at peak: "
                 f"{growth:.0f} KB per streaming client",
                 flush=True,

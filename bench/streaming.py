@@ -3,10 +3,11 @@
 One Temporal dev server (AgentWolf's `dynamic_config_args()`), one scripted OpenAI-compatible
 streaming server (tests/support/openai_server.py's ScriptedOpenAI, in a process of its own) answering
 every request with the same text: `--tokens` word-sized SSE chunks, one every 1/`--rate` s, after a
-0.5-0.6 s pause (so every follower is attached before the first token; see START_DELAY); each chunk's send time is
-recorded per request (the prompt carries a tag the server files it under). All three runtimes use
-the real OpenAI provider code (`openai-chat:` by default, `--api responses` for `openai:`) against
-that server; each runs on a worker in a process of its own (this process runs the followers):
+0.5-0.6 s pause (so every follower is attached before the first token; see START_DELAY); each
+chunk's send time is recorded per request (the prompt carries a tag the server files it under).
+All three runtimes use the real OpenAI provider code (`openai-chat:` by default, `--api responses`
+for `openai:`) against that server; each runs on a worker in a process of its own (this process
+runs the followers):
 
   hb  AgentWolf as built: the model_request activity streams and puts the cumulative text in its
       heartbeat details; the follower is `WolfClient.events(sid)` (live, describe every POLL_EVERY).
@@ -425,7 +426,8 @@ async def measure(
         figures.single.append(t)
         lags = t.lags_ms()
         print(
-            f"  [{name}] run {i + 1}/{runs}: first delta {t.first_ms:.0f} ms, lag p95 {percentile(lags[1:], 0.95):.0f} ms,"
+            f"  [{name}] run {i + 1}/{runs}: first delta {t.first_ms:.0f} ms, lag p95 "
+            f"{percentile(lags[1:], 0.95):.0f} ms,"
             f" {len(t.received)} deltas for {len(t.sent)} chunks, history {t.history} B",
             flush=True,
         )
@@ -436,7 +438,8 @@ async def measure(
         figures.cpu = {role: (used[role] - cpu.get(role, 0.0)) / wall for role in used}
         print(
             f"  [{name}] {sessions} at once in {wall:.1f} s: first delta p50"
-            f" {Figures.first_p50(figures.concurrent):.0f} ms, lag p95 {Figures.lag(figures.concurrent, 0.95):.0f} ms;"
+            f" {Figures.first_p50(figures.concurrent):.0f} ms, lag p95 "
+            f"{Figures.lag(figures.concurrent, 0.95):.0f} ms;"
             f" CPU s per s: " + ", ".join(f"{role} {v:.2f}" for role, v in sorted(figures.cpu.items())),
             flush=True,
         )
@@ -475,16 +478,22 @@ def report(args: argparse.Namespace, figures: dict[str, Figures], answer_bytes: 
     print()
     print(
         f"{args.tokens} tokens at {args.rate:g}/s ({1000 / args.rate:.0f} ms apart), answer {answer_bytes} B;"
-        f" {'openai-chat' if args.api == 'chat' else 'openai (Responses)'}; dev server with dynamic_config_args();"
+        f" {'openai-chat' if args.api == 'chat' else 'openai (Responses)'}; dev server with "
+        "dynamic_config_args();"
         f" HEARTBEAT_THROTTLE_MS={throttle}, POLL_EVERY={POLL_EVERY}; {args.runs} runs one at a time"
     )
-    head = f"{'runtime':<24} {'first p50':>9} {'lag p50':>8} {'lag p95':>8} {'hist added':>10} {'x answer':>8} {'streamed B':>10} {'plain B':>8}"
+    head = (
+        f"{'runtime':<24} {'first p50':>9} {'lag p50':>8} {'lag p95':>8} {'hist added':>10} {'x answer':>8}"
+        f" {'streamed B':>10} {'plain B':>8}"
+    )
     print(head)
     for key, f in figures.items():
         streamed = statistics.median(t.history for t in f.single)
         print(
-            f"{NAMES[key]:<24} {f.first_p50(f.single):>7.0f}ms {f.lag(f.single, 0.5):>6.0f}ms {f.lag(f.single, 0.95):>6.0f}ms"
-            f" {f.added:>10.0f} {f.added / answer_bytes:>8.2f} {streamed:>10.0f} {statistics.median(f.plain_history):>8.0f}"
+            f"{NAMES[key]:<24} {f.first_p50(f.single):>7.0f}ms {f.lag(f.single, 0.5):>6.0f}ms "
+            f"{f.lag(f.single, 0.95):>6.0f}ms"
+            f" {f.added:>10.0f} {f.added / answer_bytes:>8.2f} {streamed:>10.0f} "
+            f"{statistics.median(f.plain_history):>8.0f}"
         )
     if "hb" in figures and figures["hb"].plain_followed_history:
         hb = figures["hb"]
@@ -502,7 +511,8 @@ def report(args: argparse.Namespace, figures: dict[str, Figures], answer_bytes: 
             print(
                 f"{NAMES[key]:<24} {f.first_p50(f.concurrent):>7.0f}ms {percentile(firsts, 0.95):>7.0f}ms"
                 f" {f.lag(f.concurrent, 0.5):>6.0f}ms {f.lag(f.concurrent, 0.95):>6.0f}ms"
-                f"   {f.cpu.get('worker', 0):>15.2f} {f.cpu.get('followers', 0):>9.2f} {f.cpu.get('dev server', 0):>10.2f}"
+                f"   {f.cpu.get('worker', 0):>15.2f} {f.cpu.get('followers', 0):>9.2f} "
+                f"{f.cpu.get('dev server', 0):>10.2f}"
             )
 
     print("goals:")
@@ -515,12 +525,14 @@ def report(args: argparse.Namespace, figures: dict[str, Figures], answer_bytes: 
     for label, wolf, base in parts:
         first, lag = Figures.first_p50(wolf), Figures.lag(wolf, 0.95)
         print(
-            f"  [{label}] agentwolf first-delta p50 {first:.0f} ms <= {GOAL_FIRST_MS} ms: {verdict(first <= GOAL_FIRST_MS)}"
+            f"  [{label}] agentwolf first-delta p50 {first:.0f} ms <= {GOAL_FIRST_MS} ms: "
+            f"{verdict(first <= GOAL_FIRST_MS)}"
         )
         if base:
             theirs = Figures.first_p50(base)
             print(
-                f"  [{label}] ... and <= pydantic-ai's {theirs:.0f} ms (ratio {first / theirs:.2f}): {verdict(first <= theirs)}"
+                f"  [{label}] ... and <= pydantic-ai's {theirs:.0f} ms (ratio {first / theirs:.2f}): "
+                f"{verdict(first <= theirs)}"
             )
         print(
             f"  [{label}] agentwolf lag p95 {lag:.0f} ms <= {GOAL_LAG_MS} ms: {verdict(lag <= GOAL_LAG_MS)}"
@@ -528,11 +540,13 @@ def report(args: argparse.Namespace, figures: dict[str, Figures], answer_bytes: 
     if pai is not None:
         ratio = hb.added / pai.added
         print(
-            f"  history added {hb.added:.0f} B = {ratio:.3f}x pydantic-ai's {pai.added:.0f} B (<= {GOAL_VS_PAI}x): {verdict(ratio <= GOAL_VS_PAI)}"
+            f"  history added {hb.added:.0f} B = {ratio:.3f}x pydantic-ai's {pai.added:.0f} B (<= "
+            f"{GOAL_VS_PAI}x): {verdict(ratio <= GOAL_VS_PAI)}"
         )
     rel = hb.added / answer_bytes
     print(
-        f"  history added = {rel:.3f}x the answer's {answer_bytes} B (<= {GOAL_VS_ANSWER:g}x): {verdict(rel <= GOAL_VS_ANSWER)}"
+        f"  history added = {rel:.3f}x the answer's {answer_bytes} B (<= {GOAL_VS_ANSWER:g}x): "
+        f"{verdict(rel <= GOAL_VS_ANSWER)}"
     )
     if hb.plain_followed_history:
         alone = statistics.median(t.history for t in hb.single) - statistics.median(hb.plain_followed_history)

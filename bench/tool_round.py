@@ -198,10 +198,12 @@ async def main() -> None:
         for name, m in (("agentwolf", wolf), ("pydantic-ai", pai)):
             ms = m.turn_seconds * 1000 / m.steps
             print(
-                f"{name:<12} {ms:>9.1f} {m.turn_seconds:>7.2f} {m.processes:>9} {m.history[0]:>10} {m.history[1]:>4}"
+                f"{name:<12} {ms:>9.1f} {m.turn_seconds:>7.2f} {m.processes:>9} {m.history[0]:>10} "
+                f"{m.history[1]:>4}"
             )
         print(
-            f"ratio per round (agentwolf / pydantic-ai): {wolf.turn_seconds / pai.turn_seconds:.2f}  goal <= 0.45"
+            f"ratio per round (agentwolf / pydantic-ai): {wolf.turn_seconds / pai.turn_seconds:.2f}  goal "
+            "<= 0.45"
         )
         print(f"history bytes ratio: {wolf.history[0] / pai.history[0]:.2f} goal <= 0.15")
         print(f"MCP processes: agentwolf={wolf.processes} pydantic-ai={pai.processes}")

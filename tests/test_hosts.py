@@ -1,4 +1,5 @@
-"""Hosts per (config, tenant): separate MCP processes and skill sets per tenant; idle hosts close and return."""
+"""Hosts per (config, tenant): separate MCP processes and skill sets per tenant; idle hosts close and
+return."""
 
 from __future__ import annotations
 

@@ -12,7 +12,9 @@ GOOD = """\
 host:
   models:
     providers: {openai: {api_key: "${OPENAI_API_KEY}", base_url: "http://127.0.0.1:11434/v1"}}
-    aliases: {fast: "openai:gpt-4o-mini", resilient: {type: fallback, models: [fast, "anthropic:claude-sonnet-4-0"]}}
+    aliases:
+      fast: "openai:gpt-4o-mini"
+      resilient: {type: fallback, models: [fast, "anthropic:claude-sonnet-4-0"]}
     defaults: {model: fast, temperature: 0.7, max_tokens: 4096}
   mcp_servers:
     time: {command: mcp-server-time, args: [], env: {}}
@@ -43,7 +45,10 @@ def test_identity_is_the_hash_of_the_canonical_form():
 
 
 def test_flat_layout_loads_with_a_deprecation_warning():
-    flat = "mcp_servers:\n  time: {command: mcp-server-time}\nagents:\n  a: {model: test, capabilities: [{mcp: time}]}\n"
+    flat = (
+        "mcp_servers:\n  time: {command: mcp-server-time}\n"
+        "agents:\n  a: {model: test, capabilities: [{mcp: time}]}\n"
+    )
     with pytest.warns(DeprecationWarning, match="flat layout"):
         m = parse_manifest(flat, source="old.yaml")
     assert "time" in m.host.mcp_servers

@@ -26,7 +26,8 @@ def test_equal_content_is_one_instance():
 
 
 def test_same_identity_in_another_order_is_not_shared():
-    """Dict order is part of what a run can observe (iteration, what it sends on): only equal JSON is shared."""
+    """Dict order is part of what a run can observe (iteration, what it sends on): only equal JSON is
+    shared."""
     ab, ba = turn.shared(_manifest("a", "b")), _manifest("b", "a")
     assert ab.identity == ba.identity
     assert turn.shared(ba) is ba

@@ -728,7 +728,8 @@ async def test_manager_merges_in_order_and_reports_shadowing(tmp_path: Path) -> 
     entries = await manager.list_skills()
     assert [(e.name, e.origin) for e in entries] == [("review", first.origin), ("lint", second.origin)]
     assert manager.shadowed == [
-        f"skill 'review' (skill://review/SKILL.md) from {second.origin} is shadowed by the one from {first.origin}"
+        f"skill 'review' (skill://review/SKILL.md) from {second.origin} is shadowed by the one from "
+        f"{first.origin}"
     ]
     assert second.problems == [
         f"{tmp_path / 'second'}: skipped x/review: the name 'review' is taken by review"
@@ -777,7 +778,8 @@ async def test_catalog(tmp_path: Path) -> None:
     assert catalog == (
         "<available-skills>\n"
         '<skill name="deploy" uri="skill://deploy/SKILL.md">The deploy skill.</skill>\n'
-        '<skill name="review" uri="skill://review/SKILL.md">Checks &lt;diffs&gt; &amp; "quotes" twice</skill>\n'
+        '<skill name="review" uri="skill://review/SKILL.md">Checks &lt;diffs&gt; &amp; "quotes" '
+        "twice</skill>\n"
         "</available-skills>"
     )
 

@@ -1,4 +1,5 @@
-"""Skills, slash commands and hot reload in running sessions (real Temporal, real watcher, real MCP servers)."""
+"""Skills, slash commands and hot reload in running sessions (real Temporal, real watcher, real MCP
+servers)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,10 @@ from tests.test_cli import _wolf
 
 # Clear screen, cursor home, an OSC 52 clipboard write, a one-byte C1 CSI, backspaces, a carriage
 # return overwriting the line, DEL, a right-to-left override and a bidi isolate.
-EVIL = "clear\x1b[2J home\x1b[H clip\x1b]52;c;SGVsbG8=\x07 csi\x9b31m back\x08\x08 cr\rover del\x7f rtl\u202eevil\u2066"
+EVIL = (
+    "clear\x1b[2J home\x1b[H clip\x1b]52;c;SGVsbG8=\x07 csi\x9b31m back\x08\x08"
+    " cr\rover del\x7f rtl\u202eevil\u2066"
+)
 SHOWN = [
     r"\x1b[2J",
     r"\x1b[H",

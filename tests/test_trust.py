@@ -147,8 +147,12 @@ async def test_secrets_reach_their_use_and_nothing_else(
     show = await _wolf(None, "config", "show", str(path), "--json")
     assert show.returncode == 0, show.stderr
     for where, content in {
-        "history": recorded, "events": "\n".join(events), "status": status, "logs": caplog.text, "config show": show.stdout,
-    }.items():  # fmt: skip
+        "history": recorded,
+        "events": "\n".join(events),
+        "status": status,
+        "logs": caplog.text,
+        "config show": show.stdout,
+    }.items():
         for name, value in CANARIES.items():
             assert value not in content, f"{name} leaked into {where}"
 
@@ -390,7 +394,9 @@ async def test_crafted_activity_input_cannot_spoof_a_tenant_or_replace_a_server(
         for forged in ({**ref, "tenant": "victim"}, {**ref, "workflow_id": workflow_id("victim", "x")}):
             with pytest.raises(WorkflowFailureError) as failure:
                 await client.execute_workflow(
-                    CraftedCall.run, {**base, "ref": forged}, id=f"{wid}-{forged['tenant']}-{len(forged['workflow_id'])}",
+                    CraftedCall.run,
+                    {**base, "ref": forged},
+                    id=f"{wid}-{forged['tenant']}-{len(forged['workflow_id'])}",
                     task_queue=task_queue,
                 )  # fmt: skip
             assert "TenantMismatch" in repr(failure.value.cause.cause) or "refused" in str(

@@ -2,6 +2,6 @@
 
 import sys
 
-for line in sys.stdin:
+for _line in sys.stdin:
     sys.stdout.write("this is not json-rpc {{{\n")
     sys.stdout.flush()

@@ -51,7 +51,8 @@ class Terminal:
                 return
             if time.monotonic() > deadline or not self._read(0.1):
                 raise AssertionError(
-                    f"{text!r} not seen; output since the last match:\n{self.text[self.mark :]}\n{self.show()}"
+                    f"{text!r} not seen; output since the last "
+                    f"match:\n{self.text[self.mark :]}\n{self.show()}"
                 )
 
     def wait_screen(self, predicate, timeout: float = 30) -> None:
