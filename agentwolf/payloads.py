@@ -118,7 +118,8 @@ class FilesystemDriver(StorageDriver):
         digest = claim.get("sha256")
         if not isinstance(digest, str) or not DIGEST.fullmatch(digest):
             raise PayloadIntegrityError(
-                f"payload claim {dict(claim)!r} refused: a {self.name()} claim is a lowercase sha256 hex digest"
+                f"payload claim {dict(claim)!r} refused: a {self.name()} claim is a lowercase sha256 hex "
+                "digest"
             )
         data = self._path(digest).read_bytes()
         if hashlib.sha256(data).hexdigest() != digest:

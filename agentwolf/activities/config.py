@@ -25,8 +25,10 @@ PARALLEL_SIGNALS = 32
 def sessions_query(tenant: str, name: str, since: datetime) -> str:
     """The sessions of (tenant, config name) that are running, or were continuing as new since `since`."""
     return (
-        f"WorkflowType = 'SessionWorkflow' AND {TENANT_ATTR.name} = {quote(tenant)} AND {CONFIG_ATTR.name} = {quote(name)}"
-        f" AND (ExecutionStatus = 'Running' OR (ExecutionStatus = 'ContinuedAsNew' AND CloseTime >= {quote(since.isoformat())}))"
+        f"WorkflowType = 'SessionWorkflow' AND {TENANT_ATTR.name} = {quote(tenant)} AND {CONFIG_ATTR.name} "
+        f"= {quote(name)}"
+        " AND (ExecutionStatus = 'Running' OR (ExecutionStatus = 'ContinuedAsNew' AND CloseTime >= "
+        f"{quote(since.isoformat())}))"
     )
 
 

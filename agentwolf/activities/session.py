@@ -119,7 +119,8 @@ class SessionActivities:
         agent = inp.manifest.agents.get(inp.agent)
         if agent is None:
             raise ApplicationError(
-                f"unknown agent {inp.agent!r} (agents in this config: {sorted(inp.manifest.agents) or 'none'})",
+                f"unknown agent {inp.agent!r} (agents in this config: "
+                f"{sorted(inp.manifest.agents) or 'none'})",
                 type="UnknownAgent",
                 non_retryable=True,
             )
@@ -270,7 +271,8 @@ class SessionActivities:
             compiled = await _query(inp.ref, COMPILED_QUERY, CompiledAgent)
             if compiled is None or compiled.digest != inp.compiled_digest:
                 raise ApplicationError(
-                    f"the session's compiled agent does not match the digest {inp.compiled_digest} it was sent with",
+                    f"the session's compiled agent does not match the digest {inp.compiled_digest} it was "
+                    "sent with",
                     type="CompiledMismatch",
                 )
             host.keep(compiled)
@@ -296,7 +298,8 @@ class SessionActivities:
                 base = (await _query(inp.ref, TRANSCRIPT_QUERY, list[ModelMessage]))[: inp.base_len]
                 if len(base) != inp.base_len or chain_digest(EMPTY_DIGEST, base) != inp.base_digest:
                     raise ApplicationError(
-                        f"the session's transcript prefix ({len(base)} messages) does not match the digest it was sent with",
+                        f"the session's transcript prefix ({len(base)} messages) does not match the digest "
+                        "it was sent with",
                         type="TranscriptMismatch",
                     )
             base_sent = _cut_tool_outputs(base, limit)

@@ -94,7 +94,9 @@ def skill_tools(names: list[str]) -> list[ToolSpec]:
             name="load_skill",
             server=SKILLS,
             tool="load_skill",
-            description="Load a skill's instructions (and the list of its files) before doing a task it covers.",
+            description=(
+                "Load a skill's instructions (and the list of its files) before doing a task it covers."
+            ),
             parameters={"type": "object", "properties": {"name": skill}, "required": ["name"]},
         ),
         ToolSpec(
@@ -135,7 +137,8 @@ class CompiledAgent(BaseModel):
     sources: list[str] = []
     """What the tools and skills came from (`mcp:<server>`, `skills:<root>`): changes to these recompile."""
     source_digests: dict[str, str] = {}
-    """What each source offered at compile time: a worker new to the session compares (`AgentHost.recheck`)."""
+    """What each source offered at compile time: a worker new to the session compares
+    (`AgentHost.recheck`)."""
     skills: list[SkillInfo] = []
     commands: dict[str, str] = {}
     """Slash commands (`/skill`, `/server:prompt`) -> description, for clients to offer."""

@@ -52,7 +52,9 @@ from agentwolf.workflows.types import LIVE_KINDS, Event, workflow_id
 PROMPT = "you> "
 CHAT_COMMANDS = {
     "/exit": "leave the chat",
-    "/queue": "send TEXT as a new prompt (per the agent's double_texting) instead of steering the running turn",
+    "/queue": (
+        "send TEXT as a new prompt (per the agent's double_texting) instead of steering the running turn"
+    ),
     "/interrupt": "interrupt the running turn",
     "/help": "what the chat understands",
 }

@@ -126,7 +126,8 @@ class ConfigMethods:
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 raise ConfigNotFound(
-                    f"no config named {name!r} in tenant {self.tenant!r} (wolf config push {name} FILE creates it)"
+                    f"no config named {name!r} in tenant {self.tenant!r} (wolf config push {name} FILE "
+                    "creates it)"
                 ) from None
             raise
         except WorkflowQueryFailedError as exc:

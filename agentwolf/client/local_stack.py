@@ -68,7 +68,8 @@ def _process(pid: int) -> _Process | None:
 
 
 def _ours(pid_file: Path) -> _Process | None:
-    """The process `pid_file` recorded if it is still that process; else None, the file removed and the user told."""
+    """The process `pid_file` recorded if it is still that process; else None, the file removed and the user
+    told."""
     try:
         text = pid_file.read_text()
     except FileNotFoundError:
@@ -76,7 +77,10 @@ def _ours(pid_file: Path) -> _Process | None:
     try:
         recorded = _Process(**json.loads(text))
     except (ValueError, TypeError):  # an old plain-number file, or not one of ours
-        why = f"{text.strip()[:20]!r} does not say which process we started (stop it yourself if it is an old {pid_file.stem})"
+        why = (
+            f"{text.strip()[:20]!r} does not say which process we started"
+            f" (stop it yourself if it is an old {pid_file.stem})"
+        )
         return _ignore(pid_file, f"{pid_file.name}: {why}")
     if _process(recorded.pid) != recorded:
         return _ignore(

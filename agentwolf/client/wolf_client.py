@@ -15,7 +15,7 @@ from pydantic_ai.messages import ModelMessage
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
-from temporalio.envconfig import ClientConfig
+from temporalio.envconfig import ClientConfig, ClientConnectConfig
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentwolf.activities.types import TRANSCRIPT_QUERY
@@ -23,9 +23,9 @@ from agentwolf.client.configs import ConfigMethods
 from agentwolf.client.live import follow
 from agentwolf.config.loading import load_manifest
 from agentwolf.config.manifest import Manifest
+from agentwolf.defaults import TASK_QUEUE
 from agentwolf.payloads import data_converter
 from agentwolf.tenants import TenantError, check_tenant, namespace_for
-from agentwolf.worker.main import TASK_QUEUE
 from agentwolf.workflows.session import SessionWorkflow
 from agentwolf.workflows.types import (
     AGENT_ATTR,
@@ -43,16 +43,41 @@ from agentwolf.workflows.types import (
 )
 
 
-async def connect(
-    address: str | None = None, namespace: str | None = None, profile: str | None = None
-) -> Client:
-    """Connect the way every Temporal tool does (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, API key, TLS,
-    profiles), with AgentWolf's pydantic data converter; explicit arguments win."""
+def connect_config(
+    address: str | None = None,
+    namespace: str | None = None,
+    profile: str | None = None,
+    *,
+    api_key: str | None = None,
+    tls: bool | None = None,
+) -> ClientConnectConfig:
+    """What every Temporal tool connects with (the profile from TEMPORAL_CONFIG_FILE or the default
+    file, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS...); explicit arguments
+    win. No `target_host` when nothing names one."""
     config = ClientConfig.load_client_connect_config(profile=profile)
     if address:
         config["target_host"] = address
     if namespace:
         config["namespace"] = namespace
+    if api_key:
+        config["api_key"] = api_key
+        config.setdefault("tls", True)  # as envconfig does for a profile's API key
+    if tls is not None:
+        config["tls"] = (config.get("tls") or True) if tls else False
+    return config
+
+
+async def connect(
+    address: str | None = None,
+    namespace: str | None = None,
+    profile: str | None = None,
+    *,
+    api_key: str | None = None,
+    tls: bool | None = None,
+) -> Client:
+    """Connect as `connect_config` says (localhost:7233 when nothing names a server), with
+    AgentWolf's pydantic data converter."""
+    config = connect_config(address, namespace, profile, api_key=api_key, tls=tls)
     config.setdefault("target_host", "localhost:7233")
     return await Client.connect(**config, data_converter=data_converter())
 
@@ -97,13 +122,17 @@ class WolfClient(ConfigMethods):
         address: str | None = None,
         *,
         namespace: str | None = None,
+        profile: str | None = None,
+        api_key: str | None = None,
+        tls: bool | None = None,
         tenant: str = "default",
-        **kwargs: str,
+        task_queue: str = TASK_QUEUE,
     ) -> WolfClient:
         """`namespace` defaults to the tenant's own (`WOLF_TENANT_NAMESPACES`), else the configured one."""
-        return cls(
-            await connect(address, namespace or namespace_for(check_tenant(tenant))), tenant=tenant, **kwargs
+        client = await connect(
+            address, namespace or namespace_for(check_tenant(tenant)), profile, api_key=api_key, tls=tls
         )
+        return cls(client, tenant=tenant, task_queue=task_queue)
 
     async def _handle(self, session_id: str) -> WorkflowHandle[SessionWorkflow, SessionResult]:
         """A handle on one of this tenant's sessions. `session_id` may be a full workflow id
@@ -255,7 +284,8 @@ class WolfClient(ConfigMethods):
         """Refused here when the session's steer queue is full (the workflow would drop it)."""
         if (await self.status(session_id)).steer_room <= 0:
             raise ValueError(
-                f"session {session_id!r} has too many steers waiting (host.sessions.max_steers): try again later"
+                f"session {session_id!r} has too many steers waiting (host.sessions.max_steers): try again "
+                "later"
             )
         await (await self._handle(session_id)).signal(SessionWorkflow.steer, text)
 
@@ -270,7 +300,8 @@ class WolfClient(ConfigMethods):
         waiting = {p.call_id for p in (await self.status(session_id)).pending_approvals}
         if answer.call_id not in waiting:
             raise ValueError(
-                f"no tool call {answer.call_id!r} waits for approval in session {session_id!r} (waiting: {sorted(waiting) or 'none'})"
+                f"no tool call {answer.call_id!r} waits for approval in session {session_id!r} (waiting: "
+                f"{sorted(waiting) or 'none'})"
             )
         await (await self._handle(session_id)).signal(signal, answer)  # type: ignore[arg-type]
 

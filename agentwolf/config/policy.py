@@ -117,7 +117,8 @@ class WorkerPolicy(BaseModel):
             _matches(entry, program, config.args) for entry in self.commands
         ):
             raise PolicyError(
-                f"command {config.command!r} with arguments {config.args} is not allowed by the worker policy "
+                f"command {config.command!r} with arguments {config.args} is not allowed by the worker "
+                "policy "
                 f"({self.source}; allowed: {self.commands})"
             )
         if narrowed is not None and not any(_matches(entry, program, config.args) for entry in narrowed):

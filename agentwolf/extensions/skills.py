@@ -582,7 +582,8 @@ class SkillManagerCap:
                 )
                 if owner is not None:
                     shadowed.append(
-                        f"skill {entry.name!r} ({entry.uri}) from {entry.origin} is shadowed by the one from {owner}"
+                        f"skill {entry.name!r} ({entry.uri}) from {entry.origin} is shadowed by the one "
+                        f"from {owner}"
                     )
                     continue
                 owners[f"name:{entry.name}"] = owners[f"path:{path}"] = entry.origin

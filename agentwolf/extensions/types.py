@@ -12,7 +12,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 
 class ExtensionError(Exception):
-    """A request an extension refuses (bad URI, traversal, oversized file, unknown name): the message says why."""
+    """A request an extension refuses (bad URI, traversal, oversized file, unknown name): the message says
+    why."""
 
 
 @dataclass(frozen=True, slots=True)

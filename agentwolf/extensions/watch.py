@@ -10,6 +10,7 @@ instance and a thread, and a user gets 128 instances by default.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fnmatch
 import logging
 import os
@@ -125,7 +126,8 @@ def _paths(event: FileSystemEvent) -> list[str]:
 
 
 def _changed_path(event: FileSystemEvent) -> str | None:
-    """What a change is about: a move's destination first (an atomic save lands there), never a scratch file."""
+    """What a change is about: a move's destination first (an atomic save lands there), never a scratch
+    file."""
     return next((p for p in reversed(_paths(event)) if not _is_scratch(p)), None)
 
 
@@ -169,7 +171,8 @@ _WatchKey = tuple[str, bool]
 class _Shared:
     watch: ObservedWatch
     identity: tuple[int, int]
-    """Device and inode of the folder when it was watched: a folder replaced at the same path needs a new watch."""
+    """Device and inode of the folder when it was watched: a folder replaced at the same path needs a new
+    watch."""
     handlers: set[_Handler] = field(default_factory=set)
 
 
@@ -331,10 +334,9 @@ class SkillRootWatcher:
 
     def _call_soon(self, callback: Callable[..., object], *args: object) -> None:
         assert self._loop is not None
-        try:
+        # Its loop may be closed: the shared observer thread must go on for the others.
+        with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(callback, *args)
-        except RuntimeError:  # its loop is closed: the shared observer thread must go on for the others
-            pass
 
     # Event loop.
 

@@ -25,7 +25,8 @@ async def serve(
     policy: str | None = None,
     connect_for: float = 120.0,
 ) -> None:
-    """`tenant`: serve only that tenant's sessions; `policy`: the worker policy file (else the default lookup)."""
+    """`tenant`: serve only that tenant's sessions; `policy`: the worker policy file (else the default
+    lookup)."""
     worker_policy = load_policy(policy)
     log = logging.getLogger(__name__)
     log.info("worker policy: %s", worker_policy.source)

@@ -107,7 +107,10 @@ def _sentence(result: str, city: str) -> str:
     offset, zone = at.strftime("%z"), data.get("timezone", "UTC")
     day = data.get("day_of_week", at.strftime("%A"))
     if zone == "UTC" and city.upper() != "UTC":
-        return f"I do not know the time zone of {city} (the time-zones skill lists the common ones); in UTC it is {at:%H:%M} on {day}."
+        return (
+            f"I do not know the time zone of {city} (the time-zones skill lists the common ones);"
+            f" in UTC it is {at:%H:%M} on {day}."
+        )
     return f"It is {at:%H:%M} on {day} in {zone} (UTC{offset[:3]}:{offset[3:]})."
 
 

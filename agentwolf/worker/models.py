@@ -37,7 +37,8 @@ def _build_one(
             return local_models[name]
         except KeyError:
             raise LookupError(
-                f"model {spec!r} is not registered on this worker (registered: {sorted(local_models) or 'none'})"
+                f"model {spec!r} is not registered on this worker (registered: "
+                f"{sorted(local_models) or 'none'})"
             ) from None
 
     def provider_factory(name: str) -> Provider[Any]:
