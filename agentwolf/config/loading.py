@@ -150,6 +150,36 @@ def _check_references(manifest: Manifest) -> list[tuple[tuple[str, ...], str]]:
                         f"unknown agent {member!r} (teams have agents as members)",
                     )
                 )
+    problems.extend(_job_problems(manifest))
+    return problems
+
+
+def _job_problems(manifest: Manifest) -> list[tuple[tuple[str, ...], str]]:
+    """Jobs name an agent or team; hooks name a job (giving only its variables, and every one
+    without a default) or a session."""
+    problems: list[tuple[tuple[str, ...], str]] = []
+    runnable = sorted([*manifest.agents, *manifest.teams]) or "none"
+    for name, job in manifest.jobs.items():
+        if job.agent not in manifest.agents and job.agent not in manifest.teams:
+            problems.append((("jobs", name, "agent"), f"unknown agent {job.agent!r} (known: {runnable})"))
+    for name, hook in manifest.hooks.items():
+        if hook.job is None:
+            continue
+        job = manifest.jobs.get(hook.job)
+        if job is None:
+            problems.append(
+                (
+                    ("hooks", name, "job"),
+                    f"unknown job {hook.job!r} (known: {sorted(manifest.jobs) or 'none'})",
+                )
+            )
+            continue
+        for var in hook.vars:
+            if var not in job.vars:
+                problems.append((("hooks", name, "vars", var), f"job {hook.job!r} has no variable {var!r}"))
+        missing = [v for v, spec in job.vars.items() if spec.default is None and v not in hook.vars]
+        if missing:
+            problems.append((("hooks", name, "vars"), f"job {hook.job!r} needs {missing}: give them here"))
     return problems
 
 

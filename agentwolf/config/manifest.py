@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agentwolf.config.jobs import Hook, Job
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -250,6 +252,14 @@ class Manifest(_Strict):
     host: HostConfig = HostConfig()
     agents: dict[str, AgentConfig] = {}
     teams: dict[str, Team] = {}
+    jobs: dict[str, Job] = {}
+    hooks: dict[str, Hook] = {}
+
+    def job(self, name: str) -> Job:
+        """The job `name`, or a ValueError listing the known ones."""
+        if name not in self.jobs:
+            raise ValueError(f"unknown job {name!r} (jobs in this config: {sorted(self.jobs) or 'none'})")
+        return self.jobs[name]
 
     def permissions(self, agent: str) -> Permissions:
         config = self.agents.get(agent)
@@ -257,8 +267,9 @@ class Manifest(_Strict):
 
     @cached_property
     def identity(self) -> str:
-        """Content hash of the canonical form: the config's identity."""
-        return _digest(self)
+        """Content hash of the canonical form: the config's identity (a manifest without jobs or
+        hooks keeps the identity it had before they existed)."""
+        return _digest(self, omit_empty=("jobs", "hooks"))
 
     @cached_property
     def host_identity(self) -> str:
@@ -276,6 +287,10 @@ class _AgentView(_Strict):
     agent: AgentConfig | Team | None
 
 
-def _digest(model: BaseModel) -> str:
-    canonical = json.dumps(model.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+def _digest(model: BaseModel, omit_empty: tuple[str, ...] = ()) -> str:
+    data = model.model_dump(mode="json")
+    for key in omit_empty:
+        if not data[key]:
+            del data[key]
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
