@@ -11,8 +11,9 @@ retried attempt announces itself by its attempt number.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
+from mcp.shared.dispatcher import ProgressFnT
 from pydantic_ai.direct import model_request as direct_model_request
 from pydantic_ai.direct import model_request_stream
 from pydantic_ai.messages import ModelMessage, ModelResponse, ThinkingPart
@@ -117,9 +118,7 @@ async def request(
         )
 
 
-def tool_progress(
-    call_id: str, secrets: Secrets
-) -> tuple[Callable[[float, float | None, str | None], Awaitable[None]], Callable[[], tuple[LiveTool, ...]]]:
+def tool_progress(call_id: str, secrets: Secrets) -> tuple[ProgressFnT, Callable[[], tuple[LiveTool, ...]]]:
     """An MCP progress callback for one tool call, and the heartbeat details it leaves (none until
     the server reports progress). Heartbeats are rate-limited to one per PROGRESS_EVERY; messages
     are redacted like tool output."""

@@ -69,7 +69,8 @@ async def session_commands(wolf: WolfClient, session_id: str) -> dict[str, str]:
     """The session's slash commands as its compiled agent knows them: `/skill`, `/server:prompt`."""
     handle = wolf.client.get_workflow_handle(workflow_id(wolf.tenant, session_id))
     try:
-        compiled = await handle.query(COMPILED_QUERY, result_type=CompiledAgent | None)
+        # temporalio's stub says `type`; its pydantic converter decodes any type hint, None included
+        compiled = await handle.query(COMPILED_QUERY, result_type=CompiledAgent | None)  # type: ignore[arg-type]
     except (RPCError, WorkflowQueryFailedError):  # an old worker, a closed session: only the chat's own
         return {}
     return dict(compiled.commands) if compiled else {}
@@ -139,7 +140,7 @@ class Chat:
         bindings = KeyBindings()
         bindings.add("c-c")(self._ctrl_c)
         bindings.add(Keys.SIGINT)(self._ctrl_c)
-        self.prompt = PromptSession(
+        self.prompt: PromptSession[str] = PromptSession(
             history=FileHistory(str(data_dir() / "chat_history")),
             completer=SlashCompleter(self.commands),
             complete_while_typing=False,
@@ -367,9 +368,10 @@ async def run_lines(
         except WorkflowUpdateFailedError as exc:
             err.print(Text(f"refused: {inert(str(exc.cause))}", "red"))
             continue
-        offset = await _follow_turn(wolf, sid, offset, view, lines, err)
-        if offset is None:
+        followed = await _follow_turn(wolf, sid, offset, view, lines, err)
+        if followed is None:
             break
+        offset = followed
 
 
 async def _follow_turn(

@@ -31,7 +31,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError
 
 from agentwolf.activities.types import LiveText, LiveTool
-from agentwolf.workflows.types import EVENTS_TOPIC, STATE_ATTR, Event
+from agentwolf.workflows.types import EVENTS_TOPIC, STATE_ATTR, Event, EventKind
 
 POLL_EVERY = 0.05
 """Seconds between reads of the running activities while a turn runs."""
@@ -193,8 +193,8 @@ def _uncut(text: str) -> str:
     return text[: match.start()] if match else text
 
 
-def _delta(kind: str, key: Key, attempt: int | None, index: int, text: str, at: datetime) -> Event:
-    return Event(kind=kind, at=at, turn_id=key[0], step=key[1], attempt=attempt, index=index, text=text)  # type: ignore[arg-type]
+def _delta(kind: EventKind, key: Key, attempt: int | None, index: int, text: str, at: datetime) -> Event:
+    return Event(kind=kind, at=at, turn_id=key[0], step=key[1], attempt=attempt, index=index, text=text)
 
 
 def _superseded(key: Key, attempt: int, at: datetime) -> Event:

@@ -81,11 +81,11 @@ def _ours(pid_file: Path) -> _Process | None:
             f"{text.strip()[:20]!r} does not say which process we started"
             f" (stop it yourself if it is an old {pid_file.stem})"
         )
-        return _ignore(pid_file, f"{pid_file.name}: {why}")
+        _ignore(pid_file, f"{pid_file.name}: {why}")
+        return None
     if _process(recorded.pid) != recorded:
-        return _ignore(
-            pid_file, f"stale {pid_file.name}: pid {recorded.pid} is not the {pid_file.stem} we started"
-        )
+        _ignore(pid_file, f"stale {pid_file.name}: pid {recorded.pid} is not the {pid_file.stem} we started")
+        return None
     return recorded
 
 

@@ -165,8 +165,8 @@ def _job_problems(manifest: Manifest) -> list[tuple[tuple[str, ...], str]]:
     for name, hook in manifest.hooks.items():
         if hook.job is None:
             continue
-        job = manifest.jobs.get(hook.job)
-        if job is None:
+        target = manifest.jobs.get(hook.job)
+        if target is None:
             problems.append(
                 (
                     ("hooks", name, "job"),
@@ -175,9 +175,9 @@ def _job_problems(manifest: Manifest) -> list[tuple[tuple[str, ...], str]]:
             )
             continue
         for var in hook.vars:
-            if var not in job.vars:
+            if var not in target.vars:
                 problems.append((("hooks", name, "vars", var), f"job {hook.job!r} has no variable {var!r}"))
-        missing = [v for v, spec in job.vars.items() if spec.default is None and v not in hook.vars]
+        missing = [v for v, spec in target.vars.items() if spec.default is None and v not in hook.vars]
         if missing:
             problems.append((("hooks", name, "vars"), f"job {hook.job!r} needs {missing}: give them here"))
     return problems

@@ -341,11 +341,13 @@ async def _waiting(wolf: WolfClient, session_id: str, event: Event) -> list[Pend
 def _prompt_of(inp: RunAgentInput) -> str:
     for message in reversed(inp.messages):
         if isinstance(message, UserMessage) or getattr(message, "role", None) == "user":
-            content = message.content  # type: ignore[union-attr]
+            content = message.content
             if isinstance(content, str):
                 text = content
             else:
-                text = "\n".join(getattr(p, "text", "") for p in content if getattr(p, "type", "") == "text")
+                text = "\n".join(
+                    getattr(p, "text", "") for p in content or () if getattr(p, "type", "") == "text"
+                )
             if text.strip():
                 return text
             break

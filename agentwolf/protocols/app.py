@@ -154,11 +154,11 @@ class Served:
 
 
 def principal_of(request: Request) -> Principal:
-    return request.state.principal  # type: ignore[no-any-return]
+    return request.state.principal
 
 
 def served_of(request: Request) -> Served:
-    return request.app.state.served  # type: ignore[no-any-return]
+    return request.app.state.served
 
 
 async def json_body(request: Request) -> dict[str, Any]:

@@ -69,7 +69,8 @@ async def _stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterato
 
 def _this_turn(messages: list[ModelMessage]) -> tuple[str, dict[str, str]]:
     """The turn's prompt and the results of the tools called since (by tool name)."""
-    prompt, results = "", {}
+    prompt = ""
+    results: dict[str, str] = {}
     for message in messages:
         if not isinstance(message, ModelRequest):
             continue

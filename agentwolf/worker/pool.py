@@ -25,6 +25,7 @@ import mcp_types
 from mcp import Client, StdioServerParameters
 from mcp.client import Transport
 from mcp.client._transport import ReadStream, TransportStreams
+from mcp.client.session import IncomingMessage, MessageHandlerFnT
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
@@ -156,6 +157,7 @@ class McpPool:
         between, so a death already noticed never swallows the request.
         """
         conn = await self._get(server)
+        assert conn.client is not None  # _get returns only live connections
         conn.in_flight += 1
         try:
             async with asyncio.timeout(timeout):
@@ -256,10 +258,10 @@ class McpPool:
             raise McpUnavailable(server, _describe(exc), permanent=_is_permanent(exc)) from exc
         return conn
 
-    def _notifications(self, server: str) -> Callable[[Any], Awaitable[None]]:
+    def _notifications(self, server: str) -> MessageHandlerFnT:
         """2025 sessions deliver `notifications/*/list_changed` here."""
 
-        async def handle(message: Any) -> None:
+        async def handle(message: IncomingMessage) -> None:
             kind = _NOTIFICATION_KINDS.get(type(message))
             if kind is not None and self.on_list_changed is not None:
                 self.on_list_changed(server, kind)
