@@ -31,7 +31,7 @@ Targets (from the issue): idle sessions <= 150 KB each; throughput >= 1.7x pydan
 Run:  python bench/scale.py [--sizes 100,500,1500] [--concurrency 20,50] [--rounds 20] [--probes 40]
       [--parts idle,throughput]
 Smaller: python bench/scale.py --sizes 100,500 --concurrency 20 --rounds 10
-Needs `pydantic-ai-slim[mcp]` (pip install -e '.[bench]').
+Needs `pydantic-ai-slim[mcp]` (pip install --group bench).
 """
 
 from __future__ import annotations
