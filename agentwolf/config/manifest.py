@@ -44,7 +44,8 @@ class ModelsConfig(_Strict):
 
 
 class McpServerConfig(_Strict):
-    """One MCP server: a stdio `command` or a streamable HTTP `url`."""
+    """One tool source: an MCP server (a stdio `command` or a streamable HTTP `url`), or a worker
+    `plugin`'s Python function tools (agentwolf/plugins.py)."""
 
     command: str | None = None
     args: list[str] = []
@@ -61,12 +62,16 @@ class McpServerConfig(_Strict):
     repeat_safe: list[str] | None = None
     """Tool names (globs) safe to run twice; None trusts the server's annotations (`readOnlyHint`,
     `idempotentHint`); `[]` declares none safe."""
+    plugin: str | None = Field(None, exclude_if=lambda v: v is None)
+    """A plugin loaded on the worker (its module or entry point name): its function tools run in the
+    worker. Left out of the dump when unset, so configs written before it keep their identity."""
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
-        if (self.command is None) == (self.url is None):
+        if sum(v is not None for v in (self.command, self.url, self.plugin)) != 1:
             raise ValueError(
-                "an MCP server needs exactly one of `command` (stdio) or `url` (streamable HTTP)"
+                "an MCP server needs exactly one of `command` (stdio), `url` (streamable HTTP) or "
+                "`plugin` (a worker plugin's function tools)"
             )
         return self
 

@@ -1,0 +1,174 @@
+"""Extend a worker in Python: plugins register `local:` models and function tools.
+
+A plugin is a module with a registration hook::
+
+    from agentwolf.plugins import PluginRegistry
+
+    def register(wolf: PluginRegistry) -> None:
+        wolf.model("scripted", my_model)        # `model: local:scripted` in a manifest
+
+        @wolf.tool
+        def lookup(city: str) -> str:
+            '''The population of a city.
+
+            Args:
+                city: the city's English name
+            '''
+            ...
+
+A worker loads it with `wolf worker --plugin my_module` (or `wolf up --plugin`), or finds it as an
+`agentwolf.plugins` entry point (`notes = "my_package.plugin"`, or `"my_package:register"`). Tools are
+pydantic-ai function tools: the schema comes from the signature and the docstring. A manifest serves
+them as one more tool source, `host.mcp_servers.<label>: {plugin: <name>}` (the module's name, or the
+entry point's), so permission rules (`<label>:lookup`), `repeat_safe` and `call_timeout` hold as for
+an MCP server, and each call runs as a `wolf.call_tool` activity on the worker.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, TypeVar, overload
+
+from pydantic_ai import Tool
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.models import Model
+
+ENTRY_POINT_GROUP = "agentwolf.plugins"
+HOOK = "register"
+
+ModelFactory = Callable[[], Model]
+LocalModel = Model | ModelFactory
+"""A `local:` model: an instance, or a factory the worker calls when a host first builds it."""
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class PluginError(Exception):
+    """A plugin that cannot be loaded or registers something invalid: the message names it and why."""
+
+
+@dataclass(frozen=True)
+class FunctionTool:
+    """One registered function: the pydantic-ai tool (schema, validator) and whether a call may repeat."""
+
+    tool: Tool[None]
+    repeat_safe: bool = False
+
+
+class PluginRegistry:
+    """What a plugin's `register(wolf)` hook adds to the worker; `name` is how manifests name it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.models: dict[str, LocalModel] = {}
+        self.tools: dict[str, FunctionTool] = {}
+
+    def model(self, name: str, model: LocalModel) -> None:
+        """Register `local:<name>`: a pydantic-ai `Model`, or a zero-argument factory returning one."""
+        if not (isinstance(model, Model) or callable(model)):
+            raise PluginError(
+                f"plugin {self.name!r}: model {name!r} is neither a pydantic-ai Model nor a factory"
+            )
+        if name in self.models:
+            raise PluginError(f"plugin {self.name!r} registers model local:{name} twice")
+        self.models[name] = model
+
+    @overload
+    def tool(self, function: F, /) -> F: ...
+
+    @overload
+    def tool(
+        self, *, name: str | None = None, description: str | None = None, repeat_safe: bool = False
+    ) -> Callable[[F], F]: ...
+
+    def tool(
+        self,
+        function: F | None = None,
+        /,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        repeat_safe: bool = False,
+    ) -> F | Callable[[F], F]:
+        """Register a plain typed function (sync or async) as a tool; usable as `@wolf.tool` or
+        `@wolf.tool(name=..., repeat_safe=True)`. `repeat_safe` says running it twice does no harm
+        (read-only or idempotent), so a fast call may run as a local activity.
+
+        Tools run on the worker outside any agent run: they take no `RunContext`."""
+
+        def add(fn: F) -> F:
+            try:
+                tool: Tool[None] = Tool(fn, takes_ctx=False, name=name, description=description)
+            except UserError as exc:
+                raise PluginError(f"plugin {self.name!r}: tool {fn.__name__!r}: {exc}") from None
+            if tool.name in self.tools:
+                raise PluginError(f"plugin {self.name!r} registers tool {tool.name!r} twice")
+            self.tools[tool.name] = FunctionTool(tool, repeat_safe)
+            return fn
+
+        return add if function is None else add(function)
+
+
+@dataclass
+class Plugins:
+    """Everything the plugins a worker loaded registered."""
+
+    models: dict[str, LocalModel] = field(default_factory=dict)
+    tools: dict[str, dict[str, FunctionTool]] = field(default_factory=dict)
+    """Plugin name -> tool name -> tool (every loaded plugin has an entry, maybe empty)."""
+
+    def add(self, registry: PluginRegistry) -> None:
+        if registry.name in self.tools:
+            raise PluginError(f"plugin {registry.name!r} is loaded twice")
+        clash = sorted(set(registry.models) & set(self.models))
+        if clash:
+            raise PluginError(
+                f"plugin {registry.name!r} registers models another plugin registered: "
+                f"{', '.join(f'local:{n}' for n in clash)}"
+            )
+        self.models.update(registry.models)
+        self.tools[registry.name] = dict(registry.tools)
+
+    def describe(self) -> list[str]:
+        """One line per plugin, for the worker's log."""
+        return [
+            f"plugin {name}: tools {', '.join(tools) or 'none'}" for name, tools in self.tools.items()
+        ] + ([f"plugin models: {', '.join(f'local:{m}' for m in self.models)}"] if self.models else [])
+
+
+def load_plugins(
+    modules: Sequence[str] = (), *, entry_points: Iterable[importlib.metadata.EntryPoint] | None = None
+) -> Plugins:
+    """Import and register `modules` and the `agentwolf.plugins` entry points (default: the installed
+    ones); a plugin that fails to import or register raises PluginError naming it."""
+    found = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP) if entry_points is None else entry_points
+    plugins = Plugins()
+    for point in found:
+        plugins.add(_registered(point.name, lambda p=point: p.load(), f"entry point {point.value!r}"))
+    for module in modules:
+        plugins.add(_registered(module, lambda m=module: importlib.import_module(m), "module"))
+    return plugins
+
+
+def _registered(name: str, load: Callable[[], object], what: str) -> PluginRegistry:
+    try:
+        loaded = load()
+    except Exception as exc:
+        raise PluginError(
+            f"cannot load plugin {name!r} ({what}): importing it raised {type(exc).__name__}: {exc}"
+        ) from exc
+    hook = getattr(loaded, HOOK, None) if isinstance(loaded, ModuleType) else loaded
+    if not callable(hook):
+        raise PluginError(f"plugin {name!r} ({what}) has no `{HOOK}(wolf: PluginRegistry)` function")
+    registry = PluginRegistry(name)
+    try:
+        hook(registry)
+    except PluginError:
+        raise
+    except Exception as exc:
+        raise PluginError(f"plugin {name!r}: {HOOK}() raised {type(exc).__name__}: {exc}") from exc
+    return registry
