@@ -129,7 +129,10 @@ def _message_id(w: Where, step: int, attempt: int) -> str:
     return f"{w.turn}.{step}.{attempt}"
 
 
-def _next(w: Where, e: Event, ctx: Context) -> tuple[BaseEvent, Where, bool] | None:
+Step = tuple[BaseEvent, Where, bool]
+
+
+def _next(w: Where, e: Event, ctx: Context) -> Step | None:
     """The next AG-UI event `e` makes the client see, given what it has (`w`); `True` when it is
     `e`'s last. A function of `w` and `e` alone: a resumed stream carries on exactly."""
     if w.ended or e.turn_id != w.turn:
@@ -141,17 +144,7 @@ def _next(w: Where, e: Event, ctx: Context) -> tuple[BaseEvent, Where, bool] | N
             return (*closing, False)
         return _finish(w, e, ctx), replace(w, ended=True), True
     if e.kind not in _STEPPED or (e.kind == "model_text" and w.message is None):
-        if (
-            e.kind == "attempt_superseded"
-            and w.message is not None
-            and w.message == (e.attempt or 0)
-            and w.step == step
-        ):
-            end = TextMessageEndEvent(
-                message_id=_message_id(w, step, w.message), metadata={"agentwolf": {"superseded": True}}
-            )
-            return end, replace(w, message=None), True
-        return None
+        return _superseded(w, e, step) if e.kind == "attempt_superseded" else None
     if e.kind == "text_delta" and not e.text:
         return None
     if not (e.kind == "tool_call_started" and w.tool):
@@ -159,27 +152,11 @@ def _next(w: Where, e: Event, ctx: Context) -> tuple[BaseEvent, Where, bool] | N
         if entering is not None:
             return (*entering, False)
     if e.kind == "model_text":
-        return (
-            TextMessageEndEvent(message_id=_message_id(w, step, w.message or 0)),
-            replace(w, message=None),
-            True,
-        )
+        return _end_message(w, step, w.message or 0, last=True)
     if e.kind == "text_delta":
-        # No attempt: the step's text as it ended, past what was streamed of it (live.py): it goes on
-        # whichever message is open.
-        attempt = (w.message if e.attempt is None else e.attempt) or 0
-        if w.message is not None and w.message != attempt:
-            return (
-                TextMessageEndEvent(message_id=_message_id(w, step, w.message)),
-                replace(w, message=None),
-                False,
-            )
-        if w.message is None:
-            start = TextMessageStartEvent(message_id=_message_id(w, step, attempt), role="assistant")
-            return start, replace(w, message=attempt), False
-        return TextMessageContentEvent(message_id=_message_id(w, step, attempt), delta=e.text or ""), w, True
-    call_id = e.call_id or ""
+        return _text(w, e, step)
     if e.kind == "tool_call_finished":
+        call_id = e.call_id or ""
         result = ToolCallResultEvent(
             message_id=f"{w.turn}.{step}.result.{call_id}",
             tool_call_id=call_id,
@@ -187,13 +164,40 @@ def _next(w: Where, e: Event, ctx: Context) -> tuple[BaseEvent, Where, bool] | N
             role="tool",
         )
         return result, w, True
-    # tool_call_started: the call whole (a model's arguments are known by the time the call starts).
+    return _tool_call(w, e, step)
+
+
+def _end_message(w: Where, step: int, attempt: int, *, last: bool) -> Step:
+    return TextMessageEndEvent(message_id=_message_id(w, step, attempt)), replace(w, message=None), last
+
+
+def _superseded(w: Where, e: Event, step: int) -> Step | None:
+    """An attempt's open message ends, marked superseded: its retry's text follows."""
+    if w.message is None or w.message != (e.attempt or 0) or w.step != step:
+        return None
+    end = TextMessageEndEvent(
+        message_id=_message_id(w, step, w.message), metadata={"agentwolf": {"superseded": True}}
+    )
+    return end, replace(w, message=None), True
+
+
+def _text(w: Where, e: Event, step: int) -> Step:
+    # No attempt: the step's text as it ended, past what was streamed of it (live.py): it goes on
+    # whichever message is open.
+    attempt = (w.message if e.attempt is None else e.attempt) or 0
+    if w.message is not None and w.message != attempt:
+        return _end_message(w, step, w.message, last=False)
+    if w.message is None:
+        start = TextMessageStartEvent(message_id=_message_id(w, step, attempt), role="assistant")
+        return start, replace(w, message=attempt), False
+    return TextMessageContentEvent(message_id=_message_id(w, step, attempt), delta=e.text or ""), w, True
+
+
+def _tool_call(w: Where, e: Event, step: int) -> Step:
+    """tool_call_started: the call whole (a model's arguments are known by the time the call starts)."""
+    call_id = e.call_id or ""
     if w.message is not None:
-        return (
-            TextMessageEndEvent(message_id=_message_id(w, step, w.message)),
-            replace(w, message=None),
-            False,
-        )
+        return _end_message(w, step, w.message, last=False)
     if w.tool == 0:
         return (
             ToolCallStartEvent(tool_call_id=call_id, tool_call_name=e.tool or ""),
