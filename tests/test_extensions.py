@@ -13,10 +13,10 @@ import pytest
 
 from agentwolf.config.manifest import McpServerConfig
 from agentwolf.extensions.mcp import McpServerCap
+from agentwolf.extensions.pool import McpPool
 from agentwolf.extensions.registry import POOL, ExtensionRegistry, Scope, ScopeLevel
 from agentwolf.extensions.skills import LocalSkillRoot
 from agentwolf.extensions.types import ChangeEvent, ExtensionError
-from agentwolf.worker.pool import McpPool
 from tests.conftest import SUPPORT, wait_for
 
 EVERYTHING = Path(__file__).parent.parent / "node_modules" / ".bin" / "mcp-server-everything"

@@ -17,8 +17,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from agentwolf.config.manifest import McpServerConfig
-from agentwolf.worker import pool as pool_module
-from agentwolf.worker.pool import McpPool, McpUnavailable
+from agentwolf.extensions import pool as pool_module
+from agentwolf.extensions.pool import McpPool, McpUnavailable
 from tests.conftest import TOOLS_SERVER, make_manifest, tools_server, wait_for
 from tests.support.models import Script, text, tools
 

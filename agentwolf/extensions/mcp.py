@@ -18,6 +18,7 @@ import mcp_types
 import yaml
 from pydantic import TypeAdapter
 
+from agentwolf.extensions.pool import McpPool
 from agentwolf.extensions.safety import (
     MAX_FILE_BYTES,
     MAX_FILES_PER_SKILL,
@@ -36,7 +37,6 @@ from agentwolf.extensions.types import (
     ToolEntry,
 )
 from agentwolf.extensions.watch import Debouncer
-from agentwolf.worker.pool import McpPool
 
 log = logging.getLogger(__name__)
 

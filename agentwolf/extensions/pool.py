@@ -37,7 +37,7 @@ from mcp.shared.message import SessionMessage
 from agentwolf.config.manifest import McpServerConfig
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import NO_SECRETS, PolicyError, Secrets, WorkerPolicy
-from agentwolf.worker.isolation import unprivileged
+from agentwolf.isolation import unprivileged
 
 log = logging.getLogger(__name__)
 
