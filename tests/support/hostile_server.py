@@ -78,32 +78,33 @@ def result(text: str, *, is_error: bool = False) -> dict:
     )  # `answer` declares an output schema
 
 
+# Modes whose answer does not depend on the call: raw bytes instead of a message, or a fixed result.
+RAW = {
+    "malformed": b"this is not json {{{\n",
+    "not-jsonrpc": b"[1, 2, 3]\n",
+    "invalid-utf8": b"\xff\xfe\xfa not utf-8 \x80\n",
+}
+FIXED: dict[str, object] = {
+    "no-result-type": {"content": [{"type": "text", "text": "2025 style"}], "isError": False},
+    "null-result": None,
+    "bad-content": {"content": "not a list", "resultType": "complete"},
+    "unknown-block": {"content": [{"type": "hologram", "payload": [1, 2, 3]}], "resultType": "complete"},
+}
+
+
 def hostile(request_id: object, args: dict) -> None:
     mode = args.get("mode")
     if log := os.environ.get("WOLF_HOSTILE_LOG"):
         with open(log, "a") as f:
             f.write(f"{mode}\n")
-    if mode == "malformed":
-        send(b"this is not json {{{\n")
-    elif mode == "not-jsonrpc":
-        send(b"[1, 2, 3]\n")
-    elif mode == "invalid-utf8":
-        send(b"\xff\xfe\xfa not utf-8 \x80\n")
+    if mode in RAW:
+        send(RAW[mode])
+    elif mode in FIXED:
+        reply(request_id, result=FIXED[mode])
     elif mode == "wrong-id":
         reply(
             f"{request_id}-other" if isinstance(request_id, str) else int(request_id) + 1000,  # type: ignore[arg-type]
             result=result("not yours"),
-        )
-    elif mode == "no-result-type":
-        reply(request_id, result={"content": [{"type": "text", "text": "2025 style"}], "isError": False})
-    elif mode == "null-result":
-        reply(request_id, result=None)
-    elif mode == "bad-content":
-        reply(request_id, result={"content": "not a list", "resultType": "complete"})
-    elif mode == "unknown-block":
-        reply(
-            request_id,
-            result={"content": [{"type": "hologram", "payload": [1, 2, 3]}], "resultType": "complete"},
         )
     elif mode == "error":
         reply(request_id, error={"code": int(args.get("code", -32000)), "message": args.get("message", "")})
@@ -115,11 +116,9 @@ def hostile(request_id: object, args: dict) -> None:
     elif mode == "slow":
         time.sleep(float(args.get("seconds", 0)))
         reply(request_id, result=result("slow but fine"))
-    elif mode == "never":
-        pass
     elif mode == "crash":
         os._exit(3)
-    else:
+    elif mode != "never":
         reply(request_id, error={"code": -32602, "message": f"unknown mode {mode!r}"})
 
 
