@@ -30,6 +30,7 @@ import importlib
 import importlib.metadata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from types import ModuleType
 from typing import Any, TypeVar, overload
 
@@ -78,7 +79,7 @@ class PluginRegistry:
         self.models[name] = model
 
     @overload
-    def tool(self, function: F, /) -> F: ...
+    def tool(self, function: F) -> F: ...
 
     @overload
     def tool(
@@ -88,7 +89,6 @@ class PluginRegistry:
     def tool(
         self,
         function: F | None = None,
-        /,
         *,
         name: str | None = None,
         description: str | None = None,
@@ -148,9 +148,9 @@ def load_plugins(
     found = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP) if entry_points is None else entry_points
     plugins = Plugins()
     for point in found:
-        plugins.add(_registered(point.name, lambda p=point: p.load(), f"entry point {point.value!r}"))
+        plugins.add(_registered(point.name, point.load, f"entry point {point.value!r}"))
     for module in modules:
-        plugins.add(_registered(module, lambda m=module: importlib.import_module(m), "module"))
+        plugins.add(_registered(module, partial(importlib.import_module, module), "module"))
     return plugins
 
 
