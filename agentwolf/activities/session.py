@@ -57,11 +57,11 @@ from agentwolf.config.aliases import AliasError, resolve_model
 from agentwolf.config.manifest import Manifest, McpServerConfig, SubagentCapability
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError
+from agentwolf.extensions.pool import McpUnavailable
 from agentwolf.extensions.registry import Scope
 from agentwolf.extensions.skills import LocalSkillRoot
 from agentwolf.extensions.types import ExtensionError, SkillEntry, ToolEntry
 from agentwolf.worker.host import AgentHost, CachedTranscript, HostRegistry
-from agentwolf.worker.pool import McpUnavailable
 from agentwolf.workflows.types import tenant_of
 
 T = TypeVar("T")
@@ -351,7 +351,8 @@ class SessionActivities:
     @activity.defn(name="wolf.call_tool")
     @_serving
     async def call_tool(self, inp: ToolCallInput) -> ToolCallOutput:
-        """Run one MCP tool on the host's pooled client; MCP failures become errors the model sees.
+        """Run one tool: an MCP server's on the host's pooled client, or a plugin's function in this
+        worker; failures become errors the model sees.
 
         What leaves is redacted: a tool (or an error naming a URL) may echo a resolved secret."""
         host = self.hosts.ensure(inp.manifest, inp.ref.tenant) if inp.manifest else await self._host(inp.ref)
@@ -361,6 +362,12 @@ class SessionActivities:
     async def _call_tool(self, host: AgentHost, inp: ToolCallInput) -> ToolCallOutput:
         if inp.server not in host.pool.servers:
             await _restore_skill_server(host, self.hosts.manifests[inp.ref.config_id], inp)
+        if (functions := host.function_tools(inp.server)) is not None:  # a plugin's: runs right here
+            try:
+                done = await _heartbeating(functions.call_tool(inp.tool, inp.arguments))
+            except ExtensionError as exc:  # the plugin is not loaded on this worker
+                return ToolCallOutput(content=str(exc), is_error=True)
+            return ToolCallOutput(content=_render(done), is_error=bool(done.is_error))
         cap = host.mcp.get(inp.server)
         version = cap.version if cap else 0
         try:
@@ -429,9 +436,9 @@ def _with_instructions(messages: list[ModelMessage], instructions: str) -> list[
     if not instructions:
         return messages
     for i in range(len(messages) - 1, -1, -1):
-        if isinstance(messages[i], ModelRequest):
+        if isinstance(request := messages[i], ModelRequest):
             out = list(messages)
-            out[i] = dataclasses.replace(messages[i], instructions=instructions)
+            out[i] = dataclasses.replace(request, instructions=instructions)
             return out
     return messages
 

@@ -1,5 +1,5 @@
-"""`python -m agentwolf.worker [--address HOST:PORT] [--task-queue Q] [--tenant T] [--policy FILE]`: run a
-worker until SIGINT/SIGTERM."""
+"""`python -m agentwolf.worker [--address HOST:PORT] [--task-queue Q] [--tenant T] [--policy FILE]
+[--plugin MODULE ...]`: run a worker until SIGINT/SIGTERM."""
 
 from __future__ import annotations
 
@@ -7,12 +7,15 @@ import argparse
 import asyncio
 import logging
 import signal
+import sys
 import time
+from collections.abc import Sequence
 
 from temporalio.client import Client
 
 from agentwolf.client.wolf_client import connect
 from agentwolf.config.policy import load_policy
+from agentwolf.plugins import PluginError, load_plugins
 from agentwolf.worker.main import TASK_QUEUE, create_worker, run_worker
 
 
@@ -23,17 +26,24 @@ async def serve(
     *,
     tenant: str | None = None,
     policy: str | None = None,
+    plugins: Sequence[str] = (),
     connect_for: float = 120.0,
 ) -> None:
     """`tenant`: serve only that tenant's sessions; `policy`: the worker policy file (else the default
-    lookup)."""
+    lookup); `plugins`: modules to load besides the installed `agentwolf.plugins` entry points (a
+    plugin that cannot load raises PluginError before anything connects)."""
     worker_policy = load_policy(policy)
+    loaded = load_plugins(plugins)
     log = logging.getLogger(__name__)
     log.info("worker policy: %s", worker_policy.source)
+    for line in loaded.describe():
+        log.info(line)
     if worker_policy.commands is None:
         log.warning("the worker policy allows any command for MCP servers: run only manifests you trust")
     client = await _connect_patiently(address, namespace, connect_for)
-    worker, hosts = create_worker(client, task_queue=task_queue, policy=worker_policy, tenant=tenant)
+    worker, hosts = create_worker(
+        client, task_queue=task_queue, plugins=loaded, policy=worker_policy, tenant=tenant
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -69,9 +79,29 @@ def main() -> None:
     parser.add_argument(
         "--policy", help="the worker policy file (default: $WOLF_POLICY, else $WOLF_HOME/policy.yaml)"
     )
+    parser.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="a plugin module to load (repeatable), besides installed agentwolf.plugins entry points",
+    )
     args = parser.parse_args()
     configure_logging()
-    asyncio.run(serve(args.address, args.namespace, args.task_queue, tenant=args.tenant, policy=args.policy))
+    try:
+        asyncio.run(
+            serve(
+                args.address,
+                args.namespace,
+                args.task_queue,
+                tenant=args.tenant,
+                policy=args.policy,
+                plugins=args.plugin,
+            )
+        )
+    except PluginError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def configure_logging() -> None:

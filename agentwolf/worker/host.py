@@ -27,14 +27,16 @@ from pydantic_ai.models import Model
 from agentwolf.activities.types import CompiledAgent
 from agentwolf.config.manifest import Manifest, McpCapability, SkillsCapability
 from agentwolf.config.policy import Secrets, WorkerPolicy
+from agentwolf.extensions.functions import FunctionToolsCap
 from agentwolf.extensions.mcp import McpServerCap
+from agentwolf.extensions.pool import McpPool, McpUnavailable
 from agentwolf.extensions.registry import POOL, ExtensionRegistry, Scope, ScopeLevel
 from agentwolf.extensions.skills import LocalSkillRoot
-from agentwolf.extensions.types import ChangeEvent, ExtensionError
+from agentwolf.extensions.types import ChangeEvent, ExtensionError, SkillResource
 from agentwolf.extensions.watch import SkillRootWatcher
+from agentwolf.plugins import FunctionTool, LocalModel, Plugins
 from agentwolf.worker.demo import demo_model
 from agentwolf.worker.models import build_model
-from agentwolf.worker.pool import McpPool, McpUnavailable
 from agentwolf.workflows.types import ExtensionsChanged
 
 Notify = Callable[[str, ExtensionsChanged], Awaitable[None]]
@@ -58,11 +60,13 @@ class AgentHost:
 
     manifest: Manifest
     tenant: str
-    local_models: Mapping[str, Model]
+    local_models: Mapping[str, LocalModel]
     pool: McpPool
     secrets: Secrets
     """Resolves this tenant's placeholders under the worker policy; redacts what it resolved."""
     notify: Notify | None = None
+    plugin_tools: Mapping[str, Mapping[str, FunctionTool]] = field(default_factory=dict)
+    """The worker's plugins' function tools (plugin -> tool name -> tool), for `{plugin: ...}` servers."""
     max_transcripts: int = 256
     max_sessions: int = 4096
     """Sessions remembered (for change notices and agent registrations), least recently served out
@@ -73,6 +77,8 @@ class AgentHost:
     """Model requests whose transcript prefix had to be fetched from the workflow."""
     registry: ExtensionRegistry = field(init=False)
     mcp: dict[str, McpServerCap] = field(default_factory=dict)
+    functions: dict[str, FunctionToolsCap] = field(default_factory=dict)
+    """Tool sources served by plugins, by server name (they take no MCP connection)."""
     skill_roots: dict[str, LocalSkillRoot] = field(default_factory=dict)
     sessions: dict[str, set[str]] = field(default_factory=dict)
     """Sessions this host served -> the sources their compiled agent depends on."""
@@ -123,10 +129,28 @@ class AgentHost:
             self._serve(session_id, key)
         return Scope(ScopeLevel.TURN, key, session_id, turn_id)
 
-    def mcp_server(self, name: str) -> McpServerCap:
+    def mcp_server(self, name: str) -> McpServerCap | FunctionToolsCap:
+        """The tool source a server name stands for: an MCP server, or a plugin's function tools."""
+        if (functions := self.function_tools(name)) is not None:
+            return functions
         if name not in self.mcp:
             self.mcp[name] = McpServerCap(self.pool, name)
         return self.mcp[name]
+
+    def function_tools(self, name: str) -> FunctionToolsCap | None:
+        """The plugin tools server `name` serves (`{plugin: ...}`), or None for an MCP server."""
+        config = self.pool.servers.get(name)
+        if config is None or config.plugin is None:
+            return None
+        if name not in self.functions:
+            self.functions[name] = FunctionToolsCap(
+                name,
+                config.plugin,
+                self.plugin_tools.get(config.plugin),
+                sorted(self.plugin_tools),
+                config.call_timeout,
+            )
+        return self.functions[name]
 
     async def skill_root(self, path: str) -> LocalSkillRoot:
         """A watched skill folder; `${tenant}` in its path is this host's tenant, `${VAR}` the worker's."""
@@ -182,25 +206,31 @@ class AgentHost:
             self.registry.clear_agent(agent)
 
     def _released(self, capability: object) -> None:
-        """A skill's MCP server that no turn uses any more leaves the pool and its process stops (a
-        turn that loads the skill again brings it back); declared servers stay."""
-        if isinstance(capability, McpServerCap) and capability.server not in self.manifest.host.mcp_servers:
+        """A skill's tool source that no turn uses any more leaves the pool; an MCP server's process
+        stops (a turn that loads the skill again brings it back). Declared servers stay."""
+        if not isinstance(capability, McpServerCap | FunctionToolsCap):
+            return
+        if capability.server in self.manifest.host.mcp_servers:
+            return
+        if isinstance(capability, McpServerCap):
             if self.mcp.get(capability.server) is capability:
                 del self.mcp[capability.server]
             capability.close()
-            self.pool.remove_server(capability.server)
+        elif self.functions.get(capability.server) is capability:
+            del self.functions[capability.server]
+        self.pool.remove_server(capability.server)
 
     async def source_digest(self, source: str) -> str | None:
         """A digest of what `source` offers now (tools, skills); None if this host does not hold it
         or cannot reach it (then nothing is compared)."""
         kind, _, name = source.partition(":")
         try:
-            if kind == "mcp" and name in self.mcp:
-                cap = self.mcp[name]
+            if kind == "mcp" and (cap := self.functions.get(name) or self.mcp.get(name)) is not None:
                 offered: list[object] = [
                     [t.name, t.description, t.parameters] for t in await cap.list_tools()
                 ]
-                offered += [[e.name, e.description, e.uri] for e in await cap.list_skills()]
+                if isinstance(cap, SkillResource):
+                    offered += [[e.name, e.description, e.uri] for e in await cap.list_skills()]
             elif kind == "skills" and name in self.skill_roots:
                 offered = [[e.name, e.description, e.uri] for e in await self.skill_roots[name].list_skills()]
             else:
@@ -311,16 +341,18 @@ class HostRegistry:
 
     def __init__(
         self,
-        local_models: Mapping[str, Model] | None = None,
+        local_models: Mapping[str, LocalModel] | None = None,
         *,
         policy: WorkerPolicy | None = None,
         tenant: str | None = None,
+        plugins: Plugins | None = None,
         max_mcp_clients: int = 20,
         mcp_idle_timeout: float = 600.0,
         host_idle_timeout: float = 1800.0,
     ) -> None:
-        self.local_models = {"demo": demo_model(), **(local_models or {})}
-        """`local:<name>` models; `local:demo` is the offline demo model on every worker."""
+        self.plugins = plugins or Plugins()
+        self.local_models = {"demo": demo_model(), **self.plugins.models, **(local_models or {})}
+        """`local:<name>` models: the demo (on every worker), the plugins' and the embedder's."""
         self.policy = policy or WorkerPolicy()
         self.tenant = tenant
         """The only tenant this worker serves (`wolf worker --tenant`); None serves any."""
@@ -386,7 +418,15 @@ class HostRegistry:
                 idle_timeout=self.mcp_idle_timeout,
                 allowed_commands=manifest.host.allowed_commands,
             )
-            host = AgentHost(manifest, tenant, self.local_models, pool, secrets, notify=self.notify)
+            host = AgentHost(
+                manifest,
+                tenant,
+                self.local_models,
+                pool,
+                secrets,
+                notify=self.notify,
+                plugin_tools=self.plugins.tools,
+            )
             self._hosts[key] = host
             log.info("host created: config %s, tenant %s", manifest.identity, tenant)
             self._start_reaper()

@@ -7,7 +7,6 @@ import logging
 from collections.abc import Mapping
 from datetime import timedelta
 
-from pydantic_ai.models import Model
 from temporalio.client import Client
 from temporalio.worker import Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxRestrictions
@@ -15,8 +14,9 @@ from temporalio.worker.workflow_sandbox import SandboxRestrictions
 from agentwolf.activities.config import config_notify
 from agentwolf.activities.session import SessionActivities
 from agentwolf.config.policy import WorkerPolicy, redact_logs
+from agentwolf.isolation import protect_process
+from agentwolf.plugins import LocalModel, Plugins
 from agentwolf.worker.host import HostRegistry, Notify
-from agentwolf.worker.isolation import protect_process
 from agentwolf.worker.sandbox import CachingSandboxedWorkflowRunner
 from agentwolf.workflows.registry import ConfigRegistryWorkflow
 from agentwolf.workflows.session import SessionWorkflow
@@ -43,19 +43,21 @@ def create_worker(
     *,
     task_queue: str = TASK_QUEUE,
     hosts: HostRegistry | None = None,
-    local_models: Mapping[str, Model] | None = None,
+    local_models: Mapping[str, LocalModel] | None = None,
+    plugins: Plugins | None = None,
     policy: WorkerPolicy | None = None,
     tenant: str | None = None,
     max_concurrent_activities: int = 200,
     workflow_runner: WorkflowRunner = SANDBOX,
 ) -> tuple[Worker, HostRegistry]:
     """A worker for sessions; `local_models` registers in-process models (`local:<name>` in manifests),
-    `policy` limits what manifests reach (default: `load_policy()`'s), `tenant` is the only one served.
+    `plugins` (`load_plugins()`) their models and function tools, `policy` limits what manifests reach
+    (default: `load_policy()`'s), `tenant` is the only one served.
 
     The process becomes non-dumpable, so the MCP servers it starts cannot read its environment."""
     protect_process()
     redact_logs()
-    hosts = hosts or HostRegistry(local_models, policy=policy, tenant=tenant)
+    hosts = hosts or HostRegistry(local_models, plugins=plugins, policy=policy, tenant=tenant)
     hosts.notify = _signaller(client)
     activities = SessionActivities(hosts)
     worker = Worker(

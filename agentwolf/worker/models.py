@@ -11,6 +11,7 @@ from pydantic_ai.providers import Provider, infer_provider, infer_provider_class
 
 from agentwolf.config.manifest import ProviderConfig
 from agentwolf.config.policy import Secrets
+from agentwolf.plugins import LocalModel
 
 LOCAL_PREFIX = "local:"
 
@@ -18,7 +19,7 @@ LOCAL_PREFIX = "local:"
 def build_model(
     specs: list[str],
     providers: Mapping[str, ProviderConfig],
-    local_models: Mapping[str, Model],
+    local_models: Mapping[str, LocalModel],
     secrets: Secrets,
 ) -> Model:
     """One model for a spec chain; several specs make a `FallbackModel` tried in order.
@@ -29,17 +30,21 @@ def build_model(
 
 
 def _build_one(
-    spec: str, providers: Mapping[str, ProviderConfig], local_models: Mapping[str, Model], secrets: Secrets
+    spec: str,
+    providers: Mapping[str, ProviderConfig],
+    local_models: Mapping[str, LocalModel],
+    secrets: Secrets,
 ) -> Model:
     if spec.startswith(LOCAL_PREFIX):
         name = spec.removeprefix(LOCAL_PREFIX)
         try:
-            return local_models[name]
+            local = local_models[name]
         except KeyError:
             raise LookupError(
                 f"model {spec!r} is not registered on this worker (registered: "
                 f"{sorted(local_models) or 'none'})"
             ) from None
+        return local if isinstance(local, Model) else local()  # a plugin's factory, called per host
 
     def provider_factory(name: str) -> Provider[Any]:
         config = provider_config(providers, name)
