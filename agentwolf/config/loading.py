@@ -101,63 +101,59 @@ def reference_problems(manifest: Manifest) -> list[str]:
     return [f"{'.'.join(loc)}: {message}" for loc, message in _check_references(manifest)]
 
 
-def _check_references(manifest: Manifest) -> list[tuple[tuple[str, ...], str]]:
-    """Cross-references pydantic cannot see: aliases (and their cycles) and MCP server names."""
-    problems: list[tuple[tuple[str, ...], str]] = []
+Problems = list[tuple[tuple[str, ...], str]]
+
+
+def _check_references(manifest: Manifest) -> Problems:
+    """Cross-references pydantic cannot see: aliases (and their cycles), MCP server, agent and job names."""
     models = manifest.host.models
-    for alias in models.aliases:
-        try:
-            resolve_model(models, alias)
-        except AliasError as exc:
-            problems.append((("host", "models", "aliases", alias), str(exc)))
+    specs = [(("host", "models", "aliases", alias), alias) for alias in models.aliases]
     if models.defaults.model:
+        specs.append((("host", "models", "defaults", "model"), models.defaults.model))
+    specs += [
+        (("agents", name, "model"), agent.model) for name, agent in manifest.agents.items() if agent.model
+    ]
+    problems: Problems = []
+    for loc, spec in specs:
         try:
-            resolve_model(models, models.defaults.model)
+            resolve_model(models, spec)
         except AliasError as exc:
-            problems.append((("host", "models", "defaults", "model"), str(exc)))
-    for name, agent in manifest.agents.items():
-        if agent.model:
-            try:
-                resolve_model(models, agent.model)
-            except AliasError as exc:
-                problems.append((("agents", name, "model"), str(exc)))
-        for i, cap in enumerate(agent.capabilities):
-            if isinstance(cap, McpCapability) and cap.mcp not in manifest.host.mcp_servers:
-                known = sorted(manifest.host.mcp_servers) or "none"
-                problems.append(
-                    (
-                        ("agents", name, "capabilities", str(i), "mcp"),
-                        f"unknown MCP server {cap.mcp!r} (known: {known})",
-                    )
-                )
-            elif isinstance(cap, SubagentCapability):
-                for j, sub in enumerate(cap.subagent):
-                    if sub not in manifest.agents:
-                        problems.append(
-                            (
-                                ("agents", name, "capabilities", str(i), "subagent", str(j)),
-                                f"unknown agent {sub!r}",
-                            )
-                        )
+            problems.append((loc, str(exc)))
+    for name in manifest.agents:
+        problems.extend(_capability_problems(manifest, name))
     for name, team in manifest.teams.items():
         if name in manifest.agents:
             problems.append((("teams", name), "a team and an agent share this name"))
-        for j, member in enumerate(team.members):
-            if member not in manifest.agents:
-                problems.append(
-                    (
-                        ("teams", name, "members", str(j)),
-                        f"unknown agent {member!r} (teams have agents as members)",
-                    )
-                )
+        problems.extend(
+            (("teams", name, "members", str(j)), f"unknown agent {member!r} (teams have agents as members)")
+            for j, member in enumerate(team.members)
+            if member not in manifest.agents
+        )
     problems.extend(_job_problems(manifest))
     return problems
 
 
-def _job_problems(manifest: Manifest) -> list[tuple[tuple[str, ...], str]]:
+def _capability_problems(manifest: Manifest, name: str) -> Problems:
+    """An agent's capabilities name MCP servers and subagents that exist."""
+    problems: Problems = []
+    for i, cap in enumerate(manifest.agents[name].capabilities):
+        where = ("agents", name, "capabilities", str(i))
+        if isinstance(cap, McpCapability) and cap.mcp not in manifest.host.mcp_servers:
+            known = sorted(manifest.host.mcp_servers) or "none"
+            problems.append(((*where, "mcp"), f"unknown MCP server {cap.mcp!r} (known: {known})"))
+        elif isinstance(cap, SubagentCapability):
+            problems.extend(
+                ((*where, "subagent", str(j)), f"unknown agent {sub!r}")
+                for j, sub in enumerate(cap.subagent)
+                if sub not in manifest.agents
+            )
+    return problems
+
+
+def _job_problems(manifest: Manifest) -> Problems:
     """Jobs name an agent or team; hooks name a job (giving only its variables, and every one
     without a default) or a session."""
-    problems: list[tuple[tuple[str, ...], str]] = []
+    problems: Problems = []
     runnable = sorted([*manifest.agents, *manifest.teams]) or "none"
     for name, job in manifest.jobs.items():
         if job.agent not in manifest.agents and job.agent not in manifest.teams:
