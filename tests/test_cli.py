@@ -59,12 +59,11 @@ async def test_submit_wait_json_and_status(env, client, tmp_path):
             "--json",
         )
         assert done.returncode == 0, done.stderr
-        lines = done.stdout.strip().splitlines()
-        result, last = json.loads(lines[0]), json.loads(lines[-1])
+        result = json.loads(done.stdout)  # one document: the result, which names the session
         assert (
             result["outcome"] == "completed" and result["counters"]["usage"]["tool_calls"] == 8
         )  # TestModel calls each of the 8 tools
-        status = await _wolf(address, "status", last["session_id"], "--json")
+        status = await _wolf(address, "status", result["session_id"], "--json")
         assert json.loads(status.stdout)["state"] == "done"
         await hosts.close()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from agentwolf.client.cli import BUNDLED_CONFIG
+from agentwolf.client.cli.sources import BUNDLED_CONFIG
 from agentwolf.config.loading import load_manifest
 
 

@@ -14,6 +14,7 @@ from temporalio.worker.workflow_sandbox import SandboxRestrictions
 from agentwolf.activities.config import config_notify
 from agentwolf.activities.session import SessionActivities
 from agentwolf.config.policy import WorkerPolicy, redact_logs
+from agentwolf.defaults import TASK_QUEUE
 from agentwolf.isolation import protect_process
 from agentwolf.plugins import LocalModel, Plugins
 from agentwolf.worker.host import HostRegistry, Notify
@@ -26,7 +27,6 @@ log = logging.getLogger(__name__)
 
 HEARTBEAT_THROTTLE_MS = 100
 """At most one heartbeat per this many ms per activity reaches the server (the SDK sends the newest)."""
-TASK_QUEUE = "agentwolf"
 WORKFLOWS = [SessionWorkflow, ConfigRegistryWorkflow]
 
 # Workflow code runs in the sandbox, so a clock, random or I/O call in it fails the task instead of
