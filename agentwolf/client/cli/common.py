@@ -1,0 +1,141 @@
+"""What every verb shares: the consoles, the option types, and `verb`, the one decorator that runs a
+verb's coroutine, connects it to Temporal and turns failures into one sentence and an exit code.
+
+Exit codes: 0 ok, 1 the session failed, 2 usage or config error, 3 Temporal or a worker unreachable,
+130 interrupted. Heavy modules (temporalio, pydantic-ai, rich tables) are imported where a verb needs
+them, so `wolf --help` stays fast."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import sys
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+
+from agentwolf.client.cli.connection import CONNECTION_OPTIONS, Connection
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+Agent = Annotated[str, typer.Option("--agent", "-a", help="Agent name from the config.")]
+ConfigOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--config", "-c", help="Registry config NAME, or a manifest file (has a '.' or '/', or exists)."
+    ),
+]
+Tenant = Annotated[str, typer.Option("--tenant", envvar="WOLF_TENANT", help="Tenant owning the session.")]
+Json = Annotated[bool, typer.Option("--json", help="Machine-readable output: one JSON document.")]
+
+
+class Exit(Exception):
+    """A verb's failure as the sentence to print and the exit code to leave with."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _console(stderr: bool) -> Console:
+    from rich.console import Console
+
+    # No markup, highlighting or emoji codes (`:smile:`) unless a line asks: session text prints as it is.
+    return Console(
+        stderr=stderr,
+        no_color=bool(os.environ.get("NO_COLOR")) or None,
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+        emoji=False,
+    )
+
+
+@functools.cache
+def out() -> Console:
+    return _console(stderr=False)
+
+
+@functools.cache
+def err() -> Console:
+    return _console(stderr=True)
+
+
+def literal(text: str) -> str:
+    """Session or server text inside a markup line: its `[` is not markup, its controls are shown,
+    not sent."""
+    from rich.markup import escape
+
+    from agentwolf.client.render import inert
+
+    return escape(inert(text))
+
+
+def fail(message: str, code: int) -> int:
+    err().print(f"[red]error:[/red] {literal(message)}", markup=True)
+    return code
+
+
+def _exit_code(exc: BaseException) -> int:
+    """Print what went wrong as a sentence (never an exception's class name); its exit code."""
+    from temporalio.service import RPCError
+
+    from agentwolf.client.cli.errors import explain_rpc
+    from agentwolf.config.loading import ManifestError
+
+    if isinstance(exc, Exit):
+        return fail(str(exc), exc.code)
+    if isinstance(exc, ManifestError):
+        err().print(f"[red]config error:[/red] {literal(str(exc))}", markup=True)
+        return 2
+    if isinstance(exc, ValueError):  # refused by the client: unknown agent, no such pending call...
+        return fail(str(exc), 2)
+    if isinstance(exc, RPCError):  # unknown session, rejected update, missing search attribute...
+        return fail(*explain_rpc(exc))
+    raise exc
+
+
+def run(main: Callable[[], Awaitable[object]]) -> NoReturn:
+    """Run a verb's coroutine and leave with its exit code.
+
+    The process ends with `os._exit`: temporalio's core threads can still call into Python while
+    the interpreter finalizes, which intermittently aborts a CLI that has already done its work.
+    """
+    import asyncio
+
+    code = 0
+    try:
+        asyncio.run(main())  # type: ignore[arg-type]
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        code = 130
+    except Exception as exc:  # noqa: BLE001 - _exit_code re-raises what it has no sentence for
+        code = _exit_code(exc)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def verb(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    """Make an async verb a Typer command that runs it with `run`.
+
+    A parameter `conn: Connection` becomes Temporal's connection options (`--address`, `--namespace`,
+    `--profile`, `--tls`, `--api-key`, read through temporalio.envconfig) and arrives as a `Connection`."""
+    signature = inspect.signature(fn, eval_str=True)
+    takes_conn = "conn" in signature.parameters
+    params = [p for p in signature.parameters.values() if p.name != "conn"]
+    if takes_conn:
+        params += CONNECTION_OPTIONS
+
+    @functools.wraps(fn)
+    def command(**kwargs: Any) -> None:
+        if takes_conn:
+            kwargs["conn"] = Connection(**{p.name: kwargs.pop(p.name) for p in CONNECTION_OPTIONS})
+        run(lambda: fn(**kwargs))
+
+    del command.__wrapped__  # Typer reads the signature below, not the coroutine's
+    command.__signature__ = signature.replace(parameters=params, return_annotation=None)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    return command

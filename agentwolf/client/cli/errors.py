@@ -1,0 +1,53 @@
+"""Temporal's answers that have a known fix, said as a sentence that names the fix."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from temporalio.service import RPCError
+
+    from agentwolf.client.wolf_client import WolfClient
+
+START_A_WORKER = "start one with `wolf up` (the embedded local stack) or `wolf worker` (any cluster)"
+
+
+def explain_rpc(exc: RPCError) -> tuple[str, int]:
+    """The sentence to print for a refused call, and the exit code."""
+    message = exc.message
+    if "search attribute" in message.lower() and "Wolf" in message:  # WolfTenant, WolfState...
+        fix = "register them with `wolf setup` (same --namespace/--profile)"
+        return f"this namespace lacks AgentWolf's search attributes ({message}); {fix}", 2
+    if "no poller seen" in message:
+        return f"no worker polls this session's task queue: {START_A_WORKER}", 3
+    return message, 2
+
+
+async def worker_polls(wolf: WolfClient) -> bool:
+    """Whether any worker has polled the client's task queue lately (a 2 s question to the server)."""
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    request = DescribeTaskQueueRequest(
+        namespace=wolf.client.namespace,
+        task_queue=TaskQueue(name=wolf.task_queue),
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    )
+    described = await wolf.client.workflow_service.describe_task_queue(request, timeout=timedelta(seconds=2))
+    return bool(described.pollers)
+
+
+async def check_worker(wolf: WolfClient, *, required: bool) -> None:
+    """Say at once when no worker polls: an error for verbs that need an answer now (queries), a
+    warning for those whose session simply waits for a worker."""
+    from agentwolf.client.cli.common import Exit, err, literal
+
+    if await worker_polls(wolf):
+        return
+    where = f"task queue {wolf.task_queue!r} in namespace {wolf.client.namespace!r}"
+    if required:
+        raise Exit(3, f"no worker polls {where}: {START_A_WORKER}")
+    warning = f"no worker polls {where}; the session waits until one does: {START_A_WORKER}"
+    err().print(f"[yellow]warning:[/yellow] {literal(warning)}", markup=True)

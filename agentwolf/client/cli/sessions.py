@@ -1,0 +1,327 @@
+"""Session verbs: submit, follow, result, status, steer, interrupt, approve, deny, close, list."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from agentwolf.client.cli.common import Agent, ConfigOpt, Exit, Json, Tenant, err, out, verb
+from agentwolf.client.cli.connection import Connection
+from agentwolf.client.cli.errors import check_worker
+from agentwolf.client.cli.sources import check_agent, config_source, source_args
+
+if TYPE_CHECKING:
+    from agentwolf.client.wolf_client import WolfClient
+
+app = typer.Typer()
+
+
+def _prompt(text: str, what: str = "prompt") -> str:
+    if not text.strip():
+        raise Exit(2, f"the {what} is empty: say what the agent should do")
+    return text
+
+
+async def follow_events(wolf: WolfClient, session_id: str, as_json: bool, until_turn_end: bool) -> None:
+    """Stream the session's events (`live_view`); on Ctrl-C say how to reattach."""
+    import asyncio
+
+    from rich.text import Text
+
+    from agentwolf.client import live_view
+    from agentwolf.client.render import inert
+
+    if as_json:
+        err().print(inert(f"session {session_id}"))
+    else:
+        out().print(Text("session ", "dim") + Text(inert(session_id), "bold"))
+    try:
+        await live_view.follow(
+            wolf.events(session_id), out(), session_id, as_json=as_json, until_turn_end=until_turn_end
+        )
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        tenant = "" if wolf.tenant == "default" else f" --tenant {wolf.tenant}"
+        err().print(inert(f"detached; the session keeps running. Reattach: wolf follow {session_id}{tenant}"))
+        raise
+
+
+async def _print_result(wolf: WolfClient, sid: str, as_json: bool, *, quiet: bool = False) -> None:
+    from temporalio.client import WorkflowFailureError
+
+    from agentwolf.client.render import inert
+
+    try:
+        result = await wolf.result(sid)
+    except WorkflowFailureError as exc:
+        raise Exit(1, f"session {sid} failed: {exc.cause}") from None
+    if as_json:
+        out().print(result.model_dump_json(), soft_wrap=True)
+    elif not quiet:
+        out().print(inert(result.output or ""))
+    if result.outcome not in (None, "completed"):
+        raise Exit(1, f"session {sid} ended: {result.outcome}")
+
+
+@app.command()
+@verb
+async def submit(
+    prompt: str,
+    conn: Connection,
+    agent: Agent = "assistant",
+    config: ConfigOpt = None,
+    session: Annotated[str | None, typer.Option("--session", help="Session id (default: random).")] = None,
+    tenant: Tenant = "default",
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream the events.")] = False,
+    wait: Annotated[bool, typer.Option("--wait", "-w", help="Block until the result.")] = False,
+    keep: Annotated[bool, typer.Option("--keep", help="Keep the session open after its turn.")] = False,
+    pin: Annotated[
+        bool, typer.Option("--pin", help="Stay on the registry config's current version.")
+    ] = False,
+    as_json: Json = False,
+) -> None:
+    """Start a background task; prints its session id (last line).
+
+    With --json: {"session_id": ...}; with --wait, the result (it has the session id); with --follow,
+    the events as JSON Lines and the result last.
+
+    Example: wolf submit "What time is it in Tokyo?" --follow
+    """
+    text = _prompt(prompt)
+    source = config_source(config)
+    if not isinstance(source, str):
+        check_agent(source, agent)
+    wolf = await conn.client(tenant, start_local=True)
+    sid = await wolf.submit(text, agent, session_id=session, keep=keep, pinned=pin, **source_args(source))
+    await check_worker(wolf, required=False)
+    if follow:
+        await follow_events(wolf, sid, as_json, until_turn_end=keep)
+    if wait or follow:
+        await _print_result(wolf, sid, as_json, quiet=follow)
+        if as_json:
+            return
+    out().print(json.dumps({"session_id": sid}) if as_json else sid)
+
+
+@app.command()
+@verb
+async def follow(
+    session_id: str, conn: Connection, tenant: Tenant = "default", as_json: Json = False
+) -> None:
+    """Live stream of a session's events; Ctrl-C detaches and leaves the session running.
+
+    With --json: one JSON object per event (JSON Lines).
+
+    Example: wolf follow 3f2a9c1b7d4e --json
+    """
+    wolf = await conn.client(tenant)
+    await check_worker(wolf, required=False)
+    await follow_events(wolf, session_id, as_json, until_turn_end=False)
+
+
+@app.command()
+@verb
+async def result(
+    session_id: str, conn: Connection, tenant: Tenant = "default", as_json: Json = False
+) -> None:
+    """Wait for a session's result and print it (exit 1 if it did not complete).
+
+    Example: wolf result 3f2a9c1b7d4e --json
+    """
+    wolf = await conn.client(tenant)
+    await check_worker(wolf, required=False)
+    await _print_result(wolf, session_id, as_json)
+
+
+@app.command()
+@verb
+async def status(
+    session_id: str, conn: Connection, tenant: Tenant = "default", as_json: Json = False
+) -> None:
+    """A session's state, current turn and counters.
+
+    Example: wolf status 3f2a9c1b7d4e
+    """
+    from agentwolf.client.render import inert
+
+    wolf = await conn.client(tenant)
+    await check_worker(wolf, required=True)
+    st = await wolf.status(session_id)
+    if as_json:
+        out().print(st.model_dump_json(), soft_wrap=True)
+        return
+    c = st.counters
+    out().print(
+        inert(
+            f"{st.session_id} [{st.agent}] {st.state}  turns={c.turns} steps={c.steps} "
+            f"tokens={c.usage.total_tokens} tool_calls={c.usage.tool_calls} last={st.last_outcome}"
+        )
+    )
+
+
+async def _signal(
+    conn: Connection,
+    tenant: str,
+    session_id: str,
+    as_json: bool,
+    send: Callable[[WolfClient], Awaitable[None]],
+    *,
+    queries: bool = False,
+) -> None:
+    """Send what a signal verb sends; `queries`: it asks the session first, so it needs a worker now."""
+    wolf = await conn.client(tenant)
+    await check_worker(wolf, required=queries)
+    await send(wolf)
+    if as_json:
+        out().print(json.dumps({"ok": True, "session_id": session_id}))
+
+
+@app.command()
+@verb
+async def steer(
+    session_id: str, message: str, conn: Connection, tenant: Tenant = "default", as_json: Json = False
+) -> None:
+    """Inject a user message before the running turn's next model request.
+
+    Example: wolf steer 3f2a9c1b7d4e "use the staging database"
+    """
+    text = _prompt(message, "steering message")
+    await _signal(conn, tenant, session_id, as_json, lambda w: w.steer(session_id, text), queries=True)
+
+
+@app.command()
+@verb
+async def interrupt(
+    session_id: str,
+    conn: Connection,
+    reason: Annotated[str | None, typer.Option("--reason", help="Shown in the session's events.")] = None,
+    tenant: Tenant = "default",
+    as_json: Json = False,
+) -> None:
+    """Cancel the running turn; the session goes idle with a valid transcript.
+
+    Example: wolf interrupt 3f2a9c1b7d4e --reason "taking too long"
+    """
+    await _signal(conn, tenant, session_id, as_json, lambda w: w.interrupt(session_id, reason))
+
+
+@app.command()
+@verb
+async def approve(
+    session_id: str,
+    call_id: str,
+    conn: Connection,
+    always: Annotated[
+        bool, typer.Option("--always", help="Allow this tool for the rest of the session.")
+    ] = False,
+    tenant: Tenant = "default",
+    as_json: Json = False,
+) -> None:
+    """Let a tool call that waits for approval run.
+
+    Example: wolf approve 3f2a9c1b7d4e call_0 --always
+    """
+    await _signal(
+        conn,
+        tenant,
+        session_id,
+        as_json,
+        lambda w: w.approve(session_id, call_id, always=always),
+        queries=True,
+    )
+
+
+@app.command()
+@verb
+async def deny(
+    session_id: str,
+    call_id: str,
+    conn: Connection,
+    reason: Annotated[str | None, typer.Option("--reason", help="What the model is told.")] = None,
+    tenant: Tenant = "default",
+    as_json: Json = False,
+) -> None:
+    """Refuse a tool call that waits for approval; the model sees the refusal.
+
+    Example: wolf deny 3f2a9c1b7d4e call_0 --reason "not on production"
+    """
+    await _signal(
+        conn, tenant, session_id, as_json, lambda w: w.deny(session_id, call_id, reason), queries=True
+    )
+
+
+@app.command()
+@verb
+async def close(session_id: str, conn: Connection, tenant: Tenant = "default", as_json: Json = False) -> None:
+    """Finish a session.
+
+    Example: wolf close 3f2a9c1b7d4e
+    """
+    await _signal(conn, tenant, session_id, as_json, lambda w: w.close(session_id))
+
+
+class State(StrEnum):
+    idle = "idle"
+    running = "running"
+    waiting_approval = "waiting_approval"
+    done = "done"
+
+
+@app.command("list")
+@verb
+async def list_sessions(
+    conn: Connection,
+    state: Annotated[State | None, typer.Option("--state", help="Only sessions in this state.")] = None,
+    agent: Annotated[str | None, typer.Option("--agent", "-a", help="Only this agent's sessions.")] = None,
+    config: Annotated[str | None, typer.Option("--config", "-c", help="Registry config name.")] = None,
+    tenant: Tenant = "default",
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 50,
+    as_json: Json = False,
+) -> None:
+    """Sessions of a tenant, newest first (Temporal visibility).
+
+    A table in a terminal; tab-separated values with a header line when piped (ids never cut);
+    --json: one array.
+
+    Example: wolf list --state idle | cut -f1
+    """
+    from agentwolf.client.render import inert
+
+    wolf = await conn.client(tenant)
+    sessions = await wolf.list_sessions(
+        state=state.value if state else None, agent=agent, config=config, limit=limit
+    )
+    if as_json:
+        out().print(json.dumps([s.model_dump(mode="json") for s in sessions]))
+        return
+    header = ("session", "agent", "state", "status", "parent", "config", "started")
+    rows = [
+        tuple(
+            inert(cell)
+            for cell in (
+                s.session_id,
+                s.agent or "",
+                s.state or "",
+                s.status,
+                s.parent or "",
+                s.config or "",
+                s.started.strftime("%Y-%m-%d %H:%M:%S") if s.started else "",
+            )
+        )
+        for s in sessions
+    ]
+    if not sys.stdout.isatty():
+        for row in (header, *rows):
+            print("\t".join(cell.replace("\t", " ") for cell in row))
+        return
+    from rich.table import Table
+
+    table = Table(*header, box=None)
+    table.columns[0].no_wrap = True
+    for row in rows:
+        table.add_row(*row)
+    out().print(table)

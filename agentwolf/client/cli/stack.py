@@ -1,0 +1,184 @@
+"""Running AgentWolf: `worker` (any cluster), the embedded local stack (`up`, `down`, `dev`), `serve`
+(HTTP front ends) and `setup` (a cluster namespace's search attributes)."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Annotated, Any
+
+import typer
+
+from agentwolf.client.cli.common import ConfigOpt, Exit, Json, err, out, verb
+from agentwolf.client.cli.connection import Connection
+from agentwolf.defaults import TASK_QUEUE
+
+app = typer.Typer()
+
+TaskQueue = Annotated[str, typer.Option("--task-queue", help="The workers' task queue.")]
+DEV_STOP_GRACE = 0.8
+"""Seconds `wolf dev` gives each process to stop after Ctrl-C before killing it (both within 2 s)."""
+
+
+@app.command()
+@verb
+async def worker(
+    conn: Connection,
+    task_queue: TaskQueue = TASK_QUEUE,
+    tenant: Annotated[
+        str | None,
+        typer.Option(
+            "--tenant", help="Serve only this tenant, in its namespace when WOLF_TENANT_NAMESPACES maps one."
+        ),
+    ] = None,
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            "--policy", help="Worker policy file (default: $WOLF_POLICY, else $WOLF_HOME/policy.yaml)."
+        ),
+    ] = None,
+) -> None:
+    """Run a worker in the foreground (for any Temporal cluster); a worker serves one namespace.
+
+    Example: wolf worker --profile prod --task-queue agentwolf
+    """
+    from agentwolf.tenants import check_tenant, namespace_for
+    from agentwolf.worker.__main__ import configure_logging, serve
+
+    configure_logging()
+    if tenant:
+        check_tenant(tenant)
+    # The worker connects through envconfig too: the flags it has no parameter for go by environment.
+    for name, value in (("TEMPORAL_PROFILE", conn.profile), ("TEMPORAL_API_KEY", conn.api_key)):
+        if value:
+            os.environ[name] = value
+    if conn.tls is not None:
+        os.environ["TEMPORAL_TLS"] = "true" if conn.tls else "false"
+    namespace = (namespace_for(tenant) if tenant else None) or conn.namespace
+    await serve(conn.address, namespace, task_queue, tenant=tenant, policy=policy)
+
+
+@app.command()
+@verb
+async def up(as_json: Json = False) -> None:
+    """Start the embedded local stack (dev server on SQLite + a worker) in the background.
+
+    Example: wolf up --json
+    """
+    from agentwolf.client import local_stack
+
+    st = local_stack.up()
+    info: dict[str, Any] = {
+        "address": st.address,
+        "ui": st.ui,
+        "server_pid": st.server_pid,
+        "worker_pid": st.worker_pid,
+        "started": st.started,
+        "data": str(local_stack.data_dir()),
+    }
+    if st.changed:
+        info["restarted_worker_because"] = f"{', '.join(st.changed)} changed since it started"
+    out().print(json.dumps(info) if as_json else "\n".join(f"{k}: {v}" for k, v in info.items()))
+
+
+@app.command()
+@verb
+async def down(as_json: Json = False) -> None:
+    """Stop the embedded local stack.
+
+    Example: wolf down
+    """
+    from agentwolf.client import local_stack
+
+    stopped = local_stack.down()
+    out().print(
+        json.dumps({"stopped": stopped})
+        if as_json
+        else f"stopped: {', '.join(stopped) or 'nothing was running'}"
+    )
+
+
+@app.command()
+@verb
+async def dev() -> None:
+    """The embedded local stack in the foreground until Ctrl-C.
+
+    Example: wolf dev
+    """
+    import asyncio
+
+    from agentwolf.client import local_stack
+
+    st = local_stack.up()
+    out().print(f"server {st.address}, UI {st.ui}, worker pid {st.worker_pid}; Ctrl-C stops both")
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:  # Ctrl-C: how `dev` is meant to end (exit 0)
+        pass
+    finally:
+        out().print(f"stopped: {', '.join(local_stack.down(timeout=DEV_STOP_GRACE)) or 'nothing'}")
+
+
+@app.command()
+@verb
+async def serve(
+    conn: Connection,
+    host: Annotated[
+        str, typer.Option("--host", help="Address to bind (non-loopback needs API keys).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port")] = 8088,
+    config: ConfigOpt = None,
+    tenant: Annotated[str, typer.Option("--tenant", help="The tenant of --no-auth requests.")] = "default",
+    no_auth: Annotated[
+        bool, typer.Option("--no-auth", help="Serve without API keys (loopback only).")
+    ] = False,
+    policy: Annotated[str | None, typer.Option("--policy", help="Policy file with `api_keys:`.")] = None,
+    task_queue: TaskQueue = TASK_QUEUE,
+) -> None:
+    """Serve agents over HTTP: OpenAI-compatible /v1 and AG-UI /agui (API keys from WOLF_API_KEYS or
+    the policy).
+
+    Example: wolf serve --no-auth --port 8088
+    """
+    from agentwolf.client.cli.sources import config_source
+    from agentwolf.config.policy import load_policy
+    from agentwolf.protocols.auth import ApiKeys
+
+    try:
+        from agentwolf.protocols.main import BindingRefused, check_binding
+        from agentwolf.protocols.main import serve as run_server
+    except ImportError as exc:
+        raise Exit(
+            2, f"wolf serve needs its extra: pip install 'agentwolf[serve]' ({exc.name} is missing)"
+        ) from None
+    try:
+        keys = ApiKeys.load(load_policy(policy).api_keys)
+        check_binding(host, keys, no_auth)
+    except (ValueError, BindingRefused) as exc:
+        raise Exit(2, str(exc)) from None
+    source = config_source(config)
+    wolf = await conn.client(tenant, start_local=True, task_queue=task_queue)
+    err().print(f"serving on http://{host}:{port} (OpenAI: /v1, AG-UI: /agui/AGENT); Ctrl-C stops")
+    await run_server(wolf, source, keys, host=host, port=port, no_auth=no_auth)
+
+
+@app.command()
+@verb
+async def setup(conn: Connection, as_json: Json = False) -> None:
+    """Register AgentWolf's search attributes on a namespace of your cluster (idempotent).
+
+    The embedded local stack registers them itself; a cluster's namespace needs this once.
+
+    Example: wolf setup --profile prod --namespace agents
+    """
+    from agentwolf.client.setup import register_search_attributes
+
+    wolf = await conn.client("default")
+    added = await register_search_attributes(wolf.client)
+    namespace = wolf.client.namespace
+    if as_json:
+        out().print(json.dumps({"namespace": namespace, "added": added}))
+    elif added:
+        out().print(f"registered {', '.join(added)} on namespace {namespace}")
+    else:
+        out().print(f"namespace {namespace} already has AgentWolf's search attributes")
