@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -243,3 +244,33 @@ async def test_the_readme_example_runs_and_the_readme_shows_it(env):
     stdout, stderr = await asyncio.wait_for(run.communicate(), 120)
     assert run.returncode == 0, stderr.decode()
     assert stdout.decode().strip() == "Done: noted (1 so far)"
+
+
+def test_wolf_up_runs_the_worker_with_its_plugins(tmp_path, monkeypatch, notes):
+    """`wolf up --plugin` starts the local worker with them and restarts it when they change; an
+    implicit `up` (plugins None) keeps the running worker's; a plugin that cannot load starts nothing."""
+    import socket
+
+    from agentwolf.client import local_stack
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("PYTHONPATH", str(EXAMPLES))
+    with socket.socket() as listener:  # stands in for the server, so `up` starts only the worker
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        monkeypatch.setenv("WOLF_HOME", str(home))
+        monkeypatch.setenv("WOLF_LOCAL_ADDRESS", f"127.0.0.1:{listener.getsockname()[1]}")
+        try:
+            first = local_stack.up(plugins=["notes_plugin"])
+            cmdline = json.loads((home / "worker.pid").read_text())["cmdline"]
+            assert first.started == ["worker"] and cmdline[-2:] == ["--plugin", "notes_plugin"]
+            assert local_stack.up().started == []
+            assert local_stack.up(plugins=["notes_plugin"]).started == []
+            without = local_stack.up(plugins=[])
+            assert without.changed == ["--plugin"] and without.worker_pid != first.worker_pid
+            with pytest.raises(PluginError, match="no_such_plugin_module"):
+                local_stack.up(plugins=["no_such_plugin_module"])
+            assert local_stack.up().worker_pid == without.worker_pid
+        finally:
+            assert local_stack.down() == ["worker"]

@@ -14,8 +14,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agentwolf.client.devserver import start_dev_command
 from agentwolf.paths import data_dir
@@ -102,7 +104,8 @@ class StackStatus:
     worker_pid: int | None
     started: list[str]
     changed: list[str] = field(default_factory=list)
-    """The model environment variables that changed since the running worker started (it was restarted)."""
+    """The model environment variables (or `--plugin`, the plugin list) that changed since the running
+    worker started (it was restarted)."""
 
 
 MODEL_ENV = ("WOLF_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "WOLF_POLICY")
@@ -116,16 +119,31 @@ def _model_env() -> dict[str, str]:
     }
 
 
-def _env_changes(env_file: Path) -> list[str]:
+PLUGINS = "--plugin"
+"""The key of the worker's plugin modules in worker.env (names, not secrets: kept as written)."""
+
+
+def _recorded(env_file: Path) -> dict[str, Any]:
     try:
         recorded = json.loads(env_file.read_text())
     except (OSError, ValueError):
-        return []
-    return [name for name, digest in _model_env().items() if recorded.get(name, digest) != digest]
+        return {}
+    return recorded if isinstance(recorded, dict) else {}
 
 
-def up(timeout: float = 30.0) -> StackStatus:
-    """Start whatever of (server, worker) is not running; idempotent."""
+def _env_changes(recorded: dict[str, Any], plugins: list[str]) -> list[str]:
+    changed = [name for name, digest in _model_env().items() if recorded.get(name, digest) != digest]
+    return changed + ([PLUGINS] if recorded.get(PLUGINS, plugins) != plugins else [])
+
+
+def up(timeout: float = 30.0, plugins: Sequence[str] | None = None) -> StackStatus:
+    """Start whatever of (server, worker) is not running; idempotent. `plugins`: the worker's plugin
+    modules (a running worker with others is restarted); None keeps those it was last started with.
+    They are imported here first, so one that cannot load raises PluginError before anything starts."""
+    if plugins:
+        from agentwolf.plugins import load_plugins
+
+        load_plugins(plugins, entry_points=())
     home = data_dir()
     address = local_address()
     started = []
@@ -141,15 +159,18 @@ def up(timeout: float = 30.0) -> StackStatus:
                 raise TimeoutError(f"the Temporal dev server did not start; see {home / 'server.log'}")
             time.sleep(0.2)
     worker = _ours(home / "worker.pid")
-    changed = _env_changes(home / "worker.env") if worker else []
+    recorded = _recorded(home / "worker.env")
+    wanted = list(plugins) if plugins is not None else list(recorded.get(PLUGINS, []))
+    changed = _env_changes(recorded, wanted) if worker else []
     if worker is not None and changed:  # it would keep building models from the old environment
         _stop(home / "worker.pid", worker)
         worker = None
     worker_pid = worker.pid if worker else None
     if worker is None:
         cmd = [sys.executable, "-m", "agentwolf.worker", "--address", address]
+        cmd += [arg for module in wanted for arg in (PLUGINS, module)]
         worker_pid = _spawn(cmd, home / "worker.log", home / "worker.pid")
-        (home / "worker.env").write_text(json.dumps(_model_env()))
+        (home / "worker.env").write_text(json.dumps({**_model_env(), PLUGINS: wanted}))
         started.append("worker")
     return StackStatus(address, ui_url(address), server_pid, worker_pid, started, changed)
 
