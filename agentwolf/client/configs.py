@@ -133,4 +133,5 @@ class ConfigMethods:
         except WorkflowQueryFailedError as exc:
             raise ValueError(str(exc)) from None
         except WorkflowUpdateFailedError as exc:
-            raise ValueError(str(exc.cause)) from None
+            # The registry's own sentence: str() of an ApplicationError prefixes its type (ValueError: ...).
+            raise ValueError(getattr(exc.cause, "message", str(exc.cause))) from None

@@ -1,0 +1,111 @@
+"""How fast `wolf` starts, against what Python itself costs.
+
+`python bench/cli_start.py [--runs 5]` prints the median wall time of `wolf --help` vs `python -c pass`
+(goal: <= 3x), and of `wolf status ID` against a running dev server (with a worker and an idle
+session) vs `python -c "import temporalio.client"` (goal: <= 1.3x), as ratios. The dev server runs
+on a free port with a throwaway database and stops at the end, with its worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from agentwolf.client.devserver import start_dev_command
+from agentwolf.client.local_stack import listening
+from agentwolf.client.wolf_client import WolfClient
+
+WOLF = str(Path(sys.executable).parent / "wolf")
+BUNDLED = Path(__file__).resolve().parents[1] / "agentwolf" / "examples" / "wolf.yaml"
+
+
+def median_wall(cmd: list[str], runs: int, env: dict[str, str]) -> float:
+    """Median seconds of `runs` runs of `cmd` (output discarded; a failure stops the bench)."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def idle_session(address: str) -> str:
+    wolf = await WolfClient.connect(address)
+    sid = await wolf.start_session("assistant", BUNDLED)
+    await wolf.status(sid)  # the worker answers: what `wolf status` will ask
+    return sid
+
+
+def report(name: str, ours: float, base: float, base_name: str, goal: float) -> None:
+    ratio = ours / base
+    verdict = "meets" if ratio <= goal else "misses"
+    times = f"{ours * 1000:.0f} ms vs {base_name} {base * 1000:.0f} ms"
+    print(f"{name}: {times} = {ratio:.2f}x ({verdict} the {goal}x goal)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    runs = parser.parse_args().runs
+    env = {**os.environ, "NO_COLOR": "1"}
+    for name in ("TEMPORAL_ADDRESS", "TEMPORAL_PROFILE", "TEMPORAL_NAMESPACE"):
+        env.pop(name, None)
+    report(
+        "wolf --help",
+        median_wall([WOLF, "--help"], runs, env),
+        median_wall([sys.executable, "-c", "pass"], runs, env),
+        "python -c pass",
+        3.0,
+    )
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    data = tempfile.TemporaryDirectory()
+    cmd = start_dev_command(port, str(Path(data.name) / "temporal.db"), ui=False)
+    server = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    worker = None
+    try:
+        deadline = time.monotonic() + 30
+        while not listening(address):
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise SystemExit("the dev server did not start")
+            time.sleep(0.1)
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "agentwolf.worker", "--address", address],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**env, "WOLF_MODEL": "local:demo"},
+        )
+        sid = asyncio.run(idle_session(address))
+        report(
+            "wolf status",
+            median_wall([WOLF, "status", sid, "--address", address], runs, env),
+            median_wall([sys.executable, "-c", "import temporalio.client"], runs, env),
+            "import temporalio.client",
+            1.3,
+        )
+    finally:
+        for proc in (worker, server):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(15)
+        data.cleanup()
+
+
+if __name__ == "__main__":
+    main()

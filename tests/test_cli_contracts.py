@@ -1,0 +1,112 @@
+"""The CLI's contracts: help and version, exit codes for bad input, one JSON document per `--json`,
+TSV when piped, error sentences, and `wolf config schema`."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import typer.main
+import yaml
+
+from agentwolf.client.cli import app
+from agentwolf.client.cli.sources import BUNDLED_CONFIG
+from tests.test_cli import _scripted_manifest, _wolf
+
+
+def _commands(group=None, prefix=""):
+    group = group or typer.main.get_command(app)
+    for name, command in group.commands.items():
+        if hasattr(command, "commands"):
+            yield from _commands(command, f"{prefix}{name} ")
+        else:
+            yield f"{prefix}{name}", command
+
+
+def test_every_verb_has_an_example_in_its_help():
+    verbs = dict(_commands())
+    assert {"submit", "status", "list", "setup", "config schema", "payloads gc"} <= set(verbs)
+    missing = [name for name, command in verbs.items() if "Example: wolf " not in (command.help or "")]
+    assert not missing
+
+
+async def test_version_short_help_and_completion():
+    version = await _wolf(None, "--version")
+    assert version.returncode == 0 and version.stdout.startswith("wolf ")
+    short = await _wolf(None, "status", "-h")
+    assert short.returncode == 0 and "Example: wolf status" in short.stdout and "--profile" in short.stdout
+    top = await _wolf(None, "-h")
+    assert "--install-completion" in top.stdout
+
+
+async def test_bad_input_exits_2_with_a_sentence(tmp_path):
+    bogus = await _wolf("127.0.0.1:1", "list", "--state", "bogus")
+    assert bogus.returncode == 2 and "bogus" in bogus.stderr
+    for args in (("submit", "  "), ("steer", "some-session", "")):
+        run = await _wolf("127.0.0.1:1", *args)  # refused before connecting: no server needed
+        assert run.returncode == 2, (args, run.stderr)
+        assert "is empty" in run.stderr and "Traceback" not in run.stderr
+
+
+async def test_config_schema_is_one_document_the_bundled_config_validates_against():
+    compact = await _wolf(None, "config", "schema", "--json")
+    assert compact.returncode == 0 and len(compact.stdout.strip().splitlines()) == 1
+    schema = json.loads(compact.stdout)
+    pretty = await _wolf(None, "config", "schema")
+    assert json.loads(pretty.stdout) == schema
+    jsonschema.validate(yaml.safe_load(BUNDLED_CONFIG.read_text()), schema)
+    try:
+        jsonschema.validate({"agents": {"a": {"modle": "x"}}}, schema)
+    except jsonschema.ValidationError as exc:
+        assert "modle" in exc.message
+    else:
+        raise AssertionError("a misspelt key passed the schema")
+
+
+async def test_list_is_tsv_when_piped_json_is_one_document_and_errors_are_sentences(client, tmp_path):
+    from agentwolf.worker.main import TASK_QUEUE, create_worker
+    from tests.conftest import wait_for
+    from tests.support.models import Script, text
+
+    address = client.service_client.config.target_host
+    config = str(_scripted_manifest(tmp_path))
+    script = Script(lambda s: text("hi"))
+    worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
+    tenant = ("--tenant", "piped")
+    async with worker:
+        sid = "a-long-session-id-that-a-table-would-cut-0123456789"
+        done = await _wolf(
+            address, "submit", "x", "-a", "a", "-c", config, "--session", sid, "--wait", "--json", *tenant
+        )
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["session_id"] == sid  # exactly one document
+
+        async def tsv_rows():
+            run = await _wolf(address, "list", *tenant)
+            return [line.split("\t") for line in run.stdout.splitlines()]
+
+        rows = await wait_for(lambda: _with(tsv_rows(), sid), timeout=20)
+        assert rows[0][:3] == ["session", "agent", "state"] and [sid, "a", "done"] == rows[1][:3]
+        listed = await _wolf(address, "list", "--json", *tenant)
+        assert [s["session_id"] for s in json.loads(listed.stdout)] == [sid]
+
+        name = f"cfg-{tmp_path.name[-8:]}"
+        pushed = await _wolf(address, "config", "push", name, config, "--json", *tenant)
+        assert json.loads(pushed.stdout)["version"] == 1, pushed.stderr
+        rollback = await _wolf(address, "config", "rollback", name, "99", *tenant)
+        assert rollback.returncode == 2
+        assert "has no version 99" in rollback.stderr
+        assert "Error:" not in rollback.stderr and "Traceback" not in rollback.stderr, rollback.stderr
+        await hosts.close()
+
+
+async def _with(rows, sid):
+    found = await rows
+    return found if any(row[0] == sid for row in found[1:]) else None
+
+
+async def test_unknown_profile_is_a_usage_error(tmp_path):
+    config = tmp_path / "temporal.toml"
+    config.write_text('[profile.other]\naddress = "127.0.0.1:1"\n')
+    run = await _wolf(None, "status", "x", "--profile", "missing", TEMPORAL_CONFIG_FILE=str(config))
+    assert run.returncode == 2 and "missing" in run.stderr and "Traceback" not in run.stderr, run.stderr
