@@ -30,6 +30,8 @@ from agentwolf.workflows.types import Prompt, TurnOutcome, TurnSnapshot, Usage
 
 M = TypeVar("M", bound=BaseModel)
 
+SESSION_WORKFLOW = "SessionWorkflow"  # the workflow type: teams and subagents start it as children
+
 COMPILE_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1))
 MODEL_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=6

@@ -1,0 +1,177 @@
+"""The session workflow's state and the helpers every part of it uses.
+
+`SessionWorkflow` (session.py) is built in layers: this core (state, events, config), tool routing
+and approvals (tools.py), the turn loop (loop.py), and the workflow class itself with its run loop
+and handlers.
+
+Imported passed through, like turn.py: its classes are created once per process, not re-created for
+every run by the sandbox (about 10 KB per cached session as sandboxed modules). The sandbox does not
+watch this code, so it calls only `workflow.*` and deterministic helpers; an import-linter contract
+keeps clock, randomness, environment and I/O modules out of it (docs/architecture.md, "Durability
+rules the code relies on").
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from pydantic_ai.messages import ModelMessage, ToolCallPart, ToolReturnPart
+from temporalio import workflow
+
+from agentwolf.activities.types import EMPTY_DIGEST, CompiledAgent, HostRef, SkillInfo, chain_digest
+from agentwolf.config.manifest import AgentConfig, Limits
+from agentwolf.workflows.turn import CUT_MARK, EVENT_TEXT_LIMIT, MODEL_TEXT_LIMIT, Staleness, Turn, shared
+from agentwolf.workflows.types import (
+    EVENTS_TOPIC,
+    STATE_ATTR,
+    ConfigUpdate,
+    Event,
+    Prompt,
+    SessionInput,
+    SessionState,
+    TurnOutcome,
+)
+
+if TYPE_CHECKING:
+    from agentwolf.workflows.stream import SessionStream
+
+
+class SessionCore:
+    """A session's state, kept across its turns and carried over by continue-as-new."""
+
+    def __init__(self, inp: SessionInput, stream: SessionStream) -> None:
+        # Sessions of one config share its manifest and compiled agent (`shared`). Replaced in the
+        # input itself: the SDK and `run` hold it for the whole run.
+        inp.manifest = shared(inp.manifest)
+        if inp.compiled is not None:
+            inp.compiled = shared(inp.compiled)
+        self.inp = inp
+        self.stream = stream
+        self.events = stream.topic(EVENTS_TOPIC, type=Event)
+        self.transcript: list[ModelMessage] = list(inp.transcript)
+        self.digest = chain_digest(EMPTY_DIGEST, self.transcript)
+        # What the workers were last sent: the next model request carries only what follows.
+        self.synced_len = len(self.transcript)
+        self.synced_digest = self.digest
+        self.compiled: CompiledAgent | None = inp.compiled
+        self.counters = inp.counters.model_copy(deep=True)
+        self.queue: list[Prompt] = list(inp.queue)
+        self.steers: list[str] = list(inp.steers)
+        self.last_output = inp.last_output
+        self.last_outcome: TurnOutcome | None = inp.last_outcome
+        self.state: SessionState = "idle"
+        self.turn_id: str | None = None
+        self.step = 0
+        self.closing = False
+        self.turns_this_run = 0
+        self.turn_task: asyncio.Task[None] | None = None
+        self.interrupt_reason: str | None = None
+        self.interrupt_requested: str | None = None
+        self.tool_ms: dict[str, int] = {}  # each tool's last call duration (workflow time: replay-safe)
+        self.resume = inp.resume
+        """A turn to resume first: it continued as new while waiting for approval."""
+        self.turn: Turn | None = None
+        self.prompt_running: Prompt | None = None
+        self.pending_approvals = {p.call_id: p for p in inp.resume.pending_approvals} if inp.resume else {}
+        self.decisions = dict(inp.resume.decisions) if inp.resume else {}
+        self.always_allowed: set[str] = set(inp.always_allowed)
+        self.next_config: ConfigUpdate | None = inp.next_config
+        self.stale = Staleness()
+        """Why the compiled agent is out of date (recompiled before the next model request)."""
+        self.active_skills: list[str] = list(inp.resume.active_skills) if inp.resume else []
+        """Skills loaded this turn: their `allowed-tools` limit the tools, their MCP servers join."""
+        if inp.prompt is not None and not inp.transcript and self.counters.turns == 0 and not self.queue:
+            self.queue.append(Prompt(turn_id=self._next_turn_id(), text=inp.prompt))
+
+    def _apply_config(self) -> None:
+        """Switch to a pushed config version; recompile only if this agent's effective config changed."""
+        update, self.next_config = self.next_config, None
+        if update is None:
+            return
+        old = self.inp.manifest
+        agent = self.inp.agent
+        if agent not in update.manifest.agents and agent not in update.manifest.teams:
+            self._publish(
+                "config_changed",
+                text=f"config {update.name} v{update.version} has no agent {agent!r}: "
+                f"staying on v{self.inp.config_version}",
+                outcome="refused",
+            )
+            return
+        self.inp = self.inp.model_copy(
+            update={"manifest": shared(update.manifest), "config_version": update.version}
+        )
+        changed = old.agent_identity(self.inp.agent) != update.manifest.agent_identity(self.inp.agent)
+        if changed:
+            self.compiled = None
+        self._publish(
+            "config_changed",
+            text=f"config {update.name} v{update.version}: "
+            + ("this agent changed, recompiling" if changed else "this agent is unchanged"),
+            outcome="recompile" if changed else "unchanged",
+        )
+
+    def _interrupt(self, reason: str) -> None:
+        """Ask the run loop to cancel the running turn (`_await_turn`), after this activation's results."""
+        if self.turn_task is not None and not self.turn_task.done():
+            self.interrupt_requested = reason
+
+    def _check_interrupted(self) -> None:
+        """An interrupt whose cancel an operation outlived (it completed anyway) still ends the turn."""
+        if self.interrupt_reason is not None:
+            raise asyncio.CancelledError()
+
+    def _append(self, message: ModelMessage) -> None:
+        self.transcript.append(message)
+        self.digest = chain_digest(self.digest, [message])
+
+    def _tool_return(self, call: ToolCallPart, content: str, outcome: str) -> ToolReturnPart:
+        return ToolReturnPart(
+            tool_name=call.tool_name,
+            content=content,
+            tool_call_id=call.tool_call_id,
+            timestamp=workflow.now(),
+            outcome=outcome,  # type: ignore[arg-type]
+        )
+
+    def _publish(self, kind: str, text: str | None = None, **fields: object) -> None:
+        """Events stay small whatever the payloads: texts are cut; the transcript has them whole.
+        A model's text is the answer followers render (its deltas must join to it): cut far later.
+        (Every follower's poll records the events it reads in history: the turn's output, which
+        repeats the last model text, keeps the short cut; `result`/status have it whole.)"""
+        limit = MODEL_TEXT_LIMIT if kind == "model_text" else EVENT_TEXT_LIMIT
+        if text is not None and len(text) > limit:
+            text = f"{text[:limit]}{CUT_MARK.format(len(text))}"
+        event = Event(kind=kind, at=workflow.now(), turn_id=self.turn_id, step=self.step, text=text, **fields)
+        self.events.publish(event)
+
+    def _set_state(self, state: SessionState) -> None:
+        if state != self.state:
+            workflow.upsert_search_attributes([STATE_ATTR.value_set(state)])
+        self.state = state
+
+    def _next_turn_id(self) -> str:
+        self.counters.turn_seq += 1
+        return f"turn-{self.counters.turn_seq}"
+
+    def _busy(self) -> bool:
+        """A turn is under way (running, or waiting for a person's approval)."""
+        return self.state in ("running", "waiting_approval")
+
+    def _agent_config(self) -> AgentConfig:
+        return self.inp.manifest.agents.get(self.inp.agent) or AgentConfig()
+
+    def _limits(self) -> Limits:
+        return self._agent_config().limits
+
+    def _ref(self) -> HostRef:
+        return HostRef(
+            config_id=self.inp.manifest.identity,
+            tenant=self.inp.tenant,
+            workflow_id=workflow.info().workflow_id,
+        )
+
+    def _active_skill_infos(self) -> list[SkillInfo]:
+        compiled = self.compiled
+        return [info for n in self.active_skills if compiled and (info := compiled.skill(n))]

@@ -1,0 +1,392 @@
+"""Tool routing and approvals: where each tool call runs (MCP server, skill reader, child session,
+the session's own transcript), under the agent's permission rules, and the wait for a person's answer
+when a rule says `confirm`.
+
+Imported passed through, like turn.py: its classes are created once per process, not re-created for
+every run by the sandbox (about 10 KB per cached session as sandboxed modules). The sandbox does not
+watch this code, so it calls only `workflow.*` and deterministic helpers; an import-linter contract
+keeps clock, randomness, environment and I/O modules out of it (docs/architecture.md, "Durability
+rules the code relies on").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+from datetime import timedelta
+from typing import Any
+
+from pydantic_ai.messages import ModelRequest, ToolCallPart, ToolReturnPart
+from temporalio import workflow
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ChildWorkflowError, is_cancelled_exception
+from temporalio.workflow import ChildWorkflowCancellationType
+
+from agentwolf.activities.types import (
+    SESSION,
+    SKILLS,
+    SUBAGENTS,
+    CompiledAgent,
+    SkillReadInput,
+    ToolCallInput,
+    ToolCallOutput,
+    ToolSpec,
+)
+from agentwolf.workflows.core import SessionCore
+from agentwolf.workflows.turn import (
+    CHILD_IDS,
+    HEARTBEAT_TIMEOUT,
+    LOCAL_TOOL_CALLS,
+    PAGE_HEADER,
+    SAFE_LOCAL_CALLS,
+    SESSION_WORKFLOW,
+    TOOL_RETRY,
+    WAIT_CHILDREN,
+    cause_message,
+    event_args,
+    shared_names,
+)
+from agentwolf.workflows.types import (
+    AGENT_ATTR,
+    PARENT_ATTR,
+    STATE_ATTR,
+    TENANT_ATTR,
+    Approval,
+    PendingApproval,
+    SessionInput,
+    SessionResult,
+    workflow_id,
+)
+
+
+class ToolRouting(SessionCore):
+    """Runs one tool call where it belongs and records how it ended."""
+
+    async def _call_tool(
+        self,
+        compiled: CompiledAgent,
+        call: ToolCallPart,
+        index: int,
+        key: str,
+        finished: dict[int, ToolReturnPart],
+    ) -> ToolReturnPart:
+        spec = compiled.tool(call.tool_name)
+        self._publish(
+            "tool_call_started", tool=call.tool_name, call_id=call.tool_call_id, args=event_args(call)
+        )
+        started = workflow.now()
+        outcome: str | None = None
+        try:
+            arguments = call.args_as_dict(raise_if_invalid=True)
+        except ValueError as exc:
+            result = ToolCallOutput(content=f"invalid JSON arguments: {exc}", is_error=True)
+        except AssertionError:  # JSON, but not an object
+            result = ToolCallOutput(
+                content=f"arguments must be a JSON object, not {call.args!r:.200}", is_error=True
+            )
+        else:
+            result, outcome = await self._route_call(compiled, spec, call, index, key, arguments)
+        outcome = outcome or ("failed" if result.is_error else "success")
+        part = self._tool_return(call, result.content, outcome)
+        finished[index] = part
+        self._publish(
+            "tool_call_finished",
+            tool=call.tool_name,
+            call_id=call.tool_call_id,
+            duration_ms=int((workflow.now() - started).total_seconds() * 1000),
+            outcome=outcome,
+            text=result.content,
+        )
+        return part
+
+    async def _route_call(
+        self,
+        compiled: CompiledAgent,
+        spec: ToolSpec | None,
+        call: ToolCallPart,
+        index: int,
+        key: str,
+        arguments: dict[str, Any],
+    ) -> tuple[ToolCallOutput, str | None]:
+        """Run the call where it belongs; outcome `denied` when allowed-tools, a rule or a person
+        refused it."""
+        if spec is None:
+            return ToolCallOutput(content=f"unknown tool {call.tool_name!r}", is_error=True), None
+        offered = self._offered(compiled)
+        if offered is not None and spec.name not in offered:
+            skills = ", ".join(self.active_skills)
+            return ToolCallOutput(
+                content=f"{spec.name} is not allowed while {skills} is active", is_error=True
+            ), "denied"
+        if spec.server == SESSION:  # reads this session's own transcript: nothing to permit
+            return self._read_tool_output(compiled, arguments), None
+        refusal = await self._permission(compiled, spec, call, key, arguments)
+        if refusal is not None:
+            return ToolCallOutput(content=refusal, is_error=True), "denied"
+        if spec.server == SKILLS:
+            return await self._skill_tool(compiled, spec, arguments), None
+        if spec.server == SUBAGENTS:
+            return await self._delegate(compiled, call, index, arguments), None
+        return await self._mcp_call(spec, call, arguments), None
+
+    def _read_tool_output(self, compiled: CompiledAgent, arguments: dict[str, Any]) -> ToolCallOutput:
+        """A page of a tool result the model was sent cut (the transcript holds it whole)."""
+        call_id, offset = arguments.get("call_id"), arguments.get("offset", 0)
+        if not isinstance(offset, int) or offset < 0:
+            return ToolCallOutput(
+                content="read_tool_output needs a non-negative integer `offset`", is_error=True
+            )
+        found = [
+            p
+            for m in self.transcript
+            if isinstance(m, ModelRequest)
+            for p in m.parts
+            if isinstance(p, ToolReturnPart) and p.tool_call_id == call_id
+        ]
+        if not found:
+            return ToolCallOutput(
+                content=f"no tool result with call_id {call_id!r} in this session", is_error=True
+            )
+        content = str(found[-1].content)
+        end = min(
+            offset + compiled.tool_output_chars - PAGE_HEADER, len(content)
+        )  # the page is not cut again
+        page = content[offset:end]
+        more = f"; read on with offset={end}" if end < len(content) else "; that is the end"
+        return ToolCallOutput(content=f"[characters {offset}-{end} of {len(content)}{more}]\n{page}")
+
+    async def _skill_tool(
+        self, compiled: CompiledAgent, spec: ToolSpec, arguments: dict[str, Any]
+    ) -> ToolCallOutput:
+        """load_skill (activates it for the turn) or read_skill_file, read by the `wolf.read_skill`
+        activity."""
+        name, path = arguments.get("name"), arguments.get("path")
+        skill = compiled.skill(name) if isinstance(name, str) else None
+        if skill is None:
+            return ToolCallOutput(
+                content=f"unknown skill {name!r} (skills: {[s.name for s in compiled.skills]})", is_error=True
+            )
+        if spec.tool == "read_skill_file" and (not isinstance(path, str) or not path):
+            return ToolCallOutput(content="read_skill_file needs `path`", is_error=True)
+        loading = spec.tool == "load_skill"
+        uri = skill.uri if loading else f"{skill.uri.rsplit('/', 1)[0]}/{path}"
+        result = await workflow.execute_activity(
+            "wolf.read_skill",
+            SkillReadInput(
+                ref=self._ref(), agent=self.inp.agent, turn_id=self.turn_id or "", uri=uri, listing=loading
+            ),
+            result_type=ToolCallOutput,
+            start_to_close_timeout=timedelta(seconds=60),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            retry_policy=TOOL_RETRY,
+        )
+        if loading and not result.is_error and skill.name not in self.active_skills:
+            self.active_skills.append(skill.name)
+            if skill.mcp_servers:
+                self.stale.mark(f"skill {skill.name} brings MCP servers {skill.mcp_servers}")
+        return result
+
+    def _active_skill_infos(self) -> list[Any]:
+        compiled = self.compiled
+        return [info for n in self.active_skills if compiled and (info := compiled.skill(n))]
+
+    def _offered(self, compiled: CompiledAgent) -> list[str] | None:
+        """Tool names the model may use now: limited while an active skill declares `allowed-tools`."""
+        limited = [s for s in self._active_skill_infos() if s.allowed_tools is not None]
+        if not limited:
+            return None
+        patterns = [p.split("(", 1)[0] for s in limited for p in s.allowed_tools or ()]
+        brought = tuple(f"{s.name}/" for s in self._active_skill_infos())
+        shared = shared_names(compiled)
+
+        def allowed(t: ToolSpec) -> bool:
+            # The bare MCP name counts only while one server lists it (ambiguity fails closed).
+            names = [t.name, f"{t.server}:{t.tool}", *([] if t.tool in shared else [t.tool])]
+            return any(fnmatch.fnmatchcase(n, p) for n in names for p in patterns)
+
+        return [
+            t.name for t in compiled.tools if t.server == SKILLS or t.server.startswith(brought) or allowed(t)
+        ]
+
+    async def _mcp_call(
+        self, spec: ToolSpec, call: ToolCallPart, arguments: dict[str, Any]
+    ) -> ToolCallOutput:
+        compiled_server = self.compiled.skill_servers.get(spec.server) if self.compiled else None
+        server = compiled_server or self.inp.manifest.host.mcp_servers[spec.server]
+        inp = ToolCallInput(
+            ref=self._ref(),
+            server=spec.server,
+            tool=spec.tool,
+            arguments=arguments,
+            call_id=call.tool_call_id,
+            agent=self.inp.agent,
+            turn_id=self.turn_id or "",
+        )
+        started = workflow.now()
+        last_ms = self.tool_ms.get(call.tool_name)
+        fast = last_ms is not None and last_ms < server.fast_call_ms and workflow.patched(LOCAL_TOOL_CALLS)
+        if fast and workflow.patched(SAFE_LOCAL_CALLS):
+            # A local activity's result is durable only when the workflow task completes: a worker
+            # lost meanwhile runs the call again. Only tools safe to repeat take that path.
+            fast = spec.repeat_safe
+        if fast:
+            # Known-fast tool: a local activity skips the server round trip (its input is not
+            # recorded, so it carries the manifest). Signals wait for it, which is fine at this speed.
+            result = await workflow.execute_local_activity(
+                "wolf.call_tool",
+                inp.model_copy(update={"manifest": self.inp.manifest}),
+                result_type=ToolCallOutput,
+                start_to_close_timeout=timedelta(seconds=server.call_timeout + 30),
+                retry_policy=TOOL_RETRY,
+            )
+        else:
+            result = await workflow.execute_activity(
+                "wolf.call_tool",
+                inp,
+                result_type=ToolCallOutput,
+                start_to_close_timeout=timedelta(seconds=server.call_timeout + 30),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                retry_policy=TOOL_RETRY,
+            )
+        self.tool_ms[call.tool_name] = int((workflow.now() - started).total_seconds() * 1000)
+        if result.changed:
+            self.stale.mark(f"{spec.server} changed its lists during {spec.tool}")
+            self._publish(
+                "extensions_changed", text=self.stale.reason, tool=call.tool_name, call_id=call.tool_call_id
+            )
+        return result
+
+    async def _delegate(
+        self, compiled: CompiledAgent, call: ToolCallPart, index: int, arguments: dict[str, Any]
+    ) -> ToolCallOutput:
+        agent, task = arguments.get("agent"), arguments.get("task")
+        allowed = compiled.tool("delegate").parameters["properties"]["agent"]["enum"]  # type: ignore[union-attr]
+        limit = self.inp.manifest.host.sessions.max_subagent_depth
+        if (
+            not isinstance(agent, str)
+            or agent not in allowed
+            or not isinstance(task, str)
+            or not task.strip()
+        ):
+            return ToolCallOutput(
+                content=f"delegate needs `agent` (one of {allowed}) and a non-empty `task`", is_error=True
+            )
+        if self.inp.depth >= limit:
+            return ToolCallOutput(
+                content=f"subagent depth limit ({limit}) reached: do the task yourself", is_error=True
+            )
+        # The child's id comes from where the call sits, never from the model's call id (models repeat them).
+        if workflow.patched(CHILD_IDS):
+            return await self._child(agent, task, f"{self.inp.session_id}.{self.turn_id}.{self.step}.{index}")
+        return await self._child(agent, task, f"{self.inp.session_id}.{call.tool_call_id}")
+
+    async def _permission(
+        self, compiled: CompiledAgent, spec: ToolSpec, call: ToolCallPart, key: str, arguments: dict[str, Any]
+    ) -> str | None:
+        """None when the call may run; else the refusal the model sees. `confirm` waits for a person.
+
+        Rules and `always` answers hold on the tool's identity (server, MCP name), not on the
+        model-facing name, which changes when another server lists the same name."""
+        permissions = self.inp.manifest.permissions(self.inp.agent)
+        identity = (spec.server, spec.tool)
+        action = permissions.decide(
+            call.tool_name, arguments, identity, shared=spec.tool in shared_names(compiled)
+        )
+        tool = f"{spec.server}:{spec.tool}"
+        # Model-facing names (no ':') in the set come from sessions that continued as new before this rule.
+        if action == "allow" or (
+            action == "confirm" and (tool in self.always_allowed or call.tool_name in self.always_allowed)
+        ):
+            return None
+        if action == "deny":
+            return f"denied by policy: {call.tool_name} is not allowed for this agent"
+        call_id = key
+        if call_id not in self.pending_approvals:  # else asked before the session continued as new
+            self.pending_approvals[call_id] = PendingApproval(
+                call_id=call_id, tool=call.tool_name, args=arguments, asked_at=workflow.now()
+            )
+            self._publish("approval_requested", tool=call.tool_name, call_id=call_id, args=event_args(call))
+        self._set_state("waiting_approval")
+        timeout = permissions.approval_timeout
+        asked_at = self.pending_approvals[call_id].asked_at or workflow.now()
+        left = timeout - (workflow.now() - asked_at).total_seconds() if timeout else None
+        try:
+            await workflow.wait_condition(
+                lambda: call_id in self.decisions,
+                timeout=timedelta(seconds=max(left, 0.001)) if left is not None else None,
+            )
+            approved, answer = self.decisions.pop(call_id)
+        except TimeoutError:
+            approved = permissions.timeout_outcome == "allow"
+            answer = Approval(call_id=call_id, reason=f"no answer within {timeout:g}s")
+        finally:
+            del self.pending_approvals[call_id]
+            if not self.pending_approvals and self.state == "waiting_approval":
+                self._set_state("running")
+        if approved and answer.always:
+            self.always_allowed.add(tool)
+        self._publish(
+            "approval_resolved",
+            tool=call.tool_name,
+            call_id=call_id,
+            outcome="approved" if approved else "denied",
+            text=answer.reason,
+        )
+        if approved:
+            return None
+        return "denied by the user" + (f": {answer.reason}" if answer.reason else "")
+
+    async def _child(self, agent: str, task: str, session_id: str) -> ToolCallOutput:
+        """Run `agent` on `task` as a child session and wait for its answer."""
+        self._publish("child_started", tool=agent, call_id=session_id, text=task)
+        tenant = self.inp.tenant
+        try:
+            result = await workflow.execute_child_workflow(
+                SESSION_WORKFLOW,
+                SessionInput(
+                    session_id=session_id,
+                    tenant=tenant,
+                    agent=agent,
+                    manifest=self.inp.manifest,
+                    prompt=task,
+                    background=True,
+                    depth=self.inp.depth + 1,
+                    parent=self.inp.session_id,
+                ),
+                id=workflow_id(tenant, session_id),
+                result_type=SessionResult,
+                search_attributes=TypedSearchAttributes(
+                    [
+                        SearchAttributePair(TENANT_ATTR, tenant),
+                        SearchAttributePair(AGENT_ATTR, agent),
+                        SearchAttributePair(STATE_ATTR, "idle"),
+                        SearchAttributePair(PARENT_ATTR, self.inp.session_id),
+                    ]
+                ),
+                # A stopping parent waits until its children have stopped: a child left to the
+                # parent-close policy is terminated mid-turn and looks alive forever.
+                cancellation_type=ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED
+                if workflow.patched(WAIT_CHILDREN)
+                else ChildWorkflowCancellationType.TRY_CANCEL,
+            )
+            output = ToolCallOutput(content=result.output or "", is_error=result.outcome != "completed")
+        except ChildWorkflowError as err:
+            if is_cancelled_exception(err):
+                raise asyncio.CancelledError() from err
+            output = ToolCallOutput(content=f"{agent} failed: {cause_message(err)}", is_error=True)
+        self._publish(
+            "child_finished",
+            tool=agent,
+            call_id=session_id,
+            outcome="failed" if output.is_error else "success",
+            text=output.content,
+        )
+        return output
+
+    def _decide(self, answer: Approval, approved: bool) -> None:
+        if answer.call_id in self.pending_approvals:
+            self.decisions[answer.call_id] = (approved, answer)
+        else:
+            workflow.logger.warning(
+                "ignored an answer for call %r: no such call waits for approval", answer.call_id
+            )
