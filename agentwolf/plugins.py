@@ -48,8 +48,9 @@ LocalModel = Model | ModelFactory
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class PluginError(Exception):
-    """A plugin that cannot be loaded or registers something invalid: the message names it and why."""
+class PluginError(ValueError):
+    """A plugin that cannot be loaded or registers something invalid: the message names it and why
+    (a ValueError, so the CLI prints it as a one-line error with exit code 2)."""
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,8 @@ from agentwolf.worker.host import HostRegistry
 from agentwolf.worker.models import build_model
 from tests.conftest import wait_for
 from tests.support.models import Script, sequence, text, tool
+from tests.test_cli import WOLF
+from tests.test_local_stack import _settled
 
 ROOT = Path(__file__).parent.parent
 EXAMPLES = ROOT / "examples"
@@ -192,19 +195,26 @@ def test_a_plugin_that_fails_to_import_is_named(tmp_path, monkeypatch):
         load_plugins(["hookless_plugin"], entry_points=[])
 
 
-def test_a_worker_with_a_broken_plugin_exits_at_start_with_one_line():
+@pytest.mark.parametrize(
+    "command",
+    [[sys.executable, "-m", "agentwolf.worker"], [WOLF, "worker"], [WOLF, "up"]],
+    ids=["python -m agentwolf.worker", "wolf worker", "wolf up"],
+)
+def test_a_worker_with_a_broken_plugin_exits_at_start_with_one_line(command, tmp_path):
     worker = subprocess.run(
-        [sys.executable, "-m", "agentwolf.worker", "--plugin", "no_such_plugin_module"],
+        [*command, "--plugin", "no_such_plugin_module"],
         check=False,
         capture_output=True,
         text=True,
         timeout=60,
+        env={**os.environ, "WOLF_HOME": str(tmp_path), "NO_COLOR": "1"},
     )
     assert worker.returncode == 2
     assert worker.stderr.strip().splitlines()[-1] == (
         "error: cannot load plugin 'no_such_plugin_module' (module): importing it raised "
         "ModuleNotFoundError: No module named 'no_such_plugin_module'"
     )
+    assert not (tmp_path / "worker.pid").exists()
 
 
 def test_installed_entry_points_are_discovered(tmp_path, monkeypatch, notes):
@@ -263,14 +273,15 @@ def test_wolf_up_runs_the_worker_with_its_plugins(tmp_path, monkeypatch, notes):
         monkeypatch.setenv("WOLF_LOCAL_ADDRESS", f"127.0.0.1:{listener.getsockname()[1]}")
         try:
             first = local_stack.up(plugins=["notes_plugin"])
-            cmdline = json.loads((home / "worker.pid").read_text())["cmdline"]
+            cmdline = _settled(first.worker_pid)["cmdline"]  # `up` trusts a worker only once exec shows
             assert first.started == ["worker"] and cmdline[-2:] == ["--plugin", "notes_plugin"]
             assert local_stack.up().started == []
             assert local_stack.up(plugins=["notes_plugin"]).started == []
             without = local_stack.up(plugins=[])
             assert without.changed == ["--plugin"] and without.worker_pid != first.worker_pid
+            recorded = _settled(without.worker_pid)
             with pytest.raises(PluginError, match="no_such_plugin_module"):
                 local_stack.up(plugins=["no_such_plugin_module"])
-            assert local_stack.up().worker_pid == without.worker_pid
+            assert json.loads((home / "worker.pid").read_text()) == recorded  # left running as it was
         finally:
             assert local_stack.down() == ["worker"]

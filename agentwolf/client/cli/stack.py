@@ -16,6 +16,14 @@ from agentwolf.defaults import TASK_QUEUE
 app = typer.Typer()
 
 TaskQueue = Annotated[str, typer.Option("--task-queue", help="The workers' task queue.")]
+Plugins = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--plugin",
+        metavar="MODULE",
+        help="A plugin module to load (repeatable), besides installed agentwolf.plugins entry points.",
+    ),
+]
 DEV_STOP_GRACE = 0.8
 """Seconds `wolf dev` gives each process to stop after Ctrl-C before killing it (both within 2 s)."""
 
@@ -37,10 +45,11 @@ async def worker(
             "--policy", help="Worker policy file (default: $WOLF_POLICY, else $WOLF_HOME/policy.yaml)."
         ),
     ] = None,
+    plugin: Plugins = None,
 ) -> None:
     """Run a worker in the foreground (for any Temporal cluster); a worker serves one namespace.
 
-    Example: wolf worker --profile prod --task-queue agentwolf
+    Example: wolf worker --profile prod --task-queue agentwolf --plugin my_tools
     """
     from agentwolf.tenants import check_tenant, namespace_for
     from agentwolf.worker.__main__ import configure_logging, serve
@@ -55,19 +64,20 @@ async def worker(
     if conn.tls is not None:
         os.environ["TEMPORAL_TLS"] = "true" if conn.tls else "false"
     namespace = (namespace_for(tenant) if tenant else None) or conn.namespace
-    await serve(conn.address, namespace, task_queue, tenant=tenant, policy=policy)
+    await serve(conn.address, namespace, task_queue, tenant=tenant, policy=policy, plugins=plugin or [])
 
 
 @app.command()
 @verb
-async def up(as_json: Json = False) -> None:
-    """Start the embedded local stack (dev server on SQLite + a worker) in the background.
+async def up(as_json: Json = False, plugin: Plugins = None) -> None:
+    """Start the embedded local stack (dev server on SQLite + a worker) in the background; with
+    --plugin, its worker loads those plugins (a worker running with others restarts).
 
-    Example: wolf up --json
+    Example: wolf up --plugin my_tools --json
     """
     from agentwolf.client import local_stack
 
-    st = local_stack.up()
+    st = local_stack.up(plugins=plugin)
     info: dict[str, Any] = {
         "address": st.address,
         "ui": st.ui,
