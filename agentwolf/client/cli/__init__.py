@@ -30,6 +30,8 @@ app = typer.Typer(
     help=HELP,
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode=None,  # plain help: rendering it with rich tripled `wolf --help`'s start-up time
+    pretty_exceptions_enable=False,
 )
 for module in VERB_MODULES:
     app.add_typer(module.app)
