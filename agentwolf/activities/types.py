@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel
@@ -254,11 +255,28 @@ class ToolCallInput(BaseModel):
     """Where a skill's server comes from: a worker new to the turn reads that skill's file itself."""
 
 
+class ToolOutcome(StrEnum):
+    """How a tool call ended. The transcript's `ToolReturnPart.outcome` and the `tool_call_finished`
+    and `child_finished` events carry it: a StrEnum, so on the wire it is exactly these strings."""
+
+    SUCCESS = "success"
+    FAILED = "failed"
+    DENIED = "denied"
+    """allowed-tools, a permission rule or a person refused it: it never ran."""
+    INTERRUPTED = "interrupted"
+    """The turn ended (interrupt, limit, failure) before the call finished or started."""
+
+
 class ToolCallOutput(BaseModel):
     content: str
     is_error: bool = False
     changed: bool = False
     """The server announced new tool, prompt or resource lists during the call: recompile."""
+
+    @property
+    def outcome(self) -> ToolOutcome:
+        """The outcome of a call that ran (a refusal is `DENIED` whatever its output)."""
+        return ToolOutcome.FAILED if self.is_error else ToolOutcome.SUCCESS
 
 
 # Queries a session workflow answers so a worker that misses a cache can catch up.

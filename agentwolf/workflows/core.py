@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING
 from pydantic_ai.messages import ModelMessage, ToolCallPart, ToolReturnPart
 from temporalio import workflow
 
-from agentwolf.activities.types import EMPTY_DIGEST, CompiledAgent, HostRef, SkillInfo, chain_digest
+from agentwolf.activities.types import (
+    EMPTY_DIGEST,
+    CompiledAgent,
+    HostRef,
+    SkillInfo,
+    ToolOutcome,
+    chain_digest,
+)
 from agentwolf.config.manifest import AgentConfig, Limits
 from agentwolf.workflows.turn import CUT_MARK, EVENT_TEXT_LIMIT, MODEL_TEXT_LIMIT, Staleness, Turn, shared
 from agentwolf.workflows.types import (
@@ -126,7 +133,7 @@ class SessionCore:
         self.transcript.append(message)
         self.digest = chain_digest(self.digest, [message])
 
-    def _tool_return(self, call: ToolCallPart, content: str, outcome: str) -> ToolReturnPart:
+    def _tool_return(self, call: ToolCallPart, content: str, outcome: ToolOutcome) -> ToolReturnPart:
         return ToolReturnPart(
             tool_name=call.tool_name,
             content=content,

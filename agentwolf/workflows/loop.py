@@ -29,6 +29,7 @@ from agentwolf.activities.types import (
     CompileInput,
     ModelRequestInput,
     ModelRequestOutput,
+    ToolOutcome,
     chain_digest,
 )
 from agentwolf.config.manifest import Limits, Team
@@ -102,7 +103,7 @@ class TurnLoop(ToolRouting):
             outcome, "not run"
         )
         for index, call in enumerate(turn.open_calls):
-            turn.finished.setdefault(index, self._tool_return(call, closing_note, "interrupted"))
+            turn.finished.setdefault(index, self._tool_return(call, closing_note, ToolOutcome.INTERRUPTED))
         pending = [*(turn.finished[i] for i in range(len(turn.open_calls))), *turn.pending]
         if outcome != "completed":  # steers this turn never reached the model: keep them on record
             pending.extend(UserPromptPart(text, timestamp=workflow.now()) for text in self.steers)

@@ -30,6 +30,7 @@ from agentwolf.activities.types import (
     SkillReadInput,
     ToolCallInput,
     ToolCallOutput,
+    ToolOutcome,
     ToolSpec,
 )
 from agentwolf.workflows.core import SessionCore
@@ -75,7 +76,7 @@ class ToolRouting(SessionCore):
             "tool_call_started", tool=call.tool_name, call_id=call.tool_call_id, args=event_args(call)
         )
         started = workflow.now()
-        outcome: str | None = None
+        outcome: ToolOutcome | None = None
         try:
             arguments = call.args_as_dict(raise_if_invalid=True)
         except ValueError as exc:
@@ -86,7 +87,7 @@ class ToolRouting(SessionCore):
             )
         else:
             result, outcome = await self._route_call(compiled, spec, call, index, key, arguments)
-        outcome = outcome or ("failed" if result.is_error else "success")
+        outcome = outcome or result.outcome
         part = self._tool_return(call, result.content, outcome)
         finished[index] = part
         self._publish(
@@ -107,9 +108,9 @@ class ToolRouting(SessionCore):
         index: int,
         key: str,
         arguments: dict[str, Any],
-    ) -> tuple[ToolCallOutput, str | None]:
-        """Run the call where it belongs; outcome `denied` when allowed-tools, a rule or a person
-        refused it."""
+    ) -> tuple[ToolCallOutput, ToolOutcome | None]:
+        """Run the call where it belongs; the outcome is `DENIED` when allowed-tools, a rule or a
+        person refused it, else None (the result's own)."""
         if spec is None:
             return ToolCallOutput(content=f"unknown tool {call.tool_name!r}", is_error=True), None
         offered = self._offered(compiled)
@@ -117,12 +118,12 @@ class ToolRouting(SessionCore):
             skills = ", ".join(self.active_skills)
             return ToolCallOutput(
                 content=f"{spec.name} is not allowed while {skills} is active", is_error=True
-            ), "denied"
+            ), ToolOutcome.DENIED
         if spec.server == SESSION:  # reads this session's own transcript: nothing to permit
             return self._read_tool_output(compiled, arguments), None
         refusal = await self._permission(compiled, spec, call, key, arguments)
         if refusal is not None:
-            return ToolCallOutput(content=refusal, is_error=True), "denied"
+            return ToolCallOutput(content=refusal, is_error=True), ToolOutcome.DENIED
         if spec.server == SKILLS:
             return await self._skill_tool(compiled, spec, arguments), None
         if spec.server == SUBAGENTS:
@@ -378,7 +379,7 @@ class ToolRouting(SessionCore):
             "child_finished",
             tool=agent,
             call_id=session_id,
-            outcome="failed" if output.is_error else "success",
+            outcome=output.outcome,
             text=output.content,
         )
         return output
