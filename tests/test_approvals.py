@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from pydantic_ai.messages import ModelRequest, ToolReturnPart
+from pydantic_ai.messages import ModelRequest
 
 from agentwolf.config.manifest import Manifest
 from agentwolf.workflows.types import workflow_id
@@ -24,6 +24,7 @@ from tests.conftest import (
 )
 from tests.support.models import Script, sequence, text, tool
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
+from tests.support.polls import idle, tool_returns
 
 WOLF = str(Path(sys.executable).parent / "wolf")
 
@@ -34,10 +35,6 @@ def _confirming(effects: Path, **permissions) -> Manifest:
         {"permissions": {"rules": rules, **permissions}},
         mcp_servers={"tools": tools_server(WOLF_SIDE_EFFECTS=str(effects))},
     )
-
-
-def _returns(script: Script, request: int) -> list[ToolReturnPart]:
-    return [p for p in script.requests[request][-1].parts if isinstance(p, ToolReturnPart)]
 
 
 async def _pending(wolf, sid):
@@ -59,7 +56,7 @@ async def test_deny_reaches_the_model_as_a_refusal(wolf, run_worker, tmp_path):
         kinds = [e.kind async for _, e in _events(wolf, sid)]
         await record_history(wolf.client, workflow_id("default", sid), "approval_denied")
     assert result.output == "understood"
-    (ret,) = _returns(script, 1)
+    (ret,) = tool_returns(script.requests[1][-1:])
     assert ret.outcome == "denied" and ret.content == "denied by the user: not today"
     assert not effects.exists()
     assert (
@@ -95,7 +92,7 @@ async def test_deny_rule_refuses_without_asking(wolf, run_worker, tmp_path):
     script = Script(sequence(tool("fail", {"message": "x"}), text("ok")))
     async with run_worker(local_models={"m": script.model}):
         result = await wolf.result(await wolf.submit("try", "a", _confirming(tmp_path / "e")))
-    (ret,) = _returns(script, 1)
+    (ret,) = tool_returns(script.requests[1][-1:])
     assert result.output == "ok" and ret.outcome == "denied" and "denied by policy" in ret.content
 
 
@@ -107,7 +104,7 @@ async def test_a_timeout_applies_its_outcome(wolf, run_worker, tmp_path, outcome
     async with run_worker(local_models={"m": script.model}):
         result = await wolf.result(await wolf.submit("go", "a", manifest))
     assert result.output == "after"
-    (ret,) = _returns(script, 1)
+    (ret,) = tool_returns(script.requests[1][-1:])
     assert effects.exists() == ran
     assert (ret.outcome == "success") == ran
     if not ran:
@@ -122,25 +119,16 @@ async def test_interrupt_while_waiting_cancels_the_call_cleanly(wolf, run_worker
         await wolf.prompt(sid, "record")
         await wait_for(lambda: _pending(wolf, sid))
         await wolf.interrupt(sid)
-        await wait_for(lambda: _idle(wolf, sid))
+        await wait_for(lambda: idle(wolf, sid))
         status = await wolf.status(sid)
         assert status.last_outcome == "interrupted" and status.pending_approvals == []
         closing = (await wolf.transcript(sid))[-1]
         assert isinstance(closing, ModelRequest) and [p.outcome for p in closing.parts] == ["interrupted"]
         await wolf.prompt(sid, "again")
-        await wait_for(lambda: _turns(wolf, sid, 2))
+        await wait_for(lambda: idle(wolf, sid, 2))
         assert (await wolf.status(sid)).last_output == "fresh start"
         await wolf.close(sid)
     assert not effects.exists()
-
-
-async def _idle(wolf, sid):
-    return (await wolf.status(sid)).state == "idle"
-
-
-async def _turns(wolf, sid, n):
-    status = await wolf.status(sid)
-    return status.counters.turns >= n and status.state == "idle"
 
 
 async def test_approval_survives_a_worker_restart_and_the_call_runs_once(env, wolf, task_queue, tmp_path):

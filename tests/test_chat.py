@@ -15,6 +15,7 @@ from agentwolf.client.wolf_client import WolfClient
 from agentwolf.worker.main import TASK_QUEUE, create_worker
 from tests.conftest import TOOLS_SERVER, wait_for
 from tests.support.models import Script, text, tool, user_texts
+from tests.support.polls import idle
 from tests.support.terminal import CTRL_C, TAB, UP, Terminal
 
 WOLF = str(Path(sys.executable).parent / "wolf")
@@ -173,7 +174,7 @@ async def test_chat_reattaches_with_the_transcript(client, tmp_path):
     async with worker:
         sid = await wolf.start_session("a", config)
         await wolf.prompt(sid, "first [bold]question[/bold]")
-        await wait_for(lambda: _idle_after(wolf, sid, 1))
+        await wait_for(lambda: idle(wolf, sid, 1))
 
         def drive() -> int | None:
             term = _chat(address, home, "--session", sid)
@@ -195,11 +196,6 @@ async def test_chat_reattaches_with_the_transcript(client, tmp_path):
         assert (await wolf.status(sid)).state == "idle"  # a reattached chat leaves the session open
         await wolf.close(sid)
         await hosts.close()
-
-
-async def _idle_after(wolf: WolfClient, sid: str, turns: int) -> bool:
-    status = await wolf.status(sid)
-    return status.state == "idle" and status.counters.turns >= turns
 
 
 async def test_chat_streams_the_answer_above_the_prompt(client, tmp_path):

@@ -18,6 +18,7 @@ from agentwolf.workflows.registry import ConfigRegistryWorkflow, PushRequest, Re
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import TOOLS_SERVER, record_history, wait_for
 from tests.support.models import Script, text
+from tests.support.polls import idle
 
 
 def _config(**agents: str) -> Manifest:
@@ -35,15 +36,10 @@ def _instructions(script: Script) -> str | None:
     return script.requests[-1][-1].instructions
 
 
-async def _turns(wolf, sid, n):
-    status = await wolf.status(sid)
-    return status.counters.turns >= n and status.state == "idle"
-
-
 async def _turn(wolf, sid, prompt):
     n = (await wolf.status(sid)).counters.turns + 1
     await wolf.prompt(sid, prompt)
-    await wait_for(lambda: _turns(wolf, sid, n))
+    await wait_for(lambda: idle(wolf, sid, n))
 
 
 async def _told(wolf, name, version):

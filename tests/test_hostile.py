@@ -15,6 +15,7 @@ from temporalio.service import RPCError
 from agentwolf.config import ManifestError, parse_manifest
 from tests.conftest import SUPPORT, make_manifest, tools_server, wait_for
 from tests.support.models import Script, sequence, text, tool, user_texts
+from tests.support.polls import idle
 
 # -- manifests -----------------------------------------------------------------------------------
 
@@ -108,16 +109,11 @@ async def test_nasty_prompts_and_steers_round_trip_exactly(wolf, run_worker):
         sid = await wolf.start_session("a", make_manifest())
         for s in strings:
             await wolf.prompt(sid, s)
-        await wait_for(lambda: _turns(wolf, sid, len(strings)), timeout=60)
+        await wait_for(lambda: idle(wolf, sid, len(strings)), timeout=60)
         transcript = await wolf.transcript(sid)
         await wolf.close(sid)
     assert user_texts(transcript) == strings  # byte for byte, in order, once each
     assert [m.parts[0].content for m in transcript if isinstance(m, ModelResponse)] == strings
-
-
-async def _turns(wolf, sid, n):
-    status = await wolf.status(sid)
-    return status.counters.turns >= n and status.state == "idle"
 
 
 async def test_empty_prompt_is_refused(wolf, run_worker):

@@ -14,14 +14,8 @@ from agentwolf.worker.host import HostRegistry
 from agentwolf.workflows.types import ExtensionsChanged
 from tests.conftest import tools_server, wait_for
 from tests.support.models import Script, text, tool
+from tests.support.polls import alive
 from tests.test_watch import inotify_usage
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
-        return False
 
 
 def _pids(pid_file: Path) -> list[int]:
@@ -93,11 +87,11 @@ async def test_idle_hosts_close_their_mcp_servers_and_come_back_on_demand(
         sid = await wolf.start_session("a", _manifest(pid_file, tmp_path / "skills"))
         await _turn(wolf, sid, "first", 1)
         (first,) = _pids(pid_file)
-        await wait_for(lambda: registry.evicted == 1 and not _alive(first), timeout=20)
+        await wait_for(lambda: registry.evicted == 1 and not alive(first), timeout=20)
         assert registry.hosts() == []
         await _turn(wolf, sid, "second", 2)  # the host and its server come back for the next turn
         pids = _pids(pid_file)
-        assert len(pids) == 2 and _alive(pids[1])
+        assert len(pids) == 2 and alive(pids[1])
         status = await wolf.status(sid)
         assert status.last_outcome == "completed"
         await wolf.close(sid)

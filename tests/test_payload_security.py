@@ -23,6 +23,7 @@ from temporalio.converter import StorageDriverClaim, StorageDriverRetrieveContex
 from agentwolf.payloads import FilesystemDriver
 from tests.conftest import make_manifest, wait_for
 from tests.support.models import Script, text
+from tests.support.polls import idle
 
 WOLF = str(Path(sys.executable).parent / "wolf")
 DIGEST = "ab" * 32
@@ -152,10 +153,6 @@ def _age(paths: set[Path], seconds: float) -> None:
         os.utime(path, (when, when))
 
 
-async def _idle(wolf, sid):
-    return (await wolf.status(sid)).state == "idle"
-
-
 async def test_gc_keeps_what_a_running_session_references_and_young_payloads(client, wolf, run_worker):
     address = client.service_client.config.target_host
     store = Path(os.environ["WOLF_PAYLOAD_STORE"])
@@ -164,7 +161,7 @@ async def test_gc_keeps_what_a_running_session_references_and_young_payloads(cli
     async with run_worker(local_models={"m": Script(lambda s: text("ok")).model}):
         sid = await wolf.start_session("a", make_manifest({"capabilities": []}, mcp_servers={}))
         await wolf.prompt(sid, "p" * 400_000)  # over 256 KiB: the store holds it, history a claim
-        await wait_for(lambda: _idle(wolf, sid))
+        await wait_for(lambda: idle(wolf, sid))
         referenced = _stored(store) - before
         assert referenced
         [old], [young] = (

@@ -14,7 +14,6 @@ from types import ModuleType
 
 import pytest
 from pydantic_ai import ModelRetry, RunContext
-from pydantic_ai.messages import ToolReturnPart
 from pydantic_ai.models.function import FunctionModel
 from temporalio.client import WorkflowFailureError
 
@@ -26,6 +25,7 @@ from agentwolf.worker.host import HostRegistry
 from agentwolf.worker.models import build_model
 from tests.conftest import wait_for
 from tests.support.models import Script, sequence, text, tool
+from tests.support.polls import tool_returns
 from tests.test_cli import WOLF
 from tests.test_local_stack import _settled
 
@@ -55,17 +55,13 @@ def _hosts(script: Script) -> HostRegistry:
     return HostRegistry({"m": script.model}, plugins=load_plugins(["notes_plugin"], entry_points=[]))
 
 
-def _returns(script: Script, request: int) -> list[ToolReturnPart]:
-    return [p for p in script.requests[request][-1].parts if isinstance(p, ToolReturnPart)]
-
-
 async def test_the_model_calls_a_plugin_tool(wolf, run_worker, notes):
     script = Script(sequence(tool("add_note", {"text": "oat milk"}), text("noted it")))
     async with run_worker(hosts=_hosts(script)):
         result = await wolf.result(await wolf.submit("remember oat milk", "a", _manifest()))
     assert result.output == "noted it"
     assert notes.NOTES == ["oat milk"]
-    (ret,) = _returns(script, 1)
+    (ret,) = tool_returns(script.requests[1][-1:])
     assert (ret.outcome, ret.content) == ("success", "noted (1 so far)")
     assert script.offered[0] >= {"add_note", "delete_notes"}
 
@@ -76,7 +72,7 @@ async def test_a_deny_rule_holds_for_plugin_tools(wolf, run_worker, notes):
     manifest = _manifest({"tool": "notes:delete_.*", "action": "deny"})
     async with run_worker(hosts=_hosts(script)):
         result = await wolf.result(await wolf.submit("forget everything", "a", manifest))
-    (ret,) = _returns(script, 1)
+    (ret,) = tool_returns(script.requests[1][-1:])
     assert result.output == "could not"
     assert ret.outcome == "denied" and "denied by policy" in ret.content
     assert notes.NOTES == ["keep me"]

@@ -7,6 +7,7 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, ToolReturnPart
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import make_manifest, record_history
 from tests.support.models import Script, sequence, text, tool, tools, user_texts
+from tests.support.polls import idle
 
 
 async def test_multi_step_turn_runs_tools_and_answers(wolf, run_worker):
@@ -75,10 +76,6 @@ async def test_steer_reaches_the_very_next_model_request(wolf, run_worker):
     assert user_texts(script.requests[1]) == ["start", "also check the weather"]
 
 
-async def _idle(wolf, sid):
-    return (await wolf.status(sid)).state == "idle"
-
-
 async def test_interrupt_during_a_long_tool_call(wolf, run_worker):
     from tests.conftest import wait_for
 
@@ -91,7 +88,7 @@ async def test_interrupt_during_a_long_tool_call(wolf, run_worker):
 
         t0 = time.monotonic()
         await wolf.interrupt(sid, "changed my mind")
-        await wait_for(lambda: _idle(wolf, sid), timeout=20)
+        await wait_for(lambda: idle(wolf, sid), timeout=20)
         elapsed = time.monotonic() - t0
         print(f"interrupt during tool call -> idle in {elapsed:.2f}s")
         assert elapsed < 10  # far below the 30 s tool; the bench/ figures give the real latency
@@ -125,7 +122,7 @@ async def test_interrupt_during_a_slow_model_request(wolf, run_worker):
         await wolf.prompt(sid, "think hard")
         await wait_for(lambda: script.calls == 1)
         await wolf.interrupt(sid)
-        await wait_for(lambda: _idle(wolf, sid), timeout=8)
+        await wait_for(lambda: idle(wolf, sid), timeout=8)
         assert (await wolf.status(sid)).last_outcome == "interrupted"
         script.delay = 0
         await wolf.prompt(sid, "quick one")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from pydantic_ai.messages import ModelResponse, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import ModelResponse, ToolCallPart
 from temporalio import workflow
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.common import RetryPolicy
@@ -21,15 +21,12 @@ from agentwolf.workflows.turn import Staleness
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import make_manifest, record_history, tools_server, wait_for
 from tests.support.models import Script, text, user_texts
+from tests.support.polls import in_state, tool_returns
 
 
 def _same_id(*calls: tuple[str, dict]) -> ModelResponse:
     """A model (or provider) that gives every call of a step the same id."""
     return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id="dup") for name, args in calls])
-
-
-def _returns(transcript) -> list[ToolReturnPart]:
-    return [p for m in transcript for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
 
 
 # -- 1: model-chosen call ids are not keys ----------------------------------------------------------
@@ -54,7 +51,7 @@ async def test_two_calls_with_one_id_under_confirm_are_answered_one_by_one(wolf,
         transcript = await wolf.transcript(sid)
         await record_history(wolf.client, workflow_id("default", sid), "duplicate_call_ids")
     assert result.outcome == "completed" and result.output == "done"
-    assert [(r.content, r.outcome) for r in _returns(transcript)] == [
+    assert [(r.content, r.outcome) for r in tool_returns(transcript)] == [
         ("first", "success"),
         ("denied by the user: not this one", "denied"),
     ]
@@ -72,7 +69,7 @@ async def test_two_delegate_calls_with_one_id_start_two_children(wolf, run_worke
                 ("delegate", {"agent": "reviewer", "task": "one"}),
                 ("delegate", {"agent": "reviewer", "task": "two"}),
             )
-        return text(" | ".join(r.content for r in _returns(s.requests[-1][-1:])))
+        return text(" | ".join(r.content for r in tool_returns(s.requests[-1][-1:])))
 
     manifest = Manifest.model_validate(
         {
@@ -96,7 +93,7 @@ async def test_a_workflow_cancel_during_a_turn_closes_the_session_as_cancelled(w
     async with run_worker(local_models={"m": script.model}):
         sid = await wolf.start_session("a", make_manifest())
         await wolf.prompt(sid, "take your time")
-        await wait_for(lambda: _state(wolf, sid, "running"))
+        await wait_for(lambda: in_state(wolf, sid, "running"))
         handle = wolf.client.get_workflow_handle(workflow_id("default", sid))
         await handle.cancel()
         with pytest.raises(WorkflowFailureError) as failure:
@@ -122,10 +119,6 @@ async def test_a_workflow_cancel_while_idle_closes_the_session_as_cancelled(wolf
         with pytest.raises(WorkflowFailureError):
             await handle.result()
         assert (await wolf.status(sid)).state == "done"
-
-
-async def _state(wolf, sid, state):
-    return (await wolf.status(sid)).state == state
 
 
 # -- 13: closing a parent stops its running children cleanly ---------------------------------------
@@ -193,14 +186,14 @@ async def test_a_tool_result_that_arrives_with_the_interrupt_is_kept(client, tas
         handle = wolf.client.get_workflow_handle(workflow_id("default", sid))
         await wait_for(lambda: _activity_completed(handle), timeout=30)
         async with workflows():
-            await wait_for(lambda: _state(wolf, sid, "idle"), timeout=30)
+            await wait_for(lambda: in_state(wolf, sid, "idle"), timeout=30)
             transcript = await wolf.transcript(sid)
             status = await wolf.status(sid)
             await wolf.close(sid)
             await wolf.result(sid)
     await hosts.close()
     assert status.last_outcome == "interrupted"
-    assert [(r.content, r.outcome) for r in _returns(transcript)] == [("slept 1.5s", "success")]
+    assert [(r.content, r.outcome) for r in tool_returns(transcript)] == [("slept 1.5s", "success")]
 
 
 def _ms(n: int) -> timedelta:
@@ -316,12 +309,12 @@ async def test_a_long_tool_result_is_cut_for_the_model_and_read_page_by_page(wol
         transcript = await wolf.transcript(sid)
         await record_history(wolf.client, workflow_id("default", sid), "tool_output_cut")
     assert "read_tool_output" not in script.offered[0] and "read_tool_output" in script.offered[1]
-    sent = _returns(script.requests[1])[-1].content
+    sent = tool_returns(script.requests[1])[-1].content
     assert sent.startswith("x" * 1000 + "\n\n[cut: 1000 of 2500 characters shown")
     assert "read_tool_output(call_id='huge', offset=1000)" in sent and "x" * 1001 not in sent
-    page = _returns(script.requests[2])[-1].content
+    page = tool_returns(script.requests[2])[-1].content
     assert page == "[characters 1000-1900 of 2500; read on with offset=1900]\n" + "x" * 900
-    assert _returns(transcript)[0].content == "x" * 2500  # whole in the transcript
+    assert tool_returns(transcript)[0].content == "x" * 2500  # whole in the transcript
 
 
 # -- 10: double texting and bounded inputs while a turn waits for approval ---------------------------
@@ -349,7 +342,7 @@ async def test_reject_refuses_a_prompt_while_a_turn_waits_for_approval(wolf, run
     async with run_worker(local_models={"m": _asks_then_answers().model}):
         sid = await wolf.start_session("a", _confirming("reject"))
         await wolf.prompt(sid, "go")
-        await wait_for(lambda: _state(wolf, sid, "waiting_approval"))
+        await wait_for(lambda: in_state(wolf, sid, "waiting_approval"))
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await wolf.prompt(sid, "again")
         assert "double_texting policy is 'reject'" in str(refused.value.cause)
@@ -362,7 +355,7 @@ async def test_interrupt_ends_a_turn_waiting_for_approval_and_runs_the_new_promp
     async with run_worker(local_models={"m": script.model}):
         sid = await wolf.start_session("a", _confirming("interrupt"))
         await wolf.prompt(sid, "go")
-        await wait_for(lambda: _state(wolf, sid, "waiting_approval"))
+        await wait_for(lambda: in_state(wolf, sid, "waiting_approval"))
         await wolf.prompt(sid, "never mind")
         await wait_for(lambda: _turns_done(wolf, sid, 2))
         status = await wolf.status(sid)
@@ -374,7 +367,7 @@ async def test_interrupt_ends_a_turn_waiting_for_approval_and_runs_the_new_promp
         and status.last_output == "answer 2"
         and not status.pending_approvals
     )
-    assert [(r.content, r.outcome) for r in _returns(transcript)] == [
+    assert [(r.content, r.outcome) for r in tool_returns(transcript)] == [
         ("interrupted by the user", "interrupted")
     ]
 
@@ -388,7 +381,7 @@ async def test_queued_prompts_and_waiting_steers_are_bounded(wolf, run_worker):
     async with run_worker(local_models={"m": _asks_then_answers().model}):
         sid = await wolf.start_session("a", _confirming("queue", max_queued=2, max_steers=1))
         await wolf.prompt(sid, "go")
-        await wait_for(lambda: _state(wolf, sid, "waiting_approval"))
+        await wait_for(lambda: in_state(wolf, sid, "waiting_approval"))
         await wolf.prompt(sid, "second")
         await wolf.prompt(sid, "third")
         with pytest.raises(WorkflowUpdateFailedError) as refused:
@@ -507,7 +500,7 @@ async def test_a_turn_waiting_for_approval_continues_as_new_and_resumes(wolf, ru
         handle = wolf.client.get_workflow_handle(workflow_id("default", sid))
         first_run = (await handle.describe()).run_id
         await wolf.prompt(sid, "go")
-        await wait_for(lambda: _state(wolf, sid, "waiting_approval"))
+        await wait_for(lambda: in_state(wolf, sid, "waiting_approval"))
         for i in range(40):  # the inputs that grow a waiting run's history
             await wolf.steer(sid, f"hint {i}")
         status = await wait_for(lambda: _continued(wolf, sid))
@@ -521,7 +514,7 @@ async def test_a_turn_waiting_for_approval_continues_as_new_and_resumes(wolf, ru
         events = [e async for _, e in _until_idle(wolf, sid)]
         await wolf.close(sid)
         await wolf.result(sid)
-    assert [(r.content, r.outcome) for r in _returns(transcript)] == [
+    assert [(r.content, r.outcome) for r in tool_returns(transcript)] == [
         ("3", "success"),
         ("approved text", "success"),
     ]
@@ -546,7 +539,7 @@ async def test_a_terminated_session_never_claims_to_be_running(wolf, run_worker)
     async with run_worker(local_models={"m": Script(lambda s: text("late"), delay=30).model}):
         sid = await wolf.start_session("a", make_manifest())
         await wolf.prompt(sid, "go")
-        await wait_for(lambda: _state(wolf, sid, "running"))
+        await wait_for(lambda: in_state(wolf, sid, "running"))
         await wolf.client.get_workflow_handle(workflow_id("default", sid)).terminate("gone")
         assert (await wolf.status(sid)).state == "done"
         await wait_for(lambda: _listed_as(wolf, sid, "done"))  # visibility lags a little

@@ -29,36 +29,9 @@ from agentwolf.extensions.types import (
     SkillFile,
     SkillResource,
 )
+from tests.support.skills import skill_md, write_skill
 
 MIB = 1024 * 1024
-
-
-def skill_md(front: str, body: str = "Do the thing.\n") -> str:
-    return f"---\n{front}\n---\n{body}"
-
-
-def write_skill(
-    root: Path,
-    path: str,
-    *,
-    front: str | None = None,
-    body: str = "Do the thing.\n",
-    files: dict[str, str | bytes] | None = None,
-) -> Path:
-    """A skill folder at `root/path`; the name defaults to the folder's name."""
-    folder = root / path
-    folder.mkdir(parents=True, exist_ok=True)
-    name = path.rsplit("/", 1)[-1]
-    text = skill_md(front if front is not None else f"name: {name}\ndescription: The {name} skill.", body)
-    (folder / "SKILL.md").write_text(text)
-    for rel, content in (files or {}).items():
-        target = folder / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            target.write_bytes(content)
-        else:
-            target.write_text(content)
-    return folder
 
 
 def parse(text: str, folder: str | None = "review") -> ParsedSkill:

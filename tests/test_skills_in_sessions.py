@@ -3,7 +3,6 @@ servers)."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,19 +14,8 @@ from agentwolf.config.manifest import Manifest
 from agentwolf.workflows.types import Event, workflow_id
 from tests.conftest import SUPPORT, TOOLS_SERVER, record_history, tools_server, wait_for
 from tests.support.models import Script, sequence, text, tool, tools, user_texts
-
-
-def write_skill(
-    root: Path, name: str, body: str = "Follow the steps.", extra: str = "", atomic: bool = False
-) -> None:
-    folder = root / name
-    folder.mkdir(parents=True, exist_ok=True)
-    content = f"---\nname: {name}\ndescription: The {name} skill.\n{extra}---\n{body}\n"
-    if atomic:  # how editors save: a temp file renamed over the real one
-        (folder / ".SKILL.md.tmp").write_text(content)
-        os.replace(folder / ".SKILL.md.tmp", folder / "SKILL.md")
-    else:
-        (folder / "SKILL.md").write_text(content)
+from tests.support.polls import alive
+from tests.support.skills import write_skill
 
 
 def manifest(
@@ -179,13 +167,6 @@ async def test_allowed_tools_limit_the_agent_while_a_skill_is_active(wolf, run_w
         await wolf.close(sid)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
-        return False
-
-
 async def test_a_skill_brings_its_own_mcp_server_for_its_turn_only(wolf, run_worker, tmp_path):
     skills, pid_file = tmp_path / "skills", tmp_path / "pids"
     extra = (
@@ -212,7 +193,7 @@ async def test_a_skill_brings_its_own_mcp_server_for_its_turn_only(wolf, run_wor
         kept = [*host.pool.servers, *host.pool.connects, *host.mcp]
         assert not any(label.startswith("helped/helper@") for label in kept)
         (first,) = map(int, pid_file.read_text().split())
-        await wait_for(lambda: not _alive(first), timeout=15)
+        await wait_for(lambda: not alive(first), timeout=15)
         await run_turn(wolf, sid, "/helped go")  # as a slash command the skill brings its server too
         assert "echo" in script.offered[-1]
         await wolf.close(sid)
@@ -297,7 +278,7 @@ async def test_skills_cannot_start_servers_unless_the_host_allows_and_never_see_
     async with run_worker(local_models={"m": script.model}):
         sid = await wolf.start_session("a", manifest(skills))  # allow_mcp_servers is off
         events = await run_turn(wolf, sid, "go")
-        assert "Follow the steps." in returns(script)["load_skill"]  # the skill itself still loads
+        assert "Do the thing." in returns(script)["load_skill"]  # the skill itself still loads
         assert "echo" not in script.offered[-1] and events[-1].outcome == "completed"
         sid = await wolf.start_session("a", manifest(skills, allow_skill_servers=True))
         events = await run_turn(wolf, sid, "go")

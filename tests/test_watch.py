@@ -17,8 +17,7 @@ from watchdog.utils import BaseThread
 
 from agentwolf.extensions.types import ChangeEvent, ChangeObservable
 from agentwolf.extensions.watch import Debouncer, SkillRootWatcher
-
-SKILL_MD = "---\nname: {name}\ndescription: test skill\n---\nBody {n}\n"
+from tests.support.skills import skill_md, write_skill
 
 
 class Inbox:
@@ -65,13 +64,6 @@ async def eventually(predicate: Callable[[], bool], timeout: float, what: Callab
         await asyncio.sleep(0.05)
 
 
-def write_skill(root: Path, name: str, n: int = 0) -> Path:
-    (root / name).mkdir(parents=True, exist_ok=True)
-    path = root / name / "SKILL.md"
-    path.write_text(SKILL_MD.format(name=name, n=n))
-    return path
-
-
 @pytest.fixture
 async def skills(tmp_path: Path) -> AsyncIterator[tuple[Path, SkillRootWatcher, Inbox]]:
     root = tmp_path / "skills"
@@ -109,7 +101,7 @@ async def test_edit_gives_event(skills: tuple[Path, SkillRootWatcher, Inbox]) ->
 async def test_atomic_save_names_the_real_file(skills: tuple[Path, SkillRootWatcher, Inbox]) -> None:
     root, _, inbox = skills
     temp = root / "existing" / "SKILL.md.tmp"
-    temp.write_text(SKILL_MD.format(name="existing", n=2))
+    temp.write_text(skill_md("name: existing\ndescription: The existing skill.", "Body 2\n"))
     os.replace(temp, root / "existing" / "SKILL.md")
     await inbox.wait_for(lambda events: len(events) >= 1)
     await inbox.quiet_for(1.0)
@@ -172,7 +164,7 @@ async def test_root_deleted_then_recreated(skills: tuple[Path, SkillRootWatcher,
     await inbox.wait_for(lambda events: any("created" in e.detail for e in events[seen:]))
 
     seen = len(inbox.events)
-    write_skill(root, "again", n=1)
+    write_skill(root, "again", body="Body 1\n")
     await inbox.wait_for(lambda events: any("again/SKILL.md" in e.detail for e in events[seen:]))
 
 
@@ -188,7 +180,7 @@ async def test_root_renamed_away_and_replaced(skills: tuple[Path, SkillRootWatch
 
     seen = len(inbox.events)
     write_skill(root.with_name("skills.old"), "gone")  # the old tree is no longer the root
-    write_skill(root, "new", n=1)
+    write_skill(root, "new", body="Body 1\n")
     await inbox.wait_for(lambda events: any("new/SKILL.md" in e.detail for e in events[seen:]))
     assert not inbox.mentioning("gone")
 
@@ -201,7 +193,7 @@ async def test_write_storm_coalesces(tmp_path: Path) -> None:
     try:
         inbox = Inbox(watcher.on_change())
         for i in range(500):
-            write_skill(root, f"s{i % 50}", n=i)
+            write_skill(root, f"s{i % 50}", body=f"Body {i}\n")
         await inbox.wait_for(lambda events: len(events) >= 1)
         await inbox.settle()
         assert 1 <= len(inbox.events) <= 5
@@ -317,7 +309,7 @@ async def test_a_shared_watch_follows_a_replaced_root(tmp_path: Path) -> None:
             )
         await asyncio.gather(*(inbox.settle() for inbox in inboxes))
         seen = [len(inbox.events) for inbox in inboxes]
-        write_skill(root, "again", n=1)
+        write_skill(root, "again", body="Body 1\n")
         for inbox, n in zip(inboxes, seen, strict=True):
             await inbox.wait_for(lambda events, n=n: any("again/SKILL.md" in e.detail for e in events[n:]))
     finally:
