@@ -24,6 +24,7 @@ from temporalio import activity
 
 from agentwolf.activities.types import LiveText, LiveTool
 from agentwolf.config.policy import Secrets
+from agentwolf.telemetry import tracing
 
 WINDOW = 128 * 1024
 """Characters of text (and of thinking) a heartbeat carries: the tail past this is what a follower
@@ -100,21 +101,35 @@ async def request(
     parameters: ModelRequestParameters,
     live: LiveResponse | None,
 ) -> ModelResponse:
-    """One model request; streamed into `live` when given and the model can stream."""
+    """One model request; streamed into `live` when given and the model can stream. Traced as
+    pydantic-ai instruments a request when tracing is on."""
+    instrument = tracing.model_instrumentation()
     if live is None or not streams(model):
         return await direct_model_request(
-            model, messages, model_settings=settings, model_request_parameters=parameters
+            model,
+            messages,
+            model_settings=settings,
+            model_request_parameters=parameters,
+            instrument=instrument,
         )
     try:
         async with model_request_stream(
-            model, messages, model_settings=settings, model_request_parameters=parameters
+            model,
+            messages,
+            model_settings=settings,
+            model_request_parameters=parameters,
+            instrument=instrument,
         ) as stream:
             async for _ in stream:
                 live.update(stream.get)
             return stream.get()
     except NotImplementedError:  # a provider without streaming: whole responses, no error
         return await direct_model_request(
-            model, messages, model_settings=settings, model_request_parameters=parameters
+            model,
+            messages,
+            model_settings=settings,
+            model_request_parameters=parameters,
+            instrument=instrument,
         )
 
 

@@ -29,7 +29,7 @@ from pydantic_ai.tools import ToolDefinition
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from agentwolf.activities import live
+from agentwolf.activities import live, observe
 from agentwolf.activities.types import (
     COMPILED_QUERY,
     EMPTY_DIGEST,
@@ -61,6 +61,7 @@ from agentwolf.extensions.pool import McpUnavailable
 from agentwolf.extensions.registry import Scope
 from agentwolf.extensions.skills import LocalSkillRoot
 from agentwolf.extensions.types import ExtensionError, SkillEntry, ToolEntry
+from agentwolf.telemetry import metrics
 from agentwolf.worker.host import AgentHost, CachedTranscript, HostRegistry
 from agentwolf.workflows.types import tenant_of
 
@@ -213,6 +214,12 @@ class SessionActivities:
     @_serving
     async def read_skill(self, inp: SkillReadInput) -> ToolCallOutput:
         """A skill file as the model may see it: text, or a note for binary files (never decoded)."""
+        with observe.skill_read(inp.uri) as read:
+            result = await self._read_skill(inp)
+            read.done(result)
+        return result
+
+    async def _read_skill(self, inp: SkillReadInput) -> ToolCallOutput:
         host = await self._host(inp.ref)
         scope = await host.scope(
             self.hosts.manifests[inp.ref.config_id], inp.agent, inp.ref.workflow_id, inp.turn_id
@@ -339,6 +346,7 @@ class SessionActivities:
         except (UserError, LookupError, MissingVariable, PolicyError) as exc:
             message = host.secrets.redact(f"model configuration: {exc}")
             raise ApplicationError(message, type="ConfigError", non_retryable=True) from None
+        observe.model_answered(inp.ref.tenant, response, cache_hit)
         # Cache the response as the workflow will see it (after a trip through the data converter),
         # redacted: a provider echoes the model name and its URL, which may be resolved placeholders.
         stored = ModelMessagesTypeAdapter.validate_json(
@@ -356,8 +364,11 @@ class SessionActivities:
 
         What leaves is redacted: a tool (or an error naming a URL) may echo a resolved secret."""
         host = self.hosts.ensure(inp.manifest, inp.ref.tenant) if inp.manifest else await self._host(inp.ref)
-        result = await self._call_tool(host, inp)
-        return result.model_copy(update={"content": host.secrets.redact(result.content)})
+        with observe.tool_call(inp.server, inp.tool, inp.arguments) as call:
+            result = await self._call_tool(host, inp)
+            result = result.model_copy(update={"content": host.secrets.redact(result.content)})
+            call.done(result)
+        return result
 
     async def _call_tool(self, host: AgentHost, inp: ToolCallInput) -> ToolCallOutput:
         if inp.server not in host.pool.servers:
@@ -392,7 +403,9 @@ class SessionActivities:
         return ToolCallOutput(content=_render(result), is_error=bool(result.is_error), changed=changed)
 
     async def _host(self, ref: HostRef) -> AgentHost:
-        return await self.hosts.get(ref.config_id, ref.tenant, lambda: _query(ref, MANIFEST_QUERY, Manifest))
+        host = await self.hosts.get(ref.config_id, ref.tenant, lambda: _query(ref, MANIFEST_QUERY, Manifest))
+        metrics.gauge(metrics.HOSTS, len(self.hosts.hosts()))
+        return host
 
 
 async def _commands(host: AgentHost, scope: Scope) -> dict[str, str]:

@@ -121,6 +121,8 @@ def _model_env() -> dict[str, str]:
 
 PLUGINS = "--plugin"
 """The key of the worker's plugin modules in worker.env (names, not secrets: kept as written)."""
+FLAGS = "flags"
+"""The key of the worker's other flags in worker.env (metrics port, log options)."""
 
 
 def _recorded(env_file: Path) -> dict[str, Any]:
@@ -131,14 +133,18 @@ def _recorded(env_file: Path) -> dict[str, Any]:
     return recorded if isinstance(recorded, dict) else {}
 
 
-def _env_changes(recorded: dict[str, Any], plugins: list[str]) -> list[str]:
+def _env_changes(recorded: dict[str, Any], plugins: list[str], flags: list[str]) -> list[str]:
     changed = [name for name, digest in _model_env().items() if recorded.get(name, digest) != digest]
-    return changed + ([PLUGINS] if recorded.get(PLUGINS, plugins) != plugins else [])
+    changed += [PLUGINS] if recorded.get(PLUGINS, plugins) != plugins else []
+    return changed + ([FLAGS] if recorded.get(FLAGS, flags) != flags else [])
 
 
-def up(timeout: float = 30.0, plugins: Sequence[str] | None = None) -> StackStatus:
+def up(
+    timeout: float = 30.0, plugins: Sequence[str] | None = None, flags: Sequence[str] | None = None
+) -> StackStatus:
     """Start whatever of (server, worker) is not running; idempotent. `plugins`: the worker's plugin
-    modules (a running worker with others is restarted); None keeps those it was last started with.
+    modules, `flags` its other flags (a running worker with others is restarted); None keeps those it
+    was last started with.
     They are imported here first, so one that cannot load raises PluginError before anything starts."""
     if plugins:
         from agentwolf.plugins import load_plugins
@@ -161,16 +167,17 @@ def up(timeout: float = 30.0, plugins: Sequence[str] | None = None) -> StackStat
     worker = _ours(home / "worker.pid")
     recorded = _recorded(home / "worker.env")
     wanted = list(plugins) if plugins is not None else list(recorded.get(PLUGINS, []))
-    changed = _env_changes(recorded, wanted) if worker else []
+    wanted_flags = list(flags) if flags is not None else list(recorded.get(FLAGS, []))
+    changed = _env_changes(recorded, wanted, wanted_flags) if worker else []
     if worker is not None and changed:  # it would keep building models from the old environment
         _stop(home / "worker.pid", worker)
         worker = None
     worker_pid = worker.pid if worker else None
     if worker is None:
         cmd = [sys.executable, "-m", "agentwolf.worker", "--address", address]
-        cmd += [arg for module in wanted for arg in (PLUGINS, module)]
+        cmd += [arg for module in wanted for arg in (PLUGINS, module)] + wanted_flags
         worker_pid = _spawn(cmd, home / "worker.log", home / "worker.pid")
-        (home / "worker.env").write_text(json.dumps({**_model_env(), PLUGINS: wanted}))
+        (home / "worker.env").write_text(json.dumps({**_model_env(), PLUGINS: wanted, FLAGS: wanted_flags}))
         started.append("worker")
     return StackStatus(address, ui_url(address), server_pid, worker_pid, started, changed)
 

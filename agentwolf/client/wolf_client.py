@@ -25,6 +25,7 @@ from agentwolf.config.loading import load_manifest
 from agentwolf.config.manifest import Manifest
 from agentwolf.defaults import TASK_QUEUE
 from agentwolf.payloads import data_converter
+from agentwolf.telemetry import tracing
 from agentwolf.tenants import TenantError, check_tenant, namespace_for
 from agentwolf.workflows.session import SessionWorkflow
 from agentwolf.workflows.types import (
@@ -76,10 +77,11 @@ async def connect(
     tls: bool | None = None,
 ) -> Client:
     """Connect as `connect_config` says (localhost:7233 when nothing names a server), with
-    AgentWolf's pydantic data converter."""
+    AgentWolf's pydantic data converter, traced when `OTEL_*` asks for it (agentwolf.telemetry)."""
     config = connect_config(address, namespace, profile, api_key=api_key, tls=tls)
     config.setdefault("target_host", "localhost:7233")
-    return await Client.connect(**config, data_converter=data_converter())
+    interceptors = tracing.interceptors()
+    return await Client.connect(**config, data_converter=data_converter(), interceptors=interceptors)
 
 
 class SessionSummary(BaseModel):

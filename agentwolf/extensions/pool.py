@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TextIO
 
 import anyio
 import mcp_types
@@ -38,6 +39,8 @@ from agentwolf.config.manifest import McpServerConfig
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import NO_SECRETS, PolicyError, Secrets, WorkerPolicy
 from agentwolf.isolation import unprivileged
+from agentwolf.paths import data_dir
+from agentwolf.telemetry import metrics
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +77,8 @@ class _Connection:
     last_used: float = field(default_factory=time.monotonic)
     alive: bool = False
     http: bool = False
+    errlog: TextIO | None = None
+    """A stdio server's stderr: its own file under `$WOLF_HOME/logs/` (see `stderr_log`)."""
 
 
 class McpPool:
@@ -210,6 +215,8 @@ class McpPool:
                 delay *= 2
             else:
                 self._connections[server] = conn
+                reason = "reconnect" if self.connects.get(server) else "first"
+                metrics.count(metrics.MCP_CONNECTS, server=server, reason=reason)
                 self.connects[server] = self.connects.get(server, 0) + 1
                 if self._reaper is None:
                     self._reaper = asyncio.create_task(self._reap_idle())
@@ -232,7 +239,8 @@ class McpPool:
                     cwd=config.cwd,
                     encoding_error_handler="replace",  # one bad byte must not stop the client's reader
                 )
-                transport = stdio_client(params)
+                conn.errlog = stderr_log(server)
+                transport = stdio_client(params, errlog=conn.errlog)
             else:
                 headers = {k: secrets.resolve(v) for k, v in config.headers.items()}
                 transport = _http(secrets.resolve(config.url or ""), headers)
@@ -303,7 +311,7 @@ class McpPool:
         assert conn.client is not None
         try:
             with conn.scope:
-                async with conn.client, anyio.create_task_group() as listeners:
+                async with conn.client, anyio.create_task_group() as listeners, _running(conn):
                     conn.alive = True
                     ready.set_result(None)
                     if self.on_list_changed is not None:
@@ -319,6 +327,8 @@ class McpPool:
                 log.warning("MCP server %r connection ended: %s", conn.name, _describe(exc))
         finally:
             conn.alive = False
+            if conn.errlog is not None:
+                conn.errlog.close()
 
     def _ended(self, conn: _Connection) -> None:
         """The transport ended while the connection was in use: drop it now, so the next call
@@ -380,6 +390,33 @@ class McpPool:
         conns = list(self._connections.values())
         self._connections.clear()
         await asyncio.gather(*(self._close(c, timeout) for c in conns), *self._closing)
+
+
+def stderr_log(server: str) -> TextIO:
+    """`$WOLF_HOME/logs/mcp-<server>.log`, appended to: a server's stderr stays out of the worker's log."""
+    logs = data_dir() / "logs"
+    logs.mkdir(exist_ok=True)
+    return open(logs / f"mcp-{_FILE_NAME.sub('_', server)}.log", "a", encoding="utf-8")  # noqa: SIM115
+
+
+_FILE_NAME = re.compile(r"[^A-Za-z0-9_.-]")
+_processes = [0]
+"""Stdio server processes the pools of this worker hold (`wolf_mcp_processes`)."""
+
+
+@asynccontextmanager
+async def _running(conn: _Connection) -> AsyncIterator[None]:
+    """Count a stdio server's process while its client is open."""
+    if conn.http:
+        yield
+        return
+    _processes[0] += 1
+    metrics.gauge(metrics.MCP_PROCESSES, _processes[0])
+    try:
+        yield
+    finally:
+        _processes[0] -= 1
+        metrics.gauge(metrics.MCP_PROCESSES, _processes[0])
 
 
 @asynccontextmanager

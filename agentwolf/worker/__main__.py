@@ -1,5 +1,6 @@
 """`python -m agentwolf.worker [--address HOST:PORT] [--task-queue Q] [--tenant T] [--policy FILE]
-[--plugin MODULE ...]`: run a worker until SIGINT/SIGTERM."""
+[--plugin MODULE ...] [--metrics-port P] [--log-level L] [--log-format text|json]`: run a worker
+until SIGINT/SIGTERM."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from temporalio.client import Client
 from agentwolf.client.wolf_client import connect
 from agentwolf.config.policy import load_policy
 from agentwolf.plugins import PluginError, load_plugins
+from agentwolf.telemetry import logs, metrics
 from agentwolf.worker.main import TASK_QUEUE, create_worker, run_worker
 
 
@@ -28,10 +30,12 @@ async def serve(
     policy: str | None = None,
     plugins: Sequence[str] = (),
     connect_for: float = 120.0,
+    metrics_port: int | None = None,
 ) -> None:
     """`tenant`: serve only that tenant's sessions; `policy`: the worker policy file (else the default
     lookup); `plugins`: modules to load besides the installed `agentwolf.plugins` entry points (a
-    plugin that cannot load raises PluginError before anything connects)."""
+    plugin that cannot load raises PluginError before anything connects); `metrics_port`: serve
+    Prometheus metrics (Temporal's and AgentWolf's) on that port."""
     worker_policy = load_policy(policy)
     loaded = load_plugins(plugins)
     log = logging.getLogger(__name__)
@@ -40,6 +44,9 @@ async def serve(
         log.info(line)
     if worker_policy.commands is None:
         log.warning("the worker policy allows any command for MCP servers: run only manifests you trust")
+    if metrics_port is not None:
+        metrics.serve(metrics_port)
+        log.info("Prometheus metrics on :%d/metrics", metrics_port)
     client = await _connect_patiently(address, namespace, connect_for)
     worker, hosts = create_worker(
         client, task_queue=task_queue, plugins=loaded, policy=worker_policy, tenant=tenant
@@ -86,8 +93,11 @@ def main() -> None:
         metavar="MODULE",
         help="a plugin module to load (repeatable), besides installed agentwolf.plugins entry points",
     )
+    parser.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-format", choices=["text", "json"], default="text")
     args = parser.parse_args()
-    configure_logging()
+    logs.configure(args.log_level, args.log_format)
     try:
         asyncio.run(
             serve(
@@ -97,15 +107,12 @@ def main() -> None:
                 tenant=args.tenant,
                 policy=args.policy,
                 plugins=args.plugin,
+                metrics_port=args.metrics_port,
             )
         )
     except PluginError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-
-
-def configure_logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 
 from temporalio.client import Client
-from temporalio.worker import Worker, WorkflowRunner
+from temporalio.worker import Interceptor, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxRestrictions
 
 from agentwolf.activities.config import config_notify
@@ -17,6 +17,8 @@ from agentwolf.config.policy import WorkerPolicy, redact_logs
 from agentwolf.defaults import TASK_QUEUE
 from agentwolf.isolation import protect_process
 from agentwolf.plugins import LocalModel, Plugins
+from agentwolf.telemetry import tracing
+from agentwolf.telemetry.interceptor import ActivityContext
 from agentwolf.worker.host import HostRegistry, Notify
 from agentwolf.worker.sandbox import CachingSandboxedWorkflowRunner
 from agentwolf.workflows.registry import ConfigRegistryWorkflow
@@ -73,6 +75,7 @@ def create_worker(
             config_notify,
         ],
         workflow_runner=workflow_runner,
+        interceptors=_interceptors(client),
         # Interrupts reach activities through heartbeat replies, and followers read live text from
         # heartbeat details: keep the throttle short.
         max_heartbeat_throttle_interval=timedelta(milliseconds=HEARTBEAT_THROTTLE_MS),
@@ -81,6 +84,12 @@ def create_worker(
         graceful_shutdown_timeout=timedelta(seconds=10),
     )
     return worker, hosts
+
+
+def _interceptors(client: Client) -> list[Interceptor]:
+    """Tracing (when `OTEL_*` asks for it) unless the client brings it, then the activities' log ids.
+    A worker applies its client's interceptors first: the tracing span is current in ours."""
+    return [*tracing.interceptors(client.config()["interceptors"]), ActivityContext()]
 
 
 def _signaller(client: Client) -> Notify:

@@ -28,6 +28,7 @@ from agentwolf.activities.types import (
     chain_digest,
 )
 from agentwolf.config.manifest import AgentConfig, Limits
+from agentwolf.telemetry import metrics
 from agentwolf.workflows.turn import CUT_MARK, EVENT_TEXT_LIMIT, MODEL_TEXT_LIMIT, Staleness, Turn, shared
 from agentwolf.workflows.types import (
     EVENTS_TOPIC,
@@ -156,6 +157,7 @@ class SessionCore:
     def _set_state(self, state: SessionState) -> None:
         if state != self.state:
             workflow.upsert_search_attributes([STATE_ATTR.value_set(state)])
+            metrics.count(metrics.SESSION_STATES, state=state)  # workflow.metric_meter(): replay-safe
         self.state = state
 
     def _next_turn_id(self) -> str:

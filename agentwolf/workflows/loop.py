@@ -33,6 +33,7 @@ from agentwolf.activities.types import (
     chain_digest,
 )
 from agentwolf.config.manifest import Limits, Team
+from agentwolf.telemetry import metrics
 from agentwolf.workflows.tools import ToolRouting
 from agentwolf.workflows.turn import (
     COMPILE_RETRY,
@@ -116,6 +117,7 @@ class TurnLoop(ToolRouting):
         self.counters.turns += 1
         self.last_output, self.last_outcome = output, outcome
         self._publish("turn_finished", text=output, outcome=outcome, usage=turn.usage)
+        metrics.count(metrics.TURNS, outcome=outcome)
         self.turn_id = None
         self._set_state("idle")
 

@@ -11,6 +11,7 @@ import typer
 
 from agentwolf.client.cli.common import ConfigOpt, Exit, Json, err, out, verb
 from agentwolf.client.cli.connection import Connection
+from agentwolf.client.cli.observability import LogFormat, LogLevel, MetricsPort, worker_flags
 from agentwolf.defaults import TASK_QUEUE
 
 app = typer.Typer()
@@ -46,15 +47,19 @@ async def worker(
         ),
     ] = None,
     plugin: Plugins = None,
+    metrics_port: MetricsPort = None,
+    log_level: LogLevel = "INFO",
+    log_format: LogFormat = "text",
 ) -> None:
     """Run a worker in the foreground (for any Temporal cluster); a worker serves one namespace.
 
-    Example: wolf worker --profile prod --task-queue agentwolf --plugin my_tools
+    Example: wolf worker --profile prod --task-queue agentwolf --plugin my_tools --metrics-port 9464
     """
+    from agentwolf.telemetry import logs
     from agentwolf.tenants import check_tenant, namespace_for
-    from agentwolf.worker.__main__ import configure_logging, serve
+    from agentwolf.worker.__main__ import serve
 
-    configure_logging()
+    logs.configure(log_level, log_format)
     if tenant:
         check_tenant(tenant)
     # The worker connects through envconfig too: the flags it has no parameter for go by environment.
@@ -64,20 +69,35 @@ async def worker(
     if conn.tls is not None:
         os.environ["TEMPORAL_TLS"] = "true" if conn.tls else "false"
     namespace = (namespace_for(tenant) if tenant else None) or conn.namespace
-    await serve(conn.address, namespace, task_queue, tenant=tenant, policy=policy, plugins=plugin or [])
+    await serve(
+        conn.address,
+        namespace,
+        task_queue,
+        tenant=tenant,
+        policy=policy,
+        plugins=plugin or [],
+        metrics_port=metrics_port,
+    )
 
 
 @app.command()
 @verb
-async def up(as_json: Json = False, plugin: Plugins = None) -> None:
+async def up(
+    as_json: Json = False,
+    plugin: Plugins = None,
+    metrics_port: MetricsPort = None,
+    log_level: LogLevel = "INFO",
+    log_format: LogFormat = "text",
+) -> None:
     """Start the embedded local stack (dev server on SQLite + a worker) in the background; with
-    --plugin, its worker loads those plugins (a worker running with others restarts).
+    --plugin, its worker loads those plugins; --metrics-port and the log options are the worker's
+    (a worker running with other plugins or options restarts).
 
     Example: wolf up --plugin my_tools --json
     """
     from agentwolf.client import local_stack
 
-    st = local_stack.up(plugins=plugin)
+    st = local_stack.up(plugins=plugin, flags=worker_flags(metrics_port, log_level, log_format))
     info: dict[str, Any] = {
         "address": st.address,
         "ui": st.ui,
@@ -110,16 +130,21 @@ async def down(as_json: Json = False) -> None:
 
 @app.command()
 @verb
-async def dev() -> None:
-    """The embedded local stack in the foreground until Ctrl-C.
+async def dev(
+    metrics_port: MetricsPort = None, log_level: LogLevel = "INFO", log_format: LogFormat = "text"
+) -> None:
+    """The embedded local stack in the foreground until Ctrl-C (its worker logs to worker.log in
+    the data folder, with these options).
 
-    Example: wolf dev
+    Example: wolf dev --metrics-port 9464 --log-format json
     """
     import asyncio
 
     from agentwolf.client import local_stack
+    from agentwolf.telemetry import logs
 
-    st = local_stack.up()
+    logs.configure(log_level, log_format)
+    st = local_stack.up(flags=worker_flags(metrics_port, log_level, log_format))
     out().print(f"server {st.address}, UI {st.ui}, worker pid {st.worker_pid}; Ctrl-C stops both")
     try:
         await asyncio.Event().wait()
@@ -144,6 +169,8 @@ async def serve(
     ] = False,
     policy: Annotated[str | None, typer.Option("--policy", help="Policy file with `api_keys:`.")] = None,
     task_queue: TaskQueue = TASK_QUEUE,
+    log_level: LogLevel = "INFO",
+    log_format: LogFormat = "text",
 ) -> None:
     """Serve agents over HTTP: OpenAI-compatible /v1 and AG-UI /agui (API keys from WOLF_API_KEYS or
     the policy).
@@ -153,7 +180,9 @@ async def serve(
     from agentwolf.client.cli.sources import config_source
     from agentwolf.config.policy import load_policy
     from agentwolf.protocols.auth import ApiKeys
+    from agentwolf.telemetry import logs
 
+    logs.configure(log_level, log_format)
     try:
         from agentwolf.protocols.main import BindingRefused, check_binding
         from agentwolf.protocols.main import serve as run_server
