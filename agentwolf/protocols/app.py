@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -286,6 +286,16 @@ async def _healthz(request: Request) -> Response:
     return JSONResponse({"ok": True})
 
 
+@contextlib.asynccontextmanager
+async def _lifespan(app: Starlette) -> AsyncIterator[None]:
+    """Run what routes need while the app serves (a route's `lifespan`: the MCP session manager)."""
+    async with contextlib.AsyncExitStack() as stack:
+        for route in app.routes:
+            if (enter := getattr(route, "lifespan", None)) is not None:
+                await stack.enter_async_context(enter())
+        yield
+
+
 def create_app(
     served: Served,
     routes: list[BaseRoute] | None = None,
@@ -294,11 +304,12 @@ def create_app(
 ) -> Starlette:
     """The app; `routes` default to every front end's."""
     if routes is None:
-        from agentwolf.protocols import agui, openai_api
+        from agentwolf.protocols import agui, mcp_server, openai_api
 
-        routes = [*openai_api.routes(), *agui.routes()]
+        routes = [*openai_api.routes(), *agui.routes(), *mcp_server.http_routes(served)]
     app = Starlette(
         routes=[Route("/healthz", _healthz), *routes],
+        lifespan=_lifespan,
         middleware=[Middleware(Guard, served=served, max_body=max_body, body_timeout=body_timeout)],
         exception_handlers={
             ApiError: _api_error,

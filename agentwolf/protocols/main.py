@@ -6,6 +6,7 @@ import ipaddress
 import socket
 
 import uvicorn
+from starlette.routing import BaseRoute
 
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
@@ -37,6 +38,19 @@ def check_binding(host: str, keys: ApiKeys, no_auth: bool) -> None:
         )
 
 
+def served_by(wolf: WolfClient, source: Manifest | str, keys: ApiKeys, *, no_auth: bool) -> Served:
+    """What a front-end process serves: `source` (a manifest, or a registry config name) to `keys`'
+    callers, or as `wolf`'s tenant without keys (`no_auth`)."""
+    return Served(
+        client=wolf.client,
+        task_queue=wolf.task_queue,
+        keys=keys,
+        manifest=source if isinstance(source, Manifest) else None,
+        config_name=source if isinstance(source, str) else None,
+        open_tenant=wolf.tenant if no_auth else None,
+    )
+
+
 async def serve(
     wolf: WolfClient,
     source: Manifest | str,
@@ -47,16 +61,13 @@ async def serve(
     no_auth: bool,
 ) -> None:
     check_binding(host, keys, no_auth)
-    served = Served(
-        client=wolf.client,
-        task_queue=wolf.task_queue,
-        keys=keys,
-        manifest=source if isinstance(source, Manifest) else None,
-        config_name=source if isinstance(source, str) else None,
-        open_tenant=wolf.tenant if no_auth else None,
-    )
+    await serve_app(served_by(wolf, source, keys, no_auth=no_auth), host=host, port=port)
+
+
+async def serve_app(served: Served, *, host: str, port: int, routes: list[BaseRoute] | None = None) -> None:
+    """`create_app(served, routes)` with uvicorn until stopped."""
     config = uvicorn.Config(
-        create_app(served),
+        create_app(served, routes),
         host=host,
         port=port,
         log_level="warning",

@@ -17,9 +17,9 @@ from typing import Annotated
 
 import typer
 
-from agentwolf.client.cli import configs, interactive, payloads, sessions, stack
+from agentwolf.client.cli import configs, editor, interactive, mcp, payloads, sessions, stack, usage
 
-VERB_MODULES = (sessions, interactive, configs, stack, payloads)
+VERB_MODULES = (sessions, interactive, configs, stack, payloads, mcp, editor, usage)
 
 HELP = """Durable AI agent sessions on Temporal: submit, follow, steer and interrupt them; run workers;
 the embedded local stack.

@@ -1,0 +1,67 @@
+"""`wolf mcp`: AgentWolf's agents as an MCP server (agentwolf/protocols/mcp_server.py)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import typer
+
+from agentwolf.client.cli.common import ConfigOpt, Exit, Tenant, err, verb
+from agentwolf.client.cli.connection import Connection
+from agentwolf.defaults import TASK_QUEUE
+
+app = typer.Typer()
+
+
+@app.command()
+@verb
+async def mcp(
+    conn: Connection,
+    transport: Annotated[
+        Literal["stdio", "http"], typer.Option("--transport", help="stdio, or streamable HTTP at /mcp.")
+    ] = "stdio",
+    config: ConfigOpt = None,
+    tenant: Tenant = "default",
+    host: Annotated[
+        str, typer.Option("--host", help="HTTP: address to bind (non-loopback needs API keys).")
+    ] = ("127.0.0.1"),
+    port: Annotated[int, typer.Option("--port", help="HTTP: port.")] = 8089,
+    no_auth: Annotated[
+        bool, typer.Option("--no-auth", help="HTTP: serve as --tenant without API keys (loopback only).")
+    ] = False,
+    policy: Annotated[
+        str | None, typer.Option("--policy", help="HTTP: policy file with `api_keys:`.")
+    ] = None,
+    task_queue: Annotated[str, typer.Option("--task-queue", help="The workers' task queue.")] = TASK_QUEUE,
+) -> None:
+    """Serve the config's agents as MCP tools (ask_AGENT); sessions outlive this process. Over stdio
+    it acts as --tenant; over HTTP, each API key's tenant (as wolf serve, which mounts it at /mcp too).
+
+    Example: wolf mcp --config examples/config.yaml
+    """
+    from agentwolf.client.cli.sources import config_source
+    from agentwolf.config.policy import load_policy
+    from agentwolf.protocols.auth import ApiKeys, Principal
+
+    try:
+        from agentwolf.protocols.main import BindingRefused, check_binding, serve_app, served_by
+        from agentwolf.protocols.mcp_server import WolfMCP, http_routes
+    except ImportError as exc:
+        raise Exit(
+            2, f"wolf mcp needs its extra: pip install 'agentwolf[serve]' ({exc.name} is missing)"
+        ) from None
+    keys = ApiKeys([])
+    if transport == "http":
+        try:
+            keys = ApiKeys.load(load_policy(policy).api_keys)
+            check_binding(host, keys, no_auth)
+        except (ValueError, BindingRefused) as exc:
+            raise Exit(2, str(exc)) from None
+    source = config_source(config)
+    wolf = await conn.client(tenant, start_local=True, task_queue=task_queue)
+    served = served_by(wolf, source, keys, no_auth=no_auth)
+    if transport == "stdio":
+        await WolfMCP(served, Principal(wolf.tenant)).run_stdio_async()
+        return
+    err().print(f"serving MCP on http://{host}:{port}/mcp; Ctrl-C stops")
+    await serve_app(served, host=host, port=port, routes=http_routes(served))
