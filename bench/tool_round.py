@@ -17,9 +17,13 @@ N-round turns; prints the median ms per round, MCP server processes spawned (PID
 writes to $WOLF_PID_FILE), and workflow history bytes of the N-round turn (sum of protobuf
 `HistoryEvent.ByteSize()` over every run of the workflow, following continue-as-new).
 
-Run:  python bench/tool_round.py [--steps 50] [--default-dispatch]
+Run:  python bench/tool_round.py [--steps 50] [--default-dispatch] [--trace]
 (`--default-dispatch` keeps the dev server's default transfer-queue throttle, i.e. without
 AgentWolf's `dynamic_config_args()`.) Needs `pydantic-ai-slim[mcp]` (FastMCP client) installed.
+
+`--trace` measures tracing's cost instead of pydantic-ai: AgentWolf untraced, then traced (its client
+here and its worker export OTLP/HTTP to a receiver in this process that decodes every request), and
+prints the per-round ratio (goal <= 1.10) and the spans received. Needs the `otel` extra.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
     from agentwolf.client.wolf_client import WolfClient
     from agentwolf.config.manifest import Manifest
     from agentwolf.payloads import data_converter
+    from agentwolf.telemetry import tracing
     from agentwolf.workflows.types import SEARCH_ATTRIBUTES, workflow_id
 
 WARMUP_STEPS, REPEATS = 2, 3
@@ -113,7 +118,9 @@ class Measure:
         return len(self.pid_file.read_text().split()) if self.pid_file.exists() else 0
 
 
-async def run_agentwolf(client: Client, measure: Measure, log: Path) -> None:
+async def run_agentwolf(
+    client: Client, measure: Measure, log: Path, worker_env: dict[str, str] | None = None
+) -> None:
     # One manifest for warm-up and timed turns: hosts (and their MCP pools) are keyed by its identity.
     server = {
         "command": sys.executable,
@@ -127,9 +134,10 @@ async def run_agentwolf(client: Client, measure: Measure, log: Path) -> None:
     }
     manifest = Manifest.model_validate({"host": {"mcp_servers": {"tools": server}}, "agents": {"a": agent}})
 
-    worker = await WorkerProcess("wolf", client, "bench-wolf", log).ready()
+    queue = f"bench-wolf-{uuid.uuid4().hex[:6]}"
+    worker = await WorkerProcess("wolf", client, queue, log, worker_env).ready()
     try:
-        wolf = WolfClient(client, task_queue="bench-wolf")
+        wolf = WolfClient(client, task_queue=queue)
 
         async def turn(steps: int) -> str:
             sid = await wolf.submit(prompt_for(steps), "a", manifest)
@@ -168,17 +176,50 @@ async def run_pydantic_ai(client: Client, measure: Measure, log: Path) -> None:
         worker.stop()
 
 
+async def run_traced(client: Client, plain: Measure, traced: Measure, log: Path) -> int:
+    """AgentWolf untraced, then traced to an in-process OTLP/HTTP receiver; returns spans received."""
+    sys.path.insert(0, str(Path(__file__).parent.parent))  # the tests' receiver, from this checkout
+    from tests.support.otlp_receiver import OtlpReceiver
+
+    await run_agentwolf(client, plain, log)
+    receiver = OtlpReceiver()
+    otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_SERVICE_NAME": "bench"}
+    os.environ.update(otel)  # this process's client, and the worker's environment
+    try:
+        target, namespace = client.service_client.config.target_host, client.namespace
+        traced_client = await Client.connect(
+            target, namespace=namespace, data_converter=data_converter(), interceptors=tracing.interceptors()
+        )
+        await run_agentwolf(traced_client, traced, log, otel)
+        tracing.flush()
+        return len(receiver.spans)
+    finally:
+        receiver.close()
+
+
+def report_trace(plain: Measure, traced: Measure, spans: int) -> None:
+    print(f"tool rounds, {plain.steps} per turn; median of {REPEATS} timed turns each")
+    for name, m in (("untraced", plain), ("traced", traced)):
+        print(f"{name:<9} {m.turn_seconds * 1000 / m.steps:>7.1f} ms/round")
+    per_turn = spans / (REPEATS + 1)
+    print(f"spans received: {spans} (~{per_turn:.0f} per turn)")
+    ratio = traced.turn_seconds / plain.turn_seconds
+    print(f"tracing overhead per round (traced / untraced): {ratio:.2f}  goal <= 1.10")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=50, help="rounds (model request + tool call) per turn")
     parser.add_argument(
         "--default-dispatch", action="store_true", help="don't pass AgentWolf's dynamic config"
     )
+    parser.add_argument("--trace", action="store_true", help="AgentWolf traced vs untraced, not pydantic-ai")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
         wolf = Measure(args.steps, Path(tmp) / "agentwolf.pids")
         pai = Measure(args.steps, Path(tmp) / "pydantic-ai.pids")
+        traced = Measure(args.steps, Path(tmp) / "traced.pids")
         os.environ["WOLF_PAYLOAD_STORE"] = str(Path(tmp) / "payloads")  # this process and the workers'
         env = await WorkflowEnvironment.start_local(
             dev_server_existing_path=temporal_binary(),
@@ -187,10 +228,16 @@ async def main() -> None:
             dev_server_extra_args=[] if args.default_dispatch else dynamic_config_args(),
         )
         try:
-            await run_agentwolf(env.client, wolf, Path(tmp) / "worker.log")
-            await run_pydantic_ai(env.client, pai, Path(tmp) / "worker.log")
+            if args.trace:
+                spans = await run_traced(env.client, wolf, traced, Path(tmp) / "worker.log")
+            else:
+                await run_agentwolf(env.client, wolf, Path(tmp) / "worker.log")
+                await run_pydantic_ai(env.client, pai, Path(tmp) / "worker.log")
         finally:
             await env.shutdown()
+        if args.trace:
+            report_trace(wolf, traced, spans)
+            return
 
         dispatch = "dev-server default" if args.default_dispatch else "agentwolf dynamic_config_args()"
         print(f"dispatch: {dispatch}; {args.steps} rounds per turn; median of {REPEATS} timed turns")
