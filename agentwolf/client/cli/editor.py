@@ -1,0 +1,43 @@
+"""`wolf acp`: serve an agent to an editor over the Agent Client Protocol on stdin/stdout."""
+
+from __future__ import annotations
+
+import typer
+
+from agentwolf.client.cli.common import Agent, ConfigOpt, Exit, Tenant, verb
+from agentwolf.client.cli.connection import Connection
+from agentwolf.client.cli.stack import TaskQueue
+from agentwolf.defaults import TASK_QUEUE
+
+app = typer.Typer()
+
+
+@app.command()
+@verb
+async def acp(
+    conn: Connection,
+    agent: Agent = "assistant",
+    config: ConfigOpt = None,
+    tenant: Tenant = "default",
+    task_queue: TaskQueue = TASK_QUEUE,
+) -> None:
+    """Serve AGENT to an editor (Zed, any ACP client) on stdin/stdout; sessions outlive the editor.
+
+    stdout carries only the protocol; notices go to stderr. The editor's session/load reattaches to
+    any session of the tenant, running turns included.
+
+    Example: wolf acp -a assistant -c wolf.yaml
+    """
+    from agentwolf.client.cli.sources import check_agent, config_source, source_args
+
+    try:
+        from agentwolf.protocols.acp import Served, serve_stdio
+    except ImportError as exc:
+        raise Exit(
+            2, f"wolf acp needs its extra: pip install 'agentwolf[acp]' ({exc.name} is missing)"
+        ) from None
+    source = config_source(config)
+    if not isinstance(source, str):
+        check_agent(source, agent)
+    wolf = await conn.client(tenant, start_local=True, task_queue=task_queue)
+    await serve_stdio(wolf, Served(agent, source_args(source)))

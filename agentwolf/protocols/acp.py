@@ -1,0 +1,412 @@
+"""`wolf acp`: AgentWolf as an ACP agent for editors (Zed and other Agent Client Protocol clients).
+
+An ACP session is a durable session (the same id). `session/new` starts one with the served agent
+and config; `session/load` reattaches to any of the tenant's sessions, replaying its transcript as
+`session/update`s, then following it live; `session/resume` only follows. `session/prompt` sends a
+turn and answers with its stop reason once the turn ends, while the session's follower streams
+what happens (acp_updates.py). A tool call waiting for approval becomes `session/request_permission`
+(allow once, allow always: the tool for the rest of the session, reject), answered with
+approve/deny. `session/cancel` interrupts the running turn. The session's slash commands (from its
+compiled agent) go out with `available_commands_update` whenever it compiles (hot reload included).
+
+Nothing lives in this process but followers: a turn runs in its session whatever happens to the
+editor or to `wolf acp`, and a new `wolf acp` that loads the session shows what happened meanwhile.
+The process acts as one tenant: another tenant's session is "not found", as on `wolf serve`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from functools import wraps
+from importlib.metadata import version
+from typing import Any, ParamSpec, TypeVar, cast
+
+from acp import PROTOCOL_VERSION, RequestError
+from acp.agent.connection import AgentSideConnection
+from acp.interfaces import Agent, Client
+from acp.schema import (
+    AgentCapabilities,
+    AllowedOutcome,
+    AvailableCommand,
+    AvailableCommandsUpdate,
+    Implementation,
+    InitializeResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
+    PermissionOption,
+    PromptCapabilities,
+    PromptResponse,
+    ResumeSessionResponse,
+    SessionCapabilities,
+    SessionResumeCapabilities,
+    StopReason,
+    ToolCallUpdate,
+)
+from acp.stdio import stdio_streams
+from pydantic_ai.messages import ModelMessage
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.service import RPCError
+
+from agentwolf.client.chat import session_commands
+from agentwolf.client.wolf_client import SessionNotFound, WolfClient
+from agentwolf.protocols.acp_updates import Updates, replay, title, tool_finished
+from agentwolf.protocols.ndjson import MAX_LINE, NdjsonTransport
+from agentwolf.tenants import TenantError
+from agentwolf.workflows.types import LIVE_KINDS, Event, PendingApproval
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_TRIES = 20
+"""Reads of a busy session's transcript before `session/load` takes one that may overlap its events."""
+FOLLOW_RETRIES = 5
+
+PERMISSION_OPTIONS = [
+    PermissionOption(option_id="allow", name="Allow", kind="allow_once"),
+    PermissionOption(option_id="always", name="Always allow this tool", kind="allow_always"),
+    PermissionOption(option_id="reject", name="Reject", kind="reject_once"),
+]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _protocol_errors(method: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    """What the session layer refuses, as JSON-RPC errors: another tenant's session is not found
+    (whose it is stays unsaid), bad input is invalid params, Temporal's refusal says why."""
+
+    @wraps(method)
+    async def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await method(*args, **kwargs)
+        except (SessionNotFound, TenantError):
+            raise RequestError.resource_not_found(_session_arg(kwargs)) from None
+        except WorkflowUpdateFailedError as exc:
+            raise RequestError.invalid_request({"details": str(exc.cause or exc)}) from None
+        except ValueError as exc:
+            raise RequestError.invalid_params({"details": str(exc)}) from None
+        except RPCError as exc:
+            raise RequestError.internal_error({"details": f"Temporal: {exc.message}"}) from None
+
+    return run
+
+
+def _session_arg(kwargs: dict[str, Any]) -> str | None:
+    value = kwargs.get("session_id")
+    return f"session:{value}" if isinstance(value, str) else None
+
+
+@dataclass(frozen=True)
+class Served:
+    """The agent `session/new` starts, and its config (`start_session` keywords: a manifest or a
+    registry config name)."""
+
+    agent: str
+    source: dict[str, Any]
+
+
+@dataclass
+class _Attached:
+    """One session this connection follows."""
+
+    session_id: str
+    updates: Updates = field(default_factory=Updates)
+    finished: dict[str, Event] = field(default_factory=dict)
+    """`turn_finished` by turn id, for the prompts that wait for them."""
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    ended: bool = False
+    asking: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    """Permission requests in flight, by call id."""
+    commands: dict[str, str] | None = None
+    task: asyncio.Task[None] | None = None
+
+    def poke(self) -> None:
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+
+class WolfAgent:
+    """The ACP agent: a thin translation onto WolfClient (the acp.Agent protocol)."""
+
+    def __init__(self, wolf: WolfClient, served: Served) -> None:
+        self.wolf = wolf
+        self.served = served
+        self.sessions: dict[str, _Attached] = {}
+        self.conn: Client | None = None
+
+    def on_connect(self, conn: Client) -> None:
+        self.conn = conn
+
+    @property
+    def client(self) -> Client:
+        if self.conn is None:
+            raise RuntimeError("the agent is not connected")
+        return self.conn
+
+    async def initialize(self, protocol_version: int, **_: Any) -> InitializeResponse:
+        return InitializeResponse(
+            protocol_version=min(protocol_version, PROTOCOL_VERSION),
+            agent_capabilities=AgentCapabilities(
+                load_session=True,
+                prompt_capabilities=PromptCapabilities(embedded_context=True),
+                session_capabilities=SessionCapabilities(resume=SessionResumeCapabilities()),
+            ),
+            agent_info=Implementation(name="agentwolf", title="AgentWolf", version=version("agentwolf")),
+        )
+
+    # -- sessions ------------------------------------------------------------------------------
+
+    @_protocol_errors
+    async def new_session(
+        self, cwd: str, mcp_servers: list[Any] | None = None, **_: Any
+    ) -> NewSessionResponse:
+        _no_servers(mcp_servers)
+        session_id = await self.wolf.start_session(self.served.agent, **self.served.source)
+        self._attach(session_id, 0)
+        return NewSessionResponse(session_id=session_id)
+
+    @_protocol_errors
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **_: Any
+    ) -> LoadSessionResponse:
+        _no_servers(mcp_servers)
+        status = await self.wolf.status(session_id)
+        messages, offset = await self._snapshot(session_id)
+        updates = list(replay(messages))
+        if status.turn_id is not None:
+            updates += await self._held_results(session_id, status.turn_id, messages, offset)
+        for update in updates:
+            await self.client.session_update(session_id, update)
+        attached = self._attach(session_id, offset)
+        for pending in status.pending_approvals:
+            self._ask(attached, pending)
+        return LoadSessionResponse()
+
+    @_protocol_errors
+    async def resume_session(
+        self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **_: Any
+    ) -> ResumeSessionResponse:
+        _no_servers(mcp_servers)
+        status = await self.wolf.status(session_id)
+        attached = self._attach(session_id, await self.wolf.event_offset(session_id))
+        for pending in status.pending_approvals:
+            self._ask(attached, pending)
+        return ResumeSessionResponse()
+
+    async def _snapshot(self, session_id: str) -> tuple[list[ModelMessage], int]:
+        """The transcript and the offset of the first event after it: read until no event came in
+        between (one did when the offset moved), so the replay and the follower neither miss nor
+        repeat anything."""
+        for _ in range(SNAPSHOT_TRIES):
+            before = await self.wolf.event_offset(session_id)
+            messages = await self.wolf.transcript(session_id)
+            if await self.wolf.event_offset(session_id) == before:
+                return messages, before
+        log.warning("session %s kept changing while it was loaded: events may repeat", session_id)
+        return messages, before
+
+    async def _held_results(
+        self, session_id: str, turn_id: str, messages: list[ModelMessage], offset: int
+    ) -> list[Any]:
+        """Results of the running turn's calls that finished but are not in its transcript yet (they
+        join it with the step's next model request): from the turn's events before `offset`."""
+        replayed = {u.tool_call_id for u in replay(messages) if u.session_update == "tool_call"}
+        answered = {u.tool_call_id for u in replay(messages) if u.session_update == "tool_call_update"}
+        waiting = replayed - answered
+        if not waiting or offset == 0:
+            return []
+        held = []
+        async for position, event in self.wolf.events(session_id, 0, live=False):
+            call_id = (event.call_id or "").partition("#")[0]
+            if event.kind == "tool_call_finished" and event.turn_id == turn_id and call_id in waiting:
+                held.append(tool_finished(call_id, event.outcome, event.text or ""))
+            if position >= offset - 1:
+                break
+        return held
+
+    def _attach(self, session_id: str, offset: int) -> _Attached:
+        if (old := self.sessions.pop(session_id, None)) is not None and old.task is not None:
+            old.task.cancel()
+        attached = self.sessions[session_id] = _Attached(session_id)
+        attached.task = asyncio.create_task(self._follow(attached, offset))
+        return attached
+
+    def _attached(self, session_id: str) -> _Attached:
+        attached = self.sessions.get(session_id)
+        if attached is None:
+            raise RequestError.invalid_params(
+                {"details": f"session {session_id!r} is not open here: session/new or session/load it"}
+            )
+        return attached
+
+    # -- turns ---------------------------------------------------------------------------------
+
+    @_protocol_errors
+    async def prompt(self, prompt: list[Any], session_id: str, **_: Any) -> PromptResponse:
+        attached = self._attached(session_id)
+        if attached.ended:
+            raise RequestError.invalid_request({"details": f"session {session_id!r} has ended"})
+        text = _prompt_text(prompt)
+        attached.updates.own.append(text)
+        turn_id = await self.wolf.prompt(session_id, text)
+        while turn_id not in attached.finished and not attached.ended:
+            await attached.changed.wait()
+        finished = attached.finished.pop(turn_id, None)
+        if finished is None:
+            raise RequestError.internal_error({"details": "the session ended before the turn did"})
+        return PromptResponse(stop_reason=_stop_reason(finished))
+
+    async def cancel(self, session_id: str, **_: Any) -> None:
+        if session_id in self.sessions:
+            try:
+                await self.wolf.interrupt(session_id, "cancelled in the editor (ACP session/cancel)")
+            except (RPCError, ValueError) as exc:
+                log.warning("could not interrupt %s: %s", session_id, exc)
+
+    # -- following -----------------------------------------------------------------------------
+
+    async def _follow(self, attached: _Attached, offset: int) -> None:
+        """Send the session's updates until it ends; a broken subscription is taken up again from
+        the last durable event (text already sent is skipped by its index)."""
+        failures = 0
+        try:
+            while failures <= FOLLOW_RETRIES:
+                try:
+                    async for position, event in self.wolf.events(attached.session_id, offset):
+                        failures = 0
+                        if event.kind not in LIVE_KINDS:
+                            offset = position + 1
+                        await self._on_event(attached, event)
+                    return
+                except ConnectionError:  # the editor went away
+                    return
+                except Exception as exc:  # noqa: BLE001 - followed again, or given up on below
+                    failures += 1
+                    log.warning("following %s failed (%s): retrying", attached.session_id, exc)
+                    await asyncio.sleep(0.5 * failures)
+        finally:
+            attached.ended = True
+            attached.poke()
+
+    async def _on_event(self, attached: _Attached, event: Event) -> None:
+        for update in attached.updates.of(event):
+            await self.client.session_update(attached.session_id, update)
+        if event.kind == "approval_requested" and event.call_id and event.tool:
+            self._ask(
+                attached, PendingApproval(call_id=event.call_id, tool=event.tool, args=event.args or {})
+            )
+        elif event.kind == "approval_resolved" and (asking := attached.asking.pop(event.call_id or "", None)):
+            asking.cancel()  # answered elsewhere (another client, a timeout)
+        elif event.kind == "compiled":
+            await self._send_commands(attached)
+        elif event.kind == "turn_finished" and event.turn_id:
+            attached.finished[event.turn_id] = event
+            attached.poke()
+
+    async def _send_commands(self, attached: _Attached) -> None:
+        commands = await session_commands(self.wolf, attached.session_id)
+        if commands == attached.commands:
+            return
+        attached.commands = commands
+        update = AvailableCommandsUpdate(
+            session_update="available_commands_update",
+            available_commands=[
+                AvailableCommand(name=name.removeprefix("/"), description=description)
+                for name, description in sorted(commands.items())
+            ],
+        )
+        await self.client.session_update(attached.session_id, update)
+
+    def _ask(self, attached: _Attached, pending: PendingApproval) -> None:
+        if pending.call_id not in attached.asking:
+            task = asyncio.create_task(self._permission(attached, pending))
+            attached.asking[pending.call_id] = task
+            task.add_done_callback(lambda _: attached.asking.pop(pending.call_id, None))
+
+    async def _permission(self, attached: _Attached, pending: PendingApproval) -> None:
+        """Ask the editor; its answer goes to the session (a cancelled request denies the call)."""
+        call = ToolCallUpdate(
+            tool_call_id=pending.call_id.partition("#")[0],
+            title=title(pending.tool, pending.args),
+            status="pending",
+            raw_input=pending.args,
+        )
+        sid = attached.session_id
+        try:
+            answer = await self.client.request_permission(
+                session_id=sid, tool_call=call, options=PERMISSION_OPTIONS
+            )
+            outcome = answer.outcome
+            if isinstance(outcome, AllowedOutcome) and outcome.option_id in ("allow", "always"):
+                await self.wolf.approve(sid, pending.call_id, always=outcome.option_id == "always")
+            else:
+                reason = (
+                    "cancelled in the editor" if outcome.outcome == "cancelled" else "rejected in the editor"
+                )
+                await self.wolf.deny(sid, pending.call_id, reason)
+        except (ValueError, RequestError, ConnectionError, RPCError) as exc:  # answered elsewhere, gone
+            log.info("permission for %s in %s: %s", pending.call_id, sid, exc)
+
+    async def close(self) -> None:
+        tasks = [t for a in self.sessions.values() for t in (a.task, *a.asking.values()) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _no_servers(servers: list[Any] | None) -> None:
+    if servers:
+        names = ", ".join(getattr(s, "name", "?") for s in servers)
+        raise RequestError.invalid_params(
+            {"details": f"MCP servers from the client are not supported yet ({names}): declare them"}
+        )
+
+
+def _prompt_text(blocks: list[Any]) -> str:
+    """Text blocks as they are; embedded files and links as context the model can read."""
+    parts: list[str] = []
+    for block in blocks:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            parts.append(block.text)
+        elif kind == "resource" and hasattr(block.resource, "text"):
+            parts.append(f"<context uri={block.resource.uri!r}>\n{block.resource.text}\n</context>")
+        elif kind == "resource_link":
+            parts.append(f"[{block.name}]({block.uri})")
+        else:
+            raise ValueError(f"this agent takes text and embedded text resources, not {kind!r} blocks")
+    text = "\n\n".join(p for p in parts if p)
+    if not text.strip():
+        raise ValueError("the prompt has no text")
+    return text
+
+
+def _stop_reason(finished: Event) -> StopReason:
+    if finished.outcome == "completed":
+        return "end_turn"
+    if finished.outcome == "interrupted":
+        return "cancelled"
+    if finished.outcome == "limit":
+        return "max_tokens" if "token" in (finished.text or "") else "max_turn_requests"
+    raise RequestError.internal_error({"details": finished.text or "the turn failed", "outcome": "failed"})
+
+
+async def serve_stdio(wolf: WolfClient, served: Served) -> None:
+    """Serve one editor on stdin/stdout until it closes them."""
+    reader, writer = await stdio_streams(limit=MAX_LINE)
+    agent = WolfAgent(wolf, served)
+    connection = AgentSideConnection(
+        cast(Agent, agent),  # what it does not implement, the SDK answers with "method not found"
+        NdjsonTransport(reader, writer),
+        listening=False,
+        use_unstable_protocol=True,  # session/resume
+    )
+    try:
+        await connection.listen()
+    finally:
+        await agent.close()
+        with contextlib.suppress(Exception):
+            await connection.close()
