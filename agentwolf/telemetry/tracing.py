@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pydantic_ai.models.instrumented import InstrumentationSettings
-    from temporalio.client import Interceptor
+    from temporalio.contrib.opentelemetry import TracingInterceptor
 
 CONTENT_ENV = "WOLF_TRACE_CONTENT"
 TRACER_NAME = "agentwolf"
@@ -76,7 +76,7 @@ def flush(timeout_ms: int = 5000) -> None:
         provider.force_flush(timeout_ms)
 
 
-def interceptors(present: Sequence[object] = ()) -> list[Interceptor]:
+def interceptors(present: Sequence[object] = ()) -> list[TracingInterceptor]:
     """Temporal's tracing interceptor when tracing is on and `present` (a client's interceptors,
     which its workers apply too) lacks one; else none."""
     if not setup():
