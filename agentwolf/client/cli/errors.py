@@ -24,29 +24,45 @@ def explain_rpc(exc: RPCError) -> tuple[str, int]:
     return message, 2
 
 
-async def worker_polls(wolf: WolfClient) -> bool:
-    """Whether any worker has polled the client's task queue lately (a 2 s question to the server)."""
+async def worker_polls(wolf: WolfClient, task_queue: str) -> bool:
+    """Whether any worker has polled `task_queue` lately (a 2 s question to the server)."""
     from temporalio.api.enums.v1 import TaskQueueType
     from temporalio.api.taskqueue.v1 import TaskQueue
     from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 
     request = DescribeTaskQueueRequest(
         namespace=wolf.client.namespace,
-        task_queue=TaskQueue(name=wolf.task_queue),
+        task_queue=TaskQueue(name=task_queue),
         task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
     )
     described = await wolf.client.workflow_service.describe_task_queue(request, timeout=timedelta(seconds=2))
     return bool(described.pollers)
 
 
-async def check_worker(wolf: WolfClient, *, required: bool) -> None:
+async def _session_queue(wolf: WolfClient, session_id: str) -> str | None:
+    """The task queue a session runs on (it may not be the client's: started by another client or a
+    test); None when the session cannot be described, so the verb itself says why."""
+    from temporalio.service import RPCError
+
+    from agentwolf.workflows.types import workflow_id
+
+    wid = session_id if session_id.startswith("wolf/") else workflow_id(wolf.tenant, session_id)
+    try:
+        return (await wolf.client.get_workflow_handle(wid).describe()).task_queue
+    except RPCError:
+        return None
+
+
+async def check_worker(wolf: WolfClient, *, required: bool, session_id: str | None = None) -> None:
     """Say at once when no worker polls: an error for verbs that need an answer now (queries), a
-    warning for those whose session simply waits for a worker."""
+    warning for those whose session simply waits for a worker. With `session_id`, the queue asked
+    about is that session's."""
     from agentwolf.client.cli.common import Exit, err, literal
 
-    if await worker_polls(wolf):
+    queue = (await _session_queue(wolf, session_id) if session_id else None) or wolf.task_queue
+    if await worker_polls(wolf, queue):
         return
-    where = f"task queue {wolf.task_queue!r} in namespace {wolf.client.namespace!r}"
+    where = f"task queue {queue!r} in namespace {wolf.client.namespace!r}"
     if required:
         raise Exit(3, f"no worker polls {where}: {START_A_WORKER}")
     warning = f"no worker polls {where}; the session waits until one does: {START_A_WORKER}"

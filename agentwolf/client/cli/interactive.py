@@ -43,7 +43,7 @@ async def chat(
         if not isinstance(source, str):
             check_agent(source, agent)
         sid, offset = await wolf.start_session(agent, **source_args(source)), 0
-    await check_worker(wolf, required=False)
+    await check_worker(wolf, required=False, session_id=sid)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         try:
             await chat_ui.run_lines(wolf, sid, offset, out(), err())

@@ -119,7 +119,7 @@ async def follow(
     Example: wolf follow 3f2a9c1b7d4e --json
     """
     wolf = await conn.client(tenant)
-    await check_worker(wolf, required=False)
+    await check_worker(wolf, required=False, session_id=session_id)
     await follow_events(wolf, session_id, as_json, until_turn_end=False)
 
 
@@ -133,7 +133,7 @@ async def result(
     Example: wolf result 3f2a9c1b7d4e --json
     """
     wolf = await conn.client(tenant)
-    await check_worker(wolf, required=False)
+    await check_worker(wolf, required=False, session_id=session_id)
     await _print_result(wolf, session_id, as_json)
 
 
@@ -149,7 +149,7 @@ async def status(
     from agentwolf.client.render import inert
 
     wolf = await conn.client(tenant)
-    await check_worker(wolf, required=True)
+    await check_worker(wolf, required=True, session_id=session_id)
     st = await wolf.status(session_id)
     if as_json:
         out().print(st.model_dump_json(), soft_wrap=True)
@@ -174,7 +174,7 @@ async def _signal(
 ) -> None:
     """Send what a signal verb sends; `queries`: it asks the session first, so it needs a worker now."""
     wolf = await conn.client(tenant)
-    await check_worker(wolf, required=queries)
+    await check_worker(wolf, required=queries, session_id=session_id)
     await send(wolf)
     if as_json:
         out().print(json.dumps({"ok": True, "session_id": session_id}))
