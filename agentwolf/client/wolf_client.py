@@ -8,7 +8,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 from pydantic_ai.messages import ModelMessage
@@ -20,7 +20,9 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agentwolf.activities.types import TRANSCRIPT_QUERY
 from agentwolf.client.configs import ConfigMethods
+from agentwolf.client.jobs import JobMethods
 from agentwolf.client.live import follow
+from agentwolf.client.schedules import ScheduleMethods
 from agentwolf.config.loading import load_manifest
 from agentwolf.config.manifest import Manifest
 from agentwolf.defaults import TASK_QUEUE
@@ -109,7 +111,7 @@ class SessionNotFound(ValueError):
     pass
 
 
-class WolfClient(ConfigMethods):
+class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
     """Sessions and configs of one tenant on one Temporal namespace; another tenant's sessions are refused."""
 
     def __init__(self, client: Client, *, tenant: str = "default", task_queue: str = TASK_QUEUE) -> None:
@@ -179,8 +181,10 @@ class WolfClient(ConfigMethods):
         prompt: str | None = None,
         background: bool = False,
         keep: bool = False,
+        output_schema: dict[str, Any] | None = None,
     ) -> str:
-        """Start a session (its first prompt optional); returns the session id.
+        """Start a session (its first prompt optional); returns the session id. `output_schema`: the
+        answer is a JSON object valid against it (a job with `output`, see `JobMethods`).
 
         The config is a manifest (file or object), or `config_name` from the registry: the session
         starts on its current version and takes new ones at turn boundaries unless `pinned`."""
@@ -222,6 +226,7 @@ class WolfClient(ConfigMethods):
                 config_name=config_name,
                 config_version=version,
                 pinned=pinned,
+                output_schema=output_schema,
             ),
             id=workflow_id(self.tenant, session_id),
             task_queue=self.task_queue,

@@ -12,6 +12,7 @@ from temporalio.worker import Interceptor, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxRestrictions
 
 from agentwolf.activities.config import config_notify
+from agentwolf.activities.schedule import deliver_prompt
 from agentwolf.activities.session import SessionActivities
 from agentwolf.config.policy import WorkerPolicy, redact_logs
 from agentwolf.defaults import TASK_QUEUE
@@ -22,6 +23,7 @@ from agentwolf.telemetry.interceptor import ActivityContext
 from agentwolf.worker.host import HostRegistry, Notify
 from agentwolf.worker.sandbox import CachingSandboxedWorkflowRunner
 from agentwolf.workflows.registry import ConfigRegistryWorkflow
+from agentwolf.workflows.schedule import ScheduleFireWorkflow
 from agentwolf.workflows.session import SessionWorkflow
 from agentwolf.workflows.types import ExtensionsChanged
 
@@ -29,7 +31,7 @@ log = logging.getLogger(__name__)
 
 HEARTBEAT_THROTTLE_MS = 100
 """At most one heartbeat per this many ms per activity reaches the server (the SDK sends the newest)."""
-WORKFLOWS = [SessionWorkflow, ConfigRegistryWorkflow]
+WORKFLOWS = [SessionWorkflow, ConfigRegistryWorkflow, ScheduleFireWorkflow]
 
 # Workflow code runs in the sandbox, so a clock, random or I/O call in it fails the task instead of
 # breaking replay. Only pure-data modules pass through: the libraries here, and AgentWolf's own data
@@ -73,6 +75,7 @@ def create_worker(
             activities.read_skill,
             activities.expand_command,
             config_notify,
+            deliver_prompt,
         ],
         workflow_runner=workflow_runner,
         interceptors=_interceptors(client),

@@ -24,7 +24,9 @@ STATE_ATTR = SearchAttributeKey.for_keyword("WolfState")
 PARENT_ATTR = SearchAttributeKey.for_keyword("WolfParent")
 CONFIG_ATTR = SearchAttributeKey.for_keyword("WolfConfig")
 """The registry name of the session's config (absent for a config given as a file)."""
-SEARCH_ATTRIBUTES = (TENANT_ATTR, AGENT_ATTR, STATE_ATTR, PARENT_ATTR, CONFIG_ATTR)
+SCHEDULE_ATTR = SearchAttributeKey.for_keyword("WolfSchedule")
+"""The schedule whose firing started the session (a job run)."""
+SEARCH_ATTRIBUTES = (TENANT_ATTR, AGENT_ATTR, STATE_ATTR, PARENT_ATTR, CONFIG_ATTR, SCHEDULE_ATTR)
 
 
 def workflow_id(tenant: str, session_id: str) -> str:
@@ -32,13 +34,14 @@ def workflow_id(tenant: str, session_id: str) -> str:
 
 
 def tenant_of(workflow_id: str) -> str | None:
-    """The tenant a session (`wolf/<tenant>/...`) or registry (`wolf-config/<tenant>/...`) id names.
+    """The tenant a session (`wolf/<tenant>/...`), registry (`wolf-config/<tenant>/...`) or schedule
+    firing (`wolf-fire/<tenant>/...`) id names.
 
     Clients and front ends build ids from the tenant they serve, and workers derive the tenant from
     the id: a tenant field in workflow or activity input is whatever its writer chose."""
     kind, _, rest = workflow_id.partition("/")
     tenant, sep, _ = rest.partition("/")
-    return tenant if kind in ("wolf", "wolf-config") and sep and tenant else None
+    return tenant if kind in ("wolf", "wolf-config", "wolf-fire") and sep and tenant else None
 
 
 class Usage(BaseModel):
@@ -193,6 +196,8 @@ class SessionInput(BaseModel):
     config_version: int | None = None
     pinned: bool = False
     """Keep this config version even when a new one is pushed."""
+    output_schema: dict[str, Any] | None = None
+    """A job's `output`: the answer is a JSON object valid against it (given through an output tool)."""
     # Snapshot (empty on a fresh start).
     transcript: list[ModelMessage] = []
     compiled: CompiledAgent | None = None
@@ -235,3 +240,5 @@ class SessionResult(BaseModel):
     output: str | None
     outcome: TurnOutcome | None
     counters: Counters
+    structured: dict[str, Any] | None = None
+    """A job's result, valid against its `output` schema (`output` has it as JSON text)."""

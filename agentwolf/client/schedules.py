@@ -1,0 +1,282 @@
+"""The schedule half of `WolfClient`: Temporal Schedules that run jobs or prompt sessions.
+
+A schedule's id is `wolf/<tenant>/<name>` (so another tenant's is refused by its id, like a
+session's), its action starts a `ScheduleFire` workflow (agentwolf/workflows/schedule.py), and its
+memo keeps what `wolf schedule list` shows. Everything is checked before the schedule exists: the
+job and its variables, the target session, the time zone; the server checks the cron expression.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionExecutionStartWorkflow,
+    ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
+    ScheduleBackfill,
+    ScheduleDescription,
+    ScheduleHandle,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleSpec,
+    ScheduleState,
+)
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.service import RPCError, RPCStatusCode
+
+from agentwolf.config.jobs import BusyPolicy
+from agentwolf.config.manifest import Manifest
+from agentwolf.tenants import TenantError
+from agentwolf.workflows.registry import check_config_name
+from agentwolf.workflows.schedule import FireInput, ScheduleFireWorkflow, fire_id, run_session_id, schedule_id
+from agentwolf.workflows.types import SCHEDULE_ATTR, TENANT_ATTR, SessionInput
+
+Overlap = Literal["skip", "buffer_one", "allow_all"]
+_OVERLAP = {
+    "skip": ScheduleOverlapPolicy.SKIP,
+    "buffer_one": ScheduleOverlapPolicy.BUFFER_ONE,
+    "allow_all": ScheduleOverlapPolicy.ALLOW_ALL,
+}
+_DURATION = re.compile(r"(\d+)(ms|s|m|h|d)")
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+MEMO = "wolf"
+
+
+class ScheduleNotFound(ValueError):
+    pass
+
+
+def parse_duration(text: str) -> timedelta:
+    """`90s`, `15m`, `1h30m`, `2d`: a positive duration, or a ValueError saying the form."""
+    parts = _DURATION.findall(text.strip())
+    if not parts or "".join(n + u for n, u in parts) != text.strip():
+        raise ValueError(f"invalid duration {text!r}: use forms like 30s, 15m, 1h30m, 2d")
+    seconds = sum(int(n) * _UNITS[u] for n, u in parts)
+    if seconds <= 0:
+        raise ValueError(f"invalid duration {text!r}: it must be longer than zero")
+    return timedelta(seconds=seconds)
+
+
+class ScheduleSummary(BaseModel):
+    """One schedule as `wolf schedule list/describe` shows it."""
+
+    name: str
+    target: str
+    """`job NAME` or `session ID`."""
+    when: str
+    """`cron EXPR` or `every DURATION` (with jitter and time zone when set)."""
+    paused: bool
+    note: str = ""
+    overlap: str
+    when_busy: str | None = None
+    next_runs: list[datetime] = []
+    recent_runs: list[str] = []
+    """The latest firings: their job runs' session ids, or (session schedules) the firings' workflow ids."""
+    actions: int = 0
+
+
+class ScheduleMethods:
+    """Schedules of this client's tenant (Temporal Schedules: visible and operable in its UI too)."""
+
+    client: Client
+    tenant: str
+    task_queue: str
+
+    if TYPE_CHECKING:  # provided by JobMethods and WolfClient
+
+        async def _job_session(
+            self,
+            job: str,
+            variables: dict[str, object],
+            manifest: Manifest | str | Path | None,
+            config_name: str | None,
+        ) -> SessionInput: ...
+
+        async def _handle(self, session_id: str) -> Any: ...
+
+    async def schedule_create(
+        self,
+        name: str,
+        *,
+        cron: str | None = None,
+        every: str | timedelta | None = None,
+        job: str | None = None,
+        variables: dict[str, object] | None = None,
+        manifest: Manifest | str | Path | None = None,
+        config_name: str | None = None,
+        session: str | None = None,
+        prompt: str | None = None,
+        when_busy: BusyPolicy = "queue",
+        overlap: Overlap = "skip",
+        jitter: str | timedelta | None = None,
+        timezone: str | None = None,
+        paused: bool = False,
+        note: str = "",
+    ) -> ScheduleSummary:
+        """Create a schedule that runs `job` (with `variables`) or delivers `prompt` to `session`.
+
+        Every input is checked first: a bad job, variable, session, duration, time zone or cron
+        expression is a ValueError and nothing is created."""
+        check_config_name(name)
+        if (cron is None) == (every is None):
+            raise ValueError("a schedule needs exactly one of a cron expression or an interval (every)")
+        if (job is None) == (session is None):
+            raise ValueError("a schedule runs exactly one of a job or a prompt for a session")
+        if overlap not in _OVERLAP:
+            raise ValueError(f"unknown overlap policy {overlap!r} (known: {sorted(_OVERLAP)})")
+        if timezone is not None:
+            try:
+                ZoneInfo(timezone)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ValueError(f"unknown time zone {timezone!r} (use IANA names: Europe/Berlin)") from None
+        interval = parse_duration(every) if isinstance(every, str) else every
+        spread = parse_duration(jitter) if isinstance(jitter, str) else jitter
+        if job is not None:
+            if prompt is not None:
+                raise ValueError("a job schedule runs the job's prompt: give variables, not a prompt")
+            fire = FireInput(
+                schedule=name,
+                tenant=self.tenant,
+                session=await self._job_session(job, dict(variables or {}), manifest, config_name),
+            )
+            target = f"job {job}"
+        else:
+            assert session is not None
+            if not prompt or not prompt.strip():
+                raise ValueError("a session schedule needs the prompt it delivers")
+            await self._handle(session)  # SessionNotFound / TenantError: nothing created
+            fire = FireInput(
+                schedule=name, tenant=self.tenant, target=session, prompt=prompt, when_busy=when_busy
+            )
+            target = f"session {session}"
+        when = f"cron {cron}" if cron is not None else f"every {every}"
+        when += f", jitter {jitter}" if jitter else ""
+        when += f", {timezone}" if timezone else ""
+        attributes = TypedSearchAttributes(
+            [SearchAttributePair(TENANT_ATTR, self.tenant), SearchAttributePair(SCHEDULE_ATTR, name)]
+        )
+        schedule = Schedule(
+            action=ScheduleActionStartWorkflow(
+                ScheduleFireWorkflow.run,
+                fire,
+                id=fire_id(self.tenant, name),
+                task_queue=self.task_queue,
+                typed_search_attributes=attributes,
+            ),
+            spec=ScheduleSpec(
+                cron_expressions=[cron] if cron is not None else [],
+                intervals=[ScheduleIntervalSpec(every=interval)] if interval is not None else [],
+                jitter=spread,
+                time_zone_name=timezone,
+            ),
+            policy=SchedulePolicy(overlap=_OVERLAP[overlap]),
+            state=ScheduleState(paused=paused, note=note or None),
+        )
+        memo = {"target": target, "when": when, "overlap": overlap}
+        if session is not None:
+            memo["when_busy"] = when_busy
+        try:
+            await self.client.create_schedule(
+                schedule_id(self.tenant, name), schedule, memo={MEMO: memo}, search_attributes=attributes
+            )
+        except ScheduleAlreadyRunningError:
+            raise ValueError(f"schedule {name!r} exists already in tenant {self.tenant!r}") from None
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.INVALID_ARGUMENT:
+                raise ValueError(f"schedule {name!r} refused: {exc.message}") from None
+            raise
+        return await self.schedule_describe(name)
+
+    def _schedule(self, name: str) -> ScheduleHandle:
+        """A handle on one of this tenant's schedules (a full id `wolf/<tenant>/<name>` of another
+        tenant is refused)."""
+        if name.startswith("wolf/") and name.count("/") >= 2:
+            _, tenant, name = name.split("/", 2)
+            if tenant != self.tenant:
+                raise TenantError(f"schedule {name!r} belongs to tenant {tenant!r}, not to {self.tenant!r}")
+        return self.client.get_schedule_handle(schedule_id(self.tenant, check_config_name(name)))
+
+    async def _described(self, name: str) -> tuple[ScheduleHandle, ScheduleDescription]:
+        handle = self._schedule(name)
+        try:
+            return handle, await handle.describe()
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                raise ScheduleNotFound(f"schedule {name!r} not found in tenant {self.tenant!r}") from None
+            raise
+
+    async def schedule_describe(self, name: str) -> ScheduleSummary:
+        _, described = await self._described(name)
+        return await _summary(name.rsplit("/", 1)[-1], described)
+
+    async def schedule_list(self) -> list[ScheduleSummary]:
+        """This tenant's schedules, by name."""
+        prefix = schedule_id(self.tenant, "")
+        names = sorted(
+            [s.id[len(prefix) :] async for s in await self.client.list_schedules() if s.id.startswith(prefix)]
+        )
+        found = []
+        for name in names:
+            try:
+                found.append(await self.schedule_describe(name))
+            except ScheduleNotFound:  # deleted meanwhile
+                continue
+        return found
+
+    async def schedule_pause(self, name: str, note: str | None = None) -> None:
+        handle, _ = await self._described(name)
+        await handle.pause(note=note or "paused with wolf")
+
+    async def schedule_resume(self, name: str, note: str | None = None) -> None:
+        handle, _ = await self._described(name)
+        await handle.unpause(note=note or "resumed with wolf")
+
+    async def schedule_trigger(self, name: str) -> None:
+        """Fire now, whatever the spec (the overlap policy still applies; a paused schedule fires too)."""
+        handle, _ = await self._described(name)
+        await handle.trigger()
+
+    async def schedule_backfill(self, name: str, start: datetime, end: datetime) -> None:
+        """Fire for every time the spec names in [start, end), as if it had run then."""
+        if end <= start:
+            raise ValueError("a backfill's end must come after its start")
+        handle, _ = await self._described(name)
+        await handle.backfill(ScheduleBackfill(start_at=start, end_at=end))
+
+    async def schedule_delete(self, name: str) -> None:
+        """Delete the schedule (runs it started go on)."""
+        handle, _ = await self._described(name)
+        await handle.delete()
+
+
+async def _summary(name: str, described: ScheduleDescription) -> ScheduleSummary:
+    memo = (await described.memo()).get(MEMO) or {}
+    state = described.schedule.state
+    info = described.info
+    job = str(memo.get("target", "")).startswith("job ")
+    recent = [
+        run_session_id(a.action.workflow_id) if job else a.action.workflow_id
+        for a in info.recent_actions
+        if isinstance(a.action, ScheduleActionExecutionStartWorkflow)
+    ]
+    return ScheduleSummary(
+        name=name,
+        target=memo.get("target", "?"),
+        when=memo.get("when", "?"),
+        paused=state.paused,
+        note=state.note or "",
+        overlap=memo.get("overlap", "?"),
+        when_busy=memo.get("when_busy"),
+        next_runs=list(info.next_action_times),
+        recent_runs=recent,
+        actions=info.num_actions,
+    )
