@@ -42,8 +42,8 @@ def receiver() -> Iterator[OtlpReceiver]:
     saved = {name: os.environ.get(name) for name in TRACE_ENV}
     os.environ.update({**TRACE_ENV, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint})
     yield receiver
-    tracing.flush()
-    tracing._state.clear()  # later modules connect untraced again
+    tracing._state.pop("provider").shutdown()  # exports what is left; later modules connect untraced
+    tracing._state.clear()
     for name, value in saved.items():
         if value is None:
             os.environ.pop(name, None)
