@@ -22,7 +22,7 @@ import yaml
 pytest.importorskip("acp")
 
 from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block  # noqa: E402
-from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse  # noqa: E402
+from acp.schema import AllowedOutcome, DeniedOutcome, McpServerStdio, RequestPermissionResponse  # noqa: E402
 from acp.transports import spawn_stdio_transport  # noqa: E402
 
 from agentwolf.client.wolf_client import WolfClient  # noqa: E402
@@ -316,3 +316,57 @@ def _load(session_id: str) -> dict[str, Any]:
 
 def _prompt(session_id: str) -> dict[str, Any]:
     return {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]}
+
+
+def _stdio_server(name: str) -> McpServerStdio:
+    return McpServerStdio(name=name, command=sys.executable, args=[TOOLS_SERVER], env=[])
+
+
+def _session_labels(hosts: Any) -> list[str]:
+    return [label for host in hosts.hosts() for label in host.pool.servers if label.startswith("session:")]
+
+
+async def test_the_editors_mcp_servers_join_its_session_only(client, task_queue, run_worker, tmp_path):
+    config = tmp_path / "bare.yaml"
+    config.write_text(yaml.safe_dump({"agents": {"a": {"model": "local:m"}}}))
+    script = Script(sequence(tool("add", {"a": 20, "b": 22}, "call-add"), text(ANSWER), text("plain")))
+    editor = Editor()
+    wolf = WolfClient(client, task_queue=task_queue)
+    async with (
+        run_worker(local_models={"m": script.model}) as hosts,
+        _wolf_acp(client, task_queue, config, editor) as (conn, _),
+    ):
+        mine = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[_stdio_server("tools")])).session_id
+        other = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+        for sid in (mine, other):
+            done = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[text_block("add")]), 60)
+            assert done.stop_reason == "end_turn"
+        # Reattaching with a server: it joins that session from its next step on.
+        await conn.load_session(cwd=str(tmp_path), session_id=other, mcp_servers=[_stdio_server("more")])
+        await asyncio.wait_for(conn.prompt(session_id=other, prompt=[text_block("again")]), 60)
+        started = _session_labels(hosts)
+        await wolf.close(mine)  # its server stops with it; the other session keeps its own
+        await wait_for(lambda: len(_session_labels(hosts)) == 1)
+        left = _session_labels(hosts)
+    assert [u.status for u in editor.of("tool_call_update")] == ["completed"]
+    assert editor.of("tool_call_update")[0].content[0].content.text == "42"
+    assert "add" in script.offered[0] and "add" not in script.offered[2] and "add" in script.offered[3]
+    assert len(started) == 2 and left[0].startswith("session:more@")
+
+
+async def test_the_worker_policy_refuses_an_editors_server(client, task_queue, run_worker, tmp_path):
+    from agentwolf.config.policy import WorkerPolicy
+
+    config = tmp_path / "bare.yaml"
+    config.write_text(yaml.safe_dump({"agents": {"a": {"model": "local:m"}}}))
+    script = Script(sequence(text("never")))
+    policy = WorkerPolicy(commands=["/bin/true"])
+    async with (
+        run_worker(local_models={"m": script.model}, policy=policy),
+        _wolf_acp(client, task_queue, config, Editor()) as (conn, _),
+    ):
+        sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[_stdio_server("tools")])).session_id
+        with pytest.raises(RequestError) as refused:
+            await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[text_block("hi")]), 60)
+    assert "not allowed by the worker policy" in str(refused.value.data)
+    assert script.calls == 0

@@ -58,7 +58,7 @@ from agentwolf.config.manifest import Manifest, McpServerConfig, SubagentCapabil
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError
 from agentwolf.extensions.pool import McpUnavailable
-from agentwolf.extensions.registry import Scope
+from agentwolf.extensions.registry import Scope, ScopeLevel
 from agentwolf.extensions.skills import LocalSkillRoot
 from agentwolf.extensions.types import ExtensionError, SkillEntry, ToolEntry
 from agentwolf.telemetry import metrics
@@ -138,6 +138,7 @@ class SessionActivities:
             name for cap in agent.capabilities if isinstance(cap, SubagentCapability) for name in cap.subagent
         ]
         scope = await host.scope(inp.manifest, inp.agent, inp.ref.workflow_id, inp.turn_id or "-")
+        session_servers = await _add_session_servers(host, scope, inp.session_servers)
         skills = host.registry.skills(scope)
         try:
             entries = await _heartbeating(skills.list_skills())
@@ -203,6 +204,7 @@ class SessionActivities:
                 for e in entries
             ],
             skill_servers=skill_servers,
+            session_servers=session_servers,
         )
         digests = {source: await _heartbeating(host.source_digest(source)) for source in compiled.sources}
         compiled.source_digests = {source: d for source, d in digests.items() if d is not None}
@@ -371,7 +373,9 @@ class SessionActivities:
         return result
 
     async def _call_tool(self, host: AgentHost, inp: ToolCallInput) -> ToolCallOutput:
-        if inp.server not in host.pool.servers:
+        if inp.server not in host.pool.servers and inp.server.startswith(SESSION_SERVER):
+            await _restore_session_server(host, inp)
+        elif inp.server not in host.pool.servers:
             await _restore_skill_server(host, self.hosts.manifests[inp.ref.config_id], inp)
         if (functions := host.function_tools(inp.server)) is not None:  # a plugin's: runs right here
             try:
@@ -401,6 +405,15 @@ class SessionActivities:
         # handler (which bumps the cap's version) before it hands over the answer, so it has run.
         changed = cap is not None and cap.version != version
         return ToolCallOutput(content=_render(result), is_error=bool(result.is_error), changed=changed)
+
+    @activity.defn(name="wolf.release_session")
+    async def release_session(self, ref: HostRef) -> None:
+        """The session closed: this worker's host forgets it, and the MCP servers its client brought
+        (SESSION scope) stop."""
+        check_tenant(ref, self.hosts.tenant)
+        host = self.hosts.find(ref.config_id, ref.tenant)
+        if host is not None:
+            host.forget(ref.workflow_id)
 
     async def _host(self, ref: HostRef) -> AgentHost:
         host = await self.hosts.get(ref.config_id, ref.tenant, lambda: _query(ref, MANIFEST_QUERY, Manifest))
@@ -500,6 +513,43 @@ def _skill_server_label(skill: str, server: str, config: McpServerConfig) -> str
     server never takes a declared one's place; the digest keeps same-named skills from different
     folders from sharing a connection, and binds the label to the exact config."""
     return f"{skill}/{server}@{hashlib.sha256(config.model_dump_json().encode()).hexdigest()[:8]}"
+
+
+SESSION_SERVER = "session:"
+"""Labels of the servers a session's client brought: `session:<name>@<digest>` (declared names hold
+no `:`), so a session's server never takes a declared one's place."""
+
+
+def session_server_label(workflow_id: str, name: str, config: McpServerConfig) -> str:
+    """The digest binds the label to one session and the exact config: no two sessions share a
+    process, and a changed config is a new server."""
+    digest = hashlib.sha256(f"{workflow_id}\n{config.model_dump_json()}".encode()).hexdigest()[:8]
+    return f"{SESSION_SERVER}{name}@{digest}"
+
+
+async def _add_session_servers(
+    host: AgentHost, scope: Scope, servers: dict[str, McpServerConfig]
+) -> dict[str, McpServerConfig]:
+    """Register the servers the session's client brought at SESSION scope (no other session sees
+    them); they start on the host's pool under the worker policy, and `${VAR}` never resolves in them."""
+    session = Scope(ScopeLevel.SESSION, scope.agent_name, scope.session_id)
+    added: dict[str, McpServerConfig] = {}
+    for name, config in servers.items():
+        label = session_server_label(scope.session_id, name, config)
+        await host.pool.add_server(label, config, trusted=False)
+        host.registry.add(host.mcp_server(label), session)
+        added[label] = config
+    return added
+
+
+async def _restore_session_server(host: AgentHost, inp: ToolCallInput) -> None:
+    """A worker that did not compile this session's agent takes the server's config from the
+    session's compiled agent, if the label's digest matches it."""
+    compiled = await _query(inp.ref, COMPILED_QUERY, CompiledAgent)
+    config = compiled.session_servers.get(inp.server)
+    name = inp.server.removeprefix(SESSION_SERVER).rpartition("@")[0]
+    if config is not None and session_server_label(inp.ref.workflow_id, name, config) == inp.server:
+        await host.pool.add_server(inp.server, config, trusted=False)
 
 
 async def _restore_skill_server(host: AgentHost, manifest: Manifest, inp: ToolCallInput) -> None:

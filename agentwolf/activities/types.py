@@ -145,6 +145,8 @@ class CompiledAgent(BaseModel):
     """Slash commands (`/skill`, `/server:prompt`) -> description, for clients to offer."""
     skill_servers: dict[str, McpServerConfig] = {}
     """MCP servers that active skills bring (`<skill>/<server>`): tool calls carry their config."""
+    session_servers: dict[str, McpServerConfig] = {}
+    """The session's own servers by label (`session:<name>@<digest>`): tool calls find their config here."""
 
     @property
     def digest(self) -> str:
@@ -166,6 +168,8 @@ class CompileInput(BaseModel):
     turn_id: str = ""
     active_skills: list[str] = []
     """Skills loaded this turn: the MCP servers they bring are connected and their tools listed."""
+    session_servers: dict[str, McpServerConfig] = {}
+    """The session's own MCP servers (`SessionInput.session_servers`), registered at SESSION scope."""
 
 
 class SkillReadInput(BaseModel):

@@ -24,7 +24,7 @@ from agentwolf.client.jobs import JobMethods
 from agentwolf.client.live import follow
 from agentwolf.client.schedules import ScheduleMethods
 from agentwolf.config.loading import load_manifest
-from agentwolf.config.manifest import Manifest
+from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.defaults import TASK_QUEUE
 from agentwolf.payloads import data_converter
 from agentwolf.telemetry import tracing
@@ -182,6 +182,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
         background: bool = False,
         keep: bool = False,
         output_schema: dict[str, Any] | None = None,
+        session_servers: dict[str, McpServerConfig] | None = None,
     ) -> str:
         """Start a session (its first prompt optional); returns the session id. `output_schema`: the
         answer is a JSON object valid against it (a job with `output`, see `JobMethods`).
@@ -227,6 +228,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
                 config_version=version,
                 pinned=pinned,
                 output_schema=output_schema,
+                session_servers=session_servers or {},
             ),
             id=workflow_id(self.tenant, session_id),
             task_queue=self.task_queue,
@@ -314,6 +316,11 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
 
     async def interrupt(self, session_id: str, reason: str | None = None) -> None:
         await (await self._handle(session_id)).signal(SessionWorkflow.interrupt, reason)
+
+    async def join_servers(self, session_id: str, servers: dict[str, McpServerConfig]) -> None:
+        """MCP servers (by name) that join this session only, as `start_session(session_servers=...)`
+        does: an editor's; a same-named one is replaced, and the agent recompiles before its next step."""
+        await (await self._handle(session_id)).signal(SessionWorkflow.join_servers, servers)
 
     async def close(self, session_id: str) -> None:
         await (await self._handle(session_id)).signal(SessionWorkflow.close)

@@ -8,6 +8,9 @@ what happens (acp_updates.py). A tool call waiting for approval becomes `session
 (allow once, allow always: the tool for the rest of the session, reject), answered with
 approve/deny. `session/cancel` interrupts the running turn. The session's slash commands (from its
 compiled agent) go out with `available_commands_update` whenever it compiles (hot reload included).
+The MCP servers the client passes (stdio, streamable HTTP) join that session only: the worker
+registers them at the extension registry's SESSION scope, starts them under its policy and stops
+them when the session closes.
 
 Nothing lives in this process but followers: a turn runs in its session whatever happens to the
 editor or to `wolf acp`, and a new `wolf acp` that loads the session shows what happened meanwhile.
@@ -33,9 +36,12 @@ from acp.schema import (
     AllowedOutcome,
     AvailableCommand,
     AvailableCommandsUpdate,
+    HttpMcpServer,
     Implementation,
     InitializeResponse,
     LoadSessionResponse,
+    McpCapabilities,
+    McpServerStdio,
     NewSessionResponse,
     PermissionOption,
     PromptCapabilities,
@@ -53,10 +59,11 @@ from temporalio.service import RPCError
 
 from agentwolf.client.chat import session_commands
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
+from agentwolf.config.manifest import McpServerConfig
 from agentwolf.protocols.acp_updates import Updates, replay, title, tool_finished
 from agentwolf.protocols.ndjson import MAX_LINE, NdjsonTransport
 from agentwolf.tenants import TenantError
-from agentwolf.workflows.types import LIVE_KINDS, Event, PendingApproval
+from agentwolf.workflows.types import LIVE_KINDS, Event, PendingApproval, SessionStatus
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +159,7 @@ class WolfAgent:
             agent_capabilities=AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=PromptCapabilities(embedded_context=True),
+                mcp_capabilities=McpCapabilities(http=True),
                 session_capabilities=SessionCapabilities(resume=SessionResumeCapabilities()),
             ),
             agent_info=Implementation(name="agentwolf", title="AgentWolf", version=version("agentwolf")),
@@ -163,8 +171,9 @@ class WolfAgent:
     async def new_session(
         self, cwd: str, mcp_servers: list[Any] | None = None, **_: Any
     ) -> NewSessionResponse:
-        _no_servers(mcp_servers)
-        session_id = await self.wolf.start_session(self.served.agent, **self.served.source)
+        session_id = await self.wolf.start_session(
+            self.served.agent, **self.served.source, session_servers=session_servers(mcp_servers)
+        )
         self._attach(session_id, 0)
         return NewSessionResponse(session_id=session_id)
 
@@ -172,8 +181,7 @@ class WolfAgent:
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **_: Any
     ) -> LoadSessionResponse:
-        _no_servers(mcp_servers)
-        status = await self.wolf.status(session_id)
+        status = await self._join(session_id, mcp_servers)
         messages, offset = await self._snapshot(session_id)
         updates = list(replay(messages))
         if status.turn_id is not None:
@@ -189,12 +197,18 @@ class WolfAgent:
     async def resume_session(
         self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **_: Any
     ) -> ResumeSessionResponse:
-        _no_servers(mcp_servers)
-        status = await self.wolf.status(session_id)
+        status = await self._join(session_id, mcp_servers)
         attached = self._attach(session_id, await self.wolf.event_offset(session_id))
         for pending in status.pending_approvals:
             self._ask(attached, pending)
         return ResumeSessionResponse()
+
+    async def _join(self, session_id: str, servers: list[Any] | None) -> SessionStatus:
+        """The session's status, once the client's MCP servers (if any) have joined it."""
+        status = await self.wolf.status(session_id)
+        if joining := session_servers(servers):
+            await self.wolf.join_servers(session_id, joining)
+        return status
 
     async def _snapshot(self, session_id: str) -> tuple[list[ModelMessage], int]:
         """The transcript and the offset of the first event after it: read until no event came in
@@ -357,12 +371,22 @@ class WolfAgent:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _no_servers(servers: list[Any] | None) -> None:
-    if servers:
-        names = ", ".join(getattr(s, "name", "?") for s in servers)
-        raise RequestError.invalid_params(
-            {"details": f"MCP servers from the client are not supported yet ({names}): declare them"}
-        )
+def session_servers(servers: list[Any] | None) -> dict[str, McpServerConfig]:
+    """The client's MCP servers as the session's own (stdio and streamable HTTP; SSE and ACP-tunnelled
+    ones are refused). Whether a command may run is the worker policy's call, when the agent compiles."""
+    out: dict[str, McpServerConfig] = {}
+    for server in servers or []:
+        if isinstance(server, McpServerStdio):
+            env = {v.name: v.value for v in server.env}
+            config = McpServerConfig(command=server.command, args=server.args, env=env)
+        elif isinstance(server, HttpMcpServer):
+            config = McpServerConfig(url=server.url, headers={h.name: h.value for h in server.headers})
+        else:
+            raise ValueError(f"MCP server {server.name!r}: only stdio and http servers can join a session")
+        if not server.name or server.name in out:
+            raise ValueError(f"MCP server names must be present and unique ({server.name!r})")
+        out[server.name] = config
+    return out
 
 
 def _prompt_text(blocks: list[Any]) -> str:

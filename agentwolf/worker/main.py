@@ -74,6 +74,7 @@ def create_worker(
             activities.call_tool,
             activities.read_skill,
             activities.expand_command,
+            activities.release_session,
             config_notify,
             deliver_prompt,
         ],

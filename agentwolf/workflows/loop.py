@@ -40,6 +40,7 @@ from agentwolf.workflows.turn import (
     HEARTBEAT_TIMEOUT,
     MODEL_RETRY,
     MODEL_TIMEOUT,
+    RELEASE_SESSION_SERVERS,
     SLASH_COMMANDS,
     TOOL_RETRY,
     WAITING_SNAPSHOT_EVENTS,
@@ -225,6 +226,17 @@ class TurnLoop(ToolRouting):
         self._append(ModelResponse(parts=[TextPart(output)], timestamp=workflow.now()))
         return output
 
+    async def _release_session_servers(self) -> None:
+        """The session closes: the MCP servers its client brought stop (on the worker this runs on;
+        another that started one stops it when idle). Only sessions that have such servers run it."""
+        if self.inp.session_servers and workflow.patched(RELEASE_SESSION_SERVERS):
+            await workflow.execute_activity(
+                "wolf.release_session",
+                self._ref(),
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=TOOL_RETRY,
+            )
+
     async def _current_compiled(self) -> CompiledAgent:
         """The compiled agent, recompiled first if the config or the agent's extensions changed."""
         if self.compiled is None or self.stale.reason:
@@ -262,6 +274,7 @@ class TurnLoop(ToolRouting):
                 agent=self.inp.agent,
                 turn_id=self.turn_id or "",
                 active_skills=self.active_skills,
+                session_servers=self.inp.session_servers,
             ),
             result_type=CompiledAgent,
             start_to_close_timeout=timedelta(seconds=90),

@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from pydantic_ai.messages import ModelMessage
 
     from agentwolf.activities.types import COMPILED_QUERY, MANIFEST_QUERY, TRANSCRIPT_QUERY, CompiledAgent
-    from agentwolf.config.manifest import Manifest
+    from agentwolf.config.manifest import Manifest, McpServerConfig
     from agentwolf.workflows.loop import TurnLoop
     from agentwolf.workflows.turn import SESSION_WORKFLOW
     from agentwolf.workflows.types import (
@@ -87,6 +87,7 @@ class SessionWorkflow(TurnLoop):
             await workflow.wait_condition(workflow.all_handlers_finished)
             raise
         self._close(self.last_outcome)
+        await self._release_session_servers()
         await workflow.wait_condition(workflow.all_handlers_finished)
         if inp.background and self.last_outcome == "failed":
             raise ApplicationError(
@@ -196,6 +197,15 @@ class SessionWorkflow(TurnLoop):
             return
         self.stale.mark(change.detail or ", ".join(change.sources))
         self._publish("extensions_changed", text=self.stale.reason)
+
+    @workflow.signal(description="MCP servers that join this session only (its client's), by name.")
+    def join_servers(self, servers: dict[str, McpServerConfig]) -> None:
+        """Servers the session's client brings (an editor reattaching): they join the session's own,
+        a same-named one replaced; the agent recompiles before its next model request."""
+        joined = {**self.inp.session_servers, **servers}
+        if joined != self.inp.session_servers:
+            self.inp = self.inp.model_copy(update={"session_servers": joined})
+            self.stale.mark(f"the client's MCP servers changed ({', '.join(sorted(servers))})")
 
     @workflow.signal
     def interrupt(self, reason: str | None = None) -> None:

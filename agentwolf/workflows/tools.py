@@ -212,7 +212,11 @@ class ToolRouting(SessionCore):
     async def _mcp_call(
         self, spec: ToolSpec, call: ToolCallPart, arguments: dict[str, Any]
     ) -> ToolCallOutput:
-        compiled_server = self.compiled.skill_servers.get(spec.server) if self.compiled else None
+        compiled_server = (
+            self.compiled.skill_servers.get(spec.server) or self.compiled.session_servers.get(spec.server)
+            if self.compiled
+            else None
+        )
         server = compiled_server or self.inp.manifest.host.mcp_servers[spec.server]
         inp = ToolCallInput(
             ref=self._ref(),

@@ -43,6 +43,7 @@ SAFE_LOCAL_CALLS = "safe-local-calls"  # patch: ...only when they are safe to ru
 SLASH_COMMANDS = "slash-commands"  # patch: prompts starting with `/` expand through an activity
 CHILD_IDS = "child-ids"  # patch: subagent ids from the call's turn, step and position, not the model's id
 WAIT_CHILDREN = "wait-children"  # patch: an interrupted or closed parent waits until its children stopped
+RELEASE_SESSION_SERVERS = "release-session-servers"  # patch: a closing session stops its client's servers
 EVENT_TEXT_LIMIT = 2000
 MODEL_TEXT_LIMIT = 65_536
 CUT_MARK = "... [{} chars]"

@@ -11,7 +11,7 @@ from temporalio.common import SearchAttributeKey
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from agentwolf.activities.types import CompiledAgent
-from agentwolf.config.manifest import Manifest
+from agentwolf.config.manifest import Manifest, McpServerConfig
 
 SessionState = Literal["idle", "running", "waiting_approval", "done"]
 TurnOutcome = Literal["completed", "interrupted", "limit", "failed"]
@@ -198,6 +198,9 @@ class SessionInput(BaseModel):
     """Keep this config version even when a new one is pushed."""
     output_schema: dict[str, Any] | None = None
     """A job's `output`: the answer is a JSON object valid against it (given through an output tool)."""
+    session_servers: dict[str, McpServerConfig] = {}
+    """MCP servers this session's client brought (an editor's, over ACP), by name: only this session
+    sees them (the extension registry's SESSION scope); the worker policy decides what may run."""
     # Snapshot (empty on a fresh start).
     transcript: list[ModelMessage] = []
     compiled: CompiledAgent | None = None
