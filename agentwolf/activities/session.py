@@ -63,6 +63,7 @@ from agentwolf.extensions.skills import LocalSkillRoot
 from agentwolf.extensions.types import ExtensionError, SkillEntry, ToolEntry
 from agentwolf.telemetry import metrics
 from agentwolf.worker.host import AgentHost, CachedTranscript, HostRegistry
+from agentwolf.workflows.output import OUTPUT_DESCRIPTION, OUTPUT_TOOL
 from agentwolf.workflows.types import tenant_of
 
 T = TypeVar("T")
@@ -333,7 +334,18 @@ class SessionActivities:
                             )
                             for t in offered
                         ],
-                        allow_text_output=True,
+                        output_tools=[
+                            ToolDefinition(
+                                name=OUTPUT_TOOL,
+                                description=OUTPUT_DESCRIPTION,
+                                parameters_json_schema=inp.output,
+                                kind="output",
+                            )
+                        ]
+                        if inp.output
+                        else [],
+                        allow_text_output=inp.output is None,
+                        output_mode="tool" if inp.output else "text",
                     ),
                     streamed,
                 ),

@@ -213,6 +213,8 @@ class ModelRequestInput(BaseModel):
     turn_id: str = ""
     step: int = 0
     """Where the request's live text belongs (see LiveText)."""
+    output: dict[str, Any] | None = None
+    """A job's output schema: offered as the output tool, and text answers are not allowed."""
 
 
 class ModelRequestOutput(BaseModel):

@@ -34,6 +34,7 @@ from agentwolf.activities.types import (
 )
 from agentwolf.config.manifest import Limits, Team
 from agentwolf.telemetry import metrics
+from agentwolf.workflows.output import judge
 from agentwolf.workflows.tools import ToolRouting
 from agentwolf.workflows.turn import (
     COMPILE_RETRY,
@@ -155,6 +156,15 @@ class TurnLoop(ToolRouting):
                 self.counters.usage = self.counters.usage.plus(step_usage)
                 if response.text:
                     self._publish("model_text", text=response.text)
+                if self.inp.output_schema is not None:  # a job's typed result (workflows/output.py)
+                    verdict = judge(response, self.inp.output_schema, workflow.now())
+                    if verdict.parts is not None:
+                        turn.open_calls = []
+                        turn.pending.extend(verdict.parts)
+                        if verdict.result is not None:
+                            return json.dumps(verdict.result)
+                        self._publish("error", text=f"result refused, the model retries: {verdict.problems}")
+                        continue
                 if not turn.open_calls:
                     return response.text
                 self._check_limits(turn, limits)
@@ -300,6 +310,7 @@ class TurnLoop(ToolRouting):
                 tool_names=self._offered(compiled),
                 turn_id=self.turn_id or "",
                 step=self.step,
+                output=self.inp.output_schema,
             ),
             result_type=ModelRequestOutput,
             start_to_close_timeout=MODEL_TIMEOUT,

@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from agentwolf.activities.types import COMPILED_QUERY, MANIFEST_QUERY, TRANSCRIPT_QUERY, CompiledAgent
     from agentwolf.config.manifest import Manifest, McpServerConfig
     from agentwolf.workflows.loop import TurnLoop
+    from agentwolf.workflows.output import structured
     from agentwolf.workflows.turn import SESSION_WORKFLOW
     from agentwolf.workflows.types import (
         Approval,
@@ -98,6 +99,7 @@ class SessionWorkflow(TurnLoop):
             output=self.last_output,
             outcome=self.last_outcome,
             counters=self.counters,
+            structured=structured(self.inp.output_schema, self.last_outcome, self.last_output),
         )
 
     async def _await_turn(self) -> None:

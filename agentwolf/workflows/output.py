@@ -1,0 +1,80 @@
+"""A job's typed result: the model gives it by calling the output tool, the workflow checks it.
+
+The model request offers `final_result` as pydantic-ai output tool (its parameters are the job's
+`output` schema, text answers not allowed), as pydantic-ai's `StructuredDict` would; but the check
+is the full JSON Schema (`jsonschema`: `enum`, `pattern`, bounds...), which pydantic-ai does not
+enforce. A result that fails goes back to the model as a retry prompt naming every problem, in the
+same turn, so the agent's `max_steps` bounds the retries. Pure and deterministic: imported passed
+through, like loop.py.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic_ai.messages import ModelRequestPart, ModelResponse, RetryFeedbackPart, RetryInfo, ToolReturnPart
+
+from agentwolf.config.jobs import check_result
+
+OUTPUT_TOOL = "final_result"
+OUTPUT_DESCRIPTION = "Give the final result of the task. Its arguments are the result."
+ASK_FOR_TOOL = f"Give your answer by calling the `{OUTPUT_TOOL}` tool; a text answer is not accepted."
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """`result` when the answer is the turn's (valid) result; else `parts` go back to the model (a
+    retry); neither: an ordinary step whose tool calls run."""
+
+    result: dict[str, Any] | None = None
+    parts: list[ModelRequestPart] | None = None
+    problems: str = ""
+
+
+def judge(response: ModelResponse, schema: dict[str, Any], now: Any) -> Verdict:
+    """What a response of a session with an output schema means. `now`: the workflow's clock."""
+    calls = [c for c in response.tool_calls if c.tool_name == OUTPUT_TOOL]
+    if not calls:
+        if response.tool_calls:
+            return Verdict()
+        retry = RetryFeedbackPart(ASK_FOR_TOOL, retry=RetryInfo("no_output"), timestamp=now)
+        return Verdict(parts=[retry], problems="a text answer")
+    call = calls[0]
+    try:
+        value: object = call.args_as_dict(raise_if_invalid=True)
+        problems = check_result(schema, value)
+    except (ValueError, AssertionError) as exc:  # not JSON, or JSON but not an object
+        value, problems = None, [f"the arguments are not a JSON object: {exc}"]
+    others = [c for c in response.tool_calls if c is not call]
+    note = "not run: the final result was given" if not problems else "not run: give the final result"
+    parts: list[ModelRequestPart] = [
+        ToolReturnPart(tool_name=c.tool_name, content=note, tool_call_id=c.tool_call_id, timestamp=now)
+        for c in others
+    ]
+    if problems:
+        text = "The result does not fit the required schema:\n" + "\n".join(f"- {p}" for p in problems)
+        refused = ToolReturnPart(
+            tool_name=OUTPUT_TOOL,
+            content=text,
+            tool_call_id=call.tool_call_id,
+            timestamp=now,
+            outcome="retried",
+            retry=RetryInfo("validation_error"),
+        )
+        return Verdict(parts=[refused, *parts], problems="; ".join(problems))
+    done = ToolReturnPart(
+        tool_name=OUTPUT_TOOL,
+        content="Final result processed.",
+        tool_call_id=call.tool_call_id,
+        timestamp=now,
+    )
+    return Verdict(result=value, parts=[done, *parts])  # type: ignore[arg-type]
+
+
+def structured(
+    schema: dict[str, Any] | None, outcome: str | None, output: str | None
+) -> dict[str, Any] | None:
+    """The session's typed result: a job's completed turn answered the JSON of a checked object."""
+    return json.loads(output) if schema is not None and outcome == "completed" and output else None
