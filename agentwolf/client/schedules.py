@@ -9,7 +9,7 @@ job and its variables, the target session, the time zone; the server checks the 
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -247,6 +247,7 @@ class ScheduleMethods:
 
     async def schedule_backfill(self, name: str, start: datetime, end: datetime) -> None:
         """Fire for every time the spec names in [start, end), as if it had run then."""
+        start, end = (t if t.tzinfo else t.replace(tzinfo=UTC) for t in (start, end))  # naive: UTC
         if end <= start:
             raise ValueError("a backfill's end must come after its start")
         handle, _ = await self._described(name)

@@ -17,9 +17,9 @@ from typing import Annotated
 
 import typer
 
-from agentwolf.client.cli import configs, editor, interactive, mcp, payloads, sessions, stack, usage
+from agentwolf.client.cli import configs, editor, interactive, jobs, mcp, payloads, sessions, stack, usage
 
-VERB_MODULES = (sessions, interactive, configs, stack, payloads, mcp, editor, usage)
+VERB_MODULES = (sessions, interactive, configs, jobs, stack, payloads, mcp, editor, usage)
 
 HELP = """Durable AI agent sessions on Temporal: submit, follow, steer and interrupt them; run workers;
 the embedded local stack.
