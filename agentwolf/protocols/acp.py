@@ -50,6 +50,8 @@ from acp.schema import (
     SessionCapabilities,
     SessionResumeCapabilities,
     StopReason,
+    ToolCallProgress,
+    ToolCallStart,
     ToolCallUpdate,
 )
 from acp.stdio import stdio_streams
@@ -227,9 +229,11 @@ class WolfAgent:
     ) -> list[Any]:
         """Results of the running turn's calls that finished but are not in its transcript yet (they
         join it with the step's next model request): from the turn's events before `offset`."""
-        replayed = {u.tool_call_id for u in replay(messages) if u.session_update == "tool_call"}
-        answered = {u.tool_call_id for u in replay(messages) if u.session_update == "tool_call_update"}
-        waiting = replayed - answered
+        calls: dict[str, set[str]] = {"tool_call": set(), "tool_call_update": set()}
+        for update in replay(messages):
+            if isinstance(update, ToolCallStart | ToolCallProgress):
+                calls[update.session_update].add(update.tool_call_id)
+        waiting = calls["tool_call"] - calls["tool_call_update"]
         if not waiting or offset == 0:
             return []
         held = []
@@ -265,7 +269,11 @@ class WolfAgent:
             raise RequestError.invalid_request({"details": f"session {session_id!r} has ended"})
         text = _prompt_text(prompt)
         attached.updates.own.append(text)
-        turn_id = await self.wolf.prompt(session_id, text)
+        try:
+            turn_id = await self.wolf.prompt(session_id, text)
+        except BaseException:
+            attached.updates.own.remove(text)  # no turn: a turn with this prompt from elsewhere shows it
+            raise
         while turn_id not in attached.finished and not attached.ended:
             await attached.changed.wait()
         finished = attached.finished.pop(turn_id, None)
