@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -307,6 +308,10 @@ def create_app(
         from agentwolf.protocols import agui, mcp_server, openai_api
 
         routes = [*openai_api.routes(), *agui.routes(), *mcp_server.http_routes(served)]
+        if importlib.util.find_spec("a2a") is not None:  # the `a2a` extra
+            from agentwolf.protocols import a2a
+
+            routes += a2a.routes()
     app = Starlette(
         routes=[Route("/healthz", _healthz), *routes],
         lifespan=_lifespan,

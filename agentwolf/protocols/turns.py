@@ -46,10 +46,10 @@ class TurnEnd:
 
 
 async def session_of(wolf: WolfClient, target: Target, session_id: str) -> SessionStatus:
-    """An existing session of the caller's tenant running `target`'s agent (else SessionNotFound: a
-    session of another agent is as unknown as a missing one)."""
+    """An existing session of the caller's tenant running `target`'s agent from `target`'s config
+    (else SessionNotFound: a session of another agent or config is as unknown as a missing one)."""
     status = await wolf.status(session_id)
-    if status.agent != target.agent:
+    if status.agent != target.agent or status.config_name != target.source.get("config_name"):
         raise SessionNotFound(session_id)
     return status
 
@@ -88,14 +88,24 @@ class Latest:
 
 async def latest(wolf: WolfClient, session_id: str) -> Latest | None:
     """The session's latest started turn (None: none yet, or its events took too long to read)."""
+    return await _scan(wolf, session_id, 0, None)
+
+
+async def started(wolf: WolfClient, ref: TurnRef) -> Latest | None:
+    """`ref`'s turn as its events so far tell (None: not started yet, e.g. queued behind another)."""
+    return await _scan(wolf, ref.session_id, ref.base, ref.turn_id)
+
+
+async def _scan(wolf: WolfClient, session_id: str, start: int, turn_id: str | None) -> Latest | None:
+    """The last turn started at or after `start` (only `turn_id`, when given), read up to now."""
     end = await wolf.event_offset(session_id)
     found: Latest | None = None
-    if end == 0:
+    if end <= start:
         return None
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(SCAN_TIMEOUT):
-            async for offset, event in wolf.events(session_id, 0, live=False):
-                if event.kind == "turn_started" and event.turn_id:
+            async for offset, event in wolf.events(session_id, start, live=False):
+                if event.kind == "turn_started" and event.turn_id and turn_id in (None, event.turn_id):
                     found = Latest(TurnRef(session_id, event.turn_id, offset), event.text or "", None)
                 elif event.kind == "turn_finished" and found and event.turn_id == found.ref.turn_id:
                     found = Latest(found.ref, found.prompt, event)

@@ -1,0 +1,544 @@
+"""A2A on `wolf serve` (a2a-sdk, extra `a2a`): each agent and team at `/a2a/{agent}`.
+
+`GET /a2a/{agent}/.well-known/agent-card.json` is its card; `POST /a2a/{agent}` is JSON-RPC, the
+A2A 1.0 methods (`SendMessage`, `SendStreamingMessage`, `GetTask`, `CancelTask`, `SubscribeToTask`)
+and the 0.3 names (`message/send`, `message/stream`, `tasks/get`, `tasks/cancel`,
+`tasks/resubscribe`). A context is a session and a task is a turn: a message without `contextId`
+starts a session, one with it prompts that session. A tool call waiting for approval (a `confirm`
+rule) puts the task in `input-required`; the next message on that task answers it: the text
+`approve`, `approve always` or `deny`, or a data part `{"approve": true|false, "always"?: bool,
+"call_id"?: str}` (without `call_id` it answers every waiting call). `tasks/cancel` interrupts the
+turn.
+
+Nothing lives in this process (the SDK's own executor keeps tasks in memory and loses them when the
+process dies): a task id is `TURN.BASE.SESSION` (the turn, an event offset at or before its start,
+the session), so any `wolf serve` process answers `tasks/get` from the session and resubscribes by
+following the turn's events again. A resubscribed stream starts with the task, then streams the
+turn from its start: its first artifact chunk has `append: false`, so it replaces whatever the client
+had and the answer ends up whole, once. A disconnect never stops the turn.
+
+Answers stream as chunks of the artifact `answer`; a retried model attempt's text is withdrawn by a
+chunk with `append: false` carrying the text that stands. Tool calls and their progress are
+`working` status messages. Callers are `wolf serve`'s API keys and tenant scope: another tenant's
+context or task is as unknown as a missing one."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from typing import Any
+
+from a2a.helpers import get_data_parts, new_data_part, new_text_part
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers.request_handler import RequestHandler, validate_request_params
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.server.routes.common import DefaultServerCallContextBuilder
+from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+from a2a.types.a2a_pb2 import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    Artifact,
+    CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
+    GetTaskRequest,
+    HTTPAuthSecurityScheme,
+    ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    Role,
+    SecurityRequirement,
+    SecurityScheme,
+    SendMessageRequest,
+    StringList,
+    SubscribeToTaskRequest,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskPushNotificationConfig,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from a2a.utils.constants import TransportProtocol
+from a2a.utils.errors import (
+    ContentTypeNotSupportedError,
+    InvalidParamsError,
+    PushNotificationNotSupportedError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from agentwolf.client.wolf_client import SessionNotFound, WolfClient
+from agentwolf.config.manifest import Manifest, McpCapability
+from agentwolf.protocols import turns
+from agentwolf.protocols.app import Served, Target, principal_of, served_of
+from agentwolf.tenants import TenantError
+from agentwolf.workflows.types import Event, PendingApproval
+
+MAX_TEXT = 256 * 1024
+"""Characters a message may have (a bigger one is refused, not sent to the session)."""
+CANCEL_WAIT = 30.0
+"""How long `tasks/cancel` waits for the interrupted turn to finish before answering `working`."""
+ANSWER = "answer"
+"""The artifact holding a turn's answer."""
+_TASK_ID = re.compile(r"^(turn-\d+)\.(\d+)\.([^/]+)$")
+_OUTCOMES = {
+    "completed": TaskState.TASK_STATE_COMPLETED,
+    "interrupted": TaskState.TASK_STATE_CANCELED,
+    "limit": TaskState.TASK_STATE_FAILED,
+    "failed": TaskState.TASK_STATE_FAILED,
+}
+_TERMINAL = {TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_FAILED}
+_DECISIONS = {"approve": (True, False), "approve always": (True, True), "deny": (False, False)}
+
+A2AEvent = Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent
+
+
+def task_id(ref: turns.TurnRef) -> str:
+    return f"{ref.turn_id}.{ref.base}.{ref.session_id}"
+
+
+def parse_task_id(value: str) -> turns.TurnRef:
+    match = _TASK_ID.match(value)
+    if match is None:
+        raise _no_task(value)
+    turn, base, session = match.groups()
+    return turns.TurnRef(session, turn, int(base))
+
+
+def _no_task(value: str) -> TaskNotFoundError:
+    return TaskNotFoundError(message=f"task {value[:80]!r} not found")
+
+
+def _agent_message(id: str, text: str, data: Any = None) -> Message:
+    parts = [new_text_part(text)] + ([new_data_part(data)] if data is not None else [])
+    return Message(message_id=id, role=Role.ROLE_AGENT, parts=parts)
+
+
+def _approvals_message(ref: turns.TurnRef, waiting: list[PendingApproval]) -> Message:
+    calls = ", ".join(f"{p.tool} (call {p.call_id})" for p in waiting)
+    return _agent_message(
+        f"{task_id(ref)}:approval:{waiting[-1].call_id}",
+        f"Waiting for approval: {calls}. Answer on this task: approve, approve always or deny.",
+        {"approvals": [p.model_dump(mode="json", include={"call_id", "tool", "args"}) for p in waiting]},
+    )
+
+
+@dataclass
+class _Translation:
+    """A turn's session events as A2A task events (one per followed stream)."""
+
+    ref: turns.TurnRef
+    id: str
+    answer: turns.Answer = field(default_factory=turns.Answer)
+
+    def status(self, state: TaskState, message: Message | None = None) -> TaskStatusUpdateEvent:
+        return TaskStatusUpdateEvent(
+            task_id=self.id, context_id=self.ref.session_id, status=TaskStatus(state=state, message=message)
+        )
+
+    def chunk(self, text: str, *, append: bool, last: bool = False) -> TaskArtifactUpdateEvent:
+        return TaskArtifactUpdateEvent(
+            task_id=self.id,
+            context_id=self.ref.session_id,
+            artifact=Artifact(artifact_id=ANSWER, name=ANSWER, parts=[new_text_part(text)]),
+            append=append,
+            last_chunk=last,
+        )
+
+    def of(self, seq: int, event: Event) -> A2AEvent | None:
+        """`event` (the stream's `seq`th) as a task event, if it says something to the client."""
+        if event.kind in ("text_delta", "attempt_superseded"):
+            had = self.answer.text
+            new = self.answer.feed(event)
+            if event.kind == "attempt_superseded":
+                return self.chunk(self.answer.text, append=False)
+            # The first chunk starts the artifact (append false: it replaces what a client had).
+            return None if new is None else self.chunk(new, append=bool(had))
+        if event.kind == "turn_started":
+            return self.status(TaskState.TASK_STATE_WORKING)
+        note = _note(event)
+        if note is None:
+            return None
+        data = {"tool": event.tool, "call_id": event.call_id, "event": event.kind}
+        message = _agent_message(f"{self.id}:{seq}:{event.kind}", note, data)
+        return self.status(TaskState.TASK_STATE_WORKING, message)
+
+    def end(self, end: turns.TurnEnd) -> list[A2AEvent]:
+        if end.waiting:
+            return [
+                self.status(TaskState.TASK_STATE_INPUT_REQUIRED, _approvals_message(self.ref, end.waiting))
+            ]
+        state = _OUTCOMES.get(end.outcome or "failed", TaskState.TASK_STATE_FAILED)
+        events: list[A2AEvent] = []
+        if state == TaskState.TASK_STATE_COMPLETED and end.text and end.text != self.answer.text:
+            events.append(self.chunk(end.text, append=False, last=True))  # the answer is the last step's
+        message = None
+        if state != TaskState.TASK_STATE_COMPLETED and end.text:
+            message = _agent_message(f"{self.id}:end", end.text)
+        events.append(self.status(state, message))
+        return events
+
+
+def _note(event: Event) -> str | None:
+    """What a tool does, as a status message."""
+    if event.kind == "tool_call_started":
+        return f"calling {event.tool}({json.dumps(event.args or {})[:200]})"
+    if event.kind == "tool_progress":
+        done = f" {event.progress:g}/{event.total:g}" if event.progress is not None and event.total else ""
+        return f"{event.tool}: {event.text or 'working'}{done}"
+    if event.kind == "tool_call_finished":
+        return f"{event.tool} returned"
+    return None
+
+
+def _task(
+    ref: turns.TurnRef,
+    state: TaskState,
+    *,
+    answer: str | None = None,
+    message: Message | None = None,
+    prompt: str | None = None,
+) -> Task:
+    id = task_id(ref)
+    task = Task(id=id, context_id=ref.session_id, status=TaskStatus(state=state, message=message))
+    if answer:
+        task.artifacts.append(Artifact(artifact_id=ANSWER, name=ANSWER, parts=[new_text_part(answer)]))
+    if prompt is not None:
+        task.history.append(
+            Message(
+                message_id=f"{id}:prompt",
+                context_id=ref.session_id,
+                task_id=id,
+                role=Role.ROLE_USER,
+                parts=[new_text_part(prompt)],
+            )
+        )
+    return task
+
+
+def _prompt_text(message: Message) -> str:
+    """A new turn's prompt: the text parts, data parts as JSON."""
+    texts = []
+    for part in message.parts:
+        if part.HasField("text"):
+            texts.append(part.text)
+        elif part.HasField("data"):
+            texts.append(json.dumps(get_data_parts([part])[0]))
+        else:
+            raise ContentTypeNotSupportedError(message="send text or data parts (files are not supported)")
+    text = "\n".join(texts)
+    if not text.strip() or len(text) > MAX_TEXT:
+        raise InvalidParamsError(message=f"a message needs text, at most {MAX_TEXT} characters")
+    return text
+
+
+def _decision(message: Message) -> tuple[bool, bool, str | None]:
+    """(approve, always, call_id or None for all) from an answer on an input-required task."""
+    for data in get_data_parts(list(message.parts)):
+        if isinstance(data, dict) and isinstance(data.get("approve"), bool):
+            call_id = data.get("call_id")
+            return data["approve"], data.get("always") is True, call_id if isinstance(call_id, str) else None
+    text = " ".join(p.text for p in message.parts if p.HasField("text")).strip().lower()
+    if text in _DECISIONS:
+        return (*_DECISIONS[text], None)
+    raise InvalidParamsError(
+        message='the task waits for approval: answer "approve", "approve always" or "deny", '
+        'or a data part {"approve": true|false}'
+    )
+
+
+class WolfA2A(RequestHandler):
+    """The A2A methods over durable sessions; the route puts the caller's WolfClient and target
+    (the agent of the URL, checked against the caller's key) into the call context."""
+
+    @staticmethod
+    def _caller(context: ServerCallContext) -> tuple[WolfClient, Target]:
+        return context.state["wolf"], context.state["target"]
+
+    async def _ref(self, wolf: WolfClient, target: Target, value: str) -> turns.TurnRef:
+        """The task named `value`, if it is a turn of one of the caller's sessions of this agent."""
+        ref = parse_task_id(value)
+        try:
+            await turns.session_of(wolf, target, ref.session_id)
+        except (SessionNotFound, TenantError):
+            raise _no_task(value) from None
+        return ref
+
+    # -- messages --------------------------------------------------------------------------------
+
+    async def _submit(self, wolf: WolfClient, target: Target, message: Message) -> tuple[turns.TurnRef, str]:
+        """Start the turn `message` asks for, or answer the approvals its task waits for: the turn
+        to follow (from where to) and the task id."""
+        try:
+            if message.task_id:
+                ref = await self._ref(wolf, target, message.task_id)
+                if message.context_id and message.context_id != ref.session_id:
+                    raise InvalidParamsError(message="the task belongs to another context")
+                return await self._answer(wolf, ref, message), message.task_id
+            text = _prompt_text(message)
+            if message.context_id:
+                try:
+                    status = await turns.session_of(wolf, target, message.context_id)
+                except (SessionNotFound, TenantError):
+                    raise InvalidParamsError(message="context not found") from None
+                ref = await turns.prompt(wolf, status.session_id, text)
+            else:
+                ref = await turns.start(wolf, target, text)
+        except turns.Refused as exc:
+            raise InvalidParamsError(message=str(exc)) from None
+        return ref, task_id(ref)
+
+    async def _answer(self, wolf: WolfClient, ref: turns.TurnRef, message: Message) -> turns.TurnRef:
+        approve, always, call_id = _decision(message)
+        status = await wolf.status(ref.session_id)
+        if status.state != "waiting_approval" or status.turn_id != ref.turn_id:
+            raise InvalidParamsError(message=f"task {task_id(ref)!r} is not waiting for input")
+        calls = [p.call_id for p in status.pending_approvals if call_id in (None, p.call_id)]
+        if not calls:
+            raise InvalidParamsError(message=f"no tool call {call_id!r} waits for approval in this task")
+        base = await wolf.event_offset(ref.session_id)
+        for call in calls:
+            await turns.answer(wolf, ref.session_id, call, approve, always=always)
+        return turns.TurnRef(ref.session_id, ref.turn_id, base)
+
+    @validate_request_params
+    async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task:
+        wolf, target = self._caller(context)
+        ref, id = await self._submit(wolf, target, params.message)
+        if params.configuration.return_immediately:
+            return await self._snapshot(wolf, parse_task_id(id))
+        end = turns.TurnEnd()
+        async for _ in turns.follow(wolf, ref, end):
+            pass
+        if end.waiting:
+            return _task(
+                ref, TaskState.TASK_STATE_INPUT_REQUIRED, message=_approvals_message(ref, end.waiting)
+            )
+        return _ended(parse_task_id(id), end.outcome, end.text)
+
+    @validate_request_params
+    async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[A2AEvent]:
+        wolf, target = self._caller(context)
+        ref, id = await self._submit(wolf, target, params.message)
+        answering = bool(params.message.task_id)
+        first = TaskState.TASK_STATE_WORKING if answering else TaskState.TASK_STATE_SUBMITTED
+        yield _task(parse_task_id(id), first)
+        async for event in _follow(wolf, ref, _Translation(ref, id)):
+            yield event
+
+    @validate_request_params
+    async def on_subscribe_to_task(
+        self, params: SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[A2AEvent]:
+        wolf, target = self._caller(context)
+        ref = await self._ref(wolf, target, params.id)
+        snapshot = await self._snapshot(wolf, ref)
+        yield snapshot
+        if snapshot.status.state not in _TERMINAL:
+            async for event in _follow(wolf, ref, _Translation(ref, params.id)):
+                yield event
+
+    # -- tasks ---------------------------------------------------------------------------------
+
+    @validate_request_params
+    async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task:
+        wolf, target = self._caller(context)
+        return await self._snapshot(wolf, await self._ref(wolf, target, params.id))
+
+    @validate_request_params
+    async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task:
+        wolf, target = self._caller(context)
+        ref = await self._ref(wolf, target, params.id)
+        status = await wolf.status(ref.session_id)
+        if status.turn_id != ref.turn_id or status.state not in ("running", "waiting_approval"):
+            raise TaskNotCancelableError(message=f"task {params.id!r} is not running")
+        base = await wolf.event_offset(ref.session_id)
+        await wolf.interrupt(ref.session_id, "canceled by the A2A client")
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(CANCEL_WAIT):
+                async for _ in turns.follow(
+                    wolf, turns.TurnRef(ref.session_id, ref.turn_id, base), turns.TurnEnd()
+                ):
+                    pass
+        return await self._snapshot(wolf, ref)
+
+    async def _snapshot(self, wolf: WolfClient, ref: turns.TurnRef) -> Task:
+        """The task as the session tells it now."""
+        status = await wolf.status(ref.session_id)
+        if status.turn_id == ref.turn_id and status.state == "waiting_approval":
+            return _task(
+                ref,
+                TaskState.TASK_STATE_INPUT_REQUIRED,
+                message=_approvals_message(ref, status.pending_approvals),
+            )
+        if status.turn_id == ref.turn_id and status.state == "running":
+            return _task(ref, TaskState.TASK_STATE_WORKING)
+        seen = await turns.started(wolf, ref)
+        if seen is None:
+            return _task(
+                ref, TaskState.TASK_STATE_FAILED if status.state == "done" else TaskState.TASK_STATE_SUBMITTED
+            )
+        if seen.end is None:  # started, not running, never finished: the session ended under it
+            return _ended(ref, "failed", "the session closed before the turn finished", seen.prompt)
+        return _ended(ref, seen.end.outcome, seen.end.text, seen.prompt)
+
+    # -- what wolf serve does not offer --------------------------------------------------------
+
+    async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        raise UnsupportedOperationError(message="tasks/list is not offered: keep the task ids you get")
+
+    async def on_create_task_push_notification_config(
+        self, params: TaskPushNotificationConfig, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        raise PushNotificationNotSupportedError
+
+    async def on_get_task_push_notification_config(
+        self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        raise PushNotificationNotSupportedError
+
+    async def on_list_task_push_notification_configs(
+        self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
+    ) -> ListTaskPushNotificationConfigsResponse:
+        raise PushNotificationNotSupportedError
+
+    async def on_delete_task_push_notification_config(
+        self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> None:
+        raise PushNotificationNotSupportedError
+
+    async def on_get_extended_agent_card(
+        self, params: GetExtendedAgentCardRequest, context: ServerCallContext
+    ) -> AgentCard:
+        raise UnsupportedOperationError(
+            message="the agent card at .well-known/agent-card.json is the whole card"
+        )
+
+
+def _ended(ref: turns.TurnRef, outcome: str | None, text: str | None, prompt: str | None = None) -> Task:
+    state = _OUTCOMES.get(outcome or "failed", TaskState.TASK_STATE_FAILED)
+    if state == TaskState.TASK_STATE_COMPLETED:
+        return _task(ref, state, answer=text, prompt=prompt)
+    message = _agent_message(f"{task_id(ref)}:end", text) if text else None
+    return _task(ref, state, message=message, prompt=prompt)
+
+
+async def _follow(wolf: WolfClient, ref: turns.TurnRef, translation: _Translation) -> AsyncIterator[A2AEvent]:
+    end = turns.TurnEnd()
+    count = 0
+    async for event in turns.follow(wolf, ref, end):
+        count += 1
+        update = translation.of(count, event)
+        if update is not None:
+            yield update
+    for update in translation.end(end):
+        yield update
+
+
+# -- the card and the routes ---------------------------------------------------------------------
+
+
+async def _manifest(served: Served, request: Request, target: Target) -> Manifest:
+    manifest = target.source.get("manifest")
+    if isinstance(manifest, Manifest):
+        return manifest
+    return (await served.wolf(principal_of(request)).config_get(target.source["config_name"])).manifest
+
+
+def _describe(manifest: Manifest, agent: str) -> tuple[str, list[str]]:
+    """What the agent is for (its instructions' first line) and tags (its MCP servers)."""
+    team = manifest.teams.get(agent)
+    if team is not None:
+        return f"A team of {', '.join(team.members)} ({team.mode}).", ["team"]
+    config = manifest.agents[agent]
+    first = next((line.strip() for line in config.instructions.splitlines() if line.strip()), "")
+    servers = [c.mcp for c in config.capabilities if isinstance(c, McpCapability)]
+    return (first[:300] or f"AgentWolf agent {agent}"), ["agent", *servers]
+
+
+def card(base_url: str, target: Target, manifest: Manifest, *, authenticated: bool) -> AgentCard:
+    description, tags = _describe(manifest, target.agent)
+    url = f"{base_url.rstrip('/')}/a2a/{target.model}"
+    built = AgentCard(
+        name=target.model,
+        description=description,
+        version=version("agentwolf"),
+        supported_interfaces=[
+            AgentInterface(url=url, protocol_binding=TransportProtocol.JSONRPC, protocol_version=protocol)
+            for protocol in ("1.0", "0.3")
+        ],
+        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        default_input_modes=["text/plain", "application/json"],
+        default_output_modes=["text/plain"],
+        skills=[
+            AgentSkill(
+                id=target.model,
+                name=target.model,
+                description=f"{description} Each task is one durable turn; the context is its session.",
+                tags=["agentwolf", *tags],
+            )
+        ],
+    )
+    if authenticated:
+        built.security_schemes["wolf_api_key"].CopyFrom(
+            SecurityScheme(
+                http_auth_security_scheme=HTTPAuthSecurityScheme(
+                    scheme="bearer", description="a wolf serve API key: Authorization: Bearer KEY"
+                )
+            )
+        )
+        built.security_requirements.append(SecurityRequirement(schemes={"wolf_api_key": StringList()}))
+    return built
+
+
+class _ContextBuilder(DefaultServerCallContextBuilder):
+    def build(self, request: Request) -> ServerCallContext:
+        context = super().build(request)
+        context.state["headers"].pop("authorization", None)  # the caller's key goes no further
+        context.state["wolf"] = served_of(request).wolf(principal_of(request))
+        context.state["target"] = request.state.a2a_target
+        return context
+
+
+class _Routes:
+    def __init__(self) -> None:
+        self.dispatcher = JsonRpcDispatcher(WolfA2A(), _ContextBuilder(), enable_v0_3_compat=True)
+
+    async def rpc(self, request: Request) -> Response:
+        request.state.a2a_target = await served_of(request).resolve(
+            principal_of(request), request.path_params["agent"]
+        )
+        return await self.dispatcher.handle_requests(request)
+
+    async def card(self, request: Request) -> Response:
+        served = served_of(request)
+        target = await served.resolve(principal_of(request), request.path_params["agent"])
+        manifest = await _manifest(served, request, target)
+        built = card(str(request.base_url), target, manifest, authenticated=served.open_tenant is None)
+        return JSONResponse(agent_card_to_dict(built))
+
+
+def routes() -> list[Route]:
+    """The card before the JSON-RPC endpoint: an agent may be `CONFIG/AGENT`."""
+    handlers = _Routes()
+    return [
+        Route("/a2a/{agent:path}/.well-known/agent-card.json", handlers.card, methods=["GET"]),
+        Route("/a2a/{agent:path}", handlers.rpc, methods=["POST"]),
+    ]
