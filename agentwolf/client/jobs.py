@@ -94,8 +94,11 @@ class JobMethods:
         *,
         config_name: str | None = None,
         session_id: str | None = None,
+        trigger: str | None = None,
+        unique: bool = False,
     ) -> str:
-        """Start a run of `job`; returns its session id (follow it like any session)."""
+        """Start a run of `job`; returns its session id (follow it like any session). `trigger`: the
+        webhook that started it; `unique`: a `session_id` used before is refused (see start_session)."""
         session = await self._job_session(job, dict(variables or {}), manifest, config_name)
         return await self.start_session(
             session.agent,
@@ -105,6 +108,8 @@ class JobMethods:
             prompt=session.prompt,
             background=True,
             output_schema=session.output_schema,
+            trigger=trigger,
+            unique=unique,
         )
 
     async def run_job(

@@ -8,7 +8,9 @@ job and its variables, the target session, the time zone; the server checks the 
 
 from __future__ import annotations
 
+import hashlib
 import re
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -30,15 +32,21 @@ from temporalio.client import (
     ScheduleSpec,
     ScheduleState,
 )
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentwolf.config.jobs import BusyPolicy
+from agentwolf.config.jobs import BusyPolicy, Hook
 from agentwolf.config.manifest import Manifest
 from agentwolf.tenants import TenantError
 from agentwolf.workflows.registry import check_config_name
 from agentwolf.workflows.schedule import FireInput, ScheduleFireWorkflow, fire_id, run_session_id, schedule_id
-from agentwolf.workflows.types import SCHEDULE_ATTR, TENANT_ATTR, SessionInput
+from agentwolf.workflows.types import SCHEDULE_ATTR, TENANT_ATTR, SessionInput, workflow_id
 
 Overlap = Literal["skip", "buffer_one", "allow_all"]
 _OVERLAP = {
@@ -84,6 +92,17 @@ class ScheduleSummary(BaseModel):
     actions: int = 0
 
 
+class HookRun(BaseModel):
+    """What a webhook request started: a job run's session, or a delivery to `session_id`."""
+
+    session_id: str
+    firing: str
+    """The workflow it started: the job run, or the delivery (a ScheduleFire run); its id derives
+    from the idempotency key when there is one."""
+    duplicate: bool = False
+    """The key was seen before: nothing started, these are the first request's ids."""
+
+
 class ScheduleMethods:
     """Schedules of this client's tenant (Temporal Schedules: visible and operable in its UI too)."""
 
@@ -102,6 +121,10 @@ class ScheduleMethods:
         ) -> SessionInput: ...
 
         async def _handle(self, session_id: str) -> Any: ...
+
+        async def start_job(
+            self, job: str, variables: dict[str, object] | None = None, *args: Any, **kwargs: Any
+        ) -> str: ...
 
     async def schedule_create(
         self,
@@ -195,6 +218,66 @@ class ScheduleMethods:
                 raise ValueError(f"schedule {name!r} refused: {exc.message}") from None
             raise
         return await self.schedule_describe(name)
+
+    async def hook_fire(
+        self,
+        name: str,
+        hook: Hook,
+        body: object,
+        *,
+        key: str | None = None,
+        manifest: Manifest | None = None,
+        config_name: str | None = None,
+    ) -> HookRun:
+        """Start what webhook `name` does for a request `body` (a ScheduleFire run, like a schedule's
+        firing). With `key` (an idempotency key), the firing's id derives from it and Temporal refuses
+        a second start with that id, running or closed (within the namespace's retention), so a
+        redelivery starts nothing and names the first request's run: no state in this process."""
+        trigger = f"hook-{check_config_name(name)}"
+        suffix = hashlib.sha256(key.encode()).hexdigest()[:20] if key else uuid.uuid4().hex[:20]
+        if hook.job is not None:  # the run itself has the id: a 202 means the session exists
+            sid = f"{trigger}-{suffix}"
+            try:
+                await self.start_job(
+                    hook.job,
+                    dict(hook.values(body)),
+                    manifest,
+                    config_name=config_name,
+                    session_id=sid,
+                    trigger=trigger,
+                    unique=True,
+                )
+            except WorkflowAlreadyStartedError:
+                return HookRun(session_id=sid, firing=workflow_id(self.tenant, sid), duplicate=True)
+            return HookRun(session_id=sid, firing=workflow_id(self.tenant, sid))
+        assert hook.session is not None
+        await self._handle(hook.session)
+        fire = FireInput(
+            schedule=trigger,
+            tenant=self.tenant,
+            target=hook.session,
+            prompt=hook.text(body),
+            when_busy=hook.when_busy,
+        )
+        wid = f"{fire_id(self.tenant, trigger)}-{suffix}"
+        try:
+            await self.client.start_workflow(
+                ScheduleFireWorkflow.run,
+                fire,
+                id=wid,
+                task_queue=self.task_queue,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                search_attributes=TypedSearchAttributes(
+                    [
+                        SearchAttributePair(TENANT_ATTR, self.tenant),
+                        SearchAttributePair(SCHEDULE_ATTR, trigger),
+                    ]
+                ),
+            )
+        except WorkflowAlreadyStartedError:
+            return HookRun(session_id=hook.session, firing=wid, duplicate=True)
+        return HookRun(session_id=hook.session, firing=wid)
 
     def _schedule(self, name: str) -> ScheduleHandle:
         """A handle on one of this tenant's schedules (a full id `wolf/<tenant>/<name>` of another

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 from pydantic_ai.messages import ModelMessage
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowQueryFailedError
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.envconfig import ClientConfig, ClientConnectConfig
 from temporalio.service import RPCError, RPCStatusCode
@@ -34,6 +34,7 @@ from agentwolf.workflows.types import (
     AGENT_ATTR,
     CONFIG_ATTR,
     PARENT_ATTR,
+    SCHEDULE_ATTR,
     STATE_ATTR,
     TENANT_ATTR,
     Approval,
@@ -182,6 +183,8 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
         background: bool = False,
         keep: bool = False,
         output_schema: dict[str, Any] | None = None,
+        trigger: str | None = None,
+        unique: bool = False,
         session_servers: dict[str, McpServerConfig] | None = None,
     ) -> str:
         """Start a session (its first prompt optional); returns the session id. `output_schema`: the
@@ -214,6 +217,8 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
         ]
         if config_name is not None:
             attributes.append(SearchAttributePair(CONFIG_ATTR, config_name))
+        if trigger is not None:  # the schedule or webhook that started it
+            attributes.append(SearchAttributePair(SCHEDULE_ATTR, trigger))
         await self.client.start_workflow(
             SessionWorkflow.run,
             SessionInput(
@@ -233,6 +238,10 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
             id=workflow_id(self.tenant, session_id),
             task_queue=self.task_queue,
             search_attributes=TypedSearchAttributes(attributes),
+            # `unique`: an id used before, even by a session that ended, is refused (idempotent starts).
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE
+            if unique
+            else WorkflowIDReusePolicy.ALLOW_DUPLICATE,
         )
         self._owned.add(workflow_id(self.tenant, session_id))
         if config_name is not None and version is not None and not pinned:

@@ -90,6 +90,8 @@ class Served:
     """The served config given as a registry name (model names `AGENT` too)."""
     open_tenant: str | None = None
     """`--no-auth`: every request acts as this tenant (loopback only)."""
+    hook_tenant: str = "default"
+    """The tenant webhooks (`/hooks/`, protocols/hooks.py) act as: they carry a signature, no API key."""
     _clients: dict[str, WolfClient] = field(default_factory=dict)
 
     def wolf(self, principal: Principal) -> WolfClient:
@@ -206,7 +208,8 @@ class Guard:
             return
         request = Request(scope)
         try:
-            scope.setdefault("state", {})["principal"] = self._principal(request)
+            if not scope["path"].startswith("/hooks/"):  # webhooks prove themselves by signature
+                scope.setdefault("state", {})["principal"] = self._principal(request)
             length = request.headers.get("content-length")
             if length is not None and (not length.isdigit() or int(length) > self.max_body):
                 raise ApiError(
@@ -305,9 +308,9 @@ def create_app(
 ) -> Starlette:
     """The app; `routes` default to every front end's."""
     if routes is None:
-        from agentwolf.protocols import agui, mcp_server, openai_api
+        from agentwolf.protocols import agui, hooks, mcp_server, openai_api
 
-        routes = [*openai_api.routes(), *agui.routes(), *mcp_server.http_routes(served)]
+        routes = [*openai_api.routes(), *agui.routes(), *mcp_server.http_routes(served), *hooks.routes()]
         if importlib.util.find_spec("a2a") is not None:  # the `a2a` extra
             from agentwolf.protocols import a2a
 

@@ -48,6 +48,7 @@ def served_by(wolf: WolfClient, source: Manifest | str, keys: ApiKeys, *, no_aut
         manifest=source if isinstance(source, Manifest) else None,
         config_name=source if isinstance(source, str) else None,
         open_tenant=wolf.tenant if no_auth else None,
+        hook_tenant=wolf.tenant,
     )
 
 

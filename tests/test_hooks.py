@@ -1,0 +1,147 @@
+"""Webhooks on `wolf serve` (real HTTP, real dev server): signatures, idempotent redelivery, targets."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+import pytest
+
+from agentwolf.config.manifest import Manifest
+from agentwolf.config.policy import WorkerPolicy
+from agentwolf.protocols import hooks
+from agentwolf.workflows.types import SCHEDULE_ATTR
+from tests.conftest import make_manifest, wait_for
+from tests.support.models import Script, text, tool, user_texts
+from tests.support.serving import serving
+
+SECRET = "hook-secret-value-1234"
+POLICY = WorkerPolicy(secrets={"*": ["HOOK_SECRET"]})
+BODY = {
+    "issue": {"html_url": "https://example.org/issues/7", "title": "Crash"},
+    "repository": {"name": "wolf"},
+}
+
+
+def hook_manifest(session: str = "s1") -> Manifest:
+    base = make_manifest().model_dump()
+    base["jobs"] = {
+        "triage": {
+            "agent": "a",
+            "prompt": "Triage {issue_url} in {repo}.",
+            "vars": {"issue_url": {}, "repo": {}},
+            "output": {
+                "type": "object",
+                "properties": {"severity": {"enum": ["low", "high"]}},
+                "required": ["severity"],
+            },
+        }
+    }
+    base["hooks"] = {
+        "new-issue": {
+            "job": "triage",
+            "vars": {"issue_url": "{body.issue.html_url}", "repo": "{body.repository.name}"},
+            "secret": "HOOK_SECRET",
+        },
+        "poke": {"session": session, "prompt": "New issue: {body.issue.title}", "secret": "HOOK_SECRET"},
+        "unlisted": {"session": session, "prompt": "x", "secret": "NOT_IN_POLICY"},
+    }
+    return Manifest.model_validate(base)
+
+
+@asynccontextmanager
+async def posting(client, task_queue: str, manifest: Manifest) -> AsyncIterator[httpx.AsyncClient]:
+    """`wolf serve` with the hook route (under POLICY) on 127.0.0.1, and an HTTP client for it."""
+    async with (
+        serving(client, task_queue, manifest, routes=hooks.routes(POLICY)) as base,
+        httpx.AsyncClient(base_url=base) as http,
+    ):
+        yield http
+
+
+def sign(body: bytes, secret: str = SECRET) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+async def hook_runs(client, task_queue: str, trigger: str) -> int:
+    """Workflows the hook started on this test's queue (the dev server is shared by the tests)."""
+    query = f"{SCHEDULE_ATTR.name} = '{trigger}' AND TaskQueue = '{task_queue}'"
+    return (await client.count_workflows(query)).count
+
+
+@pytest.fixture(autouse=True)
+def _secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOOK_SECRET", SECRET)
+
+
+async def test_a_signed_webhook_starts_one_run_and_a_redelivery_none(wolf, client, task_queue, run_worker):
+    script = Script(lambda s: tool("final_result", {"severity": "high"}))
+    body = json.dumps(BODY).encode()
+    async with (
+        run_worker(local_models={"m": script.model}),
+        posting(client, task_queue, hook_manifest()) as http,
+    ):
+        headers = {"X-Wolf-Signature-256": sign(body), "Idempotency-Key": "delivery-1"}
+        first = await http.post("/hooks/new-issue", content=body, headers=headers)
+        assert first.status_code == 202, first.text
+        run = first.json()
+        assert run["duplicate"] is False and run["session_id"].startswith("hook-new-issue-")
+        result = await wolf.job_result(run["session_id"])
+        assert result.output == {"severity": "high"}
+        assert "Triage https://example.org/issues/7 in wolf." in user_texts(script.requests[0])
+        # Redelivered after the run ended (GitHub's headers this time): nothing starts, same ids.
+        github = {"X-Hub-Signature-256": sign(body), "X-GitHub-Delivery": "delivery-1"}
+        again = await http.post("/hooks/new-issue", content=body, headers=github)
+        assert again.status_code == 202 and again.json() == {**run, "duplicate": True}
+        assert await hook_runs(client, task_queue, "hook-new-issue") == 1
+        assert len(script.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"X-Wolf-Signature-256": sign(b"other body")},
+        {"X-Wolf-Signature-256": sign(json.dumps(BODY).encode(), "wrong-secret-000000")},
+        {"X-Wolf-Signature-256": sign(json.dumps(BODY).encode()).replace("sha256=", "sha1=")},
+        {"X-Wolf-Signature-256": "sha256="},
+    ],
+)
+async def test_a_bad_signature_is_401_and_starts_nothing(client, task_queue, headers):
+    async with posting(client, task_queue, hook_manifest()) as http:
+        refused = await http.post("/hooks/new-issue", content=json.dumps(BODY).encode(), headers=headers)
+    assert refused.status_code == 401 and "signature" in refused.json()["error"]["message"]
+    assert await hook_runs(client, task_queue, "hook-new-issue") == 0
+
+
+async def test_a_session_hook_prompts_the_session(wolf, client, task_queue, run_worker):
+    script = Script(lambda s: text(f"answer {s.calls}"))
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.start_session("a", make_manifest())
+        body = json.dumps(BODY).encode()
+        async with posting(client, task_queue, hook_manifest(sid)) as http:
+            sent = await http.post("/hooks/poke", content=body, headers={"X-Wolf-Signature-256": sign(body)})
+        assert sent.status_code == 202 and sent.json()["session_id"] == sid
+        await wait_for(lambda: script.calls >= 1, timeout=30)
+        assert user_texts(script.requests[0])[-1] == "New issue: Crash"
+        await wolf.close(sid)
+
+
+async def test_hook_refusals_are_clear(client, task_queue):
+    body = json.dumps({"issue": {}}).encode()
+    async with posting(client, task_queue, hook_manifest()) as http:
+        unknown = await http.post("/hooks/nope", content=body, headers={"X-Wolf-Signature-256": sign(body)})
+        secretless = await http.post("/hooks/unlisted", content=body)
+        missing = await http.post(
+            "/hooks/new-issue", content=body, headers={"X-Wolf-Signature-256": sign(body)}
+        )
+        gone = await http.post("/hooks/poke", content=body, headers={"X-Wolf-Signature-256": sign(body)})
+    assert unknown.status_code == 404
+    assert secretless.status_code == 503 and "no usable secret" in secretless.json()["error"]["message"]
+    assert missing.status_code == 400 and "has no 'body.issue.html_url'" in missing.json()["error"]["message"]
+    assert gone.status_code == 404  # the session s1 does not exist
+    assert await hook_runs(client, task_queue, "hook-new-issue") == 0
