@@ -36,7 +36,10 @@ async def schedule_names(wolf: WolfClient) -> list[str]:
 
 
 async def completed_runs(client: Client, name: str) -> int:
-    query = f"{SCHEDULE_ATTR.name} = '{name}' AND WorkflowType = 'SessionWorkflow' AND ExecutionStatus = 'Completed'"
+    query = (
+        f"{SCHEDULE_ATTR.name} = '{name}' AND WorkflowType = 'SessionWorkflow'"
+        " AND ExecutionStatus = 'Completed'"
+    )
     return (await client.count_workflows(query)).count
 
 
@@ -145,14 +148,15 @@ async def _state(wolf: WolfClient, sid: str, state: str, turns: int = 0) -> bool
 
 async def test_hostile_input_creates_nothing(wolf, client, run_worker, task_queue):
     manifest = job_manifest()
+    who = {"who": "x"}
     cases: list[tuple[dict[str, Any], type[Exception], str]] = [
         ({"cron": "61 * * * *", "job": "greet", "variables": {"who": "x"}}, ValueError, "refused"),
         ({"cron": "every tuesday", "job": "greet", "variables": {"who": "x"}}, ValueError, "refused"),
         ({"every": "5 minutes", "job": "greet", "variables": {"who": "x"}}, ValueError, "invalid duration"),
         ({"every": "1h", "job": "nope"}, ValueError, "unknown job 'nope'"),
-        ({"every": "1h", "job": "greet", "variables": {"who": "x", "times": "many"}}, JobError, "not an integer"),
+        ({"every": "1h", "job": "greet", "variables": {**who, "times": "many"}}, JobError, "not an integer"),
         ({"every": "1h", "job": "greet"}, JobError, "missing variable 'who'"),
-        ({"every": "1h", "job": "greet", "variables": {"who": "x"}, "timezone": "Mars/Olympus"}, ValueError, "time zone"),
+        ({"every": "1h", "job": "greet", "variables": who, "timezone": "Mars/Nix"}, ValueError, "time zone"),
         ({"every": "1h", "session": "ghost", "prompt": "hi"}, SessionNotFound, "not found"),
         ({"every": "1h", "cron": "* * * * *", "job": "greet"}, ValueError, "exactly one"),
     ]  # fmt: skip
