@@ -171,7 +171,7 @@ class _Translation:
             return None if new is None else self.chunk(new, append=bool(had))
         if event.kind == "turn_started":
             return self.status(TaskState.TASK_STATE_WORKING)
-        note = _note(event)
+        note = turns.tool_note(event)
         if note is None:
             return None
         data = {"tool": event.tool, "call_id": event.call_id, "event": event.kind}
@@ -192,18 +192,6 @@ class _Translation:
             message = _agent_message(f"{self.id}:end", end.text)
         events.append(self.status(state, message))
         return events
-
-
-def _note(event: Event) -> str | None:
-    """What a tool does, as a status message."""
-    if event.kind == "tool_call_started":
-        return f"calling {event.tool}({json.dumps(event.args or {})[:200]})"
-    if event.kind == "tool_progress":
-        done = f" {event.progress:g}/{event.total:g}" if event.progress is not None and event.total else ""
-        return f"{event.tool}: {event.text or 'working'}{done}"
-    if event.kind == "tool_call_finished":
-        return f"{event.tool} returned"
-    return None
 
 
 def _task(

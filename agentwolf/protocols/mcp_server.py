@@ -19,7 +19,6 @@ server lists and dispatches tools itself instead of registering fixed ones."""
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -275,16 +274,9 @@ def _progress(event: Event, answer: turns.Answer) -> str | None:
         if answer.feed(event) is None and event.kind == "text_delta":
             return None
         return answer.text[-PROGRESS_TAIL:]
-    if event.kind == "tool_call_started":
-        return f"calling {event.tool}({json.dumps(event.args or {})[:200]})"
-    if event.kind == "tool_progress":
-        done = f" {event.progress:g}/{event.total:g}" if event.progress is not None and event.total else ""
-        return f"{event.tool}: {event.text or 'working'}{done}"
-    if event.kind == "tool_call_finished":
-        return f"{event.tool} returned"
     if event.kind == "approval_requested":
         return f"{event.tool} waits for approval (call {event.call_id})"
-    return None
+    return turns.tool_note(event)
 
 
 def _result(ref: turns.TurnRef, end: turns.TurnEnd) -> CallToolResult:

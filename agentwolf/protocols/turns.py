@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -154,6 +155,18 @@ async def answer(
         if isinstance(exc, SessionNotFound):
             raise
         raise Refused(str(exc)) from None
+
+
+def tool_note(event: Event) -> str | None:
+    """What a tool does, in a line for a progress or status message (None: `event` is no tool's)."""
+    if event.kind == "tool_call_started":
+        return f"calling {event.tool}({json.dumps(event.args or {})[:200]})"
+    if event.kind == "tool_progress":
+        done = f" {event.progress:g}/{event.total:g}" if event.progress is not None and event.total else ""
+        return f"{event.tool}: {event.text or 'working'}{done}"
+    if event.kind == "tool_call_finished":
+        return f"{event.tool} returned"
+    return None
 
 
 @dataclass
