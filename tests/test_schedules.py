@@ -8,15 +8,17 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
+from agentwolf.activities.schedule import deliver
 from agentwolf.client.schedules import ScheduleNotFound, parse_duration
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
 from agentwolf.config.jobs import JobError
 from agentwolf.config.manifest import Manifest
 from agentwolf.tenants import TenantError
-from agentwolf.workflows.schedule import Delivery
+from agentwolf.workflows.schedule import DeliverInput, Delivery
 from agentwolf.workflows.types import SCHEDULE_ATTR
 from tests.conftest import make_manifest, wait_for
 from tests.support.models import Script, text, tool, user_texts
+from tests.support.polls import idle
 
 
 def job_manifest() -> Manifest:
@@ -135,15 +137,25 @@ async def test_a_session_schedule_delivers_under_its_busy_policy(wolf, run_worke
             assert status.steer_room == 99 and status.queued == 0
         else:  # interrupt: the running turn stops and the prompt runs next
             assert delivery.delivered and delivery.turn_id == "turn-2"
-            await wait_for(lambda: _state(wolf, sid, "idle", turns=2), timeout=30)
+            await wait_for(lambda: idle(wolf, sid, 2), timeout=30)
             assert "scheduled interrupt" in user_texts(script.requests[-1])
             assert (await wolf.status(sid)).counters.turns == 2
         await wolf.close(sid)
 
 
-async def _state(wolf: WolfClient, sid: str, state: str, turns: int = 0) -> bool:
-    status = await wolf.status(sid)
-    return status.state == state and status.counters.turns >= turns
+async def test_a_repeated_delivery_of_one_firing_queues_one_prompt(wolf, run_worker):
+    """The activity's retry after a delivery it did not hear back from: same update id, same turn."""
+    script = Script(lambda s: tool("slow", {"seconds": 30}) if s.calls == 1 else text("done"))
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.start_session("a", make_manifest(), prompt="work")
+        await wait_for(lambda: script.calls, timeout=30)
+        inp = DeliverInput(session_id=sid, prompt="once", when_busy="queue", schedule="s")
+        first = await deliver(wolf.client, wolf.tenant, inp, update_id="firing-1/1")
+        again = await deliver(wolf.client, wolf.tenant, inp, update_id="firing-1/1")
+        other = await deliver(wolf.client, wolf.tenant, inp, update_id="firing-2/1")
+        assert first.turn_id == again.turn_id == "turn-2" and other.turn_id == "turn-3"
+        assert (await wolf.status(sid)).queued == 2
+        await wolf.close(sid)
 
 
 async def test_hostile_input_creates_nothing(wolf, client, run_worker, task_queue):

@@ -1,8 +1,8 @@
 """`wolf.deliver_prompt`: a schedule's (or webhook's) prompt for a session, under a busy policy.
 
-The target's tenant is the firing's, from its workflow id, never from input. Safe to run twice in
-the way that matters: a retry after a delivered prompt may deliver it again (Temporal updates have
-no idempotency key across attempts), so the activity retries only failures before delivery.
+The target's tenant is the firing's, from its workflow id, never from input. A retry after a
+delivered prompt delivers nothing twice: the prompt update's id is the firing's (Temporal returns
+the first update's result for a repeated id within the session's run).
 """
 
 from __future__ import annotations
@@ -23,13 +23,14 @@ async def deliver_prompt(inp: DeliverInput) -> Delivery:
     tenant = tenant_of(activity.info().workflow_id or "")
     if tenant is None:
         raise ApplicationError("refused: a delivery outside a schedule firing", non_retryable=True)
-    return await deliver(activity.client(), tenant, inp)
+    info = activity.info()
+    return await deliver(activity.client(), tenant, inp, update_id=f"{info.workflow_id}/{info.activity_id}")
 
 
-async def deliver(client: Client, tenant: str, inp: DeliverInput) -> Delivery:
+async def deliver(client: Client, tenant: str, inp: DeliverInput, *, update_id: str) -> Delivery:
     """Deliver `inp.prompt` to the tenant's session: `queue` waits its turn, `steer` joins a running
     turn (or starts one), `interrupt` stops a running turn and runs next, `skip` leaves a busy session
-    alone."""
+    alone. `update_id` makes a repeated delivery of the same firing return the first one's turn."""
     handle = client.get_workflow_handle(workflow_id(tenant, inp.session_id))
     try:
         if inp.when_busy == "skip":
@@ -45,7 +46,7 @@ async def deliver(client: Client, tenant: str, inp: DeliverInput) -> Delivery:
             return Delivery(session_id=inp.session_id, delivered=True, detail="steered")
         if inp.when_busy == "interrupt":
             await handle.signal("interrupt", f"interrupted by schedule {inp.schedule}")
-        turn_id = await handle.execute_update("prompt", inp.prompt, result_type=str)
+        turn_id = await handle.execute_update("prompt", inp.prompt, id=update_id, result_type=str)
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
             raise ApplicationError(
