@@ -220,6 +220,10 @@ class ModelRequestInput(BaseModel):
 class ModelRequestOutput(BaseModel):
     response: ModelResponse
     cache_hit: bool
+    model: str | None = None
+    """The spec that answered (of a fallback chain: the one that did); None in older histories."""
+    cost_usd: float | None = None
+    """USD for this request (activities/cost.py); None when no price is known for its model."""
 
 
 class LiveText(BaseModel):

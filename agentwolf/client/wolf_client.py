@@ -23,6 +23,7 @@ from agentwolf.client.configs import ConfigMethods
 from agentwolf.client.jobs import JobMethods
 from agentwolf.client.live import follow
 from agentwolf.client.schedules import ScheduleMethods
+from agentwolf.client.usage import UsageKey, UsageReport, usage_report
 from agentwolf.config.loading import load_manifest
 from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.defaults import TASK_QUEUE
@@ -30,6 +31,7 @@ from agentwolf.payloads import data_converter
 from agentwolf.telemetry import tracing
 from agentwolf.tenants import TenantError, check_tenant, namespace_for
 from agentwolf.workflows.session import SessionWorkflow
+from agentwolf.workflows.turn import short
 from agentwolf.workflows.types import (
     AGENT_ATTR,
     CONFIG_ATTR,
@@ -242,6 +244,8 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE
             if unique
             else WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            static_summary=short(f"{agent}: {prompt}" if prompt else f"{agent} (interactive)"),
+            static_details=start_details(agent, manifest, config_name, version, prompt),
         )
         self._owned.add(workflow_id(self.tenant, session_id))
         if config_name is not None and version is not None and not pinned:
@@ -410,6 +414,14 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
             )
         return sessions
 
+    async def usage(
+        self, *, since: datetime | None = None, by: UsageKey = "agent", all_tenants: bool = False
+    ) -> UsageReport:
+        """What this tenant's sessions spent, grouped `by` (client/usage.py); `all_tenants`: every
+        tenant's sessions in this namespace (an operator's view)."""
+        where = None if all_tenants else f"{TENANT_ATTR.name} = {_quote(self.tenant)}"
+        return await usage_report(self.client, where, since=since, by=by)
+
 
 NO_POLLER_WAIT = 5.0
 """How long a query waits out "no poller seen": a worker that has just (re)started has not polled
@@ -428,6 +440,24 @@ async def _patiently(query: Callable[[], Awaitable[T]]) -> T:
             if "no poller seen" not in exc.message or loop.time() > deadline:
                 raise
         await asyncio.sleep(0.2)
+
+
+START_PROMPT_CHARS = 500
+"""How much of the first prompt a session's static details show (the transcript has it whole)."""
+
+
+def start_details(
+    agent: str, manifest: Manifest, config_name: str | None, version: int | None, prompt: str | None
+) -> str:
+    """The Temporal UI's static details of a session: agent, model, config and the first prompt, cut."""
+    config = f"{config_name} v{version}" if config_name else f"file ({manifest.identity})"
+    own = manifest.agents.get(agent)
+    model = (own.model or manifest.host.models.defaults.model or "?") if own else "team"
+    lines = [f"**agent** {agent} · **model** {model} · **config** {config}"]
+    if prompt:
+        cut = prompt if len(prompt) <= START_PROMPT_CHARS else f"{prompt[:START_PROMPT_CHARS]}…"
+        lines.append(f"**prompt** {cut}")
+    return "\n\n".join(lines)
 
 
 def _quote(value: str) -> str:

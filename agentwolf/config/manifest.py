@@ -37,10 +37,21 @@ class ModelDefaults(_Strict):
     max_tokens: int | None = None
 
 
+class ModelPrice(_Strict):
+    """USD per million tokens, for models genai-prices does not know (local or private ones) or to
+    override its figure."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
 class ModelsConfig(_Strict):
     providers: dict[str, ProviderConfig] = {}
     aliases: dict[str, str | FallbackAlias] = {}
     defaults: ModelDefaults = ModelDefaults()
+    prices: dict[str, ModelPrice] = Field({}, exclude_if=lambda v: not v)
+    """By model spec (`local:demo`) or alias name (its models); left out of the dump when empty, so
+    configs written before it keep their identity."""
 
 
 class McpServerConfig(_Strict):
@@ -235,6 +246,10 @@ class Limits(_Strict):
     """Longer tool results reach the model cut, with a note; the transcript keeps them whole and the
     model reads on with `read_tool_output(call_id, offset)`."""
     token_budget: int | None = Field(None, ge=1)
+    usd_budget_turn: float | None = Field(None, gt=0, exclude_if=lambda v: v is None)
+    """USD a turn may spend, its subagents included (a warning at 80 %, a clean stop at 100 %)."""
+    usd_budget_session: float | None = Field(None, gt=0, exclude_if=lambda v: v is None)
+    """USD the session may spend over all its turns, its subagents included."""
     loop_warn: int = Field(3, ge=1)
     loop_stop: int = Field(5, ge=1)
 

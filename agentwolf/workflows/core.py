@@ -39,6 +39,7 @@ from agentwolf.workflows.types import (
     SessionInput,
     SessionState,
     TurnOutcome,
+    Usage,
 )
 
 if TYPE_CHECKING:
@@ -159,6 +160,35 @@ class SessionCore:
             workflow.upsert_search_attributes([STATE_ATTR.value_set(state)])
             metrics.count(metrics.SESSION_STATES, state=state)  # workflow.metric_meter(): replay-safe
         self.state = state
+        self._show_details()
+
+    def _show_details(self) -> None:
+        """The Temporal UI's current details: state, turn and step, approvals waiting, spending.
+        Served by query, never recorded in history: free to change."""
+        lines = [f"**{self.state}**" + (f" · {self.turn_id} step {self.step}" if self.turn_id else "")]
+        lines += [f"waiting for approval: {p.tool} ({p.call_id})" for p in self.pending_approvals.values()]
+        usage = self.counters.total
+        cost = f"${usage.cost_usd:.4f}" if usage.cost_usd is not None else "cost unknown"
+        lines.append(f"{self.counters.turns} turns · {usage.total_tokens} tokens · {cost}")
+        workflow.set_current_details("\n\n".join(lines))
+
+    def _count(self, turn: Turn, usage: Usage, *, delegated: bool = False) -> None:
+        """Add spending to the turn and the session (`delegated`: a subagent's), and warn once when
+        a USD budget passes 80 %."""
+        limits = self._limits()
+        before = (turn.usage.spent, self.counters.total.spent)
+        turn.usage = turn.usage.plus(usage)
+        if delegated:
+            self.counters.subagents = self.counters.subagents.plus(usage)
+        else:
+            self.counters.usage = self.counters.usage.plus(usage)
+        after = (turn.usage.spent, self.counters.total.spent)
+        budgets = (limits.usd_budget_turn, limits.usd_budget_session)
+        for scope, budget, was, now in zip(("turn", "session"), budgets, before, after, strict=True):
+            if budget and was < 0.8 * budget <= now:
+                self._publish(
+                    "limit_warning", text=f"80% of the {scope}'s USD budget used (${now:.6f} of ${budget:g})"
+                )
 
     def _next_turn_id(self) -> str:
         self.counters.turn_seq += 1

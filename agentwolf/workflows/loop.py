@@ -49,7 +49,9 @@ from agentwolf.workflows.turn import (
     TurnStopped,
     call_keys,
     cause_message,
+    model_name,
     shared,
+    short,
 )
 from agentwolf.workflows.types import Prompt, SessionInput, TurnOutcome, Usage
 
@@ -134,6 +136,7 @@ class TurnLoop(ToolRouting):
             else:
                 if self.step >= limits.max_steps:
                     raise TurnStopped("limit", f"max_steps ({limits.max_steps}) reached")
+                self._check_usd_budgets(turn, limits)  # subagents may have spent it, or earlier turns
                 for text in self.steers:
                     turn.pending.append(UserPromptPart(text, timestamp=workflow.now()))
                     self._publish("steer_applied", text=text)
@@ -142,18 +145,14 @@ class TurnLoop(ToolRouting):
                 turn.pending = []
                 self.step += 1
                 self.counters.steps += 1
+                self._show_details()
                 compiled = await self._current_compiled()
-                response = await self._model_request(compiled)
+                out = await self._model_request(compiled)
+                response = out.response
                 self._append(response)
                 turn.open_calls = response.tool_calls
+                self._count_request(turn, out)  # spent, even if an interrupt ends the turn now
                 self._check_interrupted()
-                step_usage = Usage(
-                    requests=1,
-                    input_tokens=response.usage.input_tokens or 0,
-                    output_tokens=response.usage.output_tokens or 0,
-                )
-                turn.usage = turn.usage.plus(step_usage)
-                self.counters.usage = self.counters.usage.plus(step_usage)
                 if response.text:
                     self._publish("model_text", text=response.text)
                 if self.inp.output_schema is not None:  # a job's typed result (workflows/output.py)
@@ -192,8 +191,31 @@ class TurnLoop(ToolRouting):
                 self._publish("limit_warning", text=text, tool=tool)
             turn.warnings = []
 
+    def _count_request(self, turn: Turn, out: ModelRequestOutput) -> None:
+        """A model request's tokens and USD, for the turn, the session and its model."""
+        usage = Usage(
+            requests=1,
+            input_tokens=out.response.usage.input_tokens or 0,
+            output_tokens=out.response.usage.output_tokens or 0,
+            cost_usd=out.cost_usd,
+            unpriced_requests=int(out.cost_usd is None),
+        )
+        model = out.model or "unknown"
+        self.counters.models[model] = self.counters.models.get(model, Usage()).plus(usage)
+        self._count(turn, usage)
+
+    def _check_usd_budgets(self, turn: Turn, limits: Limits) -> None:
+        """Stop the turn once it, or the session, has spent its USD budget (subagents included)."""
+        for scope, budget, spent in (
+            ("turn", limits.usd_budget_turn, turn.usage.spent),
+            ("session", limits.usd_budget_session, self.counters.total.spent),
+        ):
+            if budget and spent >= budget:
+                raise TurnStopped("limit", f"USD budget of the {scope} (${budget:g}) reached: ${spent:.6f}")
+
     def _check_limits(self, turn: Turn, limits: Limits) -> None:
-        """The token budget and the loop guard, once a step's calls are known."""
+        """The budgets and the loop guard, once a step's calls are known."""
+        self._check_usd_budgets(turn, limits)
         if limits.token_budget:
             if turn.usage.total_tokens >= limits.token_budget:
                 raise TurnStopped("limit", f"token budget ({limits.token_budget}) reached")
@@ -264,6 +286,7 @@ class TurnLoop(ToolRouting):
             result_type=CommandOutput,
             start_to_close_timeout=timedelta(seconds=60),
             retry_policy=TOOL_RETRY,
+            summary=short(f"expand_command {text.split()[0]}"),
         )
         if out.text is None:
             raise TurnStopped("failed", out.error or f"cannot expand {text.split()[0]}")
@@ -290,6 +313,7 @@ class TurnLoop(ToolRouting):
             start_to_close_timeout=timedelta(seconds=90),
             heartbeat_timeout=HEARTBEAT_TIMEOUT,  # a worker lost mid-compile is noticed in seconds
             retry_policy=COMPILE_RETRY,
+            summary=short(f"compile {self.inp.agent}" + (f" ({reason})" if reason else "")),
         )
         self.compiled = shared(compiled)
         tools = ", ".join(t.name for t in self.compiled.tools) or "none"
@@ -297,7 +321,7 @@ class TurnLoop(ToolRouting):
         self._publish("compiled", text=f"{text} (recompiled: {reason})" if reason else text)
         return self.compiled
 
-    async def _model_request(self, compiled: CompiledAgent) -> ModelResponse:
+    async def _model_request(self, compiled: CompiledAgent) -> ModelRequestOutput:
         delta = self.transcript[self.synced_len :]
         out = await workflow.execute_activity(
             "wolf.model_request",
@@ -316,11 +340,12 @@ class TurnLoop(ToolRouting):
             start_to_close_timeout=MODEL_TIMEOUT,
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=MODEL_RETRY,
+            summary=f"model_request {model_name(compiled)} step {self.step}",
         )
         # After this response is appended the worker holds exactly our transcript.
         self.synced_len = len(self.transcript) + 1
         self.synced_digest = chain_digest(self.digest, [out.response])
-        return out.response
+        return out
 
     def _should_snapshot_waiting(self) -> bool:
         """Continue as new while a turn waits for approval (for days, under steers, pushes and follower

@@ -59,6 +59,7 @@ class SessionWorkflow(TurnLoop):
                 type="TenantMismatch",
                 non_retryable=True,
             )
+        self._show_details()
         try:
             while True:
                 if self.resume is not None:
@@ -91,8 +92,8 @@ class SessionWorkflow(TurnLoop):
         await self._release_session_servers()
         await workflow.wait_condition(workflow.all_handlers_finished)
         if inp.background and self.last_outcome == "failed":
-            raise ApplicationError(
-                f"the task failed: {self.last_output}", type="TurnFailed", non_retryable=True
+            raise ApplicationError(  # the counters go along: a parent counts what its child spent
+                f"the task failed: {self.last_output}", self.counters, type="TurnFailed", non_retryable=True
             )
         return SessionResult(
             session_id=inp.session_id,
@@ -134,7 +135,7 @@ class SessionWorkflow(TurnLoop):
 
     # -- inputs --------------------------------------------------------------------------------
 
-    @workflow.update
+    @workflow.update(description="Start a turn with this prompt (or queue it); returns its turn id.")
     def prompt(self, text: str) -> str:
         """Start a turn (or queue it); returns its turn id."""
         if self._busy() and self._agent_config().double_texting == "interrupt":
@@ -157,7 +158,9 @@ class SessionWorkflow(TurnLoop):
                 f"{len(self.queue)} prompts already wait (host.sessions.max_queued): try again later"
             )
 
-    @workflow.signal
+    @workflow.signal(
+        description="A user message for the running turn's next model request (a new turn when idle)."
+    )
     def steer(self, text: str) -> None:
         """A user message for the next model request of the running turn (or a new turn when idle).
         Past `max_steers` waiting ones it is dropped with an event (clients check first:
@@ -172,17 +175,23 @@ class SessionWorkflow(TurnLoop):
             return
         self.steers.append(text)
 
-    @workflow.signal
+    @workflow.signal(
+        description="Let a tool call waiting for approval run; `always` allows that tool for the session."
+    )
     def approve(self, answer: Approval) -> None:
         """Let a tool call waiting for approval run (`always`: this tool, for the rest of the session)."""
         self._decide(answer, approved=True)
 
-    @workflow.signal
+    @workflow.signal(
+        description="Refuse a tool call waiting for approval; the model sees the refusal and the reason."
+    )
     def deny(self, answer: Approval) -> None:
         """Refuse a tool call waiting for approval; the model sees the refusal and the reason."""
         self._decide(answer, approved=False)
 
-    @workflow.signal
+    @workflow.signal(
+        description="A new version of this session's registry config, taken at the next turn boundary."
+    )
     def config_changed(self, update: ConfigUpdate) -> None:
         """A new version of this session's config: taken at the next turn boundary (never mid-step)."""
         if update.name != self.inp.config_name or self.inp.pinned:
@@ -192,7 +201,9 @@ class SessionWorkflow(TurnLoop):
         ):
             self.next_config = update
 
-    @workflow.signal
+    @workflow.signal(
+        description="Skills or MCP tool lists this agent uses changed: recompile before the next step."
+    )
     def extensions_changed(self, change: ExtensionsChanged) -> None:
         """Skills or MCP lists this agent uses changed: recompile before the next model request."""
         if self.compiled is None or not set(change.sources) & set(self.compiled.sources):
@@ -209,16 +220,16 @@ class SessionWorkflow(TurnLoop):
             self.inp = self.inp.model_copy(update={"session_servers": joined})
             self.stale.mark(f"the client's MCP servers changed ({', '.join(sorted(servers))})")
 
-    @workflow.signal
+    @workflow.signal(description="Cancel the running turn; the session goes idle with a valid transcript.")
     def interrupt(self, reason: str | None = None) -> None:
         self._interrupt(reason or "interrupted by the user")
 
-    @workflow.signal
+    @workflow.signal(description="Finish the session (a running turn is interrupted first).")
     def close(self) -> None:
         self.closing = True
         self._interrupt("the session was closed")
 
-    @workflow.query
+    @workflow.query(description="State, current turn and step, counters (tokens, USD), pending approvals.")
     def status(self) -> SessionStatus:
         return SessionStatus(
             session_id=self.inp.session_id,
@@ -240,14 +251,14 @@ class SessionWorkflow(TurnLoop):
             config_version=self.inp.config_version,
         )
 
-    @workflow.query(name=TRANSCRIPT_QUERY)
+    @workflow.query(name=TRANSCRIPT_QUERY, description="The whole transcript (pydantic-ai messages).")
     def get_transcript(self) -> list[ModelMessage]:
         return self.transcript
 
-    @workflow.query(name=MANIFEST_QUERY)
+    @workflow.query(name=MANIFEST_QUERY, description="The session's manifest, placeholders unresolved.")
     def get_manifest(self) -> Manifest:
         return self.inp.manifest
 
-    @workflow.query(name=COMPILED_QUERY)
+    @workflow.query(name=COMPILED_QUERY, description="The compiled agent: models, instructions, tools.")
     def get_compiled(self) -> CompiledAgent | None:
         return self.compiled

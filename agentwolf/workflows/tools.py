@@ -45,7 +45,9 @@ from agentwolf.workflows.turn import (
     WAIT_CHILDREN,
     cause_message,
     event_args,
+    failed_counters,
     shared_names,
+    short,
 )
 from agentwolf.workflows.types import (
     AGENT_ATTR,
@@ -53,6 +55,7 @@ from agentwolf.workflows.types import (
     STATE_ATTR,
     TENANT_ATTR,
     Approval,
+    Counters,
     PendingApproval,
     SessionInput,
     SessionResult,
@@ -180,6 +183,7 @@ class ToolRouting(SessionCore):
             start_to_close_timeout=timedelta(seconds=60),
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=TOOL_RETRY,
+            summary=short(f"{spec.tool} {uri}"),
         )
         if loading and not result.is_error and skill.name not in self.active_skills:
             self.active_skills.append(skill.name)
@@ -234,6 +238,7 @@ class ToolRouting(SessionCore):
             # A local activity's result is durable only when the workflow task completes: a worker
             # lost meanwhile runs the call again. Only tools safe to repeat take that path.
             fast = spec.repeat_safe
+        summary = short(f"call_tool {spec.server}.{spec.tool}")
         if fast:
             # Known-fast tool: a local activity skips the server round trip (its input is not
             # recorded, so it carries the manifest). Signals wait for it, which is fine at this speed.
@@ -243,6 +248,7 @@ class ToolRouting(SessionCore):
                 result_type=ToolCallOutput,
                 start_to_close_timeout=timedelta(seconds=server.call_timeout + 30),
                 retry_policy=TOOL_RETRY,
+                summary=summary,
             )
         else:
             result = await workflow.execute_activity(
@@ -252,6 +258,7 @@ class ToolRouting(SessionCore):
                 start_to_close_timeout=timedelta(seconds=server.call_timeout + 30),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=TOOL_RETRY,
+                summary=summary,
             )
         self.tool_ms[call.tool_name] = int((workflow.now() - started).total_seconds() * 1000)
         if result.changed:
@@ -328,6 +335,7 @@ class ToolRouting(SessionCore):
             del self.pending_approvals[call_id]
             if not self.pending_approvals and self.state == "waiting_approval":
                 self._set_state("running")
+            self._show_details()
         if approved and answer.always:
             self.always_allowed.add(tool)
         self._publish(
@@ -360,6 +368,8 @@ class ToolRouting(SessionCore):
                 ),
                 id=workflow_id(tenant, session_id),
                 result_type=SessionResult,
+                static_summary=short(f"{agent}: {task}"),
+                static_details=f"subagent of {self.inp.session_id} ({self.inp.agent}), {self.turn_id}",
                 search_attributes=TypedSearchAttributes(
                     [
                         SearchAttributePair(TENANT_ATTR, tenant),
@@ -375,10 +385,14 @@ class ToolRouting(SessionCore):
                 else ChildWorkflowCancellationType.TRY_CANCEL,
             )
             output = ToolCallOutput(content=result.output or "", is_error=result.outcome != "completed")
+            spent: Counters | None = result.counters
         except ChildWorkflowError as err:
             if is_cancelled_exception(err):
                 raise asyncio.CancelledError() from err
             output = ToolCallOutput(content=f"{agent} failed: {cause_message(err)}", is_error=True)
+            spent = failed_counters(err)
+        if spent is not None and self.turn is not None:  # the child's spending is this turn's too
+            self._count(self.turn, spent.total, delegated=True)
         self._publish(
             "child_finished",
             tool=agent,

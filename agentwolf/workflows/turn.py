@@ -19,14 +19,15 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TypeVar, overload
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from pydantic_ai.messages import ModelRequestPart, ToolCallPart, ToolReturnPart
 from temporalio.api.common.v1 import Payload
 from temporalio.common import RetryPolicy
 from temporalio.contrib.workflow_streams import WorkflowStreamItem
+from temporalio.exceptions import ApplicationError
 
 from agentwolf.activities.types import CompiledAgent
-from agentwolf.workflows.types import Prompt, TurnOutcome, TurnSnapshot, Usage
+from agentwolf.workflows.types import Counters, Prompt, TurnOutcome, TurnSnapshot, Usage
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -144,6 +145,32 @@ def shared_names(compiled: CompiledAgent) -> set[str]:
     """MCP tool names that more than one server lists."""
     counts = Counter(t.tool for t in compiled.tools)
     return {name for name, n in counts.items() if n > 1}
+
+
+SUMMARY_CHARS = 120
+"""Temporal UI summaries stay one short line (the server refuses a summary past 400 bytes)."""
+
+
+def short(text: str, limit: int = SUMMARY_CHARS) -> str:
+    """One line of `text`, cut to `limit` characters with an ellipsis."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else f"{line[: limit - 1]}…"
+
+
+def model_name(compiled: CompiledAgent) -> str:
+    """The first model of the chain without its provider (`gpt-4o-mini`), for activity summaries."""
+    first = compiled.models[0] if compiled.models else "?"
+    return first.split(":", 1)[-1] + (f" (+{len(compiled.models) - 1})" if len(compiled.models) > 1 else "")
+
+
+def failed_counters(err: BaseException) -> Counters | None:
+    """What a child session that failed had spent: its failure carries its counters as details."""
+    cause = err.__cause__
+    details = cause.details if isinstance(cause, ApplicationError) else ()
+    try:
+        return Counters.model_validate(details[0]) if details else None
+    except ValidationError:
+        return None
 
 
 def cause_message(err: BaseException) -> str:

@@ -49,17 +49,29 @@ class Usage(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     tool_calls: int = 0
+    cost_usd: float | None = None
+    """USD of the priced requests; None when none was priced (unknown models cost null, not 0)."""
+    unpriced_requests: int = 0
+    """Requests whose model has no known price: `cost_usd` leaves them out."""
 
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
+    @property
+    def spent(self) -> float:
+        """USD for budgets: what is known (unpriced requests count as nothing)."""
+        return self.cost_usd or 0.0
+
     def plus(self, other: Usage) -> Usage:
+        costs = [c for c in (self.cost_usd, other.cost_usd) if c is not None]
         return Usage(
             requests=self.requests + other.requests,
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             tool_calls=self.tool_calls + other.tool_calls,
+            cost_usd=sum(costs) if costs else None,
+            unpriced_requests=self.unpriced_requests + other.unpriced_requests,
         )
 
 
@@ -143,7 +155,17 @@ class Counters(BaseModel):
     turn_seq: int = 0
     steps: int = 0
     usage: Usage = Usage()
+    """This session's own model requests and tool calls."""
+    subagents: Usage = Usage()
+    """What its subagents and team members spent (their own sessions count it as theirs too)."""
+    models: dict[str, Usage] = {}
+    """`usage` by the model spec that answered."""
     continued_as_new: int = 0
+
+    @property
+    def total(self) -> Usage:
+        """Its own usage and its subagents': what `usd_budget_session` counts."""
+        return self.usage.plus(self.subagents)
 
 
 class ConfigUpdate(BaseModel):

@@ -1,0 +1,116 @@
+"""`wolf usage`: what sessions spent (tokens, tool calls, USD), grouped by agent, model, session or
+tenant, read from visibility and each session's own counters.
+
+Each session counts only its own requests (`Counters.usage`); a subagent is a session of its own, so
+summing sessions counts its spending once. A running session answers the `status` query, a finished
+one its result (a failed task's failure carries its counters); other endings are asked by query,
+which needs a worker, and are listed as unreadable when none answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel
+from temporalio.client import (
+    Client,
+    WorkflowExecution,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowQueryFailedError,
+)
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
+
+from agentwolf.workflows.session import SessionWorkflow
+from agentwolf.workflows.types import AGENT_ATTR, TENANT_ATTR, Counters, SessionResult, Usage
+
+UsageKey = Literal["agent", "model", "session", "tenant"]
+READERS = 16
+"""Sessions read at once."""
+
+
+class UsageRow(BaseModel):
+    key: str
+    """The agent, model spec, session id or tenant."""
+    sessions: int
+    usage: Usage
+
+
+class UsageReport(BaseModel):
+    by: UsageKey
+    since: datetime | None
+    rows: list[UsageRow]
+    """Most expensive first (known USD, then tokens)."""
+    total: Usage
+    sessions: int
+    unreadable: list[str] = []
+    """Sessions whose counters no one could answer for (ended without a result, no worker)."""
+
+
+async def usage_report(
+    client: Client, where: str | None, *, since: datetime | None = None, by: UsageKey = "agent"
+) -> UsageReport:
+    """Sessions matching the visibility clause `where` (a tenant's) whose current run started at or
+    after `since`, their spending grouped `by`."""
+    clauses = [f"WorkflowType = '{SessionWorkflow.__name__}'", "ExecutionStatus != 'ContinuedAsNew'"]
+    if where is not None:
+        clauses.append(where)
+    if since is not None:
+        clauses.append(f"StartTime >= '{since.isoformat()}'")
+    executions = [wf async for wf in client.list_workflows(" AND ".join(clauses))]
+    gate = asyncio.Semaphore(READERS)
+
+    async def read(wf: WorkflowExecution) -> Counters | None:
+        async with gate:
+            return await _counters(client, wf)
+
+    counted = await asyncio.gather(*(read(wf) for wf in executions))
+    groups: dict[str, Usage] = defaultdict(Usage)
+    members: dict[str, set[str]] = defaultdict(set)
+    total, unreadable = Usage(), []
+    for wf, counters in zip(executions, counted, strict=True):
+        if counters is None:
+            unreadable.append(wf.id)
+            continue
+        total = total.plus(counters.usage)
+        for key, usage in _parts(wf, counters, by):
+            groups[key] = groups[key].plus(usage)
+            members[key].add(wf.id)
+    rows = [UsageRow(key=k, sessions=len(members[k]), usage=u) for k, u in groups.items()]
+    rows.sort(key=lambda r: (-r.usage.spent, -r.usage.total_tokens, r.key))
+    return UsageReport(
+        by=by, since=since, rows=rows, total=total, sessions=len(executions), unreadable=unreadable
+    )
+
+
+def _parts(wf: WorkflowExecution, counters: Counters, by: UsageKey) -> list[tuple[str, Usage]]:
+    if by == "model":
+        return list(counters.models.items())
+    attrs = wf.typed_search_attributes
+    key = {
+        "agent": attrs.get(AGENT_ATTR),
+        "session": wf.id.split("/", 2)[-1],
+        "tenant": attrs.get(TENANT_ATTR),
+    }[by]
+    return [(key or "?", counters.usage)]
+
+
+async def _counters(client: Client, wf: WorkflowExecution) -> Counters | None:
+    handle = client.get_workflow_handle(wf.id, run_id=wf.run_id, result_type=SessionResult)
+    if wf.status == WorkflowExecutionStatus.COMPLETED:
+        return (await handle.result(follow_runs=False)).counters
+    if wf.status == WorkflowExecutionStatus.FAILED:
+        try:
+            await handle.result(follow_runs=False)
+        except WorkflowFailureError as exc:
+            cause = exc.cause
+            if isinstance(cause, ApplicationError) and cause.details:
+                return Counters.model_validate(cause.details[0])
+    try:  # running, or ended without a result (terminated, cancelled): its worker answers
+        return (await handle.query(SessionWorkflow.status)).counters
+    except (RPCError, WorkflowQueryFailedError):
+        return None
