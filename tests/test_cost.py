@@ -12,7 +12,6 @@ import pytest
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.usage import RequestUsage
 
-from agentwolf.activities.cost import SPEND
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
 from agentwolf.workflows.types import Event
@@ -64,7 +63,6 @@ async def test_cost_of_a_provider_request_is_genai_prices_figure(wolf, run_worke
     )
     figure = float(genai_prices.calc_price(usage, "gpt-4o-mini", provider_id="openai").total_price)
     assert figure > 0
-    before = SPEND.usd[("default", "openai:gpt-4o-mini")]
     with ScriptedOpenAI(reply) as server:
         manifest = Manifest.model_validate(
             {
@@ -86,7 +84,6 @@ async def test_cost_of_a_provider_request_is_genai_prices_figure(wolf, run_worke
     assert counters.models["openai:gpt-4o-mini"].cost_usd == pytest.approx(2 * figure)
     finished = next(e for e in events if e.kind == "turn_finished")
     assert finished.usage is not None and finished.usage.cost_usd == pytest.approx(2 * figure)
-    assert SPEND.usd[("default", "openai:gpt-4o-mini")] - before == pytest.approx(2 * figure)
 
 
 async def test_manifest_prices_by_spec_and_alias_and_unknown_models_cost_null(wolf, run_worker):

@@ -6,13 +6,10 @@ called, so the snapshot shipped with the package is the one used). A model nobod
 None, not 0: the session counts it as an unpriced request.
 
 The result travels in the activity's output, so the workflow's sums and budgets replay exactly.
-`SPEND` totals what this worker priced, per tenant and model, for the worker's metrics.
+`record` puts it in the worker's metrics, by tenant and model.
 """
 
 from __future__ import annotations
-
-import threading
-from collections import defaultdict
 
 from pydantic_ai.messages import ModelResponse
 from pydantic_ai.models import Model
@@ -20,6 +17,7 @@ from pydantic_ai.models.fallback import FallbackModel
 
 from agentwolf.config.aliases import AliasError, resolve_model
 from agentwolf.config.manifest import ModelPrice, ModelsConfig
+from agentwolf.telemetry import metrics
 
 
 def used_spec(model: Model, specs: list[str], response: ModelResponse) -> str | None:
@@ -62,23 +60,17 @@ def request_cost(response: ModelResponse, spec: str | None, models: ModelsConfig
         return None
 
 
-class Spend:
-    """USD and requests this worker priced, per (tenant, model); unpriced requests counted apart."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.usd: defaultdict[tuple[str, str], float] = defaultdict(float)
-        self.requests: defaultdict[tuple[str, str], int] = defaultdict(int)
-        self.unpriced: defaultdict[tuple[str, str], int] = defaultdict(int)
-
-    def record(self, tenant: str, model: str, cost_usd: float | None) -> None:
-        key = (tenant, model)
-        with self._lock:
-            self.requests[key] += 1
-            if cost_usd is None:
-                self.unpriced[key] += 1
-            else:
-                self.usd[key] += cost_usd
+COST_USD = metrics.Metric(
+    "wolf_cost_usd", "USD of priced model requests, by model and tenant (the histogram's _sum)"
+)
+UNPRICED = metrics.Metric(
+    "wolf_unpriced_requests", "Model requests no price is known for, by model and tenant"
+)
 
 
-SPEND = Spend()
+def record(tenant: str, model: str, cost_usd: float | None) -> None:
+    """This worker's spending in its Prometheus metrics (agentwolf.telemetry.metrics)."""
+    if cost_usd is None:
+        metrics.count(UNPRICED, model=model, tenant=tenant)
+    else:
+        metrics.observe(COST_USD, cost_usd, model=model, tenant=tenant)

@@ -30,7 +30,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agentwolf.activities import live, observe
-from agentwolf.activities.cost import SPEND, request_cost, used_spec
+from agentwolf.activities.cost import record, request_cost, used_spec
 from agentwolf.activities.types import (
     COMPILED_QUERY,
     EMPTY_DIGEST,
@@ -371,7 +371,7 @@ class SessionActivities:
         host.remember(inp.ref.workflow_id, CachedTranscript([*messages, *stored], digest, [*sent, *stored]))
         spec = used_spec(model, compiled.models, response)
         cost = request_cost(response, spec, host.manifest.host.models)
-        SPEND.record(inp.ref.tenant, spec or response.model_name or "unknown", cost)
+        record(inp.ref.tenant, spec or response.model_name or "unknown", cost)
         return ModelRequestOutput(response=stored[0], cache_hit=cache_hit, model=spec, cost_usd=cost)
 
     @activity.defn(name="wolf.call_tool")
