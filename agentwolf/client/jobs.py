@@ -50,7 +50,17 @@ class JobMethods:
         async def config_get(self, name: str, version: int | None = None) -> ConfigVersion: ...
 
         async def start_session(
-            self, agent: str, manifest: Manifest | str | Path | None = None, **kwargs: Any
+            self,
+            agent: str,
+            manifest: Manifest | str | Path | None = None,
+            *,
+            config_name: str | None = None,
+            session_id: str | None = None,
+            prompt: str | None = None,
+            background: bool = False,
+            output_schema: dict[str, Any] | None = None,
+            trigger: str | None = None,
+            unique: bool = False,
         ) -> str: ...
 
         async def result(self, session_id: str) -> SessionResult: ...

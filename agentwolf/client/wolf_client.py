@@ -17,6 +17,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.envconfig import ClientConfig, ClientConnectConfig
 from temporalio.service import RPCError, RPCStatusCode
+from temporalio.types import MethodSyncOrAsyncSingleParam
 
 from agentwolf.activities.types import TRANSCRIPT_QUERY
 from agentwolf.client.configs import ConfigMethods
@@ -317,7 +318,12 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
     async def deny(self, session_id: str, call_id: str, reason: str | None = None) -> None:
         await self._answer(session_id, SessionWorkflow.deny, Approval(call_id=call_id, reason=reason))
 
-    async def _answer(self, session_id: str, signal: object, answer: Approval) -> None:
+    async def _answer(
+        self,
+        session_id: str,
+        signal: MethodSyncOrAsyncSingleParam[SessionWorkflow, Approval, None],
+        answer: Approval,
+    ) -> None:
         """Refuse answers for calls that do not wait (signals cannot report errors themselves)."""
         waiting = {p.call_id for p in (await self.status(session_id)).pending_approvals}
         if answer.call_id not in waiting:
@@ -325,7 +331,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
                 f"no tool call {answer.call_id!r} waits for approval in session {session_id!r} (waiting: "
                 f"{sorted(waiting) or 'none'})"
             )
-        await (await self._handle(session_id)).signal(signal, answer)  # type: ignore[arg-type]
+        await (await self._handle(session_id)).signal(signal, answer)
 
     async def interrupt(self, session_id: str, reason: str | None = None) -> None:
         await (await self._handle(session_id)).signal(SessionWorkflow.interrupt, reason)

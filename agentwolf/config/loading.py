@@ -107,7 +107,9 @@ Problems = list[tuple[tuple[str, ...], str]]
 def _check_references(manifest: Manifest) -> Problems:
     """Cross-references pydantic cannot see: aliases (and their cycles), MCP server, agent and job names."""
     models = manifest.host.models
-    specs = [(("host", "models", "aliases", alias), alias) for alias in models.aliases]
+    specs: list[tuple[tuple[str, ...], str]] = [
+        (("host", "models", "aliases", alias), alias) for alias in models.aliases
+    ]
     if models.defaults.model:
         specs.append((("host", "models", "defaults", "model"), models.defaults.model))
     specs += [

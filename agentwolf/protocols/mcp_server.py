@@ -41,7 +41,7 @@ from mcp_types import (
 )
 from mcp_types.jsonrpc import INVALID_PARAMS
 from pydantic_ai.messages import ModelMessagesTypeAdapter
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
 from agentwolf.protocols import turns
@@ -155,7 +155,7 @@ class WolfMCP(MCPServer):
         )
         return ListToolsResult(tools=tools)
 
-    async def _handle_call_tool(  # type: ignore[override]
+    async def _handle_call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
     ) -> CallToolResult:
         principal, args = self._principal(ctx), params.arguments or {}
@@ -300,7 +300,7 @@ def _result(ref: turns.TurnRef, end: turns.TurnEnd) -> CallToolResult:
     )
 
 
-def http_routes(served: Served, path: str = "/mcp") -> list[Route]:
+def http_routes(served: Served, path: str = "/mcp") -> list[BaseRoute]:
     """Streamable HTTP at `path`, behind the app's auth (each request's principal is its caller);
     the route's `lifespan` runs the SDK's session manager while the app serves."""
     server = WolfMCP(served)

@@ -149,8 +149,8 @@ async def schedule_create(
         variables=parse_vars(var),
         session=session,
         prompt=prompt,
-        when_busy=when_busy.value,  # type: ignore[arg-type]
-        overlap=overlap.value,  # type: ignore[arg-type]
+        when_busy=when_busy.value,
+        overlap=overlap.value,
         jitter=jitter,
         timezone=timezone,
         paused=pause,
