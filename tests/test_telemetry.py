@@ -31,6 +31,7 @@ from tests.conftest import (
 from tests.support.models import Script, sequence, text, tool
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
 from tests.support.otlp_receiver import OtlpReceiver, Span
+from tests.support.polls import idle
 
 TRACE_ENV = {"OTEL_EXPORTER_OTLP_ENDPOINT": "", "OTEL_BSP_SCHEDULE_DELAY": "50"}
 
@@ -89,6 +90,48 @@ async def test_one_trace_links_the_client_the_workflow_its_activities_the_model_
     # Without WOLF_TRACE_CONTENT=1 no prompt, completion or tool payload is recorded anywhere.
     recorded = json.dumps([s.attributes for s in spans], default=str)
     assert "secret-ish payload" not in recorded and "say it" not in recorded
+
+
+async def test_each_prompt_of_a_session_is_a_trace_of_its_own_with_its_turns_activities(
+    env, receiver, task_queue
+):
+    """Temporal's interceptor alone would put every turn in the session's first trace."""
+    client = await connect(env.client.service_client.config.target_host)
+    wolf = WolfClient(client, task_queue=task_queue)
+    script = Script(lambda s: text(f"answer {s.calls}"))
+    worker, hosts = create_worker(client, task_queue=task_queue, local_models={"m": script.model})
+    async with worker:
+        sid = await wolf.start_session("a", make_manifest())
+        for n in (1, 2):
+            await wolf.prompt(sid, f"prompt {n}")
+            await wait_for(lambda n=n: idle(wolf, sid, n))
+        await wolf.close(sid)
+    await hosts.close()
+
+    def prompts() -> list[Span]:
+        return [
+            s
+            for s in receiver.named("StartWorkflowUpdate:prompt")
+            if s.attributes["temporalWorkflowID"].endswith(sid)
+        ]
+
+    def traced() -> bool:
+        traces = {s.trace_id for s in prompts()}
+        requests = [s for s in receiver.named("RunActivity:wolf.model_request") if s.trace_id in traces]
+        return len(traces) == 2 and len(requests) == 2
+
+    tracing.flush()
+    await wait_for(traced)
+    (start,) = [
+        s for s in receiver.named("StartWorkflow:") if s.attributes["temporalWorkflowID"].endswith(sid)
+    ]
+    for prompt in prompts():
+        assert prompt.trace_id != start.trace_id
+        turn = [s for s in receiver.spans if s.trace_id == prompt.trace_id]
+        (handled,) = [s for s in turn if s.name == "HandleUpdate:prompt"]
+        assert handled.parent_id == prompt.span_id
+        assert sum(s.name == "RunActivity:wolf.model_request" for s in turn) == 1
+        assert any(s.attributes.get("gen_ai.usage.input_tokens") is not None for s in turn)
 
 
 async def test_a_worker_killed_mid_turn_leaves_both_attempts_of_the_retried_activity_in_the_trace(

@@ -83,7 +83,9 @@ def interceptors(present: Sequence[object] = ()) -> list[TracingInterceptor]:
         return []
     from temporalio.contrib.opentelemetry import TracingInterceptor
 
-    return [] if any(isinstance(i, TracingInterceptor) for i in present) else [TracingInterceptor()]
+    from agentwolf.telemetry.turns import TurnTracing
+
+    return [] if any(isinstance(i, TracingInterceptor) for i in present) else [TurnTracing()]
 
 
 def model_instrumentation() -> InstrumentationSettings | bool:

@@ -14,6 +14,7 @@ passed through, so only this module and stream.py run again in the sandbox for e
 from __future__ import annotations
 
 import asyncio
+import contextvars
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -21,8 +22,8 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from pydantic_ai.messages import ModelMessage
 
-    from agentwolf.activities.types import COMPILED_QUERY, MANIFEST_QUERY, TRANSCRIPT_QUERY, CompiledAgent
     from agentwolf.config.manifest import Manifest, McpServerConfig
+    from agentwolf.activities.types import COMPILED_QUERY, MANIFEST_QUERY, TRANSCRIPT_QUERY, CompiledAgent
     from agentwolf.workflows.loop import TurnLoop
     from agentwolf.workflows.output import structured
     from agentwolf.workflows.turn import SESSION_WORKFLOW
@@ -48,6 +49,8 @@ class SessionWorkflow(TurnLoop):
     @workflow.init
     def __init__(self, inp: SessionInput) -> None:
         super().__init__(inp, SessionStream(prior_state=inp.stream_state))
+        self.turn_contexts: dict[str, contextvars.Context] = {}
+        """Queued turns' prompter contexts; not carried over continue-as-new (tracing only)."""
 
     @workflow.run
     async def run(self, inp: SessionInput) -> SessionResult:
@@ -77,7 +80,8 @@ class SessionWorkflow(TurnLoop):
                     else:  # a steer while idle starts a turn
                         prompt = Prompt(turn_id=self._next_turn_id(), text="\n".join(self.steers))
                         self.steers.clear()
-                self.turn_task = asyncio.create_task(self._run_turn(prompt))
+                context = self.turn_contexts.pop(prompt.turn_id, None)
+                self.turn_task = asyncio.create_task(self._run_turn(prompt), context=context)
                 await self._await_turn()
                 if inp.background and not inp.keep:
                     break
@@ -142,6 +146,8 @@ class SessionWorkflow(TurnLoop):
             self._interrupt("interrupted by a new prompt")
         turn_id = self._next_turn_id()
         self.queue.append(Prompt(turn_id=turn_id, text=text))
+        # The turn runs in its prompter's context: with tracing on, in its trace (telemetry/turns.py).
+        self.turn_contexts[turn_id] = contextvars.copy_context()
         return turn_id
 
     @prompt.validator
