@@ -76,7 +76,7 @@ from workers import MARK, WorkerProcess, _serve
 
 from agentwolf.activities import live
 from agentwolf.activities.session import SessionActivities
-from agentwolf.activities.types import ModelRequestInput, ModelRequestOutput
+from agentwolf.workflows.contracts import ModelRequestInput, ModelRequestOutput
 
 START_DELAY = (0.5, 0.6)
 """Seconds the server waits before answering (uniform in this range, per request): every follower is

@@ -79,8 +79,8 @@ def test_workflow_payload_models_are_complete_at_import():
     cached session. Checked in a fresh interpreter: any validation elsewhere would complete the models."""
     code = (
         "import inspect, pydantic\n"
-        "import agentwolf.activities.types as a, agentwolf.workflows.types as w, agentwolf.config.manifest "
-        "as m\n"
+        "import agentwolf.workflows.contracts as a, agentwolf.workflows.types as w\n"
+        "import agentwolf.config.manifest as m\n"
         "print([f'{x.__module__}.{x.__name__}' for mod in (a, w, m) for x in vars(mod).values()\n"
         "       if inspect.isclass(x) and issubclass(x, pydantic.BaseModel) and x.__module__ == "
         "mod.__name__\n"

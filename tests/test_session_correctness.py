@@ -437,7 +437,7 @@ async def test_a_prefix_or_compiled_agent_fetched_on_a_miss_must_match_its_diges
 ):
     from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
 
-    from agentwolf.activities.types import EMPTY_DIGEST, CompiledAgent, chain_digest
+    from agentwolf.workflows.contracts import EMPTY_DIGEST, CompiledAgent, chain_digest
 
     manifest = make_manifest()
     compiled = CompiledAgent(agent="a", models=["local:m"], instructions="", tools=[])

@@ -1,4 +1,4 @@
-"""Tool outcomes are a typed value (activities/types.ToolOutcome) whose wire format is the strings the
+"""Tool outcomes are a typed value (workflows/contracts.ToolOutcome) whose wire format is the strings the
 transcript and events always carried: histories, digests and followers see the same bytes."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest, ToolReturnPart
 
-from agentwolf.activities.types import ToolCallOutput, ToolOutcome
 from agentwolf.payloads import data_converter
+from agentwolf.workflows.contracts import ToolCallOutput, ToolOutcome
 from agentwolf.workflows.types import Event
 
 AT = datetime(2026, 11, 30, tzinfo=UTC)

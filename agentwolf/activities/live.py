@@ -22,9 +22,9 @@ from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.settings import ModelSettings
 from temporalio import activity
 
-from agentwolf.activities.types import LiveText, LiveTool
 from agentwolf.config.policy import Secrets
 from agentwolf.telemetry import tracing
+from agentwolf.workflows.contracts import LiveText, LiveTool
 
 WINDOW = 128 * 1024
 """Characters of text (and of thinking) a heartbeat carries: the tail past this is what a follower

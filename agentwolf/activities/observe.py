@@ -12,8 +12,8 @@ from typing import Any
 
 from pydantic_ai.messages import ModelResponse
 
-from agentwolf.activities.types import ToolCallOutput
 from agentwolf.telemetry import metrics, tracing
+from agentwolf.workflows.contracts import ToolCallOutput
 
 
 def model_answered(tenant: str, response: ModelResponse, cache_hit: bool) -> None:

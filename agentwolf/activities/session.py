@@ -31,7 +31,17 @@ from temporalio.exceptions import ApplicationError
 
 from agentwolf.activities import live, observe
 from agentwolf.activities.cost import record, request_cost, used_spec
-from agentwolf.activities.types import (
+from agentwolf.config.aliases import AliasError, resolve_model
+from agentwolf.config.manifest import Manifest, McpServerConfig, SubagentCapability
+from agentwolf.config.placeholders import MissingVariable
+from agentwolf.config.policy import PolicyError
+from agentwolf.extensions.pool import McpUnavailable
+from agentwolf.extensions.registry import Scope, ScopeLevel
+from agentwolf.extensions.skills import LocalSkillRoot
+from agentwolf.extensions.types import ExtensionError, SkillEntry, ToolEntry
+from agentwolf.telemetry import metrics
+from agentwolf.worker.host import AgentHost, CachedTranscript, HostRegistry
+from agentwolf.workflows.contracts import (
     COMPILED_QUERY,
     EMPTY_DIGEST,
     MANIFEST_QUERY,
@@ -54,16 +64,6 @@ from agentwolf.activities.types import (
     delegate_spec,
     skill_tools,
 )
-from agentwolf.config.aliases import AliasError, resolve_model
-from agentwolf.config.manifest import Manifest, McpServerConfig, SubagentCapability
-from agentwolf.config.placeholders import MissingVariable
-from agentwolf.config.policy import PolicyError
-from agentwolf.extensions.pool import McpUnavailable
-from agentwolf.extensions.registry import Scope, ScopeLevel
-from agentwolf.extensions.skills import LocalSkillRoot
-from agentwolf.extensions.types import ExtensionError, SkillEntry, ToolEntry
-from agentwolf.telemetry import metrics
-from agentwolf.worker.host import AgentHost, CachedTranscript, HostRegistry
 from agentwolf.workflows.output import OUTPUT_DESCRIPTION, OUTPUT_TOOL
 from agentwolf.workflows.types import tenant_of
 

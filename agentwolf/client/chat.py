@@ -42,11 +42,11 @@ from rich.text import Text
 from temporalio.client import WorkflowQueryFailedError, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from agentwolf.activities.types import COMPILED_QUERY, CompiledAgent
 from agentwolf.client.live_view import ConsoleSink, LiveView, PlainSink, Sink
 from agentwolf.client.render import inert
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.paths import data_dir
+from agentwolf.workflows.contracts import COMPILED_QUERY, CompiledAgent
 from agentwolf.workflows.types import LIVE_KINDS, Event, workflow_id
 
 PROMPT = "you> "

@@ -30,7 +30,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError
 
-from agentwolf.activities.types import LiveText, LiveTool
+from agentwolf.workflows.contracts import LiveText, LiveTool
 from agentwolf.workflows.types import EVENTS_TOPIC, STATE_ATTR, Event, EventKind
 
 POLL_EVERY = 0.05

@@ -19,7 +19,6 @@ from temporalio.envconfig import ClientConfig, ClientConnectConfig
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.types import MethodSyncOrAsyncSingleParam
 
-from agentwolf.activities.types import TRANSCRIPT_QUERY
 from agentwolf.client.configs import ConfigMethods
 from agentwolf.client.jobs import JobMethods
 from agentwolf.client.live import follow
@@ -31,6 +30,7 @@ from agentwolf.defaults import TASK_QUEUE
 from agentwolf.payloads import data_converter
 from agentwolf.telemetry import tracing
 from agentwolf.tenants import TenantError, check_tenant, namespace_for
+from agentwolf.workflows.contracts import TRANSCRIPT_QUERY
 from agentwolf.workflows.session import SessionWorkflow
 from agentwolf.workflows.turn import short
 from agentwolf.workflows.types import (

@@ -24,7 +24,6 @@ from mcp.shared.exceptions import MCPError
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
-from agentwolf.activities.types import CompiledAgent
 from agentwolf.config.manifest import Manifest, McpCapability, SkillsCapability
 from agentwolf.config.policy import Secrets, WorkerPolicy
 from agentwolf.extensions.functions import FunctionToolsCap
@@ -37,6 +36,7 @@ from agentwolf.extensions.watch import SkillRootWatcher
 from agentwolf.plugins import FunctionTool, LocalModel, Plugins
 from agentwolf.worker.demo import demo_model
 from agentwolf.worker.models import build_model
+from agentwolf.workflows.contracts import CompiledAgent
 from agentwolf.workflows.types import ExtensionsChanged
 
 Notify = Callable[[str, ExtensionsChanged], Awaitable[None]]

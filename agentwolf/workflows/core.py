@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING
 from pydantic_ai.messages import ModelMessage, ToolCallPart, ToolReturnPart
 from temporalio import workflow
 
-from agentwolf.activities.types import (
+from agentwolf.config.manifest import AgentConfig, Limits
+from agentwolf.telemetry import metrics
+from agentwolf.workflows.contracts import (
     EMPTY_DIGEST,
     CompiledAgent,
     HostRef,
@@ -27,8 +29,6 @@ from agentwolf.activities.types import (
     ToolOutcome,
     chain_digest,
 )
-from agentwolf.config.manifest import AgentConfig, Limits
-from agentwolf.telemetry import metrics
 from agentwolf.workflows.turn import CUT_MARK, EVENT_TEXT_LIMIT, MODEL_TEXT_LIMIT, Staleness, Turn, shared
 from agentwolf.workflows.types import (
     EVENTS_TOPIC,

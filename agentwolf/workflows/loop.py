@@ -21,7 +21,9 @@ from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
-from agentwolf.activities.types import (
+from agentwolf.config.manifest import Limits, Team
+from agentwolf.telemetry import metrics
+from agentwolf.workflows.contracts import (
     SKILLS,
     CommandInput,
     CommandOutput,
@@ -32,8 +34,6 @@ from agentwolf.activities.types import (
     ToolOutcome,
     chain_digest,
 )
-from agentwolf.config.manifest import Limits, Team
-from agentwolf.telemetry import metrics
 from agentwolf.workflows.output import judge
 from agentwolf.workflows.tools import ToolRouting
 from agentwolf.workflows.turn import (

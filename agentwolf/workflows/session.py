@@ -23,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from pydantic_ai.messages import ModelMessage
 
     from agentwolf.config.manifest import Manifest, McpServerConfig
-    from agentwolf.activities.types import COMPILED_QUERY, MANIFEST_QUERY, TRANSCRIPT_QUERY, CompiledAgent
+    from agentwolf.workflows.contracts import COMPILED_QUERY, MANIFEST_QUERY, TRANSCRIPT_QUERY, CompiledAgent
     from agentwolf.workflows.loop import TurnLoop
     from agentwolf.workflows.output import structured
     from agentwolf.workflows.turn import SESSION_WORKFLOW

@@ -22,7 +22,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ChildWorkflowError, is_cancelled_exception
 from temporalio.workflow import ChildWorkflowCancellationType
 
-from agentwolf.activities.types import (
+from agentwolf.workflows.contracts import (
     SESSION,
     SKILLS,
     SUBAGENTS,

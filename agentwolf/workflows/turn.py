@@ -26,7 +26,7 @@ from temporalio.common import RetryPolicy
 from temporalio.contrib.workflow_streams import WorkflowStreamItem
 from temporalio.exceptions import ApplicationError
 
-from agentwolf.activities.types import CompiledAgent
+from agentwolf.workflows.contracts import CompiledAgent
 from agentwolf.workflows.types import Counters, Prompt, TurnOutcome, TurnSnapshot, Usage
 
 M = TypeVar("M", bound=BaseModel)

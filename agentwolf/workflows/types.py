@@ -10,8 +10,8 @@ from pydantic_ai.messages import ModelMessage, ModelRequestPart, ToolCallPart, T
 from temporalio.common import SearchAttributeKey
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
-from agentwolf.activities.types import CompiledAgent
 from agentwolf.config.manifest import Manifest, McpServerConfig
+from agentwolf.workflows.contracts import CompiledAgent
 
 SessionState = Literal["idle", "running", "waiting_approval", "done"]
 TurnOutcome = Literal["completed", "interrupted", "limit", "failed"]

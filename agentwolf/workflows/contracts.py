@@ -1,4 +1,5 @@
-"""What crosses the workflow/activity boundary: small pydantic models, no live objects.
+"""What crosses the workflow/activity boundary: small pydantic models, no live objects. They live
+with the workflows, the lower layer, so the activities import them downward.
 
 The transcript digest is the contract behind delta transcripts: the workflow and the worker chain
 the same hash over the same serialized messages, so a worker can prove its cached copy is the
