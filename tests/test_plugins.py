@@ -20,9 +20,9 @@ from temporalio.client import WorkflowFailureError
 from agentwolf.config.manifest import Manifest
 from agentwolf.config.policy import WorkerPolicy
 from agentwolf.extensions.functions import FunctionToolsCap
+from agentwolf.hosts.host import HostRegistry
+from agentwolf.hosts.models import build_model
 from agentwolf.plugins import PluginError, PluginRegistry, Plugins, load_plugins
-from agentwolf.worker.host import HostRegistry
-from agentwolf.worker.models import build_model
 from tests.conftest import wait_for
 from tests.support.models import Script, sequence, text, tool
 from tests.support.polls import tool_returns

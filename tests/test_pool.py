@@ -192,7 +192,7 @@ def _convert(step):
 
 
 def test_configs_differing_only_in_agents_share_one_host():
-    from agentwolf.worker.host import HostRegistry
+    from agentwolf.hosts.host import HostRegistry
 
     hosts = HostRegistry()
     first = hosts.ensure(make_manifest({"limits": {"max_steps": 3}}), "t1")

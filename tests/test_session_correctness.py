@@ -15,7 +15,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from agentwolf.activities.session import SessionActivities
 from agentwolf.config.manifest import Manifest
-from agentwolf.worker.host import HostRegistry
+from agentwolf.hosts.host import HostRegistry
 from agentwolf.worker.main import SANDBOX, WORKFLOWS
 from agentwolf.workflows.turn import Staleness
 from agentwolf.workflows.types import workflow_id

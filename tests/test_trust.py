@@ -22,7 +22,7 @@ from agentwolf.activities.session import SessionActivities
 from agentwolf.config.manifest import Manifest, McpServerConfig, Permissions
 from agentwolf.config.policy import PolicyError, WorkerPolicy, load_policy
 from agentwolf.extensions.pool import McpPool, McpUnavailable
-from agentwolf.worker.host import HostRegistry
+from agentwolf.hosts.host import HostRegistry
 from agentwolf.workflows.session import SessionWorkflow
 from agentwolf.workflows.types import SessionInput, workflow_id
 from tests.conftest import TOOLS_SERVER, make_manifest, tools_server, wait_for, worker_process

@@ -39,8 +39,8 @@ from agentwolf.extensions.pool import McpUnavailable
 from agentwolf.extensions.registry import Scope, ScopeLevel
 from agentwolf.extensions.skills import LocalSkillRoot
 from agentwolf.extensions.types import ExtensionError, SkillEntry, ToolEntry
+from agentwolf.hosts.host import AgentHost, CachedTranscript, HostRegistry
 from agentwolf.telemetry import metrics
-from agentwolf.worker.host import AgentHost, CachedTranscript, HostRegistry
 from agentwolf.workflows.contracts import (
     COMPILED_QUERY,
     EMPTY_DIGEST,

@@ -1,1 +1,2 @@
-"""Layer 2: worker bootstrap and the hosts (MCP pool, models, caches) it owns."""
+"""Layer 2: worker bootstrap (the Temporal worker, its workflow sandbox) running the hosts of
+agentwolf.hosts."""

@@ -16,11 +16,11 @@ from agentwolf.activities.schedule import deliver_prompt
 from agentwolf.activities.session import SessionActivities
 from agentwolf.config.policy import WorkerPolicy, redact_logs
 from agentwolf.defaults import TASK_QUEUE
+from agentwolf.hosts.host import HostRegistry, Notify
 from agentwolf.isolation import protect_process
 from agentwolf.plugins import LocalModel, Plugins
 from agentwolf.telemetry import tracing
 from agentwolf.telemetry.interceptor import ActivityContext
-from agentwolf.worker.host import HostRegistry, Notify
 from agentwolf.worker.sandbox import CachingSandboxedWorkflowRunner
 from agentwolf.workflows.registry import ConfigRegistryWorkflow
 from agentwolf.workflows.schedule import ScheduleFireWorkflow

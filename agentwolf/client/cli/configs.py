@@ -41,7 +41,7 @@ async def commands(
     Example: wolf commands -a assistant -c wolf.yaml
     """
     from agentwolf.client.render import inert
-    from agentwolf.worker.host import HostRegistry
+    from agentwolf.hosts.host import HostRegistry
 
     source = config_source(config)
     if isinstance(source, str):

@@ -33,9 +33,9 @@ from agentwolf.extensions.registry import POOL, ExtensionRegistry, Scope, ScopeL
 from agentwolf.extensions.skills import LocalSkillRoot
 from agentwolf.extensions.types import ChangeEvent, ExtensionError, SkillResource
 from agentwolf.extensions.watch import SkillRootWatcher
+from agentwolf.hosts.demo import demo_model
+from agentwolf.hosts.models import build_model
 from agentwolf.plugins import FunctionTool, LocalModel, Plugins
-from agentwolf.worker.demo import demo_model
-from agentwolf.worker.models import build_model
 from agentwolf.workflows.contracts import CompiledAgent
 from agentwolf.workflows.types import ExtensionsChanged
 
