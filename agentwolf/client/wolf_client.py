@@ -15,7 +15,6 @@ from pydantic_ai.messages import ModelMessage
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
-from temporalio.envconfig import ClientConfig, ClientConnectConfig
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.types import MethodSyncOrAsyncSingleParam
 
@@ -26,9 +25,8 @@ from agentwolf.client.schedules import ScheduleMethods
 from agentwolf.client.usage import UsageKey, UsageReport, usage_report
 from agentwolf.config.loading import load_manifest
 from agentwolf.config.manifest import Manifest, McpServerConfig
+from agentwolf.connection import connect
 from agentwolf.defaults import TASK_QUEUE
-from agentwolf.payloads import data_converter
-from agentwolf.telemetry import tracing
 from agentwolf.tenants import TenantError, check_tenant, namespace_for
 from agentwolf.workflows.contracts import TRANSCRIPT_QUERY
 from agentwolf.workflows.session import SessionWorkflow
@@ -48,46 +46,6 @@ from agentwolf.workflows.types import (
     SessionStatus,
     workflow_id,
 )
-
-
-def connect_config(
-    address: str | None = None,
-    namespace: str | None = None,
-    profile: str | None = None,
-    *,
-    api_key: str | None = None,
-    tls: bool | None = None,
-) -> ClientConnectConfig:
-    """What every Temporal tool connects with (the profile from TEMPORAL_CONFIG_FILE or the default
-    file, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS...); explicit arguments
-    win. No `target_host` when nothing names one."""
-    config = ClientConfig.load_client_connect_config(profile=profile)
-    if address:
-        config["target_host"] = address
-    if namespace:
-        config["namespace"] = namespace
-    if api_key:
-        config["api_key"] = api_key
-        config.setdefault("tls", True)  # as envconfig does for a profile's API key
-    if tls is not None:
-        config["tls"] = (config.get("tls") or True) if tls else False
-    return config
-
-
-async def connect(
-    address: str | None = None,
-    namespace: str | None = None,
-    profile: str | None = None,
-    *,
-    api_key: str | None = None,
-    tls: bool | None = None,
-) -> Client:
-    """Connect as `connect_config` says (localhost:7233 when nothing names a server), with
-    AgentWolf's pydantic data converter, traced when `OTEL_*` asks for it (agentwolf.telemetry)."""
-    config = connect_config(address, namespace, profile, api_key=api_key, tls=tls)
-    config.setdefault("target_host", "localhost:7233")
-    interceptors = tracing.interceptors()
-    return await Client.connect(**config, data_converter=data_converter(), interceptors=interceptors)
 
 
 class SessionSummary(BaseModel):

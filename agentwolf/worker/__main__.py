@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 from temporalio.client import Client
 
-from agentwolf.client.wolf_client import connect
 from agentwolf.config.policy import load_policy
+from agentwolf.connection import connect
 from agentwolf.plugins import PluginError, load_plugins
 from agentwolf.telemetry import logs, metrics
 from agentwolf.worker.main import TASK_QUEUE, create_worker, run_worker

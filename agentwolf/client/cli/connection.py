@@ -86,7 +86,7 @@ class Connection:
     def configured_address(self) -> str | None:
         """The server the flags, profile or environment name; None: the embedded local stack's."""
         from agentwolf.client.cli.common import Exit
-        from agentwolf.client.wolf_client import connect_config
+        from agentwolf.connection import connect_config
 
         try:
             config = connect_config(

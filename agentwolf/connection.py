@@ -1,0 +1,50 @@
+"""Connecting to Temporal as every Temporal tool does (temporalio.envconfig), with AgentWolf's data
+converter: the one way clients, the CLI and workers connect, below all of them."""
+
+from __future__ import annotations
+
+from temporalio.client import Client
+from temporalio.envconfig import ClientConfig, ClientConnectConfig
+
+from agentwolf.payloads import data_converter
+from agentwolf.telemetry import tracing
+
+
+def connect_config(
+    address: str | None = None,
+    namespace: str | None = None,
+    profile: str | None = None,
+    *,
+    api_key: str | None = None,
+    tls: bool | None = None,
+) -> ClientConnectConfig:
+    """What every Temporal tool connects with (the profile from TEMPORAL_CONFIG_FILE or the default
+    file, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS...); explicit arguments
+    win. No `target_host` when nothing names one."""
+    config = ClientConfig.load_client_connect_config(profile=profile)
+    if address:
+        config["target_host"] = address
+    if namespace:
+        config["namespace"] = namespace
+    if api_key:
+        config["api_key"] = api_key
+        config.setdefault("tls", True)  # as envconfig does for a profile's API key
+    if tls is not None:
+        config["tls"] = (config.get("tls") or True) if tls else False
+    return config
+
+
+async def connect(
+    address: str | None = None,
+    namespace: str | None = None,
+    profile: str | None = None,
+    *,
+    api_key: str | None = None,
+    tls: bool | None = None,
+) -> Client:
+    """Connect as `connect_config` says (localhost:7233 when nothing names a server), with
+    AgentWolf's pydantic data converter, traced when `OTEL_*` asks for it (agentwolf.telemetry)."""
+    config = connect_config(address, namespace, profile, api_key=api_key, tls=tls)
+    config.setdefault("target_host", "localhost:7233")
+    interceptors = tracing.interceptors()
+    return await Client.connect(**config, data_converter=data_converter(), interceptors=interceptors)
