@@ -8,7 +8,8 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 
 from agentwolf.workflows.session import SessionWorkflow
-from agentwolf.workflows.types import SessionInput, workflow_id
+from agentwolf.workflows.session_input import SessionInput
+from agentwolf.workflows.types import workflow_id
 from tests.conftest import SUPPORT, make_manifest, record_history
 from tests.support.models import Script, sequence, text
 

@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from agentwolf.config.jobs import JobError, check_result
+from agentwolf.config.jobs import JobError
 from agentwolf.config.loading import ManifestError, parse_manifest
+from agentwolf.workflows.output import check_result
 
 MANIFEST = """
 agents:

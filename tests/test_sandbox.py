@@ -80,8 +80,8 @@ def test_workflow_payload_models_are_complete_at_import():
     code = (
         "import inspect, pydantic\n"
         "import agentwolf.workflows.contracts as a, agentwolf.workflows.types as w\n"
-        "import agentwolf.config.manifest as m\n"
-        "print([f'{x.__module__}.{x.__name__}' for mod in (a, w, m) for x in vars(mod).values()\n"
+        "import agentwolf.workflows.session_input as s, agentwolf.config.manifest as m\n"
+        "print([f'{x.__module__}.{x.__name__}' for mod in (a, w, s, m) for x in vars(mod).values()\n"
         "       if inspect.isclass(x) and issubclass(x, pydantic.BaseModel) and x.__module__ == "
         "mod.__name__\n"
         "       and not x.__pydantic_complete__])\n"

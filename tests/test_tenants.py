@@ -11,7 +11,8 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
 from agentwolf.tenants import TenantError, namespace_for, tenant_namespaces
 from agentwolf.workflows.session import SessionWorkflow
-from agentwolf.workflows.types import AGENT_ATTR, TENANT_ATTR, SessionInput, workflow_id
+from agentwolf.workflows.session_input import SessionInput
+from agentwolf.workflows.types import AGENT_ATTR, TENANT_ATTR, workflow_id
 from tests.conftest import make_manifest, wait_for
 from tests.support.models import Script, text
 

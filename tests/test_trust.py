@@ -24,7 +24,8 @@ from agentwolf.config.policy import PolicyError, WorkerPolicy, load_policy
 from agentwolf.extensions.pool import McpPool, McpUnavailable
 from agentwolf.hosts.host import HostRegistry
 from agentwolf.workflows.session import SessionWorkflow
-from agentwolf.workflows.types import SessionInput, workflow_id
+from agentwolf.workflows.session_input import SessionInput
+from agentwolf.workflows.types import workflow_id
 from tests.conftest import TOOLS_SERVER, make_manifest, tools_server, wait_for, worker_process
 from tests.support.models import Script, text, tool
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs

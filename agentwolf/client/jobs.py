@@ -15,10 +15,11 @@ from temporalio.client import WorkflowFailureError
 
 from agentwolf.config.loading import load_manifest
 from agentwolf.config.manifest import Manifest
-from agentwolf.workflows.types import SessionInput, SessionResult
+from agentwolf.workflows.types import SessionResult
 
 if TYPE_CHECKING:
     from agentwolf.client.configs import ConfigVersion
+    from agentwolf.workflows.session_input import SessionInput
 
 
 class JobFailed(RuntimeError):
@@ -74,6 +75,8 @@ class JobMethods:
     ) -> SessionInput:
         """The session a run of `job` starts (its id left to the caller): variables are bound here, so
         an unknown job or a bad variable is an error before anything starts."""
+        from agentwolf.workflows.session_input import SessionInput  # pydantic-ai: only when a job runs
+
         if (manifest is None) == (config_name is None):
             raise ValueError("a job needs a manifest or a registry config name (one of them)")
         version = None

@@ -45,8 +45,17 @@ from agentwolf.config.jobs import BusyPolicy, Hook
 from agentwolf.config.manifest import Manifest
 from agentwolf.tenants import TenantError
 from agentwolf.workflows.registry import check_config_name
-from agentwolf.workflows.schedule import FireInput, ScheduleFireWorkflow, fire_id, run_session_id, schedule_id
-from agentwolf.workflows.types import SCHEDULE_ATTR, TENANT_ATTR, SessionInput, workflow_id
+from agentwolf.workflows.types import (
+    SCHEDULE_ATTR,
+    TENANT_ATTR,
+    fire_id,
+    run_session_id,
+    schedule_id,
+    workflow_id,
+)
+
+if TYPE_CHECKING:
+    from agentwolf.workflows.session_input import SessionInput
 
 Overlap = Literal["skip", "buffer_one", "allow_all"]
 _OVERLAP = {
@@ -149,6 +158,8 @@ class ScheduleMethods:
 
         Every input is checked first: a bad job, variable, session, duration, time zone or cron
         expression is a ValueError and nothing is created."""
+        from agentwolf.workflows.schedule import FireInput, ScheduleFireWorkflow  # pydantic-ai: a job's input
+
         check_config_name(name)
         if (cron is None) == (every is None):
             raise ValueError("a schedule needs exactly one of a cron expression or an interval (every)")
@@ -233,6 +244,8 @@ class ScheduleMethods:
         firing). With `key` (an idempotency key), the firing's id derives from it and Temporal refuses
         a second start with that id, running or closed (within the namespace's retention), so a
         redelivery starts nothing and names the first request's run: no state in this process."""
+        from agentwolf.workflows.schedule import FireInput, ScheduleFireWorkflow
+
         trigger = f"hook-{check_config_name(name)}"
         suffix = hashlib.sha256(key.encode()).hexdigest()[:20] if key else uuid.uuid4().hex[:20]
         if hook.job is not None:  # the run itself has the id: a 202 means the session exists

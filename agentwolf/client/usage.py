@@ -25,8 +25,15 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from agentwolf.workflows.session import SessionWorkflow
-from agentwolf.workflows.types import AGENT_ATTR, TENANT_ATTR, Counters, SessionResult, Usage
+from agentwolf.workflows.types import (
+    AGENT_ATTR,
+    SESSION_WORKFLOW,
+    TENANT_ATTR,
+    Counters,
+    SessionResult,
+    SessionStatus,
+    Usage,
+)
 
 UsageKey = Literal["agent", "model", "session", "tenant"]
 READERS = 16
@@ -56,7 +63,7 @@ async def usage_report(
 ) -> UsageReport:
     """Sessions matching the visibility clause `where` (a tenant's) whose current run started at or
     after `since`, their spending grouped `by`."""
-    clauses = [f"WorkflowType = '{SessionWorkflow.__name__}'", "ExecutionStatus != 'ContinuedAsNew'"]
+    clauses = [f"WorkflowType = '{SESSION_WORKFLOW}'", "ExecutionStatus != 'ContinuedAsNew'"]
     if where is not None:
         clauses.append(where)
     if since is not None:
@@ -111,6 +118,6 @@ async def _counters(client: Client, wf: WorkflowExecution) -> Counters | None:
             if isinstance(cause, ApplicationError) and cause.details:
                 return Counters.model_validate(cause.details[0])
     try:  # running, or ended without a result (terminated, cancelled): its worker answers
-        return (await handle.query(SessionWorkflow.status)).counters
+        return (await handle.query("status", result_type=SessionStatus)).counters
     except (RPCError, WorkflowQueryFailedError):
         return None

@@ -1,4 +1,9 @@
-"""WolfClient: the Python API for sessions (start, submit, prompt, steer, interrupt, close, follow)."""
+"""WolfClient: the Python API for sessions (start, submit, prompt, steer, interrupt, close, follow).
+
+Light to import (`wolf status` starts in about the time `import temporalio.client` takes): it names
+the session workflow's handlers by string instead of importing the workflow, and imports pydantic-ai
+(transcripts, a session's start input) and workflow streams (following) in the methods that use them.
+tests/test_client_imports.py keeps it so."""
 
 from __future__ import annotations
 
@@ -8,19 +13,15 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
-from pydantic_ai.messages import ModelMessage
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
-from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.types import MethodSyncOrAsyncSingleParam
 
 from agentwolf.client.configs import ConfigMethods
 from agentwolf.client.jobs import JobMethods
-from agentwolf.client.live import follow
 from agentwolf.client.schedules import ScheduleMethods
 from agentwolf.client.usage import UsageKey, UsageReport, usage_report
 from agentwolf.config.loading import load_manifest
@@ -28,24 +29,24 @@ from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.connection import connect
 from agentwolf.defaults import TASK_QUEUE
 from agentwolf.tenants import TenantError, check_tenant, namespace_for
-from agentwolf.workflows.contracts import TRANSCRIPT_QUERY
-from agentwolf.workflows.session import SessionWorkflow
-from agentwolf.workflows.turn import short
 from agentwolf.workflows.types import (
     AGENT_ATTR,
     CONFIG_ATTR,
     PARENT_ATTR,
     SCHEDULE_ATTR,
+    SESSION_WORKFLOW,
     STATE_ATTR,
     TENANT_ATTR,
     Approval,
     ConfigUpdate,
     Event,
-    SessionInput,
     SessionResult,
     SessionStatus,
     workflow_id,
 )
+
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage
 
 
 class SessionSummary(BaseModel):
@@ -100,7 +101,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
         )
         return cls(client, tenant=tenant, task_queue=task_queue)
 
-    async def _handle(self, session_id: str) -> WorkflowHandle[SessionWorkflow, SessionResult]:
+    async def _handle(self, session_id: str) -> WorkflowHandle[Any, SessionResult]:
         """A handle on one of this tenant's sessions. `session_id` may be a full workflow id
         (`wolf/<tenant>/<id>`); another tenant's, or a session whose WolfTenant differs, is refused."""
         if session_id.startswith("wolf/") and session_id.count("/") >= 2:
@@ -109,8 +110,8 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
                 raise TenantError(
                     f"session {session_id!r} belongs to tenant {tenant!r}, not to {self.tenant!r}"
                 )
-        handle = self.client.get_workflow_handle_for(
-            SessionWorkflow.run, workflow_id(self.tenant, session_id)
+        handle = self.client.get_workflow_handle(
+            workflow_id(self.tenant, session_id), result_type=SessionResult
         )
         if handle.id not in self._owned:
             try:
@@ -123,7 +124,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
                 raise
             # The id names this tenant; a WolfTenant that says otherwise wins (none: started by other means).
             owner = described.typed_search_attributes.get(TENANT_ATTR, self.tenant)
-            if described.workflow_type != SessionWorkflow.__name__:
+            if described.workflow_type != SESSION_WORKFLOW:
                 raise SessionNotFound(f"{handle.id} is a {described.workflow_type}, not a session")
             if owner != self.tenant:
                 raise TenantError(
@@ -180,8 +181,11 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
             attributes.append(SearchAttributePair(CONFIG_ATTR, config_name))
         if trigger is not None:  # the schedule or webhook that started it
             attributes.append(SearchAttributePair(SCHEDULE_ATTR, trigger))
+        from agentwolf.workflows.session_input import SessionInput
+        from agentwolf.workflows.turn import short
+
         await self.client.start_workflow(
-            SessionWorkflow.run,
+            SESSION_WORKFLOW,
             SessionInput(
                 session_id=session_id,
                 tenant=self.tenant,
@@ -229,7 +233,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
         if current.version > version:
             update = ConfigUpdate(name=name, version=current.version, manifest=current.manifest)
             try:
-                await (await self._handle(session_id)).signal(SessionWorkflow.config_changed, update)
+                await (await self._handle(session_id)).signal("config_changed", update)
             except RPCError as exc:
                 if exc.status != RPCStatusCode.NOT_FOUND:  # NOT_FOUND: a short task already ended
                     raise
@@ -259,7 +263,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
 
     async def prompt(self, session_id: str, text: str) -> str:
         """Start (or queue) a turn; returns its turn id."""
-        return await (await self._handle(session_id)).execute_update(SessionWorkflow.prompt, text)
+        return await (await self._handle(session_id)).execute_update("prompt", text, result_type=str)
 
     async def steer(self, session_id: str, text: str) -> None:
         """Refused here when the session's steer queue is full (the workflow would drop it)."""
@@ -268,18 +272,18 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
                 f"session {session_id!r} has too many steers waiting (host.sessions.max_steers): try again "
                 "later"
             )
-        await (await self._handle(session_id)).signal(SessionWorkflow.steer, text)
+        await (await self._handle(session_id)).signal("steer", text)
 
     async def approve(self, session_id: str, call_id: str, *, always: bool = False) -> None:
-        await self._answer(session_id, SessionWorkflow.approve, Approval(call_id=call_id, always=always))
+        await self._answer(session_id, "approve", Approval(call_id=call_id, always=always))
 
     async def deny(self, session_id: str, call_id: str, reason: str | None = None) -> None:
-        await self._answer(session_id, SessionWorkflow.deny, Approval(call_id=call_id, reason=reason))
+        await self._answer(session_id, "deny", Approval(call_id=call_id, reason=reason))
 
     async def _answer(
         self,
         session_id: str,
-        signal: MethodSyncOrAsyncSingleParam[SessionWorkflow, Approval, None],
+        signal: str,
         answer: Approval,
     ) -> None:
         """Refuse answers for calls that do not wait (signals cannot report errors themselves)."""
@@ -292,26 +296,30 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
         await (await self._handle(session_id)).signal(signal, answer)
 
     async def interrupt(self, session_id: str, reason: str | None = None) -> None:
-        await (await self._handle(session_id)).signal(SessionWorkflow.interrupt, reason)
+        await (await self._handle(session_id)).signal("interrupt", reason)
 
     async def join_servers(self, session_id: str, servers: dict[str, McpServerConfig]) -> None:
         """MCP servers (by name) that join this session only, as `start_session(session_servers=...)`
         does: an editor's; a same-named one is replaced, and the agent recompiles before its next step."""
-        await (await self._handle(session_id)).signal(SessionWorkflow.join_servers, servers)
+        await (await self._handle(session_id)).signal("join_servers", servers)
 
     async def close(self, session_id: str) -> None:
-        await (await self._handle(session_id)).signal(SessionWorkflow.close)
+        await (await self._handle(session_id)).signal("close")
 
     async def status(self, session_id: str) -> SessionStatus:
         """The session's own account; `done` whatever it says once its workflow has ended (a terminated
         workflow never got to say so)."""
         handle = await self._handle(session_id)
-        status = await _patiently(lambda: handle.query(SessionWorkflow.status))
+        status = await _patiently(lambda: handle.query("status", result_type=SessionStatus))
         if status.state != "done" and (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
             status.state = "done"
         return status
 
     async def transcript(self, session_id: str) -> list[ModelMessage]:
+        from pydantic_ai.messages import ModelMessage
+
+        from agentwolf.workflows.contracts import TRANSCRIPT_QUERY
+
         return await (await self._handle(session_id)).query(TRANSCRIPT_QUERY, result_type=list[ModelMessage])
 
     async def result(self, session_id: str) -> SessionResult:
@@ -329,13 +337,19 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
         if live:
             # A finished session with no worker left cannot answer: it has no running step either.
             with contextlib.suppress(RPCError, WorkflowQueryFailedError, TimeoutError):
-                status = await asyncio.wait_for(handle.query(SessionWorkflow.status), RUNNING_QUERY_WAIT)
+                status = await asyncio.wait_for(
+                    handle.query("status", result_type=SessionStatus), RUNNING_QUERY_WAIT
+                )
                 running = (status.turn_id, status.step) if status.turn_id else None
+        from agentwolf.client.live import follow
+
         async for item in follow(self.client, handle, from_offset, live=live, running=running):
             yield item
 
     async def event_offset(self, session_id: str) -> int:
         """The offset the next event will have (to follow only what happens from now on)."""
+        from temporalio.contrib.workflow_streams import WorkflowStreamClient
+
         return await WorkflowStreamClient.create(
             self.client, (await self._handle(session_id)).id
         ).get_offset()
@@ -350,7 +364,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
     ) -> list[SessionSummary]:
         """This tenant's sessions, newest first, filtered through the search attributes."""
         clauses = [
-            f"WorkflowType = '{SessionWorkflow.__name__}'",
+            f"WorkflowType = '{SESSION_WORKFLOW}'",
             f"{TENANT_ATTR.name} = {_quote(self.tenant)}",
         ]
         if state:

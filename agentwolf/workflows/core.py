@@ -29,6 +29,7 @@ from agentwolf.workflows.contracts import (
     ToolOutcome,
     chain_digest,
 )
+from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.turn import CUT_MARK, EVENT_TEXT_LIMIT, MODEL_TEXT_LIMIT, Staleness, Turn, shared
 from agentwolf.workflows.types import (
     EVENTS_TOPIC,
@@ -36,7 +37,6 @@ from agentwolf.workflows.types import (
     ConfigUpdate,
     Event,
     Prompt,
-    SessionInput,
     SessionState,
     TurnOutcome,
     Usage,

@@ -35,6 +35,7 @@ from agentwolf.workflows.contracts import (
     chain_digest,
 )
 from agentwolf.workflows.output import judge
+from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.tools import ToolRouting
 from agentwolf.workflows.turn import (
     COMPILE_RETRY,
@@ -53,7 +54,7 @@ from agentwolf.workflows.turn import (
     shared,
     short,
 )
-from agentwolf.workflows.types import Prompt, SessionInput, TurnOutcome, Usage
+from agentwolf.workflows.types import Prompt, TurnOutcome, Usage
 
 T = TypeVar("T")
 

@@ -14,13 +14,18 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from jsonschema import Draft202012Validator
 from pydantic_ai.messages import ModelRequestPart, ModelResponse, RetryFeedbackPart, RetryInfo, ToolReturnPart
-
-from agentwolf.config.jobs import check_result
 
 OUTPUT_TOOL = "final_result"
 OUTPUT_DESCRIPTION = "Give the final result of the task. Its arguments are the result."
 ASK_FOR_TOOL = f"Give your answer by calling the `{OUTPUT_TOOL}` tool; a text answer is not accepted."
+
+
+def check_result(schema: dict[str, Any], value: object) -> list[str]:
+    """What makes `value` invalid against `schema` (every keyword enforced, `enum` included); [] if valid."""
+    errors = sorted(Draft202012Validator(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
+    return [f"{'.'.join(str(p) for p in e.absolute_path) or '<result>'}: {e.message}" for e in errors]
 
 
 @dataclass(frozen=True)

@@ -19,36 +19,23 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from agentwolf.config.jobs import BusyPolicy
-    from agentwolf.workflows.turn import SESSION_WORKFLOW
+    from agentwolf.workflows.session_input import SessionInput
     from agentwolf.workflows.types import (
         AGENT_ATTR,
         SCHEDULE_ATTR,
+        SESSION_WORKFLOW,
         STATE_ATTR,
         TENANT_ATTR,
-        SessionInput,
         SessionResult,
+        fire_id,
+        run_session_id,
         tenant_of,
         workflow_id,
     )
 
-FIRE_PREFIX = "wolf-fire"
 DELIVER_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=5
 )
-
-
-def schedule_id(tenant: str, name: str) -> str:
-    """Schedules are named like sessions: their id says whose they are."""
-    return f"wolf/{tenant}/{name}"
-
-
-def fire_id(tenant: str, name: str) -> str:
-    return f"{FIRE_PREFIX}/{tenant}/{name}"
-
-
-def run_session_id(fire_workflow_id: str) -> str:
-    """The job run's session id of a firing: `wolf-fire/<tenant>/<name>-<time>` -> `<name>-<time>`."""
-    return fire_workflow_id.split("/", 2)[-1]
 
 
 class FireInput(BaseModel):

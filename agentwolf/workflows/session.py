@@ -26,13 +26,13 @@ with workflow.unsafe.imports_passed_through():
     from agentwolf.workflows.contracts import COMPILED_QUERY, MANIFEST_QUERY, TRANSCRIPT_QUERY, CompiledAgent
     from agentwolf.workflows.loop import TurnLoop
     from agentwolf.workflows.output import structured
-    from agentwolf.workflows.turn import SESSION_WORKFLOW
+    from agentwolf.workflows.session_input import SessionInput
     from agentwolf.workflows.types import (
+        SESSION_WORKFLOW,
         Approval,
         ConfigUpdate,
         ExtensionsChanged,
         Prompt,
-        SessionInput,
         SessionResult,
         SessionStatus,
         tenant_of,

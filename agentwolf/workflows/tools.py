@@ -34,13 +34,13 @@ from agentwolf.workflows.contracts import (
     ToolSpec,
 )
 from agentwolf.workflows.core import SessionCore
+from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.turn import (
     CHILD_IDS,
     HEARTBEAT_TIMEOUT,
     LOCAL_TOOL_CALLS,
     PAGE_HEADER,
     SAFE_LOCAL_CALLS,
-    SESSION_WORKFLOW,
     TOOL_RETRY,
     WAIT_CHILDREN,
     cause_message,
@@ -52,12 +52,12 @@ from agentwolf.workflows.turn import (
 from agentwolf.workflows.types import (
     AGENT_ATTR,
     PARENT_ATTR,
+    SESSION_WORKFLOW,
     STATE_ATTR,
     TENANT_ATTR,
     Approval,
     Counters,
     PendingApproval,
-    SessionInput,
     SessionResult,
     workflow_id,
 )

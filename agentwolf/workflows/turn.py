@@ -27,11 +27,11 @@ from temporalio.contrib.workflow_streams import WorkflowStreamItem
 from temporalio.exceptions import ApplicationError
 
 from agentwolf.workflows.contracts import CompiledAgent
-from agentwolf.workflows.types import Counters, Prompt, TurnOutcome, TurnSnapshot, Usage
+from agentwolf.workflows.session_input import TurnSnapshot
+from agentwolf.workflows.types import Counters, Prompt, TurnOutcome, Usage
 
 M = TypeVar("M", bound=BaseModel)
 
-SESSION_WORKFLOW = "SessionWorkflow"  # the workflow type: teams and subagents start it as children
 
 COMPILE_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1))
 MODEL_RETRY = RetryPolicy(

@@ -1,4 +1,7 @@
-"""What clients send to and read from a session: its input, status, events and result."""
+"""What clients send to and read from a session: ids, search attributes, status, events and result.
+
+Light on purpose (no pydantic-ai, no workflow streams): the client imports it for every `wolf` verb.
+A session's start input, which carries a transcript, is in session_input.py."""
 
 from __future__ import annotations
 
@@ -6,12 +9,9 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel
-from pydantic_ai.messages import ModelMessage, ModelRequestPart, ToolCallPart, ToolReturnPart
 from temporalio.common import SearchAttributeKey
-from temporalio.contrib.workflow_streams import WorkflowStreamState
 
-from agentwolf.config.manifest import Manifest, McpServerConfig
-from agentwolf.workflows.contracts import CompiledAgent
+from agentwolf.config.manifest import Manifest
 
 SessionState = Literal["idle", "running", "waiting_approval", "done"]
 TurnOutcome = Literal["completed", "interrupted", "limit", "failed"]
@@ -29,8 +29,27 @@ SCHEDULE_ATTR = SearchAttributeKey.for_keyword("WolfSchedule")
 SEARCH_ATTRIBUTES = (TENANT_ATTR, AGENT_ATTR, STATE_ATTR, PARENT_ATTR, CONFIG_ATTR, SCHEDULE_ATTR)
 
 
+SESSION_WORKFLOW = "SessionWorkflow"
+"""The session's workflow type: clients, schedules, teams and subagents start it by this name."""
+FIRE_PREFIX = "wolf-fire"
+
+
 def workflow_id(tenant: str, session_id: str) -> str:
     return f"wolf/{tenant}/{session_id}"
+
+
+def schedule_id(tenant: str, name: str) -> str:
+    """Schedules are named like sessions: their id says whose they are."""
+    return f"wolf/{tenant}/{name}"
+
+
+def fire_id(tenant: str, name: str) -> str:
+    return f"{FIRE_PREFIX}/{tenant}/{name}"
+
+
+def run_session_id(fire_workflow_id: str) -> str:
+    """The job run's session id of a firing: `wolf-fire/<tenant>/<name>-<time>` -> `<name>-<time>`."""
+    return fire_workflow_id.split("/", 2)[-1]
 
 
 def tenant_of(workflow_id: str) -> str | None:
@@ -181,62 +200,6 @@ class ExtensionsChanged(BaseModel):
 
     sources: list[str]
     detail: str = ""
-
-
-class TurnSnapshot(BaseModel):
-    """A turn mid-step, waiting for approval: its model response (with the calls) is in the transcript;
-    the rest of what the step knows is here."""
-
-    prompt: Prompt
-    step: int
-    usage: Usage
-    open_calls: list[ToolCallPart]
-    finished: dict[int, ToolReturnPart]
-    pending: list[ModelRequestPart] = []
-    repeats: dict[str, int] = {}
-    warned_budget: bool = False
-    warnings: list[str] = []
-    active_skills: list[str] = []
-    pending_approvals: list[PendingApproval] = []
-    decisions: dict[str, tuple[bool, Approval]] = {}
-
-
-class SessionInput(BaseModel):
-    """Start arguments, and the snapshot a continue-as-new hands to the next run."""
-
-    session_id: str
-    tenant: str = "default"
-    agent: str
-    manifest: Manifest
-    prompt: str | None = None
-    background: bool = False
-    keep: bool = False
-    depth: int = 0
-    parent: str | None = None
-    config_name: str | None = None
-    """Set when the config came from the registry: new versions of it reach this session."""
-    config_version: int | None = None
-    pinned: bool = False
-    """Keep this config version even when a new one is pushed."""
-    output_schema: dict[str, Any] | None = None
-    """A job's `output`: the answer is a JSON object valid against it (given through an output tool)."""
-    session_servers: dict[str, McpServerConfig] = {}
-    """MCP servers this session's client brought (an editor's, over ACP), by name: only this session
-    sees them (the extension registry's SESSION scope); the worker policy decides what may run."""
-    # Snapshot (empty on a fresh start).
-    transcript: list[ModelMessage] = []
-    compiled: CompiledAgent | None = None
-    counters: Counters = Counters()
-    queue: list[Prompt] = []
-    steers: list[str] = []
-    last_output: str | None = None
-    last_outcome: TurnOutcome | None = None
-    always_allowed: list[str] = []
-    next_config: ConfigUpdate | None = None
-    """A pushed version not yet applied (it arrived while the snapshot was being taken)."""
-    stream_state: WorkflowStreamState | None = None
-    resume: TurnSnapshot | None = None
-    """A turn that continued as new while it waited for approval: it resumes where it was."""
 
 
 class SessionStatus(BaseModel):

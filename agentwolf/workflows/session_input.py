@@ -1,0 +1,79 @@
+"""A session's start input, and the snapshot a continue-as-new hands to the next run (transcript,
+compiled agent, stream state, a turn waiting for approval). Apart from workflows/types.py because
+it needs pydantic-ai's messages, which clients that only read a session never import."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_ai.messages import ModelMessage, ModelRequestPart, ToolCallPart, ToolReturnPart
+from temporalio.contrib.workflow_streams import WorkflowStreamState
+
+from agentwolf.config.manifest import Manifest, McpServerConfig
+from agentwolf.workflows.contracts import CompiledAgent
+from agentwolf.workflows.types import (
+    Approval,
+    ConfigUpdate,
+    Counters,
+    PendingApproval,
+    Prompt,
+    TurnOutcome,
+    Usage,
+)
+
+
+class TurnSnapshot(BaseModel):
+    """A turn mid-step, waiting for approval: its model response (with the calls) is in the transcript;
+    the rest of what the step knows is here."""
+
+    prompt: Prompt
+    step: int
+    usage: Usage
+    open_calls: list[ToolCallPart]
+    finished: dict[int, ToolReturnPart]
+    pending: list[ModelRequestPart] = []
+    repeats: dict[str, int] = {}
+    warned_budget: bool = False
+    warnings: list[str] = []
+    active_skills: list[str] = []
+    pending_approvals: list[PendingApproval] = []
+    decisions: dict[str, tuple[bool, Approval]] = {}
+
+
+class SessionInput(BaseModel):
+    """Start arguments, and the snapshot a continue-as-new hands to the next run."""
+
+    session_id: str
+    tenant: str = "default"
+    agent: str
+    manifest: Manifest
+    prompt: str | None = None
+    background: bool = False
+    keep: bool = False
+    depth: int = 0
+    parent: str | None = None
+    config_name: str | None = None
+    """Set when the config came from the registry: new versions of it reach this session."""
+    config_version: int | None = None
+    pinned: bool = False
+    """Keep this config version even when a new one is pushed."""
+    output_schema: dict[str, Any] | None = None
+    """A job's `output`: the answer is a JSON object valid against it (given through an output tool)."""
+    session_servers: dict[str, McpServerConfig] = {}
+    """MCP servers this session's client brought (an editor's, over ACP), by name: only this session
+    sees them (the extension registry's SESSION scope); the worker policy decides what may run."""
+    # Snapshot (empty on a fresh start).
+    transcript: list[ModelMessage] = []
+    compiled: CompiledAgent | None = None
+    counters: Counters = Counters()
+    queue: list[Prompt] = []
+    steers: list[str] = []
+    last_output: str | None = None
+    last_outcome: TurnOutcome | None = None
+    always_allowed: list[str] = []
+    next_config: ConfigUpdate | None = None
+    """A pushed version not yet applied (it arrived while the snapshot was being taken)."""
+    stream_state: WorkflowStreamState | None = None
+    resume: TurnSnapshot | None = None
+    """A turn that continued as new while it waited for approval: it resumes where it was."""

@@ -1,0 +1,46 @@
+"""Import cost guards: `wolf status` and programs embedding `WolfClient` pay for Temporal's client,
+not for pydantic-ai's agent machinery (~430 ms), workflow streams or jsonschema; `wolf --help` pays
+for neither Temporal nor pydantic. Checked in a fresh interpreter, so no other test's imports count."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+CLIENT_HEAVY = (
+    "pydantic_ai",
+    "temporalio.contrib.workflow_streams",
+    "jsonschema",
+    "agentwolf.workflows.session",
+)
+HELP_HEAVY = ("temporalio", "pydantic", "rich")
+
+
+def imported(statement: str, prefixes: tuple[str, ...]) -> list[str]:
+    """Which of `prefixes` (modules and their submodules) running `statement` loads, in a fresh
+    interpreter."""
+    code = (
+        f"import json, sys\n{statement}\nprefixes = {prefixes!r}\n"
+        "hit = {p for m in sys.modules for p in prefixes if m == p or m.startswith(p + '.')}\n"
+        "print(json.dumps(sorted(hit)))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def test_the_client_imports_no_agent_machinery():
+    statement = "import agentwolf.client.wolf_client\nfrom agentwolf.client import WolfClient, connect"
+    assert imported(statement, CLIENT_HEAVY) == []
+
+
+def test_the_guard_sees_what_a_session_start_imports():
+    """The probe is not blind: a session's start input (`start_session` imports it) brings pydantic-ai."""
+    assert imported("import agentwolf.workflows.session_input", CLIENT_HEAVY) == [
+        "pydantic_ai",
+        "temporalio.contrib.workflow_streams",
+    ]
+
+
+def test_help_imports_neither_temporal_nor_pydantic():
+    assert imported("import agentwolf.client.cli", HELP_HEAVY) == []
