@@ -1,5 +1,5 @@
 """Import cost guards: `wolf status` and programs embedding `WolfClient` pay for Temporal's client,
-not for pydantic-ai's agent machinery (~430 ms), workflow streams or jsonschema; `wolf --help` pays
+not for pydantic-ai's agent machinery (~430 ms), workflow streams, jsonschema or YAML; `wolf --help` pays
 for neither Temporal nor pydantic. Checked in a fresh interpreter, so no other test's imports count."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ CLIENT_HEAVY = (
     "pydantic_ai",
     "temporalio.contrib.workflow_streams",
     "jsonschema",
+    "yaml",
     "agentwolf.workflows.session",
 )
 HELP_HEAVY = ("temporalio", "pydantic", "rich")

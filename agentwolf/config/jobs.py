@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from types import ModuleType
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from temporalio import workflow
 
 VarType = Literal["string", "integer", "number", "boolean"]
 BusyPolicy = Literal["queue", "steer", "interrupt", "skip"]
@@ -119,13 +119,10 @@ class Job(_Strict):
     def _schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         if value is None:
             return None
-        # jsonschema loads on first use: 40 ms that a client reading sessions never needs. A manifest in a
-        # workflow's payload is validated in the sandbox: the import is passed through, like this module.
-        with workflow.unsafe.imports_passed_through():
-            from jsonschema import Draft202012Validator, SchemaError
+        jsonschema = _jsonschema()
         try:
-            Draft202012Validator.check_schema(value)
-        except SchemaError as exc:
+            jsonschema.Draft202012Validator.check_schema(value)
+        except jsonschema.SchemaError as exc:
             path = ".".join(str(p) for p in exc.path)
             raise ValueError(
                 f"not a valid JSON Schema{f' at {path}' if path else ''}: {exc.message}"
@@ -165,6 +162,17 @@ class Job(_Strict):
     def render(self, values: Mapping[str, object]) -> str:
         """The prompt for these variables (bound first: a bad variable starts nothing)."""
         return render(self.prompt, self.bind(values))
+
+
+def _jsonschema() -> ModuleType:
+    """jsonschema, loaded on first use: 40 ms that a client reading sessions never needs. A manifest
+    in a workflow's payload is validated inside the sandbox, so the import is passed through there,
+    as this module is (outside the sandbox that changes nothing)."""
+    from temporalio import workflow
+
+    with workflow.unsafe.imports_passed_through():
+        import jsonschema
+    return jsonschema
 
 
 class Hook(_Strict):

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
 from pydantic import ValidationError
 
 from agentwolf.config.aliases import AliasError, resolve_model
 from agentwolf.config.manifest import Manifest, McpCapability, SubagentCapability
+
+if TYPE_CHECKING:
+    import yaml
 
 _LEGACY_KEYS = ("models", "mcp_servers", "sessions")
 
@@ -32,6 +34,8 @@ def load_manifest(path: str | Path, *, anchor: bool = True) -> Manifest:
 
 def parse_manifest(text: str, source: str = "<manifest>", base_dir: Path | None = None) -> Manifest:
     """`base_dir`: where relative skill folders are (the manifest's folder); else the worker's directory."""
+    import yaml  # on first parse: a client that only reads sessions never loads it
+
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
@@ -204,6 +208,8 @@ def _is_union_tag(part: Any) -> bool:
 
 def _line_index(node: yaml.Node | None) -> dict[tuple[str, ...], int]:
     """Map every key path in the YAML document to its 1-based line."""
+    import yaml  # loaded by parse_manifest already
+
     index: dict[tuple[str, ...], int] = {}
 
     def walk(n: yaml.Node, path: tuple[str, ...]) -> None:
