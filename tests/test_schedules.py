@@ -3,6 +3,7 @@ a busy policy, pause/trigger/delete, tenants, and hostile input that must create
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -161,6 +162,7 @@ async def test_a_repeated_delivery_of_one_firing_queues_one_prompt(wolf, run_wor
 async def test_hostile_input_creates_nothing(wolf, client, run_worker, task_queue):
     manifest = job_manifest()
     who = {"who": "x"}
+    ghost = f"ghost-{uuid.uuid4().hex[:8]}"  # test_failures leaves a session named 'ghost'
     cases: list[tuple[dict[str, Any], type[Exception], str]] = [
         ({"cron": "61 * * * *", "job": "greet", "variables": {"who": "x"}}, ValueError, "refused"),
         ({"cron": "every tuesday", "job": "greet", "variables": {"who": "x"}}, ValueError, "refused"),
@@ -169,7 +171,7 @@ async def test_hostile_input_creates_nothing(wolf, client, run_worker, task_queu
         ({"every": "1h", "job": "greet", "variables": {**who, "times": "many"}}, JobError, "not an integer"),
         ({"every": "1h", "job": "greet"}, JobError, "missing variable 'who'"),
         ({"every": "1h", "job": "greet", "variables": who, "timezone": "Mars/Nix"}, ValueError, "time zone"),
-        ({"every": "1h", "session": "ghost", "prompt": "hi"}, SessionNotFound, "not found"),
+        ({"every": "1h", "session": ghost, "prompt": "hi"}, SessionNotFound, "not found"),
         ({"every": "1h", "cron": "* * * * *", "job": "greet"}, ValueError, "exactly one"),
     ]  # fmt: skip
     for kwargs, error, message in cases:
