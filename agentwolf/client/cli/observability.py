@@ -27,6 +27,9 @@ MetricsPort = Annotated[
 
 
 def worker_flags(metrics_port: int | None, log_level: str, log_format: str) -> list[str]:
-    """The same choices as `python -m agentwolf.worker` flags (the local stack's worker)."""
-    flags = ["--log-level", log_level, "--log-format", log_format]
+    """The same choices as `python -m agentwolf.worker` flags (the local stack's worker), defaults
+    left out: a worker a verb started implicitly (no flags) then counts as started with the defaults,
+    so a plain `wolf up` does not restart it."""
+    flags = [] if log_level.upper() == "INFO" else ["--log-level", log_level]
+    flags += [] if log_format == "text" else ["--log-format", log_format]
     return flags + (["--metrics-port", str(metrics_port)] if metrics_port is not None else [])
