@@ -14,7 +14,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentwolf.workflows.registry import NotifyInput
-from agentwolf.workflows.types import CONFIG_ATTR, TENANT_ATTR, tenant_of
+from agentwolf.workflows.types import CONFIG_ATTR, SESSION_WORKFLOW, TENANT_ATTR, quote, tenant_of
 
 CONTINUE_AS_NEW_GAP = timedelta(minutes=1)
 """While a session continues as new, visibility may show its old run closed before its new run is
@@ -25,16 +25,11 @@ PARALLEL_SIGNALS = 32
 def sessions_query(tenant: str, name: str, since: datetime) -> str:
     """The sessions of (tenant, config name) that are running, or were continuing as new since `since`."""
     return (
-        f"WorkflowType = 'SessionWorkflow' AND {TENANT_ATTR.name} = {quote(tenant)} AND {CONFIG_ATTR.name} "
-        f"= {quote(name)}"
+        f"WorkflowType = '{SESSION_WORKFLOW}' AND {TENANT_ATTR.name} = {quote(tenant)} "
+        f"AND {CONFIG_ATTR.name} = {quote(name)}"
         " AND (ExecutionStatus = 'Running' OR (ExecutionStatus = 'ContinuedAsNew' AND CloseTime >= "
         f"{quote(since.isoformat())}))"
     )
-
-
-def quote(value: str) -> str:
-    """A string literal for a visibility query."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 @activity.defn(name="wolf.config_notify")

@@ -18,7 +18,6 @@ from temporalio.client import (
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentwolf.activities.config import quote
 from agentwolf.config.manifest import Manifest
 from agentwolf.workflows.registry import (
     ConfigRegistryWorkflow,
@@ -32,7 +31,7 @@ from agentwolf.workflows.registry import (
     pushable,
     registry_id,
 )
-from agentwolf.workflows.types import CONFIG_ATTR, TENANT_ATTR
+from agentwolf.workflows.types import CONFIG_ATTR, TENANT_ATTR, quote
 
 T = TypeVar("T")
 Registry = WorkflowHandle[ConfigRegistryWorkflow, None]

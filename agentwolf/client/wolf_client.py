@@ -42,6 +42,7 @@ from agentwolf.workflows.types import (
     Event,
     SessionResult,
     SessionStatus,
+    quote,
     workflow_id,
 )
 
@@ -223,7 +224,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
         later push then reaches it), then read the current version again and send it if it is newer
         than the one the session started with (a session ignores versions it already has)."""
         wid = workflow_id(self.tenant, session_id)
-        query = f"WorkflowId = {_quote(wid)} AND {CONFIG_ATTR.name} = {_quote(name)}"
+        query = f"WorkflowId = {quote(wid)} AND {CONFIG_ATTR.name} = {quote(name)}"
         loop = asyncio.get_running_loop()
         deadline, delay = loop.time() + VISIBILITY_WAIT, 0.02
         while not (await self.client.count_workflows(query)).count and loop.time() < deadline:
@@ -365,16 +366,16 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
         """This tenant's sessions, newest first, filtered through the search attributes."""
         clauses = [
             f"WorkflowType = '{SESSION_WORKFLOW}'",
-            f"{TENANT_ATTR.name} = {_quote(self.tenant)}",
+            f"{TENANT_ATTR.name} = {quote(self.tenant)}",
         ]
         if state:
-            clauses.append(f"{STATE_ATTR.name} = {_quote(state)}")
+            clauses.append(f"{STATE_ATTR.name} = {quote(state)}")
             if state != "done":  # a workflow that ended without saying so (terminated) is not live
                 clauses.append("ExecutionStatus = 'Running'")
         if agent:
-            clauses.append(f"{AGENT_ATTR.name} = {_quote(agent)}")
+            clauses.append(f"{AGENT_ATTR.name} = {quote(agent)}")
         if config:
-            clauses.append(f"{CONFIG_ATTR.name} = {_quote(config)}")
+            clauses.append(f"{CONFIG_ATTR.name} = {quote(config)}")
         sessions = []
         async for wf in self.client.list_workflows(" AND ".join(clauses), limit=limit):
             attrs = wf.typed_search_attributes
@@ -397,7 +398,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
     ) -> UsageReport:
         """What this tenant's sessions spent, grouped `by` (client/usage.py); `all_tenants`: every
         tenant's sessions in this namespace (an operator's view)."""
-        where = None if all_tenants else f"{TENANT_ATTR.name} = {_quote(self.tenant)}"
+        where = None if all_tenants else f"{TENANT_ATTR.name} = {quote(self.tenant)}"
         return await usage_report(self.client, where, since=since, by=by)
 
 
@@ -436,7 +437,3 @@ def start_details(
         cut = prompt if len(prompt) <= START_PROMPT_CHARS else f"{prompt[:START_PROMPT_CHARS]}…"
         lines.append(f"**prompt** {cut}")
     return "\n\n".join(lines)
-
-
-def _quote(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"

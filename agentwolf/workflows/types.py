@@ -29,6 +29,11 @@ SCHEDULE_ATTR = SearchAttributeKey.for_keyword("WolfSchedule")
 SEARCH_ATTRIBUTES = (TENANT_ATTR, AGENT_ATTR, STATE_ATTR, PARENT_ATTR, CONFIG_ATTR, SCHEDULE_ATTR)
 
 
+def quote(value: str) -> str:
+    """A string literal for a visibility query."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 SESSION_WORKFLOW = "SessionWorkflow"
 """The session's workflow type: clients, schedules, teams and subagents start it by this name."""
 FIRE_PREFIX = "wolf-fire"
