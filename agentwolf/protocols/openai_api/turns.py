@@ -1,0 +1,381 @@
+"""One turn as the Responses API sees it: TurnView turns a turn's events into a Response and its
+streaming events, which both APIs read (sequence numbers: the package docstring)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+
+from agentwolf.client.wolf_client import WolfClient
+from agentwolf.protocols.app import ApiError
+from agentwolf.protocols.openai_api.targeting import ResponseId
+from agentwolf.workflows.types import Event, Usage
+
+log = logging.getLogger(__name__)
+
+SLOT = 10_000_000
+"""Sequence numbers per durable event (text positions included: a step's text is far shorter)."""
+TEXT = 12
+"""Where streamed text starts in a slot (subs below: what durable events and item openings emit)."""
+OPEN_ITEM, OPEN_PART = 10, 11
+HEARTBEAT = 15.0
+"""Seconds between SSE comment lines on an idle stream (proxies close silent connections)."""
+FOLLOW_TRIES = 5
+"""Times a stream follows the session's events again after a subscription broke."""
+CUT = re.compile(r"\.\.\. \[\d+ chars\]$")
+"""How the workflow marks an event text cut to its limit (the transcript keeps it whole)."""
+
+Out = tuple[int, str, dict[str, Any]]
+"""(sequence number, event type, event fields)."""
+
+
+@dataclass
+class TurnView:
+    """A turn's events turned into a Response and its streaming events (see the package docstring).
+
+    `after`: the client has every event up to this sequence number (a resumed stream)."""
+
+    rid: ResponseId
+    model: str
+    created: float = field(default_factory=time.time)
+    after: int = -1
+    background: bool | None = None
+    status: str = "queued"
+    items: list[dict[str, Any]] = field(default_factory=list)
+    usage: Usage | None = None
+    error: dict[str, Any] | None = None
+    outcome: str | None = None
+    final: str | None = None
+    """The turn's answer (turn_finished's text)."""
+    done: bool = False
+    _open: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Message items of steps whose text has not ended, by step."""
+    _sent: dict[int, int] = field(default_factory=dict)
+    """How much of each step's text has been streamed (a retried attempt continues from there)."""
+    _calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def restart(self, after: int) -> None:
+        """Read the turn again from its start for a client that has everything up to `after`."""
+        self.__dict__.update(TurnView(self.rid, self.model, self.created, after, self.background).__dict__)
+
+    def start(self) -> list[Out]:
+        return self._filter(
+            [
+                (0, "response.created", {"response": self.body(status="in_progress")}),
+                (1, "response.in_progress", {"response": self.body(status="in_progress")}),
+            ]
+        )
+
+    def feed(self, offset: int, event: Event) -> list[Out]:
+        if self.done:
+            return []
+        slot = (offset - self.rid.base + 1) * SLOT
+        if event.turn_id != self.rid.turn_id:
+            if event.kind == "session_closed":  # the session ended without running (or finishing) this turn
+                self.status, self.done = "cancelled", True
+                self.error = {
+                    "code": "session_closed",
+                    "message": "the session closed before this response finished",
+                }
+                return self._filter([(slot, "response.failed", {"response": self.body()})])
+            return []
+        kind = event.kind
+        if kind == "turn_started":
+            self.status = "in_progress"
+            self.created = event.at.timestamp()
+            return []
+        if kind == "text_delta":
+            return self._filter(self._text(slot, event), text_slot=slot)
+        outs: list[Out] = []
+        if kind == "model_text":
+            outs += self._end_text(event.step or 0, event.text or "", "completed")
+        elif kind == "tool_call_started" and event.call_id:
+            item = {
+                "type": "mcp_call",
+                "id": f"mcp_{event.call_id}",
+                "server_label": "wolf",
+                "name": event.tool or "",
+                "arguments": json.dumps(event.args or {}),
+                "output": None,
+                "error": None,
+                "status": "in_progress",
+            }
+            self._calls[event.call_id] = item
+            outs.append(self._added(item))
+        elif kind == "tool_call_finished" and event.call_id in self._calls:
+            item = self._calls.pop(event.call_id or "")
+            failed = event.outcome not in (None, "success")
+            item.update(
+                status="failed" if failed else "completed",
+                output=event.text,
+                error=event.text if failed else None,
+            )
+            outs.append(self._item_done(item))
+        elif kind == "turn_finished":
+            outs += self._finish(event)
+        return self._filter([(slot + i, t, body) for i, (_, t, body) in enumerate(outs)])
+
+    # text ---------------------------------------------------------------------------------------
+
+    def _text(self, slot: int, event: Event) -> list[Out]:
+        step, chunk, start = event.step or 0, event.text or "", event.index or 0
+        sent = self._sent.get(step, 0)
+        end = start + len(chunk)
+        if end <= sent:  # a retry repeating what was sent, or a joined text already shown
+            return []
+        chunk = chunk[max(0, sent - start) :]
+        outs: list[Out] = []
+        item = self._open.get(step)
+        if item is None:
+            item = self._open[step] = {
+                "type": "message",
+                "id": f"msg_{self.rid.session}_{self.rid.turn}_{step}",
+                "status": "in_progress",
+                "role": "assistant",
+                "content": [],
+            }
+            outs.append((slot + OPEN_ITEM, *self._added(item)[1:]))
+            part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+            item["content"].append(part)
+            outs.append(
+                (
+                    slot + OPEN_PART,
+                    "response.content_part.added",
+                    {**self._where(item), "content_index": 0, "part": dict(part)},
+                )
+            )
+        item["content"][0]["text"] += chunk
+        self._sent[step] = end
+        outs.append(
+            (
+                slot + TEXT + end,
+                "response.output_text.delta",
+                {**self._where(item), "content_index": 0, "delta": chunk, "logprobs": []},
+            )
+        )
+        return outs
+
+    def _end_text(self, step: int, text: str, status: str) -> list[Out]:
+        item = self._open.pop(step, None)
+        if item is None:
+            if not text:
+                return []
+            # No text was streamed (events read without live output): the item opens and ends here.
+            self._sent[step] = len(text)
+            item = {
+                "type": "message",
+                "id": f"msg_{self.rid.session}_{self.rid.turn}_{step}",
+                "status": "in_progress",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "", "annotations": [], "logprobs": []}],
+            }
+            opened = [self._added(item)]
+        else:
+            opened = []
+        part = item["content"][0]
+        if text and not (CUT.search(text) and part["text"].startswith(CUT.sub("", text))):
+            part["text"] = text  # the step's true text (a cut event text loses to what was streamed whole)
+        item["status"] = status
+        where = {**self._where(item), "content_index": 0}
+        return [
+            *opened,
+            (0, "response.output_text.done", {**where, "text": part["text"], "logprobs": []}),
+            (0, "response.content_part.done", {**where, "part": dict(part)}),
+            self._item_done(item),
+        ]
+
+    # items --------------------------------------------------------------------------------------
+
+    def _where(self, item: dict[str, Any]) -> dict[str, Any]:
+        return {"item_id": item["id"], "output_index": self.items.index(item)}
+
+    def _added(self, item: dict[str, Any]) -> Out:
+        self.items.append(item)
+        return (
+            0,
+            "response.output_item.added",
+            {"output_index": len(self.items) - 1, "item": json.loads(json.dumps(item))},
+        )
+
+    def _item_done(self, item: dict[str, Any]) -> Out:
+        return (
+            0,
+            "response.output_item.done",
+            {"output_index": self.items.index(item), "item": json.loads(json.dumps(item))},
+        )
+
+    def _finish(self, event: Event) -> list[Out]:
+        outs = []
+        for step in sorted(self._open):  # text an interrupt cut short
+            outs += self._end_text(step, "", "incomplete")
+        for item in self._calls.values():
+            item["status"] = "incomplete"
+        self.usage, self.outcome, self.final, self.done = event.usage, event.outcome, event.text, True
+        self.status = {"completed": "completed", "interrupted": "cancelled", "limit": "incomplete"}.get(
+            event.outcome or "", "failed"
+        )
+        if self.status == "failed":
+            self.error = {"code": "turn_failed", "message": event.text or "the turn failed"}
+        kind = {"completed": "response.completed", "failed": "response.failed"}.get(
+            self.status, "response.incomplete"
+        )
+        return [*outs, (0, kind, {"response": self.body()})]
+
+    def _filter(self, outs: list[Out], text_slot: int | None = None) -> list[Out]:
+        """Drop what the client has (`after`); a delta in the slot the client stopped in loses the text
+        it has."""
+        kept = []
+        for seq, kind, body in outs:
+            if seq <= self.after:
+                continue
+            if kind == "response.output_text.delta" and text_slot is not None:
+                have_slot, have_sub = divmod(self.after, SLOT)
+                if have_slot * SLOT == text_slot and have_sub >= TEXT:
+                    have, end = have_sub - TEXT, seq - text_slot - TEXT
+                    body = {**body, "delta": body["delta"][max(0, len(body["delta"]) - (end - have)) :]}
+            kept.append((seq, kind, body))
+        return kept
+
+    # the Response ---------------------------------------------------------------------------------
+
+    @property
+    def output_text(self) -> str:
+        return "".join(p["text"] for i in self.items if i["type"] == "message" for p in i["content"])
+
+    def body(self, status: str | None = None) -> dict[str, Any]:
+        usage = self.usage
+        return {
+            "id": str(self.rid),
+            "object": "response",
+            "created_at": int(self.created),
+            "model": self.model,
+            "status": status or self.status,
+            "background": self.background,
+            "error": self.error,
+            "incomplete_details": {"reason": "interrupted" if self.status == "cancelled" else "limit_reached"}
+            if self.status in ("incomplete", "cancelled") and status is None
+            else None,
+            "instructions": None,
+            "metadata": {},
+            "output": json.loads(json.dumps(self.items)) if status is None else [],
+            "parallel_tool_calls": True,
+            "temperature": None,
+            "tool_choice": "auto",
+            "tools": [],
+            "top_p": None,
+            "usage": None
+            if usage is None
+            else {
+                "input_tokens": usage.input_tokens,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": usage.output_tokens,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": usage.total_tokens,
+            },
+        }
+
+
+async def _whole_answer(wolf: WolfClient, view: TurnView) -> None:
+    """Event texts are cut at a limit; the session's last output is whole (if it is still this turn's)."""
+    if view.final is None or not CUT.search(view.final):
+        return
+    status = await wolf.status(view.rid.session)
+    if status.last_output and status.last_output.startswith(CUT.sub("", view.final)):
+        view.final = status.last_output
+        for item in reversed(view.items):
+            if item["type"] == "message":
+                item["content"][0]["text"] = status.last_output
+                break
+
+
+async def read_to_end(wolf: WolfClient, view: TurnView) -> TurnView:
+    """Read the turn's durable events until it ends."""
+    async for offset, event in wolf.events(view.rid.session, view.rid.base, live=False):
+        view.feed(offset, event)
+        if view.done:
+            break
+    await _whole_answer(wolf, view)
+    return view
+
+
+async def snapshot(wolf: WolfClient, view: TurnView) -> TurnView:
+    """What the turn's durable events say now (it may still run)."""
+    end = await wolf.event_offset(view.rid.session)
+    if end > view.rid.base:
+        async for offset, event in wolf.events(view.rid.session, view.rid.base, live=False):
+            view.feed(offset, event)
+            if view.done or offset >= end - 1:
+                break
+    if not view.done and view.status == "queued":
+        status = await wolf.status(view.rid.session)
+        if status.state == "done":
+            view.status, view.error = "cancelled", {"code": "session_closed", "message": "the session closed"}
+    await _whole_answer(wolf, view)
+    return view
+
+
+async def follow(wolf: WolfClient, view: TurnView) -> AsyncIterator[Out]:
+    """The turn's streaming events from the client's position on, live text included.
+
+    A subscription that breaks (a Temporal hiccup under load) is taken up again from the turn's
+    start, skipping what was sent: sequence numbers are positions, so nothing repeats."""
+    sent = view.after
+    for out in view.start():
+        sent = out[0]
+        yield out
+    for attempt in range(1, FOLLOW_TRIES + 1):
+        try:
+            async for offset, event in wolf.events(view.rid.session, view.rid.base):
+                for out in view.feed(offset, event):
+                    sent = out[0]
+                    yield out
+                if view.done:
+                    return
+            return  # the session's events ended
+        except Exception as exc:
+            if attempt == FOLLOW_TRIES:
+                raise
+            log.warning(
+                "events of %s broke (%r); following again after sequence number %d", view.rid, exc, sent
+            )
+            await asyncio.sleep(0.2 * attempt)
+            view.restart(sent)
+
+
+class _Heartbeat(ServerSentEvent):
+    """A comment line without the blank line that would end an event.
+
+    The openai client's SSE decoder (rightly, per the spec) dispatches an event at every blank line
+    once an event id has been seen, and then fails to decode its empty data as JSON: `: ping` plus a
+    blank line breaks its streams after the first heartbeat. A lone comment line is ignored until the
+    next event's lines follow it."""
+
+    def encode(self) -> bytes:
+        return b": ping\n"
+
+
+def sse(outs: AsyncIterator[dict[str, Any]], headers: dict[str, str]) -> EventSourceResponse:
+    return EventSourceResponse(
+        outs,
+        ping=HEARTBEAT,
+        ping_message_factory=_Heartbeat,
+        headers={"Cache-Control": "no-cache", **headers},
+        sep="\n",
+    )
+
+
+def starting_after(request: Request) -> int:
+    value = request.query_params.get("starting_after") or request.headers.get("last-event-id") or "-1"
+    try:
+        return int(value)
+    except ValueError:
+        raise ApiError(400, "starting_after must be a sequence number", code="invalid_value") from None
