@@ -1,0 +1,138 @@
+"""`wolf.compile`: an agent of a manifest becomes the compiled agent a session runs (recorded in
+history, so replays see the same tools)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from mcp.shared.exceptions import MCPError
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from agentwolf.activities.servers import activate_skills, add_session_servers
+from agentwolf.activities.session_io import heartbeating
+from agentwolf.activities.tools import tool_specs
+from agentwolf.config.aliases import AliasError, resolve_model
+from agentwolf.config.manifest import SubagentCapability
+from agentwolf.config.placeholders import MissingVariable
+from agentwolf.config.policy import PolicyError
+from agentwolf.extensions.pool import McpUnavailable
+from agentwolf.extensions.registry import Scope
+from agentwolf.extensions.skills import LocalSkillRoot
+from agentwolf.extensions.types import ExtensionError, ToolEntry
+from agentwolf.hosts.host import AgentHost
+from agentwolf.workflows.contracts import (
+    READ_TOOL_OUTPUT,
+    CompiledAgent,
+    CompileInput,
+    SkillInfo,
+    delegate_spec,
+    skill_tools,
+)
+
+
+async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
+    """Agent name + manifest -> model chain, instructions, and the tools its MCP servers list."""
+    agent = inp.manifest.agents.get(inp.agent)
+    if agent is None:
+        raise ApplicationError(
+            f"unknown agent {inp.agent!r} (agents in this config: {sorted(inp.manifest.agents) or 'none'})",
+            type="UnknownAgent",
+            non_retryable=True,
+        )
+    try:
+        # Specs may carry placeholders (`${WOLF_MODEL:-test}`): they stay in what compile returns
+        # (it is recorded in history) and are resolved when the model is built. Checked now, so a
+        # refused or unset variable fails here, clearly.
+        models = resolve_model(inp.manifest.host.models, agent.model)
+        for spec in models:
+            host.secrets.resolve(spec)
+    except (AliasError, MissingVariable, PolicyError) as exc:
+        raise ApplicationError(str(exc), type="ConfigError", non_retryable=True) from None
+    subagents = [
+        name for cap in agent.capabilities if isinstance(cap, SubagentCapability) for name in cap.subagent
+    ]
+    scope = await host.scope(inp.manifest, inp.agent, inp.ref.workflow_id, inp.turn_id or "-")
+    session_servers = await add_session_servers(host, scope, inp.session_servers)
+    skills = host.registry.skills(scope)
+    try:
+        entries = await heartbeating(skills.list_skills())
+        skill_servers = await activate_skills(host, scope, inp.manifest, entries, inp.active_skills)
+        servers = host.registry.tool_sources(scope)
+        results = await heartbeating(
+            asyncio.gather(*(s.list_tools() for s in servers), return_exceptions=True)
+        )
+        listed: list[list[ToolEntry]] = []
+        for server, result in zip(servers, list(results), strict=True):
+            label = server.server  # type: ignore[attr-defined]
+            if isinstance(result, BaseException) and label in skill_servers:
+                # A skill still works without the servers it brings (its instructions load).
+                activity.logger.warning("skill server %s is unavailable: %s", label, result)
+                del skill_servers[label]
+                result = []
+            elif isinstance(result, BaseException):
+                raise result
+            listed.append(result)
+        if skill_servers:  # the skills' own servers may serve skills too
+            skills = host.registry.skills(scope)
+            entries = await heartbeating(skills.list_skills())
+        catalog = await skills.catalog(inp.manifest.host.skills.catalog_bytes)
+        commands = await _commands(host, scope)
+    except McpUnavailable as exc:
+        raise ApplicationError(
+            host.secrets.redact(str(exc)), type="McpUnavailable", non_retryable=exc.permanent
+        ) from None
+    except (MCPError, TimeoutError) as exc:
+        raise ApplicationError(
+            host.secrets.redact(f"listing MCP tools failed: {exc}"), type="McpUnavailable"
+        ) from None
+    except (ExtensionError, MissingVariable, PolicyError) as exc:
+        raise ApplicationError(str(exc), type="ExtensionError", non_retryable=True) from None
+    for problem in skills.shadowed:
+        activity.logger.warning("skills: %s", problem)
+    defaults = inp.manifest.host.models.defaults
+    tools = tool_specs(dict(zip([s.server for s in servers], listed, strict=True)), inp.manifest)  # type: ignore[attr-defined]
+    compiled = CompiledAgent(
+        agent=inp.agent,
+        models=models,
+        instructions="\n\n".join(part for part in (agent.instructions, catalog) if part),
+        tools=tools
+        + ([delegate_spec(subagents)] if subagents else [])
+        + (skill_tools([e.name for e in entries]) if entries else [])
+        + [READ_TOOL_OUTPUT],
+        temperature=agent.temperature if agent.temperature is not None else defaults.temperature,
+        max_tokens=agent.max_tokens if agent.max_tokens is not None else defaults.max_tokens,
+        tool_output_chars=agent.limits.tool_output_chars,
+        stream=agent.stream,
+        commands=commands,
+        sources=sorted(
+            {f"mcp:{s.server}" for s in servers}  # type: ignore[attr-defined]
+            | {f"skills:{r.path}" for r in host.registry.visible(scope, LocalSkillRoot)}
+        ),
+        skills=[
+            SkillInfo(
+                name=e.name,
+                uri=e.uri,
+                allowed_tools=list(e.allowed_tools) if e.allowed_tools is not None else None,
+                mcp_servers=list(e.mcp_servers),
+            )
+            for e in entries
+        ],
+        skill_servers=skill_servers,
+        session_servers=session_servers,
+    )
+    digests = {source: await heartbeating(host.source_digest(source)) for source in compiled.sources}
+    compiled.source_digests = {source: d for source, d in digests.items() if d is not None}
+    host.keep(compiled)
+    host.track(inp.ref.workflow_id, compiled.sources)
+    return compiled
+
+
+async def _commands(host: AgentHost, scope: Scope) -> dict[str, str]:
+    """The session's slash commands (`/name` -> description) for clients to offer; a server that
+    cannot list its prompts costs its commands, not the compile."""
+    try:
+        return {f"/{c.name}": c.description for c in await heartbeating(host.registry.commands(scope))}
+    except (ExtensionError, McpUnavailable, MCPError, TimeoutError) as exc:
+        activity.logger.warning("listing slash commands failed: %s", host.secrets.redact(str(exc)))
+        return {}
