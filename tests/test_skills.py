@@ -21,7 +21,8 @@ from agentwolf.extensions.safety import (
     parse_skill_uri,
     safe_path,
 )
-from agentwolf.extensions.skills import LocalSkillRoot, ParsedSkill, SkillManagerCap, parse_skill_md
+from agentwolf.extensions.skills import LocalSkillRoot, SkillManagerCap
+from agentwolf.extensions.skills_md import ParsedSkill, parse_skill_md
 from agentwolf.extensions.types import (
     CommandResource,
     ExtensionError,

@@ -25,7 +25,7 @@ from agentwolf.extensions.safety import (
     MAX_SKILL_MD_BYTES,
     parse_skill_uri,
 )
-from agentwolf.extensions.skills import parse_skill_md
+from agentwolf.extensions.skills_md import parse_skill_md
 from agentwolf.extensions.types import (
     ChangeEvent,
     CommandArgument,
