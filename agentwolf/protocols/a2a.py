@@ -26,14 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import re
-from collections.abc import AsyncGenerator, AsyncIterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator
 from importlib.metadata import version
-from typing import Any
 
-from a2a.helpers import get_data_parts, new_data_part, new_text_part
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers.request_handler import RequestHandler, validate_request_params
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
@@ -44,7 +39,6 @@ from a2a.types.a2a_pb2 import (
     AgentCard,
     AgentInterface,
     AgentSkill,
-    Artifact,
     CancelTaskRequest,
     DeleteTaskPushNotificationConfigRequest,
     GetExtendedAgentCardRequest,
@@ -56,26 +50,20 @@ from a2a.types.a2a_pb2 import (
     ListTasksRequest,
     ListTasksResponse,
     Message,
-    Role,
     SecurityRequirement,
     SecurityScheme,
     SendMessageRequest,
     StringList,
     SubscribeToTaskRequest,
     Task,
-    TaskArtifactUpdateEvent,
     TaskPushNotificationConfig,
     TaskState,
-    TaskStatus,
-    TaskStatusUpdateEvent,
 )
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import (
-    ContentTypeNotSupportedError,
     InvalidParamsError,
     PushNotificationNotSupportedError,
     TaskNotCancelableError,
-    TaskNotFoundError,
     UnsupportedOperationError,
 )
 from starlette.requests import Request
@@ -85,169 +73,25 @@ from starlette.routing import Route
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
 from agentwolf.config.manifest import Manifest, McpCapability
 from agentwolf.protocols import turns
+from agentwolf.protocols.a2a_tasks import (
+    TERMINAL,
+    A2AEvent,
+    Translation,
+    approvals_message,
+    decision,
+    ended,
+    follow,
+    new_task,
+    no_task,
+    parse_task_id,
+    prompt_text,
+    task_id,
+)
 from agentwolf.protocols.app import Served, Target, principal_of, served_of
 from agentwolf.tenants import TenantError
-from agentwolf.workflows.types import Event, PendingApproval
 
-MAX_TEXT = 256 * 1024
-"""Characters a message may have (a bigger one is refused, not sent to the session)."""
 CANCEL_WAIT = 30.0
 """How long `tasks/cancel` waits for the interrupted turn to finish before answering `working`."""
-ANSWER = "answer"
-"""The artifact holding a turn's answer."""
-_TASK_ID = re.compile(r"^(turn-\d+)\.(\d+)\.([^/]+)$")
-_OUTCOMES = {
-    "completed": TaskState.TASK_STATE_COMPLETED,
-    "interrupted": TaskState.TASK_STATE_CANCELED,
-    "limit": TaskState.TASK_STATE_FAILED,
-    "failed": TaskState.TASK_STATE_FAILED,
-}
-_TERMINAL = {TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_FAILED}
-_DECISIONS = {"approve": (True, False), "approve always": (True, True), "deny": (False, False)}
-
-A2AEvent = Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent
-
-
-def task_id(ref: turns.TurnRef) -> str:
-    return f"{ref.turn_id}.{ref.base}.{ref.session_id}"
-
-
-def parse_task_id(value: str) -> turns.TurnRef:
-    match = _TASK_ID.match(value)
-    if match is None:
-        raise _no_task(value)
-    turn, base, session = match.groups()
-    return turns.TurnRef(session, turn, int(base))
-
-
-def _no_task(value: str) -> TaskNotFoundError:
-    return TaskNotFoundError(message=f"task {value[:80]!r} not found")
-
-
-def _agent_message(id: str, text: str, data: Any = None) -> Message:
-    parts = [new_text_part(text)] + ([new_data_part(data)] if data is not None else [])
-    return Message(message_id=id, role=Role.ROLE_AGENT, parts=parts)
-
-
-def _approvals_message(ref: turns.TurnRef, waiting: list[PendingApproval]) -> Message:
-    calls = ", ".join(f"{p.tool} (call {p.call_id})" for p in waiting)
-    return _agent_message(
-        f"{task_id(ref)}:approval:{waiting[-1].call_id}",
-        f"Waiting for approval: {calls}. Answer on this task: approve, approve always or deny.",
-        {"approvals": [p.model_dump(mode="json", include={"call_id", "tool", "args"}) for p in waiting]},
-    )
-
-
-@dataclass
-class _Translation:
-    """A turn's session events as A2A task events (one per followed stream)."""
-
-    ref: turns.TurnRef
-    id: str
-    answer: turns.Answer = field(default_factory=turns.Answer)
-
-    def status(self, state: TaskState, message: Message | None = None) -> TaskStatusUpdateEvent:
-        return TaskStatusUpdateEvent(
-            task_id=self.id, context_id=self.ref.session_id, status=TaskStatus(state=state, message=message)
-        )
-
-    def chunk(self, text: str, *, append: bool, last: bool = False) -> TaskArtifactUpdateEvent:
-        return TaskArtifactUpdateEvent(
-            task_id=self.id,
-            context_id=self.ref.session_id,
-            artifact=Artifact(artifact_id=ANSWER, name=ANSWER, parts=[new_text_part(text)]),
-            append=append,
-            last_chunk=last,
-        )
-
-    def of(self, seq: int, event: Event) -> A2AEvent | None:
-        """`event` (the stream's `seq`th) as a task event, if it says something to the client."""
-        if event.kind in ("text_delta", "attempt_superseded"):
-            had = self.answer.text
-            new = self.answer.feed(event)
-            if event.kind == "attempt_superseded":
-                return self.chunk(self.answer.text, append=False)
-            # The first chunk starts the artifact (append false: it replaces what a client had).
-            return None if new is None else self.chunk(new, append=bool(had))
-        if event.kind == "turn_started":
-            return self.status(TaskState.TASK_STATE_WORKING)
-        note = turns.tool_note(event)
-        if note is None:
-            return None
-        data = {"tool": event.tool, "call_id": event.call_id, "event": event.kind}
-        message = _agent_message(f"{self.id}:{seq}:{event.kind}", note, data)
-        return self.status(TaskState.TASK_STATE_WORKING, message)
-
-    def end(self, end: turns.TurnEnd) -> list[A2AEvent]:
-        if end.waiting:
-            return [
-                self.status(TaskState.TASK_STATE_INPUT_REQUIRED, _approvals_message(self.ref, end.waiting))
-            ]
-        state = _OUTCOMES.get(end.outcome or "failed", TaskState.TASK_STATE_FAILED)
-        events: list[A2AEvent] = []
-        if state == TaskState.TASK_STATE_COMPLETED and end.text and end.text != self.answer.text:
-            events.append(self.chunk(end.text, append=False, last=True))  # the answer is the last step's
-        message = None
-        if state != TaskState.TASK_STATE_COMPLETED and end.text:
-            message = _agent_message(f"{self.id}:end", end.text)
-        events.append(self.status(state, message))
-        return events
-
-
-def _task(
-    ref: turns.TurnRef,
-    state: TaskState,
-    *,
-    answer: str | None = None,
-    message: Message | None = None,
-    prompt: str | None = None,
-) -> Task:
-    id = task_id(ref)
-    task = Task(id=id, context_id=ref.session_id, status=TaskStatus(state=state, message=message))
-    if answer:
-        task.artifacts.append(Artifact(artifact_id=ANSWER, name=ANSWER, parts=[new_text_part(answer)]))
-    if prompt is not None:
-        task.history.append(
-            Message(
-                message_id=f"{id}:prompt",
-                context_id=ref.session_id,
-                task_id=id,
-                role=Role.ROLE_USER,
-                parts=[new_text_part(prompt)],
-            )
-        )
-    return task
-
-
-def _prompt_text(message: Message) -> str:
-    """A new turn's prompt: the text parts, data parts as JSON."""
-    texts = []
-    for part in message.parts:
-        if part.HasField("text"):
-            texts.append(part.text)
-        elif part.HasField("data"):
-            texts.append(json.dumps(get_data_parts([part])[0]))
-        else:
-            raise ContentTypeNotSupportedError(message="send text or data parts (files are not supported)")
-    text = "\n".join(texts)
-    if not text.strip() or len(text) > MAX_TEXT:
-        raise InvalidParamsError(message=f"a message needs text, at most {MAX_TEXT} characters")
-    return text
-
-
-def _decision(message: Message) -> tuple[bool, bool, str | None]:
-    """(approve, always, call_id or None for all) from an answer on an input-required task."""
-    for data in get_data_parts(list(message.parts)):
-        if isinstance(data, dict) and isinstance(data.get("approve"), bool):
-            call_id = data.get("call_id")
-            return data["approve"], data.get("always") is True, call_id if isinstance(call_id, str) else None
-    text = " ".join(p.text for p in message.parts if p.HasField("text")).strip().lower()
-    if text in _DECISIONS:
-        return (*_DECISIONS[text], None)
-    raise InvalidParamsError(
-        message='the task waits for approval: answer "approve", "approve always" or "deny", '
-        'or a data part {"approve": true|false}'
-    )
 
 
 class WolfA2A(RequestHandler):
@@ -264,7 +108,7 @@ class WolfA2A(RequestHandler):
         try:
             await turns.session_of(wolf, target, ref.session_id)
         except (SessionNotFound, TenantError):
-            raise _no_task(value) from None
+            raise no_task(value) from None
         return ref
 
     # -- messages --------------------------------------------------------------------------------
@@ -278,7 +122,7 @@ class WolfA2A(RequestHandler):
                 if message.context_id and message.context_id != ref.session_id:
                     raise InvalidParamsError(message="the task belongs to another context")
                 return await self._answer(wolf, ref, message), message.task_id
-            text = _prompt_text(message)
+            text = prompt_text(message)
             if message.context_id:
                 try:
                     status = await turns.session_of(wolf, target, message.context_id)
@@ -292,7 +136,7 @@ class WolfA2A(RequestHandler):
         return ref, task_id(ref)
 
     async def _answer(self, wolf: WolfClient, ref: turns.TurnRef, message: Message) -> turns.TurnRef:
-        approve, always, call_id = _decision(message)
+        approve, always, call_id = decision(message)
         status = await wolf.status(ref.session_id)
         if status.state != "waiting_approval" or status.turn_id != ref.turn_id:
             raise InvalidParamsError(message=f"task {task_id(ref)!r} is not waiting for input")
@@ -314,10 +158,10 @@ class WolfA2A(RequestHandler):
         async for _ in turns.follow(wolf, ref, end):
             pass
         if end.waiting:
-            return _task(
-                ref, TaskState.TASK_STATE_INPUT_REQUIRED, message=_approvals_message(ref, end.waiting)
+            return new_task(
+                ref, TaskState.TASK_STATE_INPUT_REQUIRED, message=approvals_message(ref, end.waiting)
             )
-        return _ended(parse_task_id(id), end.outcome, end.text)
+        return ended(parse_task_id(id), end.outcome, end.text)
 
     @validate_request_params
     async def on_message_send_stream(
@@ -327,8 +171,8 @@ class WolfA2A(RequestHandler):
         ref, id = await self._submit(wolf, target, params.message)
         answering = bool(params.message.task_id)
         first = TaskState.TASK_STATE_WORKING if answering else TaskState.TASK_STATE_SUBMITTED
-        yield _task(parse_task_id(id), first)
-        async for event in _follow(wolf, ref, _Translation(ref, id)):
+        yield new_task(parse_task_id(id), first)
+        async for event in follow(wolf, ref, Translation(ref, id)):
             yield event
 
     @validate_request_params
@@ -339,8 +183,8 @@ class WolfA2A(RequestHandler):
         ref = await self._ref(wolf, target, params.id)
         snapshot = await self._snapshot(wolf, ref)
         yield snapshot
-        if snapshot.status.state not in _TERMINAL:
-            async for event in _follow(wolf, ref, _Translation(ref, params.id)):
+        if snapshot.status.state not in TERMINAL:
+            async for event in follow(wolf, ref, Translation(ref, params.id)):
                 yield event
 
     # -- tasks ---------------------------------------------------------------------------------
@@ -371,21 +215,21 @@ class WolfA2A(RequestHandler):
         """The task as the session tells it now."""
         status = await wolf.status(ref.session_id)
         if status.turn_id == ref.turn_id and status.state == "waiting_approval":
-            return _task(
+            return new_task(
                 ref,
                 TaskState.TASK_STATE_INPUT_REQUIRED,
-                message=_approvals_message(ref, status.pending_approvals),
+                message=approvals_message(ref, status.pending_approvals),
             )
         if status.turn_id == ref.turn_id and status.state == "running":
-            return _task(ref, TaskState.TASK_STATE_WORKING)
+            return new_task(ref, TaskState.TASK_STATE_WORKING)
         seen = await turns.started(wolf, ref)
         if seen is None:
-            return _task(
+            return new_task(
                 ref, TaskState.TASK_STATE_FAILED if status.state == "done" else TaskState.TASK_STATE_SUBMITTED
             )
         if seen.end is None:  # started, not running, never finished: the session ended under it
-            return _ended(ref, "failed", "the session closed before the turn finished", seen.prompt)
-        return _ended(ref, seen.end.outcome, seen.end.text, seen.prompt)
+            return ended(ref, "failed", "the session closed before the turn finished", seen.prompt)
+        return ended(ref, seen.end.outcome, seen.end.text, seen.prompt)
 
     # -- what wolf serve does not offer --------------------------------------------------------
 
@@ -418,26 +262,6 @@ class WolfA2A(RequestHandler):
         raise UnsupportedOperationError(
             message="the agent card at .well-known/agent-card.json is the whole card"
         )
-
-
-def _ended(ref: turns.TurnRef, outcome: str | None, text: str | None, prompt: str | None = None) -> Task:
-    state = _OUTCOMES.get(outcome or "failed", TaskState.TASK_STATE_FAILED)
-    if state == TaskState.TASK_STATE_COMPLETED:
-        return _task(ref, state, answer=text, prompt=prompt)
-    message = _agent_message(f"{task_id(ref)}:end", text) if text else None
-    return _task(ref, state, message=message, prompt=prompt)
-
-
-async def _follow(wolf: WolfClient, ref: turns.TurnRef, translation: _Translation) -> AsyncIterator[A2AEvent]:
-    end = turns.TurnEnd()
-    count = 0
-    async for event in turns.follow(wolf, ref, end):
-        count += 1
-        update = translation.of(count, event)
-        if update is not None:
-            yield update
-    for update in translation.end(end):
-        yield update
 
 
 # -- the card and the routes ---------------------------------------------------------------------
