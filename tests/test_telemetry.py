@@ -187,7 +187,7 @@ def _scrape(port: int) -> str:
         return answer.read().decode()
 
 
-async def test_metrics_endpoint_shows_tokens_and_tool_latency_and_json_logs_carry_the_session(
+async def test_metrics_endpoint_shows_tokens_cost_and_tool_latency_and_json_logs_carry_the_session(
     env, wolf, task_queue, tmp_path
 ):
     def reply(request):
@@ -222,6 +222,8 @@ async def test_metrics_endpoint_shows_tokens_and_tool_latency_and_json_logs_carr
         for line in lines
     )
     assert any(line.startswith("wolf_turns{") and 'outcome="completed"' in line for line in lines)
+    costs = [line for line in lines if line.startswith("wolf_cost_usd_sum{") and "gpt-4o-mini" in line]
+    assert costs and float(costs[0].rsplit(" ", 1)[1]) > 0  # genai-prices knows the model
     assert any(line.startswith("temporal_") for line in lines)  # the runtime's own, on the same endpoint
     records = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
     assert records and all({"time", "level", "logger", "message"} <= r.keys() for r in records)
