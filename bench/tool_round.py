@@ -21,9 +21,10 @@ Run:  python bench/tool_round.py [--steps 50] [--default-dispatch] [--trace]
 (`--default-dispatch` keeps the dev server's default transfer-queue throttle, i.e. without
 AgentWolf's `dynamic_config_args()`.) Needs `pydantic-ai-slim[mcp]` (FastMCP client) installed.
 
-`--trace` measures tracing's cost instead of pydantic-ai: AgentWolf untraced, then traced (its client
-here and its worker export OTLP/HTTP to a receiver in this process that decodes every request), and
-prints the per-round ratio (goal <= 1.10) and the spans received. Needs the `otel` extra.
+`--trace` measures tracing's cost instead of pydantic-ai: AgentWolf untraced and traced (its client
+here and its worker export OTLP/HTTP to a receiver in this process that decodes every request), on
+two workers at once with their timed turns alternating, and prints the per-round ratio of the
+medians (goal <= 1.10) and the spans received. Needs the `otel` extra.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from temporalio import workflow
@@ -63,6 +65,7 @@ with workflow.unsafe.imports_passed_through():
     from agentwolf.workflows.types import SEARCH_ATTRIBUTES, workflow_id
 
 WARMUP_STEPS, REPEATS = 2, 3
+TRACE_REPEATS = 7  # alternating pairs: the ratio of two medians needs more than three
 
 # (B) pydantic-ai: a module-level agent, as its Temporal integration requires. The sandbox re-runs
 # this module, so nothing here may touch the filesystem: the PID file env is set by the worker
@@ -118,9 +121,12 @@ class Measure:
         return len(self.pid_file.read_text().split()) if self.pid_file.exists() else 0
 
 
-async def run_agentwolf(
+@asynccontextmanager
+async def agentwolf_turns(
     client: Client, measure: Measure, log: Path, worker_env: dict[str, str] | None = None
-) -> None:
+) -> AsyncIterator[Callable[[int], Awaitable[str]]]:
+    """A worker process of its own and, while it runs, a function running one N-round turn (its
+    workflow id); one untimed warm-up turn first."""
     # One manifest for warm-up and timed turns: hosts (and their MCP pools) are keyed by its identity.
     server = {
         "command": sys.executable,
@@ -146,11 +152,16 @@ async def run_agentwolf(
             return workflow_id(wolf.tenant, sid)
 
         await turn(WARMUP_STEPS)
+        yield turn
+    finally:
+        worker.stop()
+
+
+async def run_agentwolf(client: Client, measure: Measure, log: Path) -> None:
+    async with agentwolf_turns(client, measure, log) as turn:
         for _ in range(REPEATS):
             wid = await measure.time(turn)
         measure.history = await history_bytes(client, wid)
-    finally:
-        worker.stop()
 
 
 async def run_pydantic_ai(client: Client, measure: Measure, log: Path) -> None:
@@ -177,20 +188,28 @@ async def run_pydantic_ai(client: Client, measure: Measure, log: Path) -> None:
 
 
 async def run_traced(client: Client, plain: Measure, traced: Measure, log: Path) -> int:
-    """AgentWolf untraced, then traced to an in-process OTLP/HTTP receiver; returns spans received."""
+    """AgentWolf untraced and traced (its client and worker export OTLP/HTTP to a receiver in this
+    process), each on a worker of its own, their timed turns alternating so the machine's drift
+    reaches both alike; returns the spans received."""
     sys.path.insert(0, str(Path(__file__).parent.parent))  # the tests' receiver, from this checkout
     from tests.support.otlp_receiver import OtlpReceiver
 
-    await run_agentwolf(client, plain, log)
     receiver = OtlpReceiver()
     otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_SERVICE_NAME": "bench"}
-    os.environ.update(otel)  # this process's client, and the worker's environment
     try:
-        target, namespace = client.service_client.config.target_host, client.namespace
-        traced_client = await Client.connect(
-            target, namespace=namespace, data_converter=data_converter(), interceptors=tracing.interceptors()
-        )
-        await run_agentwolf(traced_client, traced, log, otel)
+        async with agentwolf_turns(client, plain, log) as plain_turn:
+            os.environ.update(otel)  # this process's tracer provider, and the traced worker's environment
+            target, namespace = client.service_client.config.target_host, client.namespace
+            traced_client = await Client.connect(
+                target,
+                namespace=namespace,
+                data_converter=data_converter(),
+                interceptors=tracing.interceptors(),
+            )
+            async with agentwolf_turns(traced_client, traced, log, otel) as traced_turn:
+                for _ in range(TRACE_REPEATS):
+                    await plain.time(plain_turn)
+                    await traced.time(traced_turn)
         tracing.flush()
         return len(receiver.spans)
     finally:
@@ -198,10 +217,10 @@ async def run_traced(client: Client, plain: Measure, traced: Measure, log: Path)
 
 
 def report_trace(plain: Measure, traced: Measure, spans: int) -> None:
-    print(f"tool rounds, {plain.steps} per turn; median of {REPEATS} timed turns each")
+    print(f"tool rounds, {plain.steps} per turn; median of {TRACE_REPEATS} alternating timed turns each")
     for name, m in (("untraced", plain), ("traced", traced)):
         print(f"{name:<9} {m.turn_seconds * 1000 / m.steps:>7.1f} ms/round")
-    per_turn = spans / (REPEATS + 1)
+    per_turn = spans / (TRACE_REPEATS + 1)
     print(f"spans received: {spans} (~{per_turn:.0f} per turn)")
     ratio = traced.turn_seconds / plain.turn_seconds
     print(f"tracing overhead per round (traced / untraced): {ratio:.2f}  goal <= 1.10")
