@@ -26,7 +26,8 @@ from acp.schema import AllowedOutcome, DeniedOutcome, McpServerStdio, RequestPer
 from acp.transports import spawn_stdio_transport  # noqa: E402
 
 from agentwolf.client.wolf_client import WolfClient  # noqa: E402
-from tests.conftest import TOOLS_SERVER, wait_for  # noqa: E402
+from agentwolf.workflows.types import workflow_id  # noqa: E402
+from tests.conftest import TOOLS_SERVER, record_history, wait_for  # noqa: E402
 from tests.support.models import Script, sequence, text, tool  # noqa: E402
 from tests.support.skills import write_skill  # noqa: E402
 
@@ -348,6 +349,7 @@ async def test_the_editors_mcp_servers_join_its_session_only(client, task_queue,
         await wolf.close(mine)  # its server stops with it; the other session keeps its own
         await wait_for(lambda: len(_session_labels(hosts)) == 1)
         left = _session_labels(hosts)
+        await record_history(client, workflow_id(wolf.tenant, mine), "session_servers")
     assert [u.status for u in editor.of("tool_call_update")] == ["completed"]
     assert editor.of("tool_call_update")[0].content[0].content.text == "42"
     assert "add" in script.offered[0] and "add" not in script.offered[2] and "add" in script.offered[3]

@@ -14,8 +14,8 @@ from pydantic_ai.usage import RequestUsage
 
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
-from agentwolf.workflows.types import Event
-from tests.conftest import tools_server
+from agentwolf.workflows.types import Event, workflow_id
+from tests.conftest import record_history, tools_server
 from tests.support.models import Script
 from tests.support.openai_server import USAGE_RESPONSES, Reply, ScriptedOpenAI, tool_outputs
 from tests.test_cli import _wolf
@@ -147,6 +147,7 @@ async def test_a_usd_turn_budget_warns_at_80_percent_and_stops_the_turn_cleanly(
         await wolf.close(sid)  # its events end with it
         events = await _events(wolf, sid)
         transcript = await wolf.transcript(sid)
+        await record_history(wolf.client, workflow_id(wolf.tenant, sid), "usd_budget_turn")
     kinds = [e.kind for e in events]
     assert status.last_outcome == "limit" and "USD budget of the turn" in (status.last_output or "")
     assert script.calls == 3  # stopped before a fourth request

@@ -12,7 +12,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from agentwolf.client.jobs import JobFailed
 from agentwolf.config.jobs import JobError
 from agentwolf.config.manifest import Manifest
-from tests.conftest import make_manifest
+from agentwolf.workflows.types import workflow_id
+from tests.conftest import make_manifest, record_history
 from tests.support.models import text, tool, user_texts
 
 SCHEMA = {
@@ -86,6 +87,7 @@ async def test_an_invalid_result_goes_back_to_the_model(wolf, run_worker):
         sid = await wolf.start_job("triage", {"issue": "#8", "priority": 1}, job_manifest())
         result = await wolf.job_result(sid)
         events = [e async for _, e in wolf.events(sid, live=False)]
+        await record_history(wolf.client, workflow_id(wolf.tenant, sid), "job_output_retry")
     assert result.output == {"severity": "medium", "summary": "fixed"} and result.outcome == "completed"
     asked = retries(model.requests[-1])
     assert "'urgent' is not one of ['low', 'medium', 'high']" in str(asked[0].content)

@@ -69,6 +69,11 @@ def test_the_corpus_covers_every_feature():
         "duplicate_call_ids",
         "workflow_cancel",
         "tool_output_cut",
+        "streamed_turn",
+        "job_output_retry",
+        "usd_budget_turn",
+        "session_servers",
+        "schedule_fire_queue",
     } <= names
 
 

@@ -17,7 +17,7 @@ from agentwolf.config.manifest import Manifest
 from agentwolf.tenants import TenantError
 from agentwolf.workflows.schedule import DeliverInput, Delivery
 from agentwolf.workflows.types import SCHEDULE_ATTR
-from tests.conftest import make_manifest, wait_for
+from tests.conftest import make_manifest, record_history, wait_for
 from tests.support.models import Script, text, tool, user_texts
 from tests.support.polls import idle
 
@@ -124,6 +124,8 @@ async def test_a_session_schedule_delivers_under_its_busy_policy(wolf, run_worke
             await wolf.schedule_trigger(name)
             fired = await wait_for(lambda: _recent(wolf, name), timeout=30)
             delivery = await wolf.client.get_workflow_handle(fired[0], result_type=Delivery).result()
+            if policy == "queue":
+                await record_history(wolf.client, fired[0], "schedule_fire_queue")
         finally:
             await wolf.schedule_delete(name)
         status = await wolf.status(sid)
