@@ -14,6 +14,7 @@ from temporalio.exceptions import ActivityError, CancelledError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from agentwolf.activities.session import SessionActivities
+from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
 from agentwolf.hosts.host import HostRegistry
 from agentwolf.worker.main import SANDBOX, WORKFLOWS
@@ -542,6 +543,9 @@ async def test_a_terminated_session_never_claims_to_be_running(wolf, run_worker)
         await wait_for(lambda: in_state(wolf, sid, "running"))
         await wolf.client.get_workflow_handle(workflow_id("default", sid)).terminate("gone")
         assert (await wolf.status(sid)).state == "done"
+        # A client new to the session (the CLI's) reads it from the ownership check's description.
+        fresh = WolfClient(wolf.client, task_queue=wolf.task_queue)
+        assert (await fresh.status(sid)).state == "done"
         await wait_for(lambda: _listed_as(wolf, sid, "done"))  # visibility lags a little
         assert sid not in {s.session_id for s in await wolf.list_sessions(state="running")}
 

@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowQueryFailedError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+)
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -105,6 +111,12 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
     async def _handle(self, session_id: str) -> WorkflowHandle[Any, SessionResult]:
         """A handle on one of this tenant's sessions. `session_id` may be a full workflow id
         (`wolf/<tenant>/<id>`); another tenant's, or a session whose WolfTenant differs, is refused."""
+        return (await self._checked(session_id))[0]
+
+    async def _checked(
+        self, session_id: str
+    ) -> tuple[WorkflowHandle[Any, SessionResult], WorkflowExecutionDescription | None]:
+        """`_handle`, with the description the ownership check just read (None: checked before)."""
         if session_id.startswith("wolf/") and session_id.count("/") >= 2:
             _, tenant, session_id = session_id.split("/", 2)
             if tenant != self.tenant:
@@ -132,7 +144,8 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
                     f"session {session_id!r} belongs to tenant {owner!r}, not to {self.tenant!r}"
                 )
             self._owned.add(handle.id)
-        return handle
+            return handle, described
+        return handle, None
 
     async def start_session(
         self,
@@ -310,9 +323,12 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
     async def status(self, session_id: str) -> SessionStatus:
         """The session's own account; `done` whatever it says once its workflow has ended (a terminated
         workflow never got to say so)."""
-        handle = await self._handle(session_id)
+        handle, described = await self._checked(session_id)
         status = await _patiently(lambda: handle.query("status", result_type=SessionStatus))
-        if status.state != "done" and (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+        if (
+            status.state != "done"
+            and (described or await handle.describe()).status != WorkflowExecutionStatus.RUNNING
+        ):
             status.state = "done"
         return status
 
