@@ -31,6 +31,23 @@ async def test_keys_are_required_and_errors_have_openai_s_shape(client, task_que
         assert big.status_code == 413 and big.json()["error"]["code"] == "body_too_large"
 
 
+async def test_without_keys_only_this_machines_clients_are_answered(client, task_queue):
+    """`--no-auth` listens on loopback, but a web page can reach loopback too: a foreign Host (DNS
+    rebinding) or a browser's foreign Origin (a cross-site POST) is refused before any route runs."""
+    async with (
+        serving(client, task_queue, make_manifest(), open_tenant="default") as base,
+        httpx.AsyncClient(base_url=base) as http,
+    ):
+        assert (await http.get("/v1/models")).status_code == 200
+        assert (await http.get("/v1/models", headers={"Origin": "http://localhost:3000"})).status_code == 200
+        for headers in ({"Host": "evil.example"}, {"Origin": "http://evil.example"}, {"Origin": "null"}):
+            refused = await http.post(
+                "/a2a/a", content=b'{"jsonrpc": "2.0"}', headers={**headers, "Content-Type": "text/plain"}
+            )
+            assert refused.status_code == 403, headers
+            assert refused.json()["error"]["type"] == "permission_error"
+
+
 def test_binding_rules():
     none = ApiKeys([])
     some = ApiKeys.load([], {"WOLF_API_KEYS": "k=t"})

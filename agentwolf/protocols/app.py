@@ -14,6 +14,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -194,6 +195,21 @@ def session_errors(
     return wrap
 
 
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def _loopback_only(request: Request) -> None:
+    """Without API keys (`--no-auth`), only this machine's own clients: a web page the user visits
+    can reach a loopback port too (a cross-site POST, or DNS rebinding a name onto 127.0.0.1), so a
+    Host that is not loopback, or a browser's Origin from anywhere else, is refused."""
+    host = urlsplit("//" + request.headers.get("host", "")).hostname
+    origin = request.headers.get("origin")
+    if host not in LOOPBACK_HOSTS or (origin is not None and urlsplit(origin).hostname not in LOOPBACK_HOSTS):
+        raise ApiError(
+            403, "without API keys this server answers only clients on this machine", "permission_error"
+        )
+
+
 class Guard:
     """Authentication and the body limit, before any route runs (pure ASGI: streams pass through)."""
 
@@ -222,6 +238,7 @@ class Guard:
 
     def _principal(self, request: Request) -> Principal:
         if self.served.open_tenant is not None:
+            _loopback_only(request)
             return Principal(self.served.open_tenant)
         scheme, _, key = request.headers.get("authorization", "").partition(" ")
         principal = (

@@ -31,12 +31,19 @@ async def serving(
     manifest: Manifest | None = None,
     *,
     config_name: str | None = None,
+    open_tenant: str | None = None,
     **app: object,
 ) -> AsyncIterator[str]:
-    """Serve `manifest` (or a registry config) with the test keys; yields the base URL."""
+    """Serve `manifest` (or a registry config) with the test keys (or, with `open_tenant`, without
+    keys: `wolf serve --no-auth`); yields the base URL."""
     keys = ApiKeys.load([], {"WOLF_API_KEYS": ",".join(f"{k}={t}" for k, t in KEYS.items())})
     served = Served(
-        client=client, task_queue=task_queue, keys=keys, manifest=manifest, config_name=config_name
+        client=client,
+        task_queue=task_queue,
+        keys=keys,
+        manifest=manifest,
+        config_name=config_name,
+        open_tenant=open_tenant,
     )
     port = free_port()
     server = uvicorn.Server(
