@@ -21,6 +21,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from agentwolf.client.wolf_client import WolfClient
+from agentwolf.config.policy import ApiKeyEntry
+from agentwolf.protocols.auth import ApiKeys, digest
 from tests.conftest import make_manifest, wait_for
 from tests.support.models import Script, sequence, text, tool
 from tests.support.serving import serving
@@ -183,6 +185,24 @@ def _tools_env(effects: Path) -> dict[str, Any]:
     from tests.conftest import tools_server
 
     return tools_server(WOLF_SIDE_EFFECTS=str(effects))
+
+
+async def test_a_key_limited_to_other_agents_cannot_approve_in_this_agents_session(
+    client, task_queue, run_worker
+):
+    """Same tenant, but the key may use agent `b` only: a session of `a` is not there for it."""
+    keys = ApiKeys([ApiKeyEntry(sha256=digest("key-b-only"), tenant="tenant-a", agents=frozenset({"b"}))])
+    mine = WolfClient(client, tenant="tenant-a", task_queue=task_queue)
+    async with (
+        run_worker(local_models={"m": Script(sequence(text("ok"))).model}),
+        serving(client, task_queue, make_manifest(), keys=keys) as base,
+    ):
+        sid = await mine.start_session("a", make_manifest())
+        async with Client(_http(base, "key-b-only")) as c:
+            with pytest.raises(MCPError) as caught:
+                await c.call_tool("wolf_approve", {"session_id": sid, "call_id": "c", "approved": True})
+        assert "not found" in str(caught.value)
+        await mine.close(sid)
 
 
 async def test_hostile_input_is_a_protocol_error(client, task_queue, run_worker):

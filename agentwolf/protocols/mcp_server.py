@@ -162,7 +162,7 @@ class WolfMCP(MCPServer):
         wolf = self.served.wolf(principal)
         try:
             if params.name == APPROVE:
-                ref = await self._approve(wolf, args)
+                ref = await self._approve(principal, wolf, args)
                 return await self._run(ctx, wolf, ref)
             target = await self._target(principal, params.name)
             task, session_id = args.get("task"), args.get("session_id")
@@ -206,11 +206,13 @@ class WolfMCP(MCPServer):
             return await self._run(ctx, wolf, last.ref)
         return await self._run(ctx, wolf, await turns.prompt(wolf, session_id, task))
 
-    async def _approve(self, wolf: WolfClient, args: dict[str, Any]) -> turns.TurnRef:
+    async def _approve(self, principal: Principal, wolf: WolfClient, args: dict[str, Any]) -> turns.TurnRef:
         session_id, call_id, approved = args.get("session_id"), args.get("call_id"), args.get("approved")
         if not isinstance(session_id, str) or not isinstance(call_id, str) or not isinstance(approved, bool):
             raise _invalid("session_id and call_id (strings) and approved (a boolean) are required")
         status = await wolf.status(session_id)
+        if not principal.may_use(status.config_name or SERVED, status.agent):  # as for transcripts
+            raise SessionNotFound(session_id)
         turn_id = status.turn_id
         await turns.answer(wolf, session_id, call_id, approved, always=args.get("always") is True)
         if turn_id is None:

@@ -32,11 +32,12 @@ async def serving(
     *,
     config_name: str | None = None,
     open_tenant: str | None = None,
+    keys: ApiKeys | None = None,
     **app: object,
 ) -> AsyncIterator[str]:
     """Serve `manifest` (or a registry config) with the test keys (or, with `open_tenant`, without
     keys: `wolf serve --no-auth`); yields the base URL."""
-    keys = ApiKeys.load([], {"WOLF_API_KEYS": ",".join(f"{k}={t}" for k, t in KEYS.items())})
+    keys = keys or ApiKeys.load([], {"WOLF_API_KEYS": ",".join(f"{k}={t}" for k, t in KEYS.items())})
     served = Served(
         client=client,
         task_queue=task_queue,
