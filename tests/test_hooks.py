@@ -131,6 +131,35 @@ async def test_a_session_hook_prompts_the_session(wolf, client, task_queue, run_
         await wolf.close(sid)
 
 
+async def test_without_a_key_a_replayed_body_starts_nothing(wolf, client, task_queue, run_worker):
+    """Someone who captured a signed delivery sends it again: its body's digest is its key."""
+    script = Script(lambda s: text(f"answer {s.calls}"))
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.start_session("a", make_manifest())
+        body = json.dumps({**BODY, "nonce": sid}).encode()
+        async with posting(client, task_queue, hook_manifest(sid)) as http:
+            signed_headers = {"X-Wolf-Signature-256": sign(body)}
+            first = await http.post("/hooks/poke", content=body, headers=signed_headers)
+            again = await http.post("/hooks/poke", content=body, headers=signed_headers)
+        assert first.status_code == again.status_code == 202
+        assert again.json() == {**first.json(), "duplicate": True}
+        await wait_for(lambda: script.calls >= 1, timeout=30)
+        assert (await wolf.status(sid)).counters.turns + (await wolf.status(sid)).queued <= 1
+        await wolf.close(sid)
+
+
+@pytest.mark.parametrize("secret", ["", "short-secret"])
+async def test_an_empty_or_short_secret_is_no_secret(client, task_queue, monkeypatch, secret):
+    monkeypatch.setenv("HOOK_SECRET", secret)
+    body = json.dumps(BODY).encode()
+    async with posting(client, task_queue, hook_manifest()) as http:
+        refused = await http.post(
+            "/hooks/new-issue", content=body, headers={"X-Wolf-Signature-256": sign(body, secret)}
+        )
+    assert refused.status_code == 503 and "no usable secret" in refused.json()["error"]["message"]
+    assert await hook_runs(client, task_queue, "hook-new-issue") == 0
+
+
 async def test_hook_refusals_are_clear(client, task_queue):
     body = json.dumps({"issue": {}}).encode()
     async with posting(client, task_queue, hook_manifest()) as http:

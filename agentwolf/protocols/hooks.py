@@ -6,6 +6,9 @@ GitHub's `X-Hub-Signature-256`), the HMAC-SHA256 of the raw body under the hook'
 the worker policy allows for that tenant. A missing or wrong signature is 401 and starts nothing.
 `Idempotency-Key` (or GitHub's `X-GitHub-Delivery`) makes a redelivery start nothing: 202 with the
 first request's ids, kept by Temporal's workflow id rules, not by this process (WolfClient.hook_fire).
+Without a key the body's digest is the key, so a captured request sent again starts nothing either
+(a sender that posts the same body twice on purpose must give each its own key). A secret shorter
+than `MIN_SECRET` characters (an empty variable, say) is no secret: the hook answers 503.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ log = logging.getLogger(__name__)
 PREFIX = "/hooks/"
 SIGNATURE_HEADERS = ("x-wolf-signature-256", "x-hub-signature-256")
 KEY_HEADERS = ("idempotency-key", "x-github-delivery")
+MIN_SECRET = 16
 
 
 def signed(secret: str, body: bytes, header: str | None) -> bool:
@@ -57,6 +61,8 @@ def routes(policy: WorkerPolicy | None = None) -> list[BaseRoute]:
         body = await request.body()
         try:
             secret = rules.secrets_for(wolf.tenant).resolve(f"${{{spec.secret}}}")
+            if len(secret) < MIN_SECRET:
+                raise PolicyError(f"{spec.secret} is shorter than {MIN_SECRET} characters")
         except (PolicyError, MissingVariable) as exc:
             log.error("hook %r cannot check signatures: %s", name, exc)
             raise ApiError(
@@ -72,6 +78,7 @@ def routes(policy: WorkerPolicy | None = None) -> list[BaseRoute]:
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ApiError(400, f"the request body is not valid JSON: {exc}", code="invalid_json") from None
         key = next((request.headers[h] for h in KEY_HEADERS if request.headers.get(h)), None)
+        key = key or "body:" + hashlib.sha256(body).hexdigest()
         try:
             run = await wolf.hook_fire(
                 name,
