@@ -117,8 +117,9 @@ async def test_a_session_schedule_delivers_under_its_busy_policy(wolf, run_worke
         sid = await wolf.start_session("a", make_manifest(), prompt="work")
         await wait_for(lambda: script.calls, timeout=30)  # the turn is in its 30 s tool call
         name = f"poke-{policy}"
+        target = f"wolf/default/{sid}" if policy == "queue" else sid  # a full id names the same session
         await wolf.schedule_create(
-            name, every="1h", session=sid, prompt=f"scheduled {policy}", when_busy=policy, paused=True
+            name, every="1h", session=target, prompt=f"scheduled {policy}", when_busy=policy, paused=True
         )
         try:
             await wolf.schedule_trigger(name)

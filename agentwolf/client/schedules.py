@@ -187,7 +187,8 @@ class ScheduleMethods:
             assert session is not None
             if not prompt or not prompt.strip():
                 raise ValueError("a session schedule needs the prompt it delivers")
-            await self._handle(session)  # SessionNotFound / TenantError: nothing created
+            # SessionNotFound / TenantError: nothing created; a full id `wolf/<tenant>/<id>` becomes the id.
+            session = (await self._handle(session)).id.split("/", 2)[2]
             fire = FireInput(
                 schedule=name, tenant=self.tenant, target=session, prompt=prompt, when_busy=when_busy
             )
