@@ -257,6 +257,26 @@ def _check_sequence(events: list[dict[str, Any]]) -> None:
     assert events[-1]["type"] == "RUN_FINISHED" and not open_messages and not open_steps
 
 
+async def test_a_thread_of_the_same_agent_name_from_another_config_is_refused(client, task_queue, run_worker):
+    """A session of agent `a` from registry config `private` is not a thread of the served config's
+    `a`: a key that may use the served `a` gets 409 and the session gets no prompt."""
+    wolf = WolfClient(client, tenant="tenant-a", task_queue=task_queue)
+    script = Script(sequence(text(ANSWER)))
+    async with (
+        run_worker(local_models={"m": script.model}),
+        serving(client, task_queue, make_manifest()) as base,
+        httpx.AsyncClient(base_url=base) as http,
+    ):
+        name = f"private-{uuid.uuid4().hex[:6]}"
+        await wolf.config_push(name, make_manifest())
+        sid = await wolf.start_session("a", config_name=name)
+        refused = await http.post("/agui/a", json=_run_input(sid), headers={"Authorization": "Bearer key-a"})
+        assert refused.status_code == 409 and refused.json()["error"]["code"] == "agent_mismatch"
+        status = await wolf.status(sid)
+        assert status.counters.turns == 0 and status.queued == 0 and script.calls == 0
+        await wolf.close(sid)
+
+
 async def test_a_second_run_reattaches_and_another_tenant_gets_404(
     client, task_queue, run_worker, monkeypatch
 ):

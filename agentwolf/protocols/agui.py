@@ -58,6 +58,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
+from agentwolf.protocols import turns
 from agentwolf.protocols.app import ApiError, Target, json_body, principal_of, served_of, session_errors
 from agentwolf.protocols.cursor import Cursor, events_after
 from agentwolf.workflows.types import Event, PendingApproval, SessionStatus
@@ -370,10 +371,10 @@ async def _session(wolf: WolfClient, target: Target, session_id: str) -> Session
         except ValueError as exc:
             raise ApiError(400, f"cannot start thread {session_id!r}: {exc}", code="invalid_thread") from None
         status = await wolf.status(session_id)
-    if status.agent != target.agent:
+    if status.agent != target.agent or status.config_name != target.source.get("config_name"):
         raise ApiError(
             409,
-            f"thread {session_id!r} runs agent {status.agent!r}, not {target.agent!r}",
+            f"thread {session_id!r} runs another agent or config, not {target.agent!r}",
             code="agent_mismatch",
         )
     return status
@@ -465,7 +466,7 @@ async def run_agent(request: Request) -> Response:
             where = Where.parse(resume_from)
         except ValueError as exc:
             raise ApiError(400, str(exc), code="invalid_last_event_id") from None
-        await _session_of(wolf, target, inp.thread_id)
+        await turns.session_of(wolf, target, inp.thread_id)
         started = False
     else:
         where, started = await _begin(wolf, target, inp), True
@@ -477,14 +478,6 @@ async def run_agent(request: Request) -> Response:
         ping_message_factory=lambda: ServerSentEvent(comment="ping", sep="\n"),
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no", "X-Wolf-Session": inp.thread_id},
     )
-
-
-async def _session_of(wolf: WolfClient, target: Target, session_id: str) -> SessionStatus:
-    """An existing thread (a resumed stream never starts one)."""
-    status = await wolf.status(session_id)
-    if status.agent != target.agent:
-        raise SessionNotFound(session_id)
-    return status
 
 
 def routes() -> list[BaseRoute]:
