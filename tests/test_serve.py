@@ -112,3 +112,4 @@ async def test_temporal_errors_are_503_with_retry_after(client, task_queue):
         answer = await http.get("/v1/models", headers={"Authorization": "Bearer key-a"})
     assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
     assert answer.json()["error"]["code"] == "temporal_unavailable"
+    assert "no-such-namespace" not in answer.text  # Temporal's words stay in the server's log

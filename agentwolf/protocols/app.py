@@ -292,11 +292,12 @@ async def _api_error(request: Request, exc: Exception) -> Response:
 
 async def _temporal_error(request: Request, exc: Exception) -> Response:
     """Temporal did not answer in time (a busy or restarting cluster, no worker yet): the client may
-    retry, which is what 503 with Retry-After says; the session itself is unharmed."""
+    retry, which is what 503 with Retry-After says; the session itself is unharmed. What Temporal
+    said stays in the log: it can name namespaces and workflow ids, and webhooks answer anyone."""
     log.warning("answering 503 to %s %s: %s", request.method, request.url.path, exc, exc_info=exc)
     return ApiError(
         503,
-        f"the session's Temporal service did not answer: {exc}",
+        "the session's Temporal service did not answer; retry shortly",
         "server_error",
         "temporal_unavailable",
         headers={"Retry-After": "1"},
