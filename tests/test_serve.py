@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import httpx2 as httpx
 import pytest
@@ -35,7 +36,7 @@ async def test_without_keys_only_this_machines_clients_are_answered(client, task
     """`--no-auth` listens on loopback, but a web page can reach loopback too: a foreign Host (DNS
     rebinding) or a browser's foreign Origin (a cross-site POST) is refused before any route runs."""
     async with (
-        serving(client, task_queue, make_manifest(), open_tenant="default") as base,
+        serving(client, task_queue, make_manifest(), open_tenant=f"open-{uuid.uuid4().hex[:6]}") as base,
         httpx.AsyncClient(base_url=base) as http,
     ):
         assert (await http.get("/v1/models")).status_code == 200

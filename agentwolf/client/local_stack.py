@@ -204,6 +204,9 @@ def _stop(pid_file: Path, started: _Process, timeout: float = 15.0) -> None:
         time.sleep(0.1)
     if _process(started.pid) == started:
         os.killpg(started.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 2  # a killed process is gone a moment later, not at once
+        while _process(started.pid) == started and time.monotonic() < deadline:
+            time.sleep(0.05)
     pid_file.unlink(missing_ok=True)
 
 
