@@ -25,6 +25,7 @@ import yaml
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.protocols import agui
 from agentwolf.worker.main import create_worker
+from agentwolf.workflows.registry import registry_id
 from tests.conftest import TOOLS_SERVER, make_manifest, tools_server, wait_for
 from tests.support.models import Script, sequence, text, tool, tools
 from tests.support.serving import free_port, serving
@@ -275,6 +276,8 @@ async def test_a_thread_of_the_same_agent_name_from_another_config_is_refused(cl
         status = await wolf.status(sid)
         assert status.counters.turns == 0 and status.queued == 0 and script.calls == 0
         await wolf.close(sid)
+        # Its registry would outlive this test's worker: tenant-a's /v1/models would wait on it.
+        await client.get_workflow_handle(registry_id("tenant-a", name)).terminate("test done")
 
 
 async def test_a_second_run_reattaches_and_another_tenant_gets_404(
