@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import signal
 
-from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart, UserPromptPart
+from pydantic_ai.messages import ModelRequest, ModelResponse, UserPromptPart
 
 from tests.conftest import openai_manifest, tools_server, worker_process
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
+from tests.support.polls import tool_call_ids, tool_returns
 
 
 async def test_sigkill_mid_turn_then_a_new_worker_finishes(env, wolf, task_queue, tmp_path):
@@ -52,16 +53,8 @@ async def test_sigkill_mid_turn_then_a_new_worker_finishes(env, wolf, task_queue
         for p in m.parts
         if isinstance(p, UserPromptPart)
     ]
-    calls = [
-        p.tool_call_id
-        for m in transcript
-        if isinstance(m, ModelResponse)
-        for p in m.parts
-        if isinstance(p, ToolCallPart)
-    ]
-    returns = [
-        p.tool_call_id for m in transcript for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)
-    ]
+    calls = tool_call_ids(transcript)
+    returns = [p.tool_call_id for p in tool_returns(transcript)]
     assert prompts == ["do the work"]
     assert len(calls) == 2 and returns == calls  # every call answered exactly once, in order
     assert sum(isinstance(m, ModelResponse) for m in transcript) == 3

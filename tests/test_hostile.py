@@ -9,13 +9,13 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import ModelResponse, ToolReturnPart
 from temporalio.service import RPCError
 
 from agentwolf.config import ManifestError, parse_manifest
 from tests.conftest import SUPPORT, make_manifest, tools_server, wait_for
 from tests.support.models import Script, sequence, text, tool, user_texts
-from tests.support.polls import idle
+from tests.support.polls import idle, tool_call_ids, tool_returns
 
 # -- manifests -----------------------------------------------------------------------------------
 
@@ -147,20 +147,8 @@ async def test_signals_in_bad_order(wolf, run_worker):
     # (steers that arrive while idle start one turn together, joined by newlines)
     steers = [line for t in user_texts(transcript) for line in t.split("\n") if line.startswith("steer ")]
     assert sorted(steers) == sorted(f"steer {i}" for i in range(100) if i % 3)
-    calls = [
-        p.tool_call_id
-        for m in transcript
-        if isinstance(m, ModelResponse)
-        for p in m.parts
-        if isinstance(p, ToolCallPart)
-    ]
-    returns = [
-        p.tool_call_id
-        for m in transcript
-        if isinstance(m, ModelRequest)
-        for p in m.parts
-        if isinstance(p, ToolReturnPart)
-    ]
+    calls = tool_call_ids(transcript)
+    returns = [p.tool_call_id for p in tool_returns(transcript)]
     assert sorted(calls) == sorted(returns) and len(set(returns)) == len(returns)
     assert result.outcome in ("completed", "interrupted")
 

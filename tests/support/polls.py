@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic_ai.messages import ModelMessage, ToolReturnPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart, ToolReturnPart
 
 
 async def idle(wolf: Any, sid: str, turns: int = 0) -> bool:
@@ -28,3 +28,14 @@ def alive(pid: int) -> bool:
 
 def tool_returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
     return [p for m in messages for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
+
+
+def tool_call_ids(messages: list[ModelMessage]) -> list[str]:
+    """The ids of the tool calls the model's responses asked for, in order."""
+    return [
+        p.tool_call_id
+        for m in messages
+        if isinstance(m, ModelResponse)
+        for p in m.parts
+        if isinstance(p, ToolCallPart)
+    ]
