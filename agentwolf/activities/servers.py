@@ -69,7 +69,10 @@ async def add_session_servers(
     host: AgentHost, scope: Scope, servers: dict[str, McpServerConfig]
 ) -> dict[str, McpServerConfig]:
     """Register the servers the session's client brought at SESSION scope (no other session sees
-    them); they start on the host's pool under the worker policy, and `${VAR}` never resolves in them."""
+    them); they start on the host's pool under the worker policy, and `${VAR}` never resolves in them.
+
+    A server this session had under a label no longer among them (a same-named one re-joined with
+    another config) is unregistered and released, so the model is offered only the current one."""
     session = Scope(ScopeLevel.SESSION, scope.agent_name, scope.session_id)
     added: dict[str, McpServerConfig] = {}
     for name, config in servers.items():
@@ -77,6 +80,10 @@ async def add_session_servers(
         await host.pool.add_server(label, config, trusted=False)
         host.registry.add(host.mcp_server(label), session)
         added[label] = config
+    for source in host.registry.tool_sources(session):
+        label = getattr(source, "server", "")
+        if label.startswith(SESSION_SERVER) and label not in added:
+            host.registry.discard(source, session)
     return added
 
 

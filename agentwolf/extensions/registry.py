@@ -96,19 +96,25 @@ class ExtensionRegistry:
 
     def clear_agent(self, agent_name: str) -> None:
         """No session uses this agent (version) any more: drop its AGENT entries."""
-        self._drop(lambda s: s.level == ScopeLevel.AGENT and s.agent_name == agent_name)
+        self._drop(lambda s, _: s.level == ScopeLevel.AGENT and s.agent_name == agent_name)
 
     def clear_session(self, session_id: str) -> None:
         """A session ended: drop its SESSION and TURN entries; POOL and AGENT entries outlive it."""
-        self._drop(lambda s: s.level >= ScopeLevel.SESSION and s.session_id == session_id)
+        self._drop(lambda s, _: s.level >= ScopeLevel.SESSION and s.session_id == session_id)
 
     def clear_turns(self, session_id: str, *, keep: str = "") -> None:
         """Drop a session's TURN entries (but those of turn `keep`): a turn's extensions end with it."""
-        self._drop(lambda s: s.level == ScopeLevel.TURN and s.session_id == session_id and s.turn_id != keep)
+        self._drop(
+            lambda s, _: s.level == ScopeLevel.TURN and s.session_id == session_id and s.turn_id != keep
+        )
 
-    def _drop(self, match: Callable[[Scope], bool]) -> None:
-        dropped = {id(c): c for s, c in self._entries if match(s)}
-        self._entries = [(s, c) for s, c in self._entries if not match(s)]
+    def discard(self, capability: object, scope: Scope) -> None:
+        """Drop one entry (a session's replaced server): released if that was the capability's last."""
+        self._drop(lambda s, c: s == scope and c is capability)
+
+    def _drop(self, match: Callable[[Scope, object], bool]) -> None:
+        dropped = {id(c): c for s, c in self._entries if match(s, c)}
+        self._entries = [(s, c) for s, c in self._entries if not match(s, c)]
         still = {id(c) for _, c in self._entries}
         for capability in (c for key, c in dropped.items() if key not in still):
             if (task := self._forwarders.pop(id(capability), None)) is not None:
