@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from typing import Any
 
 import uvicorn
 from starlette.routing import BaseRoute
+from starlette.types import ASGIApp
 
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
 from agentwolf.protocols.app import Served, create_app
 from agentwolf.protocols.auth import ApiKeys
+from agentwolf.protocols.limits import Limited, ServeLimits, protocol
 
 
 class BindingRefused(ValueError):
@@ -67,12 +70,24 @@ async def serve(
 
 async def serve_app(served: Served, *, host: str, port: int, routes: list[BaseRoute] | None = None) -> None:
     """`create_app(served, routes)` with uvicorn until stopped."""
-    config = uvicorn.Config(
-        create_app(served, routes),
+    await uvicorn.Server(server_config(create_app(served, routes), host=host, port=port)).serve()
+
+
+def server_config(
+    app: ASGIApp, *, host: str, port: int, limits: ServeLimits | None = None, **options: Any
+) -> uvicorn.Config:
+    """uvicorn serving `app` within `limits` (agentwolf/protocols/limits.py): its own h11 protocol
+    holds the header deadline and the connection cap; `limit_concurrency` is only a backstop (its
+    503 says no Retry-After), past the caps that answer first."""
+    limits = limits or ServeLimits()
+    return uvicorn.Config(
+        Limited(app, limits),
         host=host,
         port=port,
+        http=protocol(limits),
+        limit_concurrency=limits.max_connections + 1,
         log_level="warning",
         timeout_keep_alive=15,
         timeout_graceful_shutdown=5,
+        **options,
     )
-    await uvicorn.Server(config).serve()

@@ -1,0 +1,182 @@
+"""What one `wolf serve` process takes on, so that no client can hold it.
+
+- Connections: a request's headers must arrive within `header_timeout` of the connection opening or
+  of its previous response (uvicorn has no such deadline: a half-sent request held its connection
+  for ever), and past `max_connections` a new connection is answered 503 and closed.
+- Requests: at most `max_requests` at once, and `max_requests_per_key` for one API key. A stream is
+  a request that lasts, so this is also how many streams one key may hold open.
+- Sends: a response whose client stops reading is ended after `send_timeout` (an SSE stream would
+  otherwise park its generator, and everything it holds, for as long as the TCP connection lives).
+
+Anything refused is answered at once with Retry-After: 429 when one key has its share, 503 when the
+process has; never a hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from agentwolf.protocols.auth import digest
+
+log = logging.getLogger(__name__)
+
+RETRY_AFTER = "2"
+"""Seconds a refused client is asked to wait."""
+
+
+@dataclass(frozen=True)
+class ServeLimits:
+    header_timeout: float = 10.0
+    max_connections: int = 1024
+    max_requests: int = 512
+    max_requests_per_key: int = 32
+    send_timeout: float = 30.0
+
+
+class Refused(Exception):
+    """A request this process does not take on now: `status` (429 or 503) with Retry-After."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+    def response(self) -> JSONResponse:
+        """In OpenAI's error shape, which its SDKs read (and retry after Retry-After)."""
+        kind = "rate_limit_exceeded" if self.status == 429 else "server_busy"
+        body = {"error": {"message": self.message, "type": kind, "code": kind, "param": None}}
+        return JSONResponse(body, status_code=self.status, headers={"Retry-After": RETRY_AFTER})
+
+
+class ClientStalled(Exception):
+    """The client did not take a response's next bytes within the send timeout."""
+
+
+@dataclass
+class Admission:
+    """Counts the requests under way, in total and per key."""
+
+    limits: ServeLimits
+    total: int = 0
+    by_key: Counter[str] = field(default_factory=Counter)
+
+    def enter(self, key: str) -> Callable[[], None]:
+        """Take a place for a request of `key` (raises Refused); the callable gives it back."""
+        if self.by_key[key] >= self.limits.max_requests_per_key:
+            raise Refused(
+                429,
+                f"this API key has {self.limits.max_requests_per_key} requests or streams open; retry later",
+            )
+        if self.total >= self.limits.max_requests:
+            raise Refused(503, "the server is at its request limit; retry shortly")
+        self.total += 1
+        self.by_key[key] += 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self.total -= 1
+                self.by_key[key] -= 1
+                if not self.by_key[key]:
+                    del self.by_key[key]
+
+        return release
+
+
+class Limited:
+    """The app within the request limits and the send timeout (outermost: it counts each request
+    from its start to its response's end, under the digest of the key it presents, as Principal.key)."""
+
+    def __init__(self, app: ASGIApp, limits: ServeLimits) -> None:
+        self.app, self.limits, self.admission = app, limits, Admission(limits)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] == "/healthz":
+            await self.app(scope, receive, send)
+            return
+        scheme, _, token = Request(scope).headers.get("authorization", "").partition(" ")
+        key = digest(token.strip()) if scheme.lower() == "bearer" and token.strip() else ""
+        try:
+            release = self.admission.enter(key)
+        except Refused as refused:
+            log.info("answering %d to %s %s: %s", refused.status, scope["method"], scope["path"], refused)
+            await refused.response()(scope, receive, send)
+            return
+        try:
+            await self.app(scope, receive, timed_send(send, self.limits.send_timeout))
+        except* ClientStalled as stalled:  # uvicorn closes a connection whose response did not complete
+            log.info("ending %s %s: %s", scope["method"], scope["path"], stalled.exceptions[0])
+        finally:
+            release()
+
+
+def timed_send(send: Send, timeout: float) -> Send:
+    """`send`, ended by ClientStalled when the client does not take the bytes in time."""
+
+    async def timed(message: Message) -> None:
+        try:
+            async with asyncio.timeout(timeout):
+                await send(message)
+        except TimeoutError:
+            raise ClientStalled(f"the client took no bytes for {timeout:g} s") from None
+
+    return timed
+
+
+def protocol(limits: ServeLimits) -> type[H11Protocol]:
+    """uvicorn's h11 protocol with a header deadline and a connection cap (`uvicorn.Config(http=...)`)."""
+
+    class Guarded(H11Protocol):
+        _deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            if len(self.connections) > limits.max_connections:
+                transport.write(
+                    b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: " + RETRY_AFTER.encode() + b"\r\n"
+                    b"Content-Length: 0\r\nConnection: close\r\n\r\n"
+                )
+                transport.close()
+                return
+            self._arm()
+
+        def handle_events(self) -> None:
+            cycle = self.cycle
+            super().handle_events()
+            if self.cycle is not cycle:  # a request's headers arrived
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            self._arm()  # the next request's headers, from now (a pipelined one disarms it at once)
+            super().on_response_complete()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._deadline = self.loop.call_later(limits.header_timeout, self._too_slow)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _too_slow(self) -> None:
+            self._deadline = None
+            if not self.transport.is_closing():
+                self.transport.close()
+
+    return Guarded
