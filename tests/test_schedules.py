@@ -4,10 +4,16 @@ a busy policy, pause/trigger/delete, tenants, and hostile input that must create
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-from temporalio.client import Client
+from temporalio import activity
+from temporalio import client as temporal_client
+from temporalio.client import Client, ScheduleActionExecutionStartWorkflow, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
 from agentwolf.activities.schedule import deliver
 from agentwolf.client.schedules import ScheduleNotFound, parse_duration
@@ -15,19 +21,20 @@ from agentwolf.client.wolf_client import SessionNotFound, WolfClient
 from agentwolf.config.jobs import JobError
 from agentwolf.config.manifest import Manifest
 from agentwolf.tenants import TenantError
+from agentwolf.worker.main import create_worker
 from agentwolf.workflows.schedule import DeliverInput, Delivery
-from agentwolf.workflows.types import SCHEDULE_ATTR
+from agentwolf.workflows.types import SCHEDULE_ATTR, schedule_id
 from tests.conftest import make_manifest, record_history, wait_for
 from tests.support.models import Script, text, tool, user_texts
 from tests.support.polls import idle
 
 
-def job_manifest() -> Manifest:
+def job_manifest(prompt: str = "Greet {who} {times} times.") -> Manifest:
     base = make_manifest().model_dump()
     base["jobs"] = {
         "greet": {
             "agent": "a",
-            "prompt": "Greet {who} {times} times.",
+            "prompt": prompt,
             "vars": {"who": {}, "times": {"type": "integer", "default": 1}},
         }
     }
@@ -160,6 +167,117 @@ async def test_a_repeated_delivery_of_one_firing_queues_one_prompt(wolf, run_wor
         assert first.turn_id == again.turn_id == "turn-2" and other.turn_id == "turn-3"
         assert (await wolf.status(sid)).queued == 2
         await wolf.close(sid)
+
+
+async def _firings(wolf: WolfClient, name: str) -> list[tuple[str, str]]:
+    """The schedule's latest firings (ScheduleFire runs): (workflow id, run id); two triggers in one
+    second share the workflow id."""
+    described = await wolf.client.get_schedule_handle(schedule_id(wolf.tenant, name)).describe()
+    return [
+        (a.action.workflow_id, a.action.first_execution_run_id)
+        for a in described.info.recent_actions
+        if isinstance(a.action, ScheduleActionExecutionStartWorkflow)
+    ]
+
+
+async def test_a_registry_job_runs_the_config_version_current_at_its_firing(wolf, run_worker):
+    """`wolf config push` reaches the next firing: the job is rendered from the new version."""
+    script = Script(lambda s: text("done"))
+    config, name = f"cfg-{uuid.uuid4().hex[:8]}", f"nightly-{uuid.uuid4().hex[:6]}"
+    async with run_worker(local_models={"m": script.model}):
+        await wolf.config_push(config, job_manifest("v1: greet {who}."))
+        await wolf.schedule_create(
+            name, every="1h", job="greet", variables={"who": "Ada"}, config_name=config, paused=True
+        )
+        try:
+            await wolf.config_push(config, job_manifest("v2: welcome {who}."))
+            await wolf.schedule_trigger(name)
+            firing, _ = (await wait_for(lambda: _firings(wolf, name), timeout=30))[0]
+            run = (await wolf.client.get_workflow_handle(firing, result_type=Delivery).result()).session_id
+            await record_history(wolf.client, firing, "schedule_fire_registry_job")
+        finally:
+            await wolf.schedule_delete(name)
+        assert (await wolf.job_result(run)).outcome == "completed"
+        assert "v2: welcome Ada." in user_texts(script.requests[0])
+        assert (await wolf.status(run)).config_version == 2
+
+
+class _LoseFirstDelivery(temporal_client.Interceptor, Interceptor):
+    """The first attempt of every `wolf.deliver_prompt` does its work, then fails as if its
+    completion had been lost (a worker that died right after): Temporal retries it."""
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _LostCompletion(next)
+
+
+class _LostCompletion(ActivityInboundInterceptor):
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        result = await super().execute_activity(input)
+        info = activity.info()
+        if info.activity_type == "wolf.deliver_prompt" and info.attempt == 1:
+            raise ApplicationError("the completion was lost")
+        return result
+
+
+@asynccontextmanager
+async def lossy_worker(client: Client, task_queue: str, **kwargs: Any) -> AsyncIterator[None]:
+    """A worker whose deliveries lose their first completion."""
+    lossy = Client(**{**client.config(), "interceptors": [_LoseFirstDelivery()]})
+    worker, hosts = create_worker(lossy, task_queue=task_queue, **kwargs)
+    async with worker:
+        try:
+            yield
+        finally:
+            await hosts.close()
+
+
+@pytest.mark.parametrize("policy", ["steer", "interrupt"])
+async def test_a_retried_delivery_steers_once_and_never_interrupts_its_own_turn(
+    wolf, client, task_queue, policy
+):
+    """Turn 1 runs a 30 s tool; the delivery's first attempt loses its completion. `steer`: one
+    steer waits, not two. `interrupt`: turn 1 stops, and the delivered turn (a 10 s tool, then an
+    answer) completes: the retry does not interrupt the turn its first attempt started."""
+
+    def answer(s: Script) -> Any:
+        return tool("slow", {"seconds": 30 if s.calls == 1 else 10}) if s.calls <= 2 else text("answered")
+
+    script = Script(answer)
+    name = f"retried-{policy}-{uuid.uuid4().hex[:6]}"
+    async with lossy_worker(client, task_queue, local_models={"m": script.model}):
+        sid = await wolf.start_session("a", make_manifest(), prompt="work")
+        await wait_for(lambda: script.calls, timeout=30)
+        await wolf.schedule_create(
+            name, every="1h", session=sid, prompt=f"scheduled {policy}", when_busy=policy, paused=True,
+            overlap="allow_all",  # the scheduler may not have seen the first firing end by the second
+        )  # fmt: skip
+        try:
+            await wolf.schedule_trigger(name)
+            fired = await wait_for(lambda: _firings(wolf, name), timeout=30)
+            delivery = await wolf.client.get_workflow_handle(fired[0][0], result_type=Delivery).result()
+            await record_history(wolf.client, fired[0][0], f"schedule_fire_{policy}_once")
+            assert delivery.delivered and delivery.detail == ("steered" if policy == "steer" else "interrupt")
+            if policy == "steer":
+                assert (await wolf.status(sid)).steer_room == 99
+            else:
+                assert delivery.turn_id == "turn-2"
+                await wait_for(lambda: idle(wolf, sid, 2), timeout=60)
+                status = await wolf.status(sid)
+                assert (status.last_outcome, status.last_output) == ("completed", "answered")
+            # A session that has ended is not found, by the firing's own signal too.
+            await wolf.close(sid)
+            await wolf.result(sid)
+            await wolf.schedule_trigger(name)
+            again = await wait_for(lambda: _later(wolf, name, fired), timeout=30)
+            with pytest.raises(WorkflowFailureError) as failed:
+                await wolf.client.get_workflow_handle(again[0], run_id=again[1]).result()
+            assert "not found" in str(failed.value.cause)
+        finally:
+            await wolf.schedule_delete(name)
+
+
+async def _later(wolf: WolfClient, name: str, before: list[tuple[str, str]]) -> tuple[str, str] | None:
+    return next((f for f in await _firings(wolf, name) if f not in before), None)
 
 
 async def test_hostile_input_creates_nothing(wolf, client, run_worker, task_queue):

@@ -1,8 +1,12 @@
-"""`wolf.deliver_prompt`: a schedule's (or webhook's) prompt for a session, under a busy policy.
+"""What a schedule's (or webhook's) firing asks of the world: `wolf.deliver_prompt` (a prompt for a
+session, under a busy policy) and `wolf.job_session` (a registry job's run, on the config's current
+version).
 
 The target's tenant is the firing's, from its workflow id, never from input. A retry after a
 delivered prompt delivers nothing twice: the prompt update's id is the firing's (Temporal returns
-the first update's result for a repeated id within the session's run).
+the first update's result for a repeated id within the session's run). Firings send `steer` and
+`interrupt` themselves (workflows/schedule.py); this activity still does for firings that began on
+older code.
 """
 
 from __future__ import annotations
@@ -12,19 +16,58 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentwolf.workflows.schedule import DeliverInput, Delivery
+from agentwolf.workflows.registry import ConfigRegistryWorkflow, registry_id
+from agentwolf.workflows.schedule import DeliverInput, Delivery, JobRequest, job_session
+from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.types import tenant_of, workflow_id
 
 BUSY_STATES = ("running", "waiting_approval")
 
 
-@activity.defn(name="wolf.deliver_prompt")
-async def deliver_prompt(inp: DeliverInput) -> Delivery:
+def _tenant() -> str:
     tenant = tenant_of(activity.info().workflow_id or "")
     if tenant is None:
         raise ApplicationError("refused: a delivery outside a schedule firing", non_retryable=True)
+    return tenant
+
+
+@activity.defn(name="wolf.deliver_prompt")
+async def deliver_prompt(inp: DeliverInput) -> Delivery:
     info = activity.info()
-    return await deliver(activity.client(), tenant, inp, update_id=f"{info.workflow_id}/{info.activity_id}")
+    return await deliver(
+        activity.client(), _tenant(), inp, update_id=f"{info.workflow_id}/{info.activity_id}"
+    )
+
+
+@activity.defn(name="wolf.job_session")
+async def registry_job_session(req: JobRequest) -> SessionInput:
+    """The run of `req.job` on the current version of the tenant's config `req.config_name`; a
+    config, job or variable that no longer fits fails the firing (retrying cannot fix it)."""
+    tenant = _tenant()
+    registry = activity.client().get_workflow_handle(registry_id(tenant, req.config_name))
+    try:
+        current = await registry.query(ConfigRegistryWorkflow.current)
+        if current is None:
+            raise ValueError("it has no version")
+        return job_session(
+            current.manifest,
+            req.job,
+            req.variables,
+            tenant=tenant,
+            config_name=req.config_name,
+            version=current.version,
+        )
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:
+            raise
+        problem = "it does not exist"
+    except ValueError as exc:  # JobError too: the job or its variables no longer fit
+        problem = str(exc)
+    raise ApplicationError(
+        f"job {req.job!r} of config {req.config_name!r} cannot run: {problem}",
+        type="JobError",
+        non_retryable=True,
+    )
 
 
 async def deliver(client: Client, tenant: str, inp: DeliverInput, *, update_id: str) -> Delivery:

@@ -75,7 +75,7 @@ class JobMethods:
     ) -> SessionInput:
         """The session a run of `job` starts (its id left to the caller): variables are bound here, so
         an unknown job or a bad variable is an error before anything starts."""
-        from agentwolf.workflows.session_input import SessionInput  # pydantic-ai: only when a job runs
+        from agentwolf.workflows.schedule import job_session  # pydantic-ai: only when a job runs
 
         if (manifest is None) == (config_name is None):
             raise ValueError("a job needs a manifest or a registry config name (one of them)")
@@ -86,17 +86,8 @@ class JobMethods:
         elif not isinstance(manifest, Manifest):
             manifest = load_manifest(manifest)  # type: ignore[arg-type]
         assert isinstance(manifest, Manifest)
-        spec = manifest.job(job)
-        return SessionInput(
-            session_id="",
-            tenant=self.tenant,
-            agent=spec.agent,
-            manifest=manifest,
-            prompt=spec.render(variables),
-            background=True,
-            config_name=config_name,
-            config_version=version,
-            output_schema=spec.output,
+        return job_session(
+            manifest, job, variables, tenant=self.tenant, config_name=config_name, version=version
         )
 
     async def start_job(

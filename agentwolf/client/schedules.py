@@ -181,6 +181,8 @@ class ScheduleMethods:
                 schedule=name,
                 tenant=self.tenant,
                 session=await self._job_session(job, dict(variables or {}), manifest, config_name),
+                job=job,
+                variables=dict(variables or {}),
             )
             target = f"job {job}"
         else:

@@ -12,7 +12,7 @@ from temporalio.worker import Interceptor, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxRestrictions
 
 from agentwolf.activities.config import config_notify
-from agentwolf.activities.schedule import deliver_prompt
+from agentwolf.activities.schedule import deliver_prompt, registry_job_session
 from agentwolf.activities.session import SessionActivities
 from agentwolf.config.policy import WorkerPolicy, redact_logs
 from agentwolf.defaults import TASK_QUEUE
@@ -77,6 +77,7 @@ def create_worker(
             activities.release_session,
             config_notify,
             deliver_prompt,
+            registry_job_session,
         ],
         workflow_runner=workflow_runner,
         interceptors=_interceptors(client),

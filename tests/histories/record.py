@@ -27,6 +27,8 @@ tests = [
     "tests/test_cost.py::test_a_usd_turn_budget_warns_at_80_percent_and_stops_the_turn_cleanly",
     "tests/test_acp.py::test_the_editors_mcp_servers_join_its_session_only",
     "tests/test_schedules.py::test_a_session_schedule_delivers_under_its_busy_policy",
+    "tests/test_schedules.py::test_a_registry_job_runs_the_config_version_current_at_its_firing",
+    "tests/test_schedules.py::test_a_retried_delivery_steers_once_and_never_interrupts_its_own_turn",
     "tests/test_replay.py::test_a_session_whose_tool_output_went_to_external_storage_replays",
 ]
 env = {**os.environ, "WOLF_RECORD_HISTORIES": "1"}
