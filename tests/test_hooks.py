@@ -5,12 +5,16 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import time
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 import pytest
 
+from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
 from agentwolf.config.policy import WorkerPolicy
 from agentwolf.protocols import hooks
@@ -54,10 +58,12 @@ def hook_manifest(session: str = "s1") -> Manifest:
 
 
 @asynccontextmanager
-async def posting(client, task_queue: str, manifest: Manifest) -> AsyncIterator[httpx.AsyncClient]:
+async def posting(
+    client, task_queue: str, manifest: Manifest | None, config_name: str | None = None
+) -> AsyncIterator[httpx.AsyncClient]:
     """`wolf serve` with the hook route (under POLICY) on 127.0.0.1, and an HTTP client for it."""
     async with (
-        serving(client, task_queue, manifest, routes=hooks.routes(POLICY)) as base,
+        serving(client, task_queue, manifest, config_name=config_name, routes=hooks.routes(POLICY)) as base,
         httpx.AsyncClient(base_url=base) as http,
     ):
         yield http
@@ -65,6 +71,11 @@ async def posting(client, task_queue: str, manifest: Manifest) -> AsyncIterator[
 
 def sign(body: bytes, secret: str = SECRET) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def sign_at(at: int, body: bytes) -> dict[str, str]:
+    """Headers of a request signed with a timestamp: the HMAC covers `<at>.<body>`."""
+    return {"X-Wolf-Timestamp": str(at), "X-Wolf-Signature-256": sign(f"{at}.".encode() + body)}
 
 
 async def hook_runs(client, task_queue: str, trigger: str) -> int:
@@ -169,8 +180,84 @@ async def test_hook_refusals_are_clear(client, task_queue):
             "/hooks/new-issue", content=body, headers={"X-Wolf-Signature-256": sign(body)}
         )
         gone = await http.post("/hooks/poke", content=body, headers={"X-Wolf-Signature-256": sign(body)})
-    assert unknown.status_code == 404
+    assert unknown.status_code == 401  # like a bad signature: no hook names to probe
     assert secretless.status_code == 503 and "no usable secret" in secretless.json()["error"]["message"]
     assert missing.status_code == 400 and "has no 'body.issue.html_url'" in missing.json()["error"]["message"]
     assert gone.status_code == 404  # the session s1 does not exist
     assert await hook_runs(client, task_queue, "hook-new-issue") == 0
+
+
+async def test_a_captured_body_with_fresh_idempotency_keys_starts_one_run(client, task_queue, run_worker):
+    """The keys are unsigned: an attacker who captured one signed request changes them at will."""
+    script = Script(lambda s: tool("final_result", {"severity": "low"}))
+    body = json.dumps({**BODY, "nonce": uuid.uuid4().hex}).encode()
+    async with (
+        run_worker(local_models={"m": script.model}),
+        posting(client, task_queue, hook_manifest()) as http,
+    ):
+        signed = {"X-Wolf-Signature-256": sign(body)}
+        keys = [
+            {},
+            {"Idempotency-Key": "replay-1"},
+            {"Idempotency-Key": "replay-2"},
+            {"X-GitHub-Delivery": "r3"},
+        ]
+        answers = [await http.post("/hooks/new-issue", content=body, headers={**signed, **k}) for k in keys]
+    assert [a.status_code for a in answers] == [202] * 4
+    assert [a.json()["duplicate"] for a in answers] == [False, True, True, True]
+    assert len({a.json()["session_id"] for a in answers}) == 1
+    assert await wait_for(lambda: hook_runs(client, task_queue, "hook-new-issue")) == 1
+
+
+async def _at_least(count: Any, n: int) -> int | None:
+    return value if (value := await count) >= n else None
+
+
+async def test_a_signed_timestamp_lets_a_body_repeat_and_expires_a_capture(client, task_queue, run_worker):
+    script = Script(lambda s: tool("final_result", {"severity": "low"}))
+    body = json.dumps({**BODY, "nonce": uuid.uuid4().hex}).encode()
+    now = int(time.time())
+    async with (
+        run_worker(local_models={"m": script.model}),
+        posting(client, task_queue, hook_manifest()) as http,
+    ):
+
+        async def post(headers: dict[str, str]) -> httpx.Response:
+            return await http.post("/hooks/new-issue", content=body, headers=headers)
+
+        first, again = await post(sign_at(now, body)), await post(sign_at(now, body))
+        later = await post(sign_at(now + 1, body))
+        stale = await post(sign_at(now - hooks.TOLERANCE - 60, body))
+        grafted = await post({"X-Wolf-Timestamp": str(now + 2), "X-Wolf-Signature-256": sign(body)})
+        garbled = await post({**sign_at(now, body), "X-Wolf-Timestamp": "soon"})
+    assert (first.status_code, again.status_code, later.status_code) == (202, 202, 202)
+    assert again.json() == {**first.json(), "duplicate": True}  # a redelivery of one signed request
+    assert not later.json()["duplicate"]  # the sender's deliberate repeat: a new timestamp
+    assert stale.status_code == grafted.status_code == garbled.status_code == 401
+    assert await wait_for(lambda: _at_least(hook_runs(client, task_queue, "hook-new-issue"), 2)) == 2
+
+
+async def test_unsigned_requests_cost_no_registry_queries_and_name_no_hooks(
+    wolf, client, task_queue, run_worker, monkeypatch
+):
+    """Served from the registry: the hook table is read once, not per request, and an unknown hook
+    answers exactly like a known one without a good signature."""
+    config = f"cfg-{uuid.uuid4().hex[:8]}"
+    reads: list[str] = []
+    real = WolfClient.config_get
+
+    async def counted(self: WolfClient, name: str, version: int | None = None) -> object:
+        reads.append(name)
+        return await real(self, name, version)
+
+    async with run_worker(local_models={"m": Script(lambda s: text("ok")).model}):
+        await wolf.config_push(config, hook_manifest())
+        monkeypatch.setattr(WolfClient, "config_get", counted)
+        async with posting(client, task_queue, None, config_name=config) as http:
+            answers = [
+                await http.post(f"/hooks/{name}", content=b"{}", headers=headers)
+                for name in ("new-issue", "does-not-exist", "poke", "nope") * 5
+                for headers in ({}, {"X-Wolf-Signature-256": sign(b"{}", "wrong-secret-000000")})
+            ]
+    assert {(a.status_code, a.text) for a in answers} == {(401, answers[0].text)}
+    assert len(reads) <= 1

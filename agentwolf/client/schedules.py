@@ -107,7 +107,7 @@ class HookRun(BaseModel):
     session_id: str
     firing: str
     """The workflow it started: the job run, or the delivery (a ScheduleFire run); its id derives
-    from the idempotency key when there is one."""
+    from the request's dedupe key."""
     duplicate: bool = False
     """The key was seen before: nothing started, these are the first request's ids."""
 
@@ -244,9 +244,10 @@ class ScheduleMethods:
         config_name: str | None = None,
     ) -> HookRun:
         """Start what webhook `name` does for a request `body` (a ScheduleFire run, like a schedule's
-        firing). With `key` (an idempotency key), the firing's id derives from it and Temporal refuses
-        a second start with that id, running or closed (within the namespace's retention), so a
-        redelivery starts nothing and names the first request's run: no state in this process."""
+        firing). With `key` (the request's dedupe key: a digest of what its signature covers), the
+        firing's id derives from it and Temporal refuses a second start with that id, running or
+        closed (within the namespace's retention), so a redelivery starts nothing and names the first
+        request's run: no state in this process."""
         from agentwolf.workflows.schedule import FireInput, ScheduleFireWorkflow
 
         trigger = f"hook-{check_config_name(name)}"
