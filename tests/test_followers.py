@@ -14,10 +14,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from temporalio.client import Client
 from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.worker import Replayer, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from agentwolf.client.wolf_client import WolfClient
 from agentwolf.worker.main import SANDBOX, WORKFLOWS
 from agentwolf.workflows import session, stream
 from agentwolf.workflows.stream import MAX_WAITING_POLLS
@@ -64,6 +66,14 @@ async def _idle(wolf: Any, sid: str, turns: int) -> bool:
 async def _all_events(wolf: Any, sid: str) -> list[dict[str, Any]]:
     """Follow a session from its first event to its end."""
     return [event.model_dump(mode="json", exclude_none=True) async for _, event in wolf.events(sid)]
+
+
+def _elsewhere(wolf: WolfClient) -> WolfClient:
+    """`wolf` as another process would have it: followers in one process share one reader per
+    session (agentwolf/client/feed.py), so each poll of these tests needs a client of its own."""
+    mine = wolf.client
+    client = Client(mine.service_client, namespace=mine.namespace, data_converter=mine.data_converter)
+    return WolfClient(client, tenant=wolf.tenant, task_queue=wolf.task_queue)
 
 
 async def _updates(handle: Any, stage: str, count: int) -> bool:
@@ -128,7 +138,9 @@ async def test_more_live_followers_than_the_cap_each_see_every_event_once(wolf, 
     async with run_worker(local_models={"m": script.model}):
         sid = await wolf.start_session("a", manifest)
         handle = client.get_workflow_handle(workflow_id("default", sid))
-        followers = [asyncio.create_task(_all_events(wolf, sid)) for _ in range(MAX_WAITING_POLLS + 3)]
+        followers = [
+            asyncio.create_task(_all_events(_elsewhere(wolf), sid)) for _ in range(MAX_WAITING_POLLS + 3)
+        ]
         await wait_for(lambda: _updates(handle, "accepted", MAX_WAITING_POLLS))
         for turn in range(1, 4):
             await asyncio.wait_for(wolf.prompt(sid, f"question {turn}"), 60)
@@ -150,11 +162,13 @@ async def test_a_new_follower_takes_the_place_of_an_old_abandoned_poll(wolf, run
     async with run_worker(local_models={"m": script.model}, workflow_runner=PATCHABLE):
         sid = await wolf.start_session("a", make_manifest())
         handle = client.get_workflow_handle(workflow_id("default", sid))
-        abandoned = [asyncio.create_task(_all_events(wolf, sid)) for _ in range(MAX_WAITING_POLLS)]
+        abandoned = [
+            asyncio.create_task(_all_events(_elsewhere(wolf), sid)) for _ in range(MAX_WAITING_POLLS)
+        ]
         await wait_for(lambda: _updates(handle, "accepted", MAX_WAITING_POLLS))
         for task in abandoned:
             task.cancel()
-        live = asyncio.create_task(_all_events(wolf, sid))
+        live = asyncio.create_task(_all_events(_elsewhere(wolf), sid))
         # No event yet: only an eviction answers a poll (the live one is refused for the first second).
         await wait_for(lambda: _updates(handle, "completed", 1))
         await wolf.prompt(sid, "hello")
@@ -174,7 +188,9 @@ async def test_a_run_recorded_before_the_cap_replays(wolf, run_worker, client, m
     async with run_worker(local_models={"m": Script(lambda s: text("ok")).model}, workflow_runner=PATCHABLE):
         sid = await wolf.start_session("a", make_manifest())
         handle = client.get_workflow_handle(workflow_id("default", sid))
-        abandoned = [asyncio.create_task(_all_events(wolf, sid)) for _ in range(MAX_WAITING_POLLS + 3)]
+        abandoned = [
+            asyncio.create_task(_all_events(_elsewhere(wolf), sid)) for _ in range(MAX_WAITING_POLLS + 3)
+        ]
         await wait_for(lambda: _updates(handle, "accepted", MAX_WAITING_POLLS + 3))
         for task in abandoned:
             task.cancel()

@@ -2,8 +2,9 @@
 
 Durable events come from the session's Workflow Stream. Live output (streamed model text, tool
 progress) never enters history: running activities carry it in their heartbeat details
-(agentwolf/activities/live.py), which this module reads with `describe` while a turn runs and turns
-into `text_delta`, `thinking_delta`, `attempt_superseded` and `tool_progress` events.
+(agentwolf/activities/live.py), which the session's feed reads with `describe` while a turn runs
+(agentwolf/client/feed.py: one reader per session per process) and this module turns into
+`text_delta`, `thinking_delta`, `attempt_superseded` and `tool_progress` events.
 
 What a consumer may rely on (each step keyed by (turn_id, step)):
 - a step's `text_delta`s, minus those of superseded attempts, join to exactly its `model_text`;
@@ -18,25 +19,17 @@ What a consumer may rely on (each step keyed by (turn_id, step)):
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
-from temporalio.contrib.workflow_streams import WorkflowStreamClient
-from temporalio.service import RPCError
+from temporalio.client import Client, WorkflowHandle
 
+from agentwolf.client.feed import Snapshot, attached
 from agentwolf.workflows.contracts import LiveText, LiveTool
-from agentwolf.workflows.types import EVENTS_TOPIC, STATE_ATTR, Event, EventKind
-
-POLL_EVERY = 0.05
-"""Seconds between reads of the running activities while a turn runs."""
-IDLE_CHECK = 5.0
-"""While idle, a read every this many seconds at most (a durable event wakes the reader at once)."""
+from agentwolf.workflows.types import Event, EventKind
 
 STEP_ENDS = frozenset(
     {
@@ -211,98 +204,43 @@ async def follow(
 ) -> AsyncIterator[tuple[int, Event]]:
     """The session's events from `from_offset` on (see the module docstring); ends when it ends.
 
+    Read through the session's feed in this process (agentwolf/client/feed.py), shared with its
+    other followers; nothing is read ahead for this follower while its consumer does not ask.
     `running`: the turn and step the session ran when the follower started (their live text shows
     even if the durable events before it lie before `from_offset`)."""
-    stream = WorkflowStreamClient.create(client, handle.id)
-    if not live:
-        async for item in stream.subscribe(EVENTS_TOPIC, from_offset, result_type=Event):
-            yield item.offset, item.data
-        return
-    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-    wake = asyncio.Event()
-    caught_up = await stream.get_offset()
-    """Live output waits until the durable events before it have been replayed."""
-
-    async def read_durable() -> None:
-        failure: BaseException | None = None
-        try:
-            async for item in stream.subscribe(EVENTS_TOPIC, from_offset, result_type=Event):
-                await queue.put(("durable", item))
-                wake.set()
-        except Exception as exc:  # noqa: BLE001 - raised to the consumer below
-            failure = exc
-        await queue.put(("end", failure))
-
-    tasks = [asyncio.create_task(read_durable()), asyncio.create_task(_read_live(handle, queue, wake))]
-    merge, offset = Merge(), from_offset - 1
-    if running is not None:  # its own step's text may show; the next waits for this step's events
-        merge.answered[running[0]] = running[1] - 1
-    try:
+    async with attached(client, handle.id, from_offset) as feed:
+        caught_up = await feed.caught_up() if live else 0
+        merge, offset, last, seen = Merge(), from_offset, from_offset - 1, 0
+        if running is not None:  # its own step's text may show; the next waits for this step's events
+            merge.answered[running[0]] = running[1] - 1
         while True:
-            kind, item = await queue.get()
-            if kind == "end":
-                if item is not None:
-                    raise item
+            changed = feed.changed()
+            items = await feed.read(offset)
+            for item_offset, event in items:
+                for out in merge.durable(event) if live else [event]:
+                    yield (item_offset if out is event else last), out
+                last, offset = item_offset, item_offset + 1
+            if items:
+                continue
+            if feed.failure is not None:
+                raise feed.failure
+            if feed.ended:
                 return
-            if kind == "durable":
-                for event in merge.durable(item.data):
-                    yield (item.offset if event is item.data else offset), event
-                offset = item.offset
-            elif offset + 1 >= caught_up:
-                for event in await _live_events(client, merge, item):
-                    yield offset, event
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+            snapshot = feed.live
+            if live and snapshot is not None and snapshot.version > seen and last + 1 >= caught_up:
+                seen = snapshot.version
+                for out in _live_events(merge, snapshot):
+                    yield last, out
+                continue
+            await feed.wait(changed, live)
 
 
-async def _read_live(
-    handle: WorkflowHandle[Any, Any], queue: asyncio.Queue[tuple[str, Any]], wake: asyncio.Event
-) -> None:
-    """Describe the session while a turn runs and queue what its running activities report."""
-    while True:
-        wake.clear()
-        try:
-            described = await handle.describe()
-        except RPCError:  # a passing server hiccup: followers do not die of it
-            await asyncio.sleep(IDLE_CHECK / 10)
-            continue
-        if described.status not in (
-            WorkflowExecutionStatus.RUNNING,
-            WorkflowExecutionStatus.CONTINUED_AS_NEW,
-        ):
-            return
-        pending = list(described.raw_description.pending_activities)
-        if pending:
-            await queue.put(("live", pending))
-        if pending or described.typed_search_attributes.get(STATE_ATTR) == "running":
-            await asyncio.sleep(POLL_EVERY)
-        else:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), IDLE_CHECK)
-
-
-async def _live_events(client: Client, merge: Merge, pending: list[Any]) -> list[Event]:
-    now = datetime.now(UTC)
+def _live_events(merge: Merge, snapshot: Snapshot) -> list[Event]:
     out: list[Event] = []
-    for activity in pending:
-        name = activity.activity_type.name
-        if name not in ("wolf.model_request", "wolf.call_tool") or not activity.heartbeat_details.payloads:
-            continue
-        details_type = LiveText if name == "wolf.model_request" else LiveTool
-        try:
-            (details,) = await client.data_converter.decode(
-                activity.heartbeat_details.payloads, [details_type]
-            )
-        except Exception:  # noqa: BLE001, S112 - details of another version's shape: nothing live to show
-            continue
-        if isinstance(details, LiveText):
-            out.extend(merge.text(details, activity.attempt, now))
+    for activity in snapshot.activities:
+        if isinstance(activity.details, LiveText):
+            out.extend(merge.text(activity.details, activity.attempt, snapshot.at))
         else:
-            started = (
-                activity.last_started_time.ToDatetime(UTC) if activity.HasField("last_started_time") else now
-            )
-            elapsed = int((now - started) / timedelta(milliseconds=1))
-            out.extend(merge.tool(details, elapsed, now))
+            elapsed = int((snapshot.at - activity.started) / timedelta(milliseconds=1))
+            out.extend(merge.tool(activity.details, elapsed, snapshot.at))
     return out
