@@ -15,6 +15,7 @@ from typing import Any
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 
+from agentwolf.client.live import STEP_ENDS
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.protocols.app import ApiError
 from agentwolf.protocols.openai_api.targeting import ResponseId
@@ -62,6 +63,11 @@ class TurnView:
     _sent: dict[int, int] = field(default_factory=dict)
     """How much of each step's text has been streamed (a retried attempt continues from there)."""
     _calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _answered: int = 0
+    """The last step whose response the events up to the client's position (`after`) showed."""
+    _client_step: int | None = None
+    """The step whose text the client was given last (resumed streams): the one after `_answered`
+    (agentwolf/client/live.py shows a step's text only then), fixed at the first text from there on."""
 
     def restart(self, after: int) -> None:
         """Read the turn again from its start for a client that has everything up to `after`."""
@@ -89,12 +95,14 @@ class TurnView:
                 return self._filter([(slot, "response.failed", {"response": self.body()})])
             return []
         kind = event.kind
+        if (kind in STEP_ENDS or kind == "turn_started") and slot <= self.after:
+            self._answered = max(self._answered, event.step or 0)
         if kind == "turn_started":
             self.status = "in_progress"
             self.created = event.at.timestamp()
             return []
         if kind == "text_delta":
-            return self._filter(self._text(slot, event), text_slot=slot)
+            return self._filter(self._text(slot, event))
         outs: list[Out] = []
         if kind == "model_text":
             outs += self._end_text(event.step or 0, event.text or "", "completed")
@@ -133,6 +141,7 @@ class TurnView:
         if end <= sent:  # a retry repeating what was sent, or a joined text already shown
             return []
         chunk = chunk[max(0, sent - start) :]
+        has_item, has_part, has = self._client_has(step, slot)
         outs: list[Out] = []
         item = self._open.get(step)
         if item is None:
@@ -143,26 +152,44 @@ class TurnView:
                 "role": "assistant",
                 "content": [],
             }
-            outs.append((slot + OPEN_ITEM, *self._added(item)[1:]))
+            added = self._added(item)
+            if not has_item:
+                outs.append((slot + OPEN_ITEM, *added[1:]))
             part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
             item["content"].append(part)
-            outs.append(
-                (
-                    slot + OPEN_PART,
-                    "response.content_part.added",
-                    {**self._where(item), "content_index": 0, "part": dict(part)},
+            if not has_part:
+                outs.append(
+                    (
+                        slot + OPEN_PART,
+                        "response.content_part.added",
+                        {**self._where(item), "content_index": 0, "part": dict(part)},
+                    )
                 )
-            )
         item["content"][0]["text"] += chunk
         self._sent[step] = end
-        outs.append(
-            (
-                slot + TEXT + end,
-                "response.output_text.delta",
-                {**self._where(item), "content_index": 0, "delta": chunk, "logprobs": []},
+        new = chunk[max(0, len(chunk) - (end - has)) :] if has else chunk
+        if end > has:
+            outs.append(
+                (
+                    slot + TEXT + end,
+                    "response.output_text.delta",
+                    {**self._where(item), "content_index": 0, "delta": new, "logprobs": []},
+                )
             )
-        )
         return outs
+
+    def _client_has(self, step: int, slot: int) -> tuple[bool, bool, int]:
+        """What a resuming client has of `step`'s message: its item, its content part, and how much
+        of its text. Its position (`after`) says how far into the text of the step then running it
+        got, whatever durable events came since: positions are the step's, not the slot's."""
+        have_slot, sub = divmod(self.after, SLOT)
+        if self.after < 0 or sub < OPEN_ITEM:
+            return False, False, 0
+        if self._client_step is None and slot >= have_slot * SLOT:
+            self._client_step = self._answered + 1
+        if step != self._client_step:
+            return False, False, 0
+        return True, sub >= OPEN_PART, max(0, sub - TEXT)
 
     def _end_text(self, step: int, text: str, status: str) -> list[Out]:
         item = self._open.pop(step, None)
@@ -230,20 +257,9 @@ class TurnView:
         )
         return [*outs, (0, kind, {"response": self.body()})]
 
-    def _filter(self, outs: list[Out], text_slot: int | None = None) -> list[Out]:
-        """Drop what the client has (`after`); a delta in the slot the client stopped in loses the text
-        it has."""
-        kept = []
-        for seq, kind, body in outs:
-            if seq <= self.after:
-                continue
-            if kind == "response.output_text.delta" and text_slot is not None:
-                have_slot, have_sub = divmod(self.after, SLOT)
-                if have_slot * SLOT == text_slot and have_sub >= TEXT:
-                    have, end = have_sub - TEXT, seq - text_slot - TEXT
-                    body = {**body, "delta": body["delta"][max(0, len(body["delta"]) - (end - have)) :]}
-            kept.append((seq, kind, body))
-        return kept
+    def _filter(self, outs: list[Out]) -> list[Out]:
+        """Drop what the client has (`after`; text it has of a step is dropped in `_text`)."""
+        return [out for out in outs if out[0] > self.after]
 
     # the Response ---------------------------------------------------------------------------------
 
