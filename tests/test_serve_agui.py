@@ -260,7 +260,8 @@ def _check_sequence(events: list[dict[str, Any]]) -> None:
 
 async def test_a_thread_of_the_same_agent_name_from_another_config_is_refused(client, task_queue, run_worker):
     """A session of agent `a` from registry config `private` is not a thread of the served config's
-    `a`: a key that may use the served `a` gets 409 and the session gets no prompt."""
+    `a`: a key that may use the served `a` gets 404 (as for a missing thread) and the session gets
+    no prompt."""
     wolf = WolfClient(client, tenant="tenant-a", task_queue=task_queue)
     script = Script(sequence(text(ANSWER)))
     async with (
@@ -272,7 +273,8 @@ async def test_a_thread_of_the_same_agent_name_from_another_config_is_refused(cl
         await wolf.config_push(name, make_manifest())
         sid = await wolf.start_session("a", config_name=name)
         refused = await http.post("/agui/a", json=_run_input(sid), headers={"Authorization": "Bearer key-a"})
-        assert refused.status_code == 409 and refused.json()["error"]["code"] == "agent_mismatch"
+        assert refused.status_code == 404 and refused.json()["error"]["code"] == "not_found"
+        assert name not in refused.text
         status = await wolf.status(sid)
         assert status.counters.turns == 0 and status.queued == 0 and script.calls == 0
         await wolf.close(sid)
@@ -304,9 +306,10 @@ async def test_a_second_run_reattaches_and_another_tenant_gets_404(
             == 404
         )
         assert await _read(http, "/agui/a", _run_input(f"wolf/tenant-a/{thread}"), Stream(), **b) == 404
-        # The disconnect left the turn running; the same thread again streams that turn from its start.
+        # The disconnect left the turn running; the same message again (a reconnect) streams that
+        # turn from its start.
         again = Stream()
-        assert await _read(http, "/agui/a", _run_input(thread, "a second prompt"), again, **a) == 200
+        assert await _read(http, "/agui/a", _run_input(thread), again, **a) == 200
         wolf = WolfClient(client, tenant="tenant-a", task_queue=task_queue)
         status, calls = await wolf.status(thread), script.calls
         bad = await http.post("/agui/a", json={"threadId": thread}, headers=a)

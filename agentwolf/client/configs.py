@@ -37,8 +37,17 @@ T = TypeVar("T")
 Registry = WorkflowHandle[ConfigRegistryWorkflow, None]
 
 
+SERVED = "served"
+"""What API keys call the config `wolf serve` serves (`configs: [served]`): no registry config may
+take the name, or a key for the served config would reach it too."""
+
+
 class ConfigNotFound(ValueError):
     pass
+
+
+class ConfigQueryFailed(ValueError):
+    """The registry did not answer a query (no worker, a failing query): not the same as no config."""
 
 
 class ConfigSummary(BaseModel):
@@ -66,6 +75,10 @@ class ConfigMethods:
     async def config_push(self, name: str, manifest: Manifest | str | Path, *, note: str = "") -> PushResult:
         """Push a new version (the registry is created on the first push). Identical content creates
         nothing: the result says `created=False` and names the version that already has it."""
+        if name == SERVED:
+            raise ValueError(
+                f"{SERVED!r} names the config wolf serve serves (API keys' `configs`): choose another"
+            )
         manifest = pushable(manifest)
         start = WithStartWorkflowOperation(
             ConfigRegistryWorkflow.run,
@@ -130,7 +143,7 @@ class ConfigMethods:
                 ) from None
             raise
         except WorkflowQueryFailedError as exc:
-            raise ValueError(str(exc)) from None
+            raise ConfigQueryFailed(str(exc)) from exc
         except WorkflowUpdateFailedError as exc:
             # The registry's own sentence: str() of an ApplicationError prefixes its type (ValueError: ...).
             raise ValueError(getattr(exc.cause, "message", str(exc.cause))) from None

@@ -64,6 +64,7 @@ from a2a.utils.errors import (
     InvalidParamsError,
     PushNotificationNotSupportedError,
     TaskNotCancelableError,
+    TaskNotFoundError,
     UnsupportedOperationError,
 )
 from starlette.requests import Request
@@ -87,6 +88,7 @@ from agentwolf.protocols.a2a_tasks import (
     prompt_text,
     task_id,
 )
+from agentwolf.protocols.access import session_of
 from agentwolf.protocols.app import Served, Target, principal_of, served_of
 from agentwolf.tenants import TenantError
 
@@ -106,7 +108,7 @@ class WolfA2A(RequestHandler):
         """The task named `value`, if it is a turn of one of the caller's sessions of this agent."""
         ref = parse_task_id(value)
         try:
-            await turns.session_of(wolf, target, ref.session_id)
+            await session_of(wolf, target, ref.session_id)
         except (SessionNotFound, TenantError):
             raise no_task(value) from None
         return ref
@@ -125,7 +127,7 @@ class WolfA2A(RequestHandler):
             text = prompt_text(message)
             if message.context_id:
                 try:
-                    status = await turns.session_of(wolf, target, message.context_id)
+                    status = await session_of(wolf, target, message.context_id)
                 except (SessionNotFound, TenantError):
                     raise InvalidParamsError(message="context not found") from None
                 ref = await turns.prompt(wolf, status.session_id, text)
@@ -223,6 +225,10 @@ class WolfA2A(RequestHandler):
         if status.turn_id == ref.turn_id and status.state == "running":
             return new_task(ref, TaskState.TASK_STATE_WORKING)
         seen = await turns.started(wolf, ref)
+        if seen is None and turns.finished(status, ref.turn_id):  # its events are no longer kept
+            raise TaskNotFoundError(
+                message=f"task {task_id(ref)!r} has expired: its session keeps only its latest events"
+            )
         if seen is None:
             return new_task(
                 ref, TaskState.TASK_STATE_FAILED if status.state == "done" else TaskState.TASK_STATE_SUBMITTED

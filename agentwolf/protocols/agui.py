@@ -12,15 +12,17 @@ run answers them in `resume` (`payload`: true/false or `{"approved", "always", "
 cancelled entry denies) and streams the rest of the turn.
 
 Nothing lives in this process: the turn runs in the session whatever happens to the connection; a
-run on a thread whose turn is still going streams that turn (from its start) instead of prompting
-again; every event's SSE id says where the client is (`Where`), so `Last-Event-ID` resumes the run
-in any `wolf serve` process with nothing lost or repeated."""
+run on a thread whose turn is still going, with that turn's prompt as its last user message, streams
+that turn (from its start) instead of prompting again; a new message is a turn of its own, which the
+session queues or refuses (409) as its double-texting policy says. A thread runs one agent of one
+config: another agent's or config's session is as unknown as a missing one. Every event's SSE id
+says where the client is (`Where`), so `Last-Event-ID` resumes the run in any `wolf serve` process
+with nothing lost or repeated."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -59,15 +61,15 @@ from temporalio.service import RPCError
 
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
 from agentwolf.protocols import turns
+from agentwolf.protocols.access import session_of
 from agentwolf.protocols.app import ApiError, Target, json_body, principal_of, served_of, session_errors
 from agentwolf.protocols.cursor import Cursor, events_after
 from agentwolf.workflows.types import Event, PendingApproval, SessionStatus
 
+log = logging.getLogger(__name__)
+
 PING = 15.0
 """Seconds between heartbeat comments (`: ping`) on an idle stream."""
-
-TURN_SCAN_TIMEOUT = 10.0
-"""How long a reattaching run looks for the start of the running turn before it streams from now."""
 
 APPROVAL_SCHEMA = {
     "type": "object",
@@ -318,8 +320,9 @@ async def _stream(
             if where.ended:
                 return
         message = "the session ended before the turn did"
-    except (SessionNotFound, RPCError) as exc:
-        message = f"lost the session's events: {exc}"
+    except Exception as exc:  # noqa: BLE001 - any failure ends the run with RUN_ERROR, not a cut stream
+        log.warning("AG-UI run on %r lost the session's events: %r", ctx.session_id, exc)
+        message = "lost the session's events; run again with Last-Event-ID to carry on"
     for out, position in _abort(where, message):
         yield _sse(out, position)
 
@@ -362,7 +365,7 @@ def _prompt_of(inp: RunAgentInput) -> str:
 async def _session(wolf: WolfClient, target: Target, session_id: str) -> SessionStatus:
     """The thread's session, started with the served config on first use."""
     try:
-        status = await wolf.status(session_id)
+        await wolf.status(session_id)
     except SessionNotFound:
         try:
             await wolf.start_session(target.agent, **target.source, session_id=session_id)
@@ -370,14 +373,7 @@ async def _session(wolf: WolfClient, target: Target, session_id: str) -> Session
             pass  # another request started it just now
         except ValueError as exc:
             raise ApiError(400, f"cannot start thread {session_id!r}: {exc}", code="invalid_thread") from None
-        status = await wolf.status(session_id)
-    if status.agent != target.agent or status.config_name != target.source.get("config_name"):
-        raise ApiError(
-            409,
-            f"thread {session_id!r} runs another agent or config, not {target.agent!r}",
-            code="agent_mismatch",
-        )
-    return status
+    return await session_of(wolf, target, session_id)  # another agent's or config's: not found
 
 
 async def _begin(wolf: WolfClient, target: Target, inp: RunAgentInput) -> Where:
@@ -408,14 +404,29 @@ async def _begin(wolf: WolfClient, target: Target, inp: RunAgentInput) -> Where:
             except ValueError as exc:
                 raise ApiError(409, str(exc), code="interrupt_not_pending") from None
         return Where(Cursor(offset - 1), status.turn_id)
-    if status.state in ("running", "waiting_approval") and status.turn_id is not None:
-        return Where(Cursor(await _turn_start(wolf, session_id, status.turn_id) - 1), status.turn_id)
     text = _prompt_of(inp)
-    offset = await wolf.event_offset(session_id)
+    if status.state in ("running", "waiting_approval") and status.turn_id is not None:
+        running = await turns.started(wolf, turns.TurnRef(session_id, status.turn_id))
+        if running is None or turns.same_prompt(running.prompt, text):  # a reconnect: stream that turn
+            start = running.ref.base if running else await wolf.event_offset(session_id)
+            return Where(Cursor(start - 1), status.turn_id)
+    offset = await wolf.event_offset(session_id)  # a new message: a turn of its own (queued, if busy)
     try:
         turn = await wolf.prompt(session_id, text)
-    except (WorkflowUpdateFailedError, RPCError) as exc:
-        raise ApiError(409, f"thread {session_id!r} did not take the prompt: {exc}", code="busy") from None
+    except WorkflowUpdateFailedError as exc:
+        refusal = str(getattr(exc.cause, "message", None) or "the session refused it")
+        raise ApiError(
+            409, f"thread {session_id!r} did not take the message: {refusal}", code="busy"
+        ) from None
+    except RPCError as exc:
+        log.warning("thread %r did not take a prompt: %s", session_id, exc)
+        raise ApiError(
+            503,
+            f"thread {session_id!r} did not take the message; send it again shortly",
+            "server_error",
+            "busy",
+            {"Retry-After": "1"},
+        ) from None
     return Where(Cursor(offset - 1), turn)
 
 
@@ -431,19 +442,6 @@ def _answer(status: str, payload: Any) -> tuple[bool, bool, str | None]:
             reason if isinstance(reason, str) else None,
         )
     return payload is None or bool(payload), False, None
-
-
-async def _turn_start(wolf: WolfClient, session_id: str, turn_id: str) -> int:
-    """The offset of the running turn's `turn_started` (the current offset if it is gone)."""
-    end = await wolf.event_offset(session_id)
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(TURN_SCAN_TIMEOUT):
-            async for offset, event in wolf.events(session_id, 0, live=False):
-                if event.kind == "turn_started" and event.turn_id == turn_id:
-                    return offset
-                if offset >= end - 1:
-                    break
-    return end
 
 
 @session_errors("thread")
@@ -466,7 +464,7 @@ async def run_agent(request: Request) -> Response:
             where = Where.parse(resume_from)
         except ValueError as exc:
             raise ApiError(400, str(exc), code="invalid_last_event_id") from None
-        await turns.session_of(wolf, target, inp.thread_id)
+        await session_of(wolf, target, inp.thread_id)
         started = False
     else:
         where, started = await _begin(wolf, target, inp), True

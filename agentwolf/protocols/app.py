@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -25,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
+from agentwolf.client.configs import ConfigNotFound, ConfigQueryFailed
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
 from agentwolf.config.manifest import Manifest
 from agentwolf.protocols.auth import SERVED, ApiKeys, Principal
@@ -107,8 +110,8 @@ class Served:
         of the tenant's registry configs (a registry that does not answer is left out, logged)."""
         targets = await self._served(principal)
         for config in await self.wolf(principal).config_list():
-            if config.name != self.config_name:
-                with contextlib.suppress(RPCError, WorkflowQueryFailedError):
+            if config.name not in (self.config_name, SERVED):
+                with contextlib.suppress(RPCError, ConfigQueryFailed):
                     targets += await self._registry(principal, config.name)
         return targets
 
@@ -116,9 +119,12 @@ class Served:
         """`model`'s target, reading only the config it names (one registry that does not answer
         must not fail every request)."""
         name = model.rpartition("/")[0]
-        candidates = await (
-            self._registry(principal, name) if name and name != self.config_name else self._served(principal)
-        )
+        if name == SERVED:  # a registry config from before the name was reserved
+            candidates = []
+        elif name and name != self.config_name:
+            candidates = await self._registry(principal, name)
+        else:
+            candidates = await self._served(principal)
         for target in candidates:
             if target.model == model:
                 return target
@@ -132,7 +138,12 @@ class Served:
     async def _served(self, principal: Principal) -> list[Target]:
         if self.manifest is None and self.config_name is None:
             return []
-        manifest = self.manifest or (await self.wolf(principal).config_get(self.config_name or "")).manifest
+        manifest = self.manifest
+        if manifest is None:
+            try:
+                manifest = (await self.wolf(principal).config_get(self.config_name or "")).manifest
+            except ConfigNotFound:  # this tenant has no config of that name: nothing served to it
+                return []
         return [
             Target(agent, agent, self._served_source())
             for agent in sorted([*manifest.agents, *manifest.teams])
@@ -142,9 +153,9 @@ class Served:
     async def _registry(self, principal: Principal, name: str) -> list[Target]:
         try:
             manifest = (await self.wolf(principal).config_get(name)).manifest
-        except ValueError:  # no such config of this tenant
+        except ConfigNotFound:
             return []
-        except (RPCError, WorkflowQueryFailedError) as exc:
+        except (RPCError, ConfigQueryFailed) as exc:
             log.warning("registry config %r of tenant %r did not answer: %s", name, principal.tenant, exc)
             raise
         return [
@@ -173,6 +184,8 @@ async def json_body(request: Request) -> dict[str, Any]:
         body = json.loads(await request.body())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"the request body is not valid JSON: {exc}", code="invalid_json") from None
+    except RecursionError:
+        raise _too_deep() from None
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object", code="invalid_json")
     return body
@@ -210,6 +223,13 @@ def _loopback_only(request: Request) -> None:
         )
 
 
+def _mcp_user(principal: Principal) -> AuthenticatedUser:
+    """Who calls, as the MCP SDK's session manager reads it (`scope["user"]`): an MCP session is
+    bound to the key that opened it, and any other key gets "Session not found"."""
+    token = AccessToken(token=principal.key, client_id=f"{principal.tenant}:{principal.key}", scopes=[])
+    return AuthenticatedUser(token)
+
+
 class Guard:
     """Authentication and the body limit, before any route runs (pure ASGI: streams pass through)."""
 
@@ -225,7 +245,9 @@ class Guard:
         request = Request(scope)
         try:
             if not scope["path"].startswith("/hooks/"):  # webhooks prove themselves by signature
-                scope.setdefault("state", {})["principal"] = self._principal(request)
+                principal = self._principal(request)
+                scope.setdefault("state", {})["principal"] = principal
+                scope["user"] = _mcp_user(principal)
             length = request.headers.get("content-length")
             if length is not None and (not length.isdigit() or int(length) > self.max_body):
                 raise ApiError(
@@ -285,6 +307,17 @@ class Guard:
         return limited
 
 
+def _too_deep() -> ApiError:
+    return ApiError(400, "the request body nests too deeply to read", code="invalid_json")
+
+
+async def _recursion_error(request: Request, exc: Exception) -> Response:
+    """A parser that recursed past Python's limit on hostile input (deeply nested JSON) in a route
+    that reads its own body (webhooks, A2A, MCP): the caller's fault, not the server's."""
+    log.info("answering 400 to %s %s: %r", request.method, request.url.path, exc)
+    return _too_deep().response()
+
+
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
     return exc.response()
@@ -341,6 +374,8 @@ def create_app(
             ApiError: _api_error,
             RPCError: _temporal_error,
             WorkflowQueryFailedError: _temporal_error,
+            ConfigQueryFailed: _temporal_error,
+            RecursionError: _recursion_error,
         },
     )
     app.state.served = served

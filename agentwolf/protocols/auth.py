@@ -12,11 +12,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from agentwolf.client.configs import SERVED
 from agentwolf.config.policy import ApiKeyEntry
 from agentwolf.tenants import check_tenant
 
-SERVED = "served"
-"""The config name a key's `configs` uses for the config `wolf serve --config` serves."""
+__all__ = ["SERVED", "ApiKeys", "Principal", "digest"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,8 @@ class Principal:
     tenant: str
     configs: frozenset[str] | None = None
     agents: frozenset[str] | None = None
+    key: str = ""
+    """The key's SHA-256 (empty: no key, as with `--no-auth` or on stdio): what MCP sessions bind to."""
 
     def may_use(self, config: str, agent: str) -> bool:
         return (self.configs is None or config in self.configs) and (
@@ -40,7 +42,8 @@ def digest(key: str) -> str:
 class ApiKeys:
     def __init__(self, entries: list[ApiKeyEntry]) -> None:
         self._keys = [
-            (bytes.fromhex(e.sha256), Principal(check_tenant(e.tenant), e.configs, e.agents)) for e in entries
+            (bytes.fromhex(e.sha256), Principal(check_tenant(e.tenant), e.configs, e.agents, e.sha256))
+            for e in entries
         ]
 
     def __bool__(self) -> bool:
@@ -56,10 +59,11 @@ class ApiKeys:
 
     @classmethod
     def load(cls, policy_keys: list[ApiKeyEntry], environ: Mapping[str, str] = os.environ) -> ApiKeys:
-        """The policy's keys plus `WOLF_API_KEYS="key=tenant,key2=tenant2"`."""
+        """The policy's keys plus `WOLF_API_KEYS="key=tenant,key2=tenant2"` (split at the last `=`:
+        tenants have none, base64 keys may end in some)."""
         entries = list(policy_keys)
         for item in filter(None, (p.strip() for p in environ.get("WOLF_API_KEYS", "").split(","))):
-            key, sep, tenant = item.partition("=")
+            key, sep, tenant = item.rpartition("=")
             if not sep or not key or not tenant:
                 raise ValueError("WOLF_API_KEYS entries are key=tenant, separated by commas")
             entries.append(ApiKeyEntry(sha256=digest(key), tenant=tenant))

@@ -19,7 +19,12 @@ server lists and dispatches tools itself instead of registering fixed ones."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import re
+import time
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -42,18 +47,29 @@ from mcp_types import (
 from mcp_types.jsonrpc import INVALID_PARAMS
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 from starlette.routing import BaseRoute, Route
+from temporalio.client import WorkflowQueryFailedError
+from temporalio.service import RPCError
 
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
-from agentwolf.protocols import turns
+from agentwolf.protocols import access, turns
+from agentwolf.protocols.access import reach, session_of
 from agentwolf.protocols.app import Served, Target
 from agentwolf.protocols.auth import SERVED, Principal
 from agentwolf.tenants import TenantError
 from agentwolf.workflows.types import Event
 
+log = logging.getLogger(__name__)
+
 MAX_TASK = 256 * 1024
 """Characters a task may have (a bigger one is refused, not sent to the session)."""
 PROGRESS_TAIL = 4000
 """Characters of the answer so far a progress message carries (its end)."""
+MODELS_TTL = 5.0
+"""Seconds a caller's agents (tools) are reused: a config pushed now shows within them."""
+LISTED = 100
+"""Sessions `resources/list` lists at most (the newest)."""
+IDENTITY_WAIT = 3.0
+"""Seconds `resources/list` waits for file sessions to say which manifest they run."""
 TRANSCRIPT = "wolf://sessions/{session_id}/transcript"
 APPROVE = "wolf_approve"
 
@@ -112,6 +128,7 @@ class WolfMCP(MCPServer):
             "that outlives this connection; pass the returned session_id to continue it.",
         )
         self.served, self.principal = served, principal
+        self._kept_models: dict[Principal, tuple[float, list[Target]]] = {}
         self.resource(TRANSCRIPT, name="transcript", mime_type="application/json")(self._transcript)
 
     # -- who calls -----------------------------------------------------------------------------
@@ -126,6 +143,15 @@ class WolfMCP(MCPServer):
             raise MCPError(code=INVALID_PARAMS, message="no caller identity on this transport")
         return self.principal
 
+    async def _models(self, principal: Principal) -> list[Target]:
+        """`served.models`, kept MODELS_TTL seconds per caller: every tools/list and tools/call needs
+        it, and it costs a visibility list plus a query per registry config."""
+        now = time.monotonic()
+        kept = self._kept_models.get(principal)
+        if kept is None or now - kept[0] > MODELS_TTL:
+            kept = self._kept_models[principal] = (now, await self.served.models(principal))
+        return kept[1]
+
     # -- tools ---------------------------------------------------------------------------------
 
     def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
@@ -134,7 +160,7 @@ class WolfMCP(MCPServer):
     async def _handle_list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
     ) -> ListToolsResult:
-        targets = await self.served.models(self._principal(ctx))
+        targets = await self._models(self._principal(ctx))
         tools = [
             Tool(
                 name=tool_name(t.model),
@@ -177,7 +203,7 @@ class WolfMCP(MCPServer):
             return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
 
     async def _target(self, principal: Principal, name: str) -> Target:
-        for target in await self.served.models(principal):
+        for target in await self._models(principal):
             if tool_name(target.model) == name:
                 return target
         raise _invalid(f"unknown tool {name[:80]!r}")
@@ -198,9 +224,9 @@ class WolfMCP(MCPServer):
                     raise
                 raise turns.Refused(str(exc)) from None
             return await self._run(ctx, wolf, ref)
-        await turns.session_of(wolf, target, session_id)
+        await session_of(wolf, target, session_id)
         last = await turns.latest(wolf, session_id)
-        if last is not None and last.prompt == task:  # a retry of the latest turn (module docstring)
+        if last is not None and turns.same_prompt(last.prompt, task):  # a retry (module docstring)
             if last.end is not None:
                 return _result(last.ref, turns.TurnEnd(last.end.outcome, last.end.text))
             return await self._run(ctx, wolf, last.ref)
@@ -210,9 +236,7 @@ class WolfMCP(MCPServer):
         session_id, call_id, approved = args.get("session_id"), args.get("call_id"), args.get("approved")
         if not isinstance(session_id, str) or not isinstance(call_id, str) or not isinstance(approved, bool):
             raise _invalid("session_id and call_id (strings) and approved (a boolean) are required")
-        status = await wolf.status(session_id)
-        if not principal.may_use(status.config_name or SERVED, status.agent):  # as for transcripts
-            raise SessionNotFound(session_id)
+        status, _ = await reach(self.served, principal, session_id)
         turn_id = status.turn_id
         await turns.answer(wolf, session_id, call_id, approved, always=args.get("always") is True)
         if turn_id is None:
@@ -243,8 +267,29 @@ class WolfMCP(MCPServer):
     async def _handle_list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
     ) -> ListResourcesResult:
+        """The newest LISTED sessions the caller may reach (visibility filters by the key's agents
+        and registry configs before the limit; a file session is checked for the served identity)."""
         principal = self._principal(ctx)
-        sessions = await self.served.wolf(principal).list_sessions(limit=100)
+        wolf = self.served.wolf(principal)
+        agents = sorted(principal.agents) if principal.agents is not None else [None]
+        configs: list[str | None] = [None]
+        if principal.configs is not None and SERVED not in principal.configs:
+            configs = [*sorted(principal.configs)]
+        found = [
+            s
+            for agent in agents
+            for config in configs
+            for s in await wolf.list_sessions(agent=agent, config=config, limit=LISTED)
+        ]
+        found.sort(key=lambda s: s.started or datetime.min.replace(tzinfo=UTC), reverse=True)
+        files = [s.session_id for s in found if s.config is None] if self.served.manifest else []
+        identities = await _identities(wolf, files)
+        listed = [
+            s
+            for s in found
+            if s.agent
+            and access.target_of(self.served, principal, s.agent, s.config, identities.get(s.session_id))
+        ][:LISTED]
         return ListResourcesResult(
             resources=[
                 Resource(
@@ -252,8 +297,7 @@ class WolfMCP(MCPServer):
                     name=f"{s.agent} session {s.session_id}",
                     mime_type="application/json",
                 )
-                for s in sessions
-                if s.agent and principal.may_use(s.config or SERVED, s.agent)
+                for s in listed
             ]
         )
 
@@ -261,13 +305,27 @@ class WolfMCP(MCPServer):
         principal = self._principal(ctx.request_context)
         wolf = self.served.wolf(principal)
         try:
-            status = await wolf.status(session_id)
-            if not principal.may_use(status.config_name or SERVED, status.agent):
-                raise SessionNotFound(session_id)
+            await reach(self.served, principal, session_id)
             messages = await wolf.transcript(session_id)
         except (SessionNotFound, TenantError):
             raise ResourceNotFoundError(f"session {session_id[:80]!r} not found") from None
         return ModelMessagesTypeAdapter.dump_json(messages).decode()
+
+
+async def _identities(wolf: WolfClient, session_ids: list[str]) -> dict[str, str]:
+    """The manifest identity of each file session that says within IDENTITY_WAIT (visibility does
+    not know it; a session whose worker does not answer in time is left out of the list)."""
+    found: dict[str, str] = {}
+
+    async def one(session_id: str) -> None:
+        with contextlib.suppress(ValueError, RPCError, WorkflowQueryFailedError):
+            found[session_id] = (await wolf.status(session_id)).config_id
+
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(IDENTITY_WAIT), asyncio.TaskGroup() as group:
+            for session_id in session_ids:
+                group.create_task(one(session_id))
+    return found
 
 
 def _progress(event: Event, answer: turns.Answer) -> str | None:
@@ -302,9 +360,33 @@ def _result(ref: turns.TurnRef, end: turns.TurnEnd) -> CallToolResult:
     )
 
 
+_SESSION_ID = re.compile(r"(?i)(session(?: id)?:? )(\S+?)(:?(?:\s|$))")
+
+
+class _SessionIdsAtDebug(logging.Filter):
+    """The MCP SDK logs session ids at INFO and WARNING, and whoever holds an id can use the session
+    (until it is bound to a key, which the Guard now does, and still to disrupt it): the record keeps
+    its level with the id cut out, and the whole line goes to DEBUG."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = _SESSION_ID.sub(r"\1…\3", message)
+        if redacted != message and record.levelno > logging.DEBUG:
+            log.debug("%s: %s", record.name, message)
+            record.msg, record.args = redacted, None
+        return True
+
+
+_SDK_LOGGERS = ("mcp.server.streamable_http_manager", "mcp.server.streamable_http")
+
+
 def http_routes(served: Served, path: str = "/mcp") -> list[BaseRoute]:
     """Streamable HTTP at `path`, behind the app's auth (each request's principal is its caller);
     the route's `lifespan` runs the SDK's session manager while the app serves."""
+    for name in _SDK_LOGGERS:
+        sdk_log = logging.getLogger(name)
+        if not any(isinstance(f, _SessionIdsAtDebug) for f in sdk_log.filters):
+            sdk_log.addFilter(_SessionIdsAtDebug())
     server = WolfMCP(served)
     server.streamable_http_app(
         streamable_http_path=path,

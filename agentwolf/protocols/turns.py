@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -19,7 +20,10 @@ from temporalio.service import RPCError
 
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
 from agentwolf.protocols.app import Target
+from agentwolf.workflows.turn import CUT_MARK, EVENT_TEXT_LIMIT
 from agentwolf.workflows.types import Event, PendingApproval, SessionStatus
+
+log = logging.getLogger(__name__)
 
 SCAN_TIMEOUT = 10.0
 """How long looking for a session's latest turn may read its events."""
@@ -46,15 +50,6 @@ class TurnEnd:
     waiting: list[PendingApproval] = field(default_factory=list)
 
 
-async def session_of(wolf: WolfClient, target: Target, session_id: str) -> SessionStatus:
-    """An existing session of the caller's tenant running `target`'s agent from `target`'s config
-    (else SessionNotFound: a session of another agent or config is as unknown as a missing one)."""
-    status = await wolf.status(session_id)
-    if status.agent != target.agent or status.config_name != target.source.get("config_name"):
-        raise SessionNotFound(session_id)
-    return status
-
-
 async def start(wolf: WolfClient, target: Target, text: str, session_id: str | None = None) -> TurnRef:
     """A new session whose first turn is `text` (it stays open for more)."""
     try:
@@ -74,8 +69,16 @@ async def prompt(wolf: WolfClient, session_id: str, text: str) -> TurnRef:
     except WorkflowUpdateFailedError as exc:
         raise Refused(str(getattr(exc.cause, "message", None) or exc.cause or exc)) from None
     except RPCError as exc:
-        raise Refused(f"session {session_id!r} did not take the prompt: {exc.message}") from None
+        log.warning("session %r did not take a prompt: %s", session_id, exc)
+        raise Refused(f"session {session_id!r} did not take the prompt; retry shortly") from None
     return TurnRef(session_id, turn_id, base)
+
+
+def same_prompt(asked: str, text: str) -> bool:
+    """Whether a turn asked `asked` (its `turn_started` text, cut past EVENT_TEXT_LIMIT) was asked `text`."""
+    if len(text) > EVENT_TEXT_LIMIT:
+        text = text[:EVENT_TEXT_LIMIT] + CUT_MARK.format(len(text))
+    return asked == text
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,27 @@ async def latest(wolf: WolfClient, session_id: str) -> Latest | None:
 async def started(wolf: WolfClient, ref: TurnRef) -> Latest | None:
     """`ref`'s turn as its events so far tell (None: not started yet, e.g. queued behind another)."""
     return await _scan(wolf, ref.session_id, ref.base, ref.turn_id)
+
+
+async def trimmed(wolf: WolfClient, ref: TurnRef) -> bool:
+    """Whether the session's log no longer holds its events from `ref.base` on (continue-as-new keeps
+    only the newest `events_kept`): a turn started after `base` may be gone with them."""
+    if await wolf.event_offset(ref.session_id) <= ref.base:
+        return False
+    async for offset, _ in wolf.events(ref.session_id, ref.base, live=False):
+        return offset > ref.base  # the first event kept
+    return False
+
+
+def finished(status: SessionStatus, turn_id: str) -> bool:
+    """Whether the session has run `turn_id` to its end (turns run one at a time, in order of their
+    numbers; `counters.turns` counts finished ones)."""
+    return int(turn_id.rsplit("-", 1)[-1]) <= status.counters.turns
+
+
+async def expired(wolf: WolfClient, status: SessionStatus, ref: TurnRef) -> bool:
+    """A finished turn whose events the session no longer keeps: nothing can tell what it did."""
+    return finished(status, ref.turn_id) and await trimmed(wolf, ref) and await started(wolf, ref) is None
 
 
 async def _scan(wolf: WolfClient, session_id: str, start: int, turn_id: str | None) -> Latest | None:

@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from agentwolf.client.wolf_client import WolfClient
+from agentwolf.protocols.access import session_of
 from agentwolf.protocols.app import ApiError, json_body, principal_of, served_of, session_errors
 from agentwolf.protocols.openai_api.targeting import (
     SESSION_HEADER,
@@ -39,10 +40,9 @@ async def chat_completions(request: Request) -> Response:
     target = await resolve_target(served, principal, model)
     wolf = served.wolf(principal)
     session = request.headers.get(SESSION_HEADER, "").strip()
-    if session and session != "new":
-        rid = await ask(
-            wolf, session, messages[-1][1]
-        )  # the session has the conversation: the last message only
+    if session and session != "new":  # the session has the conversation: the last message only
+        await session_of(wolf, target, session)
+        rid = await ask(wolf, session, messages[-1][1])
     else:  # stateless, or `X-Wolf-Session: new` for a session that stays for more turns
         rid = await start(wolf, target, prompt_text(messages), keep=session == "new")
     headers = {"X-Wolf-Session": rid.session, "X-Wolf-Response": str(rid)}

@@ -10,10 +10,11 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from agentwolf.client.wolf_client import WolfClient
+from agentwolf.client.wolf_client import SessionNotFound, WolfClient
+from agentwolf.protocols import turns
+from agentwolf.protocols.access import reach, session_of
 from agentwolf.protocols.app import (
     ApiError,
-    Served,
     json_body,
     not_found,
     principal_of,
@@ -32,6 +33,8 @@ from agentwolf.protocols.openai_api.targeting import (
     start,
 )
 from agentwolf.protocols.openai_api.turns import TurnView, follow, read_to_end, snapshot, sse, starting_after
+from agentwolf.protocols.turns import TurnRef
+from agentwolf.tenants import TenantError
 from agentwolf.workflows.types import SessionStatus
 
 
@@ -56,7 +59,8 @@ async def create_response(request: Request) -> Response:
             raise ApiError(400, "`previous_response_id` must be a string", code="invalid_value")
         try:
             session = ResponseId.parse(previous).session
-        except ApiError:
+            await session_of(wolf, target, session)
+        except (ApiError, SessionNotFound, TenantError):
             raise not_found("previous response") from None
         rid = await ask(wolf, session, prompt_text(messages, instructions))
     else:  # `store: false`: nothing to continue from, so the session closes after this turn
@@ -82,22 +86,30 @@ async def _response_events(wolf: WolfClient, view: TurnView) -> AsyncIterator[di
         }
 
 
-async def _turn(served: Served, wolf: WolfClient, rid: ResponseId) -> tuple[SessionStatus, str]:
-    """The session's status and the model name its responses carry; a turn it never had is a 404."""
-    status = await wolf.status(rid.session)
+async def _turn(request: Request) -> tuple[WolfClient, ResponseId, SessionStatus, str]:
+    """The response the path names: the caller's client, its id, its session's status and the model
+    name it carries (the session's own agent and config). A turn the session never had, one of a
+    session the key may not use, or one whose events are no longer kept is a 404."""
+    served, principal = served_of(request), principal_of(request)
+    rid = ResponseId.parse(request.path_params["response_id"])
+    wolf = served.wolf(principal)
+    status, target = await reach(served, principal, rid.session)
     if status.counters.turn_seq < rid.turn:
         raise not_found("response")
-    if status.config_name and status.config_name != served.config_name:
-        return status, f"{status.config_name}/{status.agent}"
-    return status, status.agent
+    if await turns.expired(wolf, status, TurnRef(rid.session, rid.turn_id, rid.base)):
+        raise ApiError(
+            404,
+            f"response {rid} has expired: its session keeps only its latest events",
+            "not_found_error",
+            "response_expired",
+        )
+    return wolf, rid, status, target.model
 
 
 @session_errors("response")
 async def retrieve_response(request: Request) -> Response:
-    served, principal = served_of(request), principal_of(request)
-    rid = ResponseId.parse(request.path_params["response_id"])
-    wolf = served.wolf(principal)
-    view = TurnView(rid, (await _turn(served, wolf, rid))[1])
+    wolf, rid, _, model = await _turn(request)
+    view = TurnView(rid, model)
     if request.query_params.get("stream", "").lower() == "true":
         view.after = starting_after(request)
         return sse(_response_events(wolf, view), {"X-Wolf-Session": rid.session})
@@ -108,10 +120,7 @@ async def retrieve_response(request: Request) -> Response:
 @session_errors("response")
 async def cancel_response(request: Request) -> Response:
     """Interrupt the turn if it runs and answer once it has stopped; a finished one is left as it is."""
-    served, principal = served_of(request), principal_of(request)
-    rid = ResponseId.parse(request.path_params["response_id"])
-    wolf = served.wolf(principal)
-    status, model = await _turn(served, wolf, rid)
+    wolf, rid, status, model = await _turn(request)
     view = TurnView(rid, model)
     if status.turn_id == rid.turn_id:
         await wolf.interrupt(rid.session, "cancelled through the API")
