@@ -91,7 +91,8 @@ class SessionSettings(_Strict):
     """When a session snapshots itself with continue-as-new (at idle points only)."""
 
     continue_as_new_bytes: int = 4_000_000
-    events_kept: int = 1000
+    events_kept: int = Field(1000, ge=0)
+    """Events a continue-as-new carries over; older offsets are truncated."""
     max_queued: int = Field(100, ge=1)
     """Prompts waiting behind a running turn; more are refused."""
     max_steers: int = Field(100, ge=1)

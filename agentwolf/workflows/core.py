@@ -42,6 +42,8 @@ from agentwolf.workflows.types import (
     Usage,
 )
 
+RESUME_INTERRUPT = "resume-interrupt"  # patch: an interrupt or close as a waiting turn resumes ends it
+
 if TYPE_CHECKING:
     from agentwolf.workflows.stream import SessionStream
 
@@ -122,8 +124,11 @@ class SessionCore:
         )
 
     def _interrupt(self, reason: str) -> None:
-        """Ask the run loop to cancel the running turn (`_await_turn`), after this activation's results."""
-        if self.turn_task is not None and not self.turn_task.done():
+        """Ask the run loop to cancel the running turn (`_await_turn`), after this activation's results.
+        A turn about to resume (this run's first activation, after a continue-as-new while it waited
+        for approval) is running too: it is cancelled as soon as it has started."""
+        running = self.turn_task is not None and not self.turn_task.done()
+        if running or (self.resume is not None and workflow.patched(RESUME_INTERRUPT)):
             self.interrupt_requested = reason
 
     def _check_interrupted(self) -> None:
@@ -144,15 +149,18 @@ class SessionCore:
             outcome=outcome,  # type: ignore[arg-type]
         )
 
-    def _publish(self, kind: str, text: str | None = None, **fields: object) -> None:
+    def _publish(self, kind: str, text: str | None = None, turn: str | None = None, **fields: object) -> None:
         """Events stay small whatever the payloads: texts are cut; the transcript has them whole.
         A model's text is the answer followers render (its deltas must join to it): cut far later.
         (Every follower's poll records the events it reads in history: the turn's output, which
-        repeats the last model text, keeps the short cut; `result`/status have it whole.)"""
+        repeats the last model text, keeps the short cut; `result`/status have it whole.)
+        `turn`: the turn it is about, when not the running one (a queued prompt dropped at close)."""
         limit = MODEL_TEXT_LIMIT if kind == "model_text" else EVENT_TEXT_LIMIT
         if text is not None and len(text) > limit:
             text = f"{text[:limit]}{CUT_MARK.format(len(text))}"
-        event = Event(kind=kind, at=workflow.now(), turn_id=self.turn_id, step=self.step, text=text, **fields)
+        event = Event(
+            kind=kind, at=workflow.now(), turn_id=turn or self.turn_id, step=self.step, text=text, **fields
+        )
         self.events.publish(event)
 
     def _set_state(self, state: SessionState) -> None:

@@ -57,6 +57,10 @@ from agentwolf.workflows.turn import (
 from agentwolf.workflows.types import Prompt, TurnOutcome, Usage
 
 T = TypeVar("T")
+TURN_TASK_RAISED = "turn-task-raised"  # patch: an unexpected error in the turn fails the turn, not silently
+RELEASE_FAILURE_SAID = "release-failure-said"  # patch: a failed release at close is an event, not a failure
+SNAPSHOT_UNANSWERED = "snapshot-unanswered"  # patch: no waiting snapshot while an answer waits to be taken
+SNAPSHOT_STALE = "snapshot-stale"  # patch: a waiting turn continues as new with a stale agent too
 
 
 class TurnLoop(ToolRouting):
@@ -104,6 +108,16 @@ class TurnLoop(ToolRouting):
         except TurnStopped as stop:
             outcome, output = stop.outcome, str(stop)
             self._publish("error" if stop.outcome == "failed" else "limit_reached", text=str(stop))
+        except Exception as err:
+            # Anything else (a bug, a schema jsonschema cannot resolve) fails this turn, not the
+            # session: re-raised, it would end the task silently (asyncio keeps the error) and leave
+            # the session `running` for good; failing the workflow task instead would retry the same
+            # code on the same input for ever. Runs recorded before kept the old silence.
+            if not workflow.patched(TURN_TASK_RAISED):
+                raise
+            workflow.logger.exception("turn %s failed on an unexpected error", self.turn_id)
+            outcome, output = "failed", f"internal error: {type(err).__name__}: {err}"
+            self._publish("error", text=output)
         # Close every dangling tool call so the transcript stays valid for the next turn.
         closing_note = {"interrupted": "interrupted by the user", "limit": f"not run: {output}"}.get(
             outcome, "not run"
@@ -119,6 +133,9 @@ class TurnLoop(ToolRouting):
         if any(s.mcp_servers for s in self._active_skill_infos()):
             self.stale.mark("the turn's skills released their MCP servers")
         self.active_skills = []
+        # A turn that ended while its calls waited (an interrupt as it resumed) leaves none waiting.
+        self.pending_approvals.clear()
+        self.decisions.clear()
         self.counters.turns += 1
         self.last_output, self.last_outcome = output, outcome
         self._publish("turn_finished", text=output, outcome=outcome, usage=turn.usage)
@@ -261,14 +278,24 @@ class TurnLoop(ToolRouting):
 
     async def _release_session_servers(self) -> None:
         """The session closes: the MCP servers its client brought stop (on the worker this runs on;
-        another that started one stops it when idle). Only sessions that have such servers run it."""
-        if self.inp.session_servers and workflow.patched(RELEASE_SESSION_SERVERS):
+        another that started one stops it when idle). Only sessions that have such servers run it.
+
+        A release that fails for good is said (log, event), not raised: the session has closed
+        already (`session_closed` is out), and the pool's idle reaper stops the servers anyway."""
+        if not (self.inp.session_servers and workflow.patched(RELEASE_SESSION_SERVERS)):
+            return
+        try:
             await workflow.execute_activity(
                 "wolf.release_session",
                 self._ref(),
                 start_to_close_timeout=timedelta(seconds=30),
                 retry_policy=TOOL_RETRY,
             )
+        except ActivityError as err:
+            if not workflow.patched(RELEASE_FAILURE_SAID):
+                raise  # runs recorded before failed here
+            workflow.logger.warning("releasing the client's MCP servers failed: %s", cause_message(err))
+            self._publish("error", text=f"the client's MCP servers were not released: {cause_message(err)}")
 
     async def _current_compiled(self) -> CompiledAgent:
         """The compiled agent, recompiled first if the config or the agent's extensions changed."""
@@ -350,17 +377,26 @@ class TurnLoop(ToolRouting):
 
     def _should_snapshot_waiting(self) -> bool:
         """Continue as new while a turn waits for approval (for days, under steers, pushes and follower
-        polls), once this run's history has grown: only when nothing of the step is in flight."""
+        polls), once this run's history has grown: only when nothing of the step is in flight.
+
+        Never while an answer waits to be taken: the turn takes it in this activation (it runs on
+        past the snapshot, and the next run would wait for that call again). A stale agent no longer
+        blocks it: the next run recompiles before the calls go on. Both checks come last and are
+        patched only where they change the answer, so runs recorded before replay."""
         turn = self.turn
         if self.state != "waiting_approval" or turn is None or self.turn_task is None:
             return False
         waiting = len(turn.open_calls) - len(turn.finished)
-        if waiting != len(self.pending_approvals) or self.stale.reason:
+        if waiting != len(self.pending_approvals):
             return False
         info = workflow.info()
         limit = self.inp.manifest.host.sessions.continue_as_new_bytes
         grown = info.get_current_history_length() >= WAITING_SNAPSHOT_EVENTS
-        return grown and (info.is_continue_as_new_suggested() or info.get_current_history_size() > limit)
+        if not (grown and (info.is_continue_as_new_suggested() or info.get_current_history_size() > limit)):
+            return False
+        if self.decisions.keys() & self.pending_approvals.keys() and workflow.patched(SNAPSHOT_UNANSWERED):
+            return False
+        return not self.stale.reason or workflow.patched(SNAPSHOT_STALE)
 
     def _should_snapshot(self) -> bool:
         """At idle: when Temporal suggests it (also in a run without turns: idle followers' polls grow
@@ -381,21 +417,24 @@ class TurnLoop(ToolRouting):
         self.counters.continued_as_new += 1
         if not waiting:
             self._apply_config()
-        resume = None
-        if waiting and self.turn is not None and self.prompt_running is not None:
-            resume = self.turn.snapshot(self.prompt_running, self.step).model_copy(
-                update={
-                    "active_skills": self.active_skills,
-                    "pending_approvals": list(self.pending_approvals.values()),
-                    "decisions": self.decisions,
-                }
-            )
         keep = self.inp.manifest.host.sessions.events_kept
 
         def snapshot(stream_state: WorkflowStreamState) -> list[SessionInput]:
+            """Taken when the run hands over (after its handlers finished), of copies: the turn
+            and the answers are what the next run resumes from, whatever this one still does."""
             dropped = max(0, len(stream_state.log) - keep)
             stream_state.log = stream_state.log[dropped:]
             stream_state.base_offset += dropped
+            resume = None
+            if waiting and self.turn is not None and self.prompt_running is not None:
+                resume = self.turn.snapshot(self.prompt_running, self.step).model_copy(
+                    update={
+                        "active_skills": list(self.active_skills),
+                        "pending_approvals": list(self.pending_approvals.values()),
+                        "decisions": dict(self.decisions),
+                    },
+                    deep=True,
+                )
             return [
                 self.inp.model_copy(
                     update={

@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
 
     from agentwolf.config.manifest import Manifest, McpServerConfig
     from agentwolf.workflows.contracts import COMPILED_QUERY, MANIFEST_QUERY, TRANSCRIPT_QUERY, CompiledAgent
-    from agentwolf.workflows.loop import TurnLoop
+    from agentwolf.workflows.loop import SNAPSHOT_UNANSWERED, TurnLoop
     from agentwolf.workflows.output import structured
     from agentwolf.workflows.session_input import SessionInput
     from agentwolf.workflows.types import (
@@ -39,6 +39,9 @@ with workflow.unsafe.imports_passed_through():
     )
 
 from agentwolf.workflows.stream import SessionStream  # workflow code: sandboxed like this module
+
+RELEASE_ON_CANCEL = "release-on-cancel"  # patch: a cancelled session stops its client's servers too
+DETACH_AT_CLOSE = "detach-at-close"  # patch: closing answers waiting follower polls, refuses new ones
 
 
 @workflow.defn(name=SESSION_WORKFLOW)
@@ -90,6 +93,8 @@ class SessionWorkflow(TurnLoop):
             # ends as interrupted, the session closes with outcome `cancelled`, the workflow is cancelled.
             await self._stop_turn("the session was cancelled")
             self._close("cancelled")
+            if workflow.patched(RELEASE_ON_CANCEL):
+                await self._release_session_servers()
             await workflow.wait_condition(workflow.all_handlers_finished)
             raise
         self._close(self.last_outcome)
@@ -114,11 +119,15 @@ class SessionWorkflow(TurnLoop):
         discard a tool result that completed in the same activation. Here the results are in first."""
         task = self.turn_task
         assert task is not None
-        await workflow.wait_condition(
-            lambda: task.done() or self.interrupt_requested is not None or self._should_snapshot_waiting()
-        )
-        if not task.done() and self.interrupt_requested is None:
-            await self._continue_as_new(waiting=True)  # ends this run; the turn resumes in the next
+        while True:
+            await workflow.wait_condition(
+                lambda: task.done() or self.interrupt_requested is not None or self._should_snapshot_waiting()
+            )
+            if task.done() or self.interrupt_requested is not None:
+                break
+            # Again: what ran since the condition held (the turn taking an answer) may have changed it.
+            if self._should_snapshot_waiting() or not workflow.patched(SNAPSHOT_UNANSWERED):
+                await self._continue_as_new(waiting=True)  # ends this run; the turn resumes in the next
         if not task.done():
             await self._stop_turn(self.interrupt_requested or "interrupted")
         self.turn_task = None
@@ -134,8 +143,24 @@ class SessionWorkflow(TurnLoop):
         await workflow.wait([task])
 
     def _close(self, outcome: str | None) -> None:
+        """Done: what never ran is said, then `session_closed`; waiting follower polls are answered
+        and new ones refused, or one that came while the close released servers would keep the run
+        open for ever (nothing would be published for it again)."""
         self._set_state("done")
+        for prompt in self.queue:
+            self._publish(
+                "error",
+                text=f"not run: the session closed before this turn started: {prompt.text}",
+                outcome="dropped",
+                turn=prompt.turn_id,
+            )
+        if self.steers:
+            self._publish(
+                "error", text="not applied: the session closed: " + " | ".join(self.steers), outcome="dropped"
+            )
         self._publish("session_closed", outcome=outcome, usage=self.counters.usage)
+        if workflow.patched(DETACH_AT_CLOSE):
+            self.stream.detach_pollers()
 
     # -- inputs --------------------------------------------------------------------------------
 
@@ -156,6 +181,11 @@ class SessionWorkflow(TurnLoop):
             raise ValueError("empty prompt")
         if self.closing or self.state == "done":
             raise ValueError("the session is closed")
+        if self.inp.background and not self.inp.keep and self.counters.turn_seq:
+            raise ValueError(
+                "this background task takes no more prompts; steer it while it runs, or submit a new "
+                "task (`wolf submit --keep` keeps a task open for more prompts)"
+            )
         if (self._busy() or self.queue) and self._agent_config().double_texting == "reject":
             raise ValueError("a turn is running and this agent's double_texting policy is 'reject'")
         limit = self.inp.manifest.host.sessions.max_queued

@@ -23,6 +23,7 @@ tests = [
     "tests/test_configs.py",
     "tests/test_skills_in_sessions.py",
     "tests/test_session_correctness.py",
+    "tests/test_session_lifecycle.py",
     "tests/test_jobs.py::test_an_invalid_result_goes_back_to_the_model",
     "tests/test_cost.py::test_a_usd_turn_budget_warns_at_80_percent_and_stops_the_turn_cleanly",
     "tests/test_acp.py::test_the_editors_mcp_servers_join_its_session_only",
