@@ -100,7 +100,7 @@ async def test_a_signed_webhook_starts_one_run_and_a_redelivery_none(wolf, clien
         first = await http.post("/hooks/new-issue", content=body, headers=headers)
         assert first.status_code == 202, first.text
         run = first.json()
-        assert run["duplicate"] is False and run["session_id"].startswith("hook-new-issue-")
+        assert run["duplicate"] is False and run["session_id"].startswith("_hook-new-issue-")
         result = await wolf.job_result(run["session_id"])
         assert result.output == {"severity": "high"}
         assert "Triage https://example.org/issues/7 in wolf." in user_texts(script.requests[0])

@@ -77,7 +77,7 @@ async def test_run_and_schedule_round_trip_with_json(env, client, tmp_path):
                 return json.loads(described.stdout)["recent_runs"]
 
             runs = await wait_for(fired, timeout=60, interval=0.5)
-            assert runs[0].startswith("cli-job-")
+            assert runs[0].startswith("_cli-job-")  # job runs: ids only the system picks
             backfill = await _wolf(
                 address, "schedule", "backfill", "cli-job", "--start", "2026-01-01T00:00:00",
                 "--end", "2026-01-01T00:00:00", "--json",

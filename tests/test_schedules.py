@@ -3,11 +3,14 @@ a busy policy, pause/trigger/delete, tenants, and hostile input that must create
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import httpx
 import pytest
 from temporalio import activity
 from temporalio import client as temporal_client
@@ -23,10 +26,11 @@ from agentwolf.config.manifest import Manifest
 from agentwolf.tenants import TenantError
 from agentwolf.worker.main import create_worker
 from agentwolf.workflows.schedule import DeliverInput, Delivery
-from agentwolf.workflows.types import SCHEDULE_ATTR, schedule_id
+from agentwolf.workflows.types import RUN_PREFIX, SCHEDULE_ATTR, schedule_id
 from tests.conftest import make_manifest, record_history, wait_for
 from tests.support.models import Script, text, tool, user_texts
 from tests.support.polls import idle
+from tests.support.serving import serving
 
 
 def job_manifest(prompt: str = "Greet {who} {times} times.") -> Manifest:
@@ -73,7 +77,7 @@ async def test_a_job_schedule_every_2s_fires_runs_that_all_complete(wolf, run_wo
         described = [s async for s in wolf.client.list_workflows(f"{SCHEDULE_ATTR.name} = 'greeter'")]
     sessions = [s for s in described if s.workflow_type == "SessionWorkflow"]
     assert len(sessions) >= 3
-    assert all(s.id.startswith("wolf/default/greeter-") for s in sessions)
+    assert all(s.id.startswith("wolf/default/_greeter-") for s in sessions)
     assert "Greet Ada 2 times." in user_texts(script.requests[0])
     with pytest.raises(ScheduleNotFound):
         await wolf.schedule_describe("greeter")
@@ -278,6 +282,47 @@ async def test_a_retried_delivery_steers_once_and_never_interrupts_its_own_turn(
 
 async def _later(wolf: WolfClient, name: str, before: list[tuple[str, str]]) -> tuple[str, str] | None:
     return next((f for f in await _firings(wolf, name) if f not in before), None)
+
+
+async def test_a_session_or_thread_named_like_a_future_run_cannot_block_it(
+    wolf, client, task_queue, run_worker
+):
+    """Sessions squat the ids this schedule's runs would have had in the next seconds; an id in the
+    runs' own space is refused, from WolfClient and from an AG-UI thread alike. The firing runs."""
+    name = f"nightly-{uuid.uuid4().hex[:6]}"
+    now = datetime.now(UTC)
+    squatted = [f"{name}-{now + timedelta(seconds=s):%Y-%m-%dT%H:%M:%SZ}" for s in range(-2, 30)]
+    async with run_worker(local_models={"m": Script(lambda s: text("ran")).model}):
+        await wolf.schedule_create(
+            name, every="1h", job="greet", variables={"who": "x"}, manifest=job_manifest(), paused=True
+        )
+        try:
+            await asyncio.gather(*(wolf.start_session("a", make_manifest(), session_id=s) for s in squatted))
+            with pytest.raises(ValueError, match="marks job runs"):
+                await wolf.start_session("a", make_manifest(), session_id=RUN_PREFIX + squatted[3])
+            async with (
+                serving(client, task_queue, make_manifest()) as base,
+                httpx.AsyncClient(base_url=base) as http,
+            ):
+                thread = {
+                    "threadId": RUN_PREFIX + squatted[4],
+                    "runId": "r",
+                    "messages": [{"id": "m", "role": "user", "content": "go"}],
+                    "tools": [],
+                    "context": [],
+                    "state": {},
+                }
+                refused = await http.post("/agui/a", json=thread, headers={"Authorization": "Bearer key-a"})
+            assert refused.status_code == 400 and "marks job runs" in refused.text
+            await wolf.schedule_trigger(name)
+            firing, _ = (await wait_for(lambda: _firings(wolf, name), timeout=30))[0]
+            run = await wolf.client.get_workflow_handle(firing, result_type=Delivery).result()
+            await record_history(wolf.client, firing, "schedule_fire_reserved_run_id")
+        finally:
+            await wolf.schedule_delete(name)
+            await asyncio.gather(*(wolf.close(s) for s in squatted))
+        assert run.session_id == RUN_PREFIX + firing.split("/", 2)[2]
+        assert run.result is not None and run.result.output == "ran"
 
 
 async def test_hostile_input_creates_nothing(wolf, client, run_worker, task_queue):

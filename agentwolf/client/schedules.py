@@ -46,6 +46,7 @@ from agentwolf.config.manifest import Manifest
 from agentwolf.tenants import TenantError
 from agentwolf.workflows.registry import check_config_name
 from agentwolf.workflows.types import (
+    RUN_PREFIX,
     SCHEDULE_ATTR,
     TENANT_ATTR,
     fire_id,
@@ -253,7 +254,7 @@ class ScheduleMethods:
         trigger = f"hook-{check_config_name(name)}"
         suffix = hashlib.sha256(key.encode()).hexdigest()[:20] if key else uuid.uuid4().hex[:20]
         if hook.job is not None:  # the run itself has the id: a 202 means the session exists
-            sid = f"{trigger}-{suffix}"
+            sid = f"{RUN_PREFIX}{trigger}-{suffix}"
             try:
                 await self.start_job(
                     hook.job,
@@ -365,7 +366,7 @@ async def _summary(name: str, described: ScheduleDescription) -> ScheduleSummary
     info = described.info
     job = str(memo.get("target", "")).startswith("job ")
     recent = [
-        run_session_id(a.action.workflow_id) if job else a.action.workflow_id
+        RUN_PREFIX + run_session_id(a.action.workflow_id) if job else a.action.workflow_id
         for a in info.recent_actions
         if isinstance(a.action, ScheduleActionExecutionStartWorkflow)
     ]

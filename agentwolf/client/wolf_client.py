@@ -39,6 +39,7 @@ from agentwolf.workflows.types import (
     AGENT_ATTR,
     CONFIG_ATTR,
     PARENT_ATTR,
+    RUN_PREFIX,
     SCHEDULE_ATTR,
     SESSION_WORKFLOW,
     STATE_ATTR,
@@ -186,6 +187,8 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
         session_id = session_id or uuid.uuid4().hex[:12]
         if "/" in session_id:
             raise ValueError(f"invalid session id {session_id!r}: no '/' (it is part of the workflow id)")
+        if session_id.startswith(RUN_PREFIX) and trigger is None:
+            raise ValueError(f"invalid session id {session_id!r}: a leading {RUN_PREFIX!r} marks job runs")
         attributes = [
             SearchAttributePair(TENANT_ATTR, self.tenant),
             SearchAttributePair(AGENT_ATTR, agent),

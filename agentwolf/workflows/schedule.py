@@ -2,7 +2,7 @@
 
 A schedule's action can only start a workflow, so every AgentWolf schedule starts this one
 (id `wolf-fire/<tenant>/<name>`, to which Temporal appends the firing time). Aimed at a job, it
-starts the job's session as a child (session id `<name>-<firing time>`, search attribute
+starts the job's session as a child (session id `_<name>-<firing time>`, search attribute
 `WolfSchedule`) and waits for it, so the schedule's overlap policy applies to job runs. Aimed at a
 session, it delivers the prompt under the busy policy through `wolf.deliver_prompt` (a workflow
 cannot send an update, and `skip` needs the session's state).
@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from agentwolf.workflows.types import (
         AGENT_ATTR,
         CONFIG_ATTR,
+        RUN_PREFIX,
         SCHEDULE_ATTR,
         SESSION_WORKFLOW,
         STATE_ATTR,
@@ -48,6 +49,8 @@ CURRENT_CONFIG_PATCH = "fire-current-config"
 """Firings that resolve a registry job's current version (an activity before the child starts)."""
 SIGNAL_ONCE_PATCH = "fire-signals-once"
 """Firings that send `steer` and `interrupt` themselves instead of from the delivery activity."""
+RUN_IDS_PATCH = "fire-reserved-run-ids"
+"""Firings whose job runs' session ids start with `RUN_PREFIX` (no client can take them first)."""
 
 
 class FireInput(BaseModel):
@@ -129,7 +132,8 @@ class ScheduleFireWorkflow:
                 non_retryable=True,
             )
         if inp.session is not None:
-            return await self._run_job(inp, run_session_id(wid))
+            prefix = RUN_PREFIX if workflow.patched(RUN_IDS_PATCH) else ""
+            return await self._run_job(inp, prefix + run_session_id(wid))
         assert inp.target is not None and inp.prompt is not None
         when_busy = inp.when_busy
         if when_busy in ("steer", "interrupt") and workflow.patched(SIGNAL_ONCE_PATCH):

@@ -52,8 +52,14 @@ def fire_id(tenant: str, name: str) -> str:
     return f"{FIRE_PREFIX}/{tenant}/{name}"
 
 
+RUN_PREFIX = "_"
+"""Starts every session id the system picks (schedule and webhook job runs): no client may choose
+one (WolfClient.start_session), so no session or thread named like a future run can take its id."""
+
+
 def run_session_id(fire_workflow_id: str) -> str:
-    """The job run's session id of a firing: `wolf-fire/<tenant>/<name>-<time>` -> `<name>-<time>`."""
+    """The job run's session id of a firing: `wolf-fire/<tenant>/<name>-<time>` -> `<name>-<time>`
+    (`RUN_PREFIX` goes before it since the patch `fire-reserved-run-ids`)."""
     return fire_workflow_id.split("/", 2)[-1]
 
 
