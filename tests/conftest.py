@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -24,9 +25,63 @@ from agentwolf.hosts.host import HostRegistry
 from agentwolf.payloads import data_converter
 from agentwolf.worker.main import create_worker
 from agentwolf.workflows.types import SEARCH_ATTRIBUTES
+from tests.support.processes import (
+    RUN_MARK,
+    describe,
+    identity,
+    mark_this_run,
+    marked,
+    started_by_this_run,
+    stop,
+)
 
 SUPPORT = Path(__file__).parent / "support"
 TOOLS_SERVER = str(SUPPORT / "tools_server.py")
+LEFT_BEHIND = pytest.StashKey[list[str]]()
+FIRST_SEEN = pytest.StashKey[dict[tuple[int, float], str]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A shell that runs the suite in the background (`pytest &`, nohup) hands it SIGINT ignored, and
+    # every child would inherit that: the tests that press Ctrl-C on `wolf dev` or `wolf follow`
+    # then wait for nothing. A handler (unlike SIG_IGN) is reset to the default in an exec'd child.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    mark_this_run()
+    config.stash[FIRST_SEEN] = {}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """Remember which test first left each process running, to name it if the run ends with it."""
+    try:
+        return (yield)
+    finally:
+        seen = item.config.stash[FIRST_SEEN]
+        for proc in started_by_this_run():
+            seen.setdefault(identity(proc), item.nodeid)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own teardown of session fixtures (the dev server)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Nothing a test started may outlive the run: stop what is left and fail the run, naming it."""
+    left = started_by_this_run()
+    if not left:
+        return
+    seen = session.config.stash[FIRST_SEEN]
+    session.config.stash[LEFT_BEHIND] = [
+        f"{describe(proc)} (running after {seen.get(identity(proc), 'the last test')})" for proc in left
+    ]
+    stop(left)
+    if session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if left := config.stash.get(LEFT_BEHIND, None):
+        terminalreporter.section("processes left behind (stopped now)", sep="=", red=True)
+        for line in left:
+            terminalreporter.line(line, red=True)
 
 
 @pytest.fixture(scope="session")
@@ -41,6 +96,15 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Workflo
     )
     yield environment
     await environment.shutdown()
+
+
+@pytest.fixture
+def process_mark() -> Iterator[dict[str, str]]:
+    """Merge into the environment of the processes a test starts: whatever carries it (their
+    descendants too, detached or not) is stopped when the test ends, failed or passed."""
+    mark = uuid.uuid4().hex
+    yield {RUN_MARK: f"{os.environ[RUN_MARK]} {mark}"}
+    stop(marked(mark))
 
 
 @pytest.fixture

@@ -249,46 +249,30 @@ async def test_chat_runs_turns_until_exit(client, tmp_path):
     assert script.calls == 2
 
 
-def _children(pid: int) -> set[int]:
-    kids: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        text = (task / "children").read_text() if (task / "children").exists() else ""
-        kids |= {int(p) for p in text.split()}
-    return kids | {g for k in kids for g in _children(k)}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
-        return False
-
-
-async def test_submit_brings_the_local_stack_up_and_down_leaves_nothing(tmp_path, monkeypatch):
+async def test_submit_brings_the_local_stack_up_and_down_leaves_nothing(tmp_path, monkeypatch, process_mark):
     import socket
+
+    from tests.support.processes import descendants, wait_gone
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {"WOLF_HOME": str(tmp_path / "home"), "WOLF_LOCAL_ADDRESS": f"127.0.0.1:{port}"}
+    env = {"WOLF_HOME": str(tmp_path / "home"), "WOLF_LOCAL_ADDRESS": f"127.0.0.1:{port}", **process_mark}
+    # process_mark: the stack is stopped at the end even if this test fails before `wolf down`.
     monkeypatch.chdir(tmp_path)  # no ./wolf.yaml here: the bundled example config is used
-    try:
-        run = await _wolf(None, "submit", "What time is it?", "--follow", **env)
-        assert run.returncode == 0, run.stderr
-        assert "starting the embedded local stack" in run.stderr
-        assert "turn completed" in run.stdout and "get_current_time" in run.stdout
-        home = tmp_path / "home"
-        pids = {json.loads((home / f"{n}.pid").read_text())["pid"] for n in ("server", "worker")}
-        everything = pids | {c for p in pids for c in _children(p)}
-        assert len(everything) > len(pids)  # the worker's mcp-server-time at least
-        again = await _wolf(None, "up", "--json", **env)
-        assert json.loads(again.stdout)["started"] == []  # idempotent
-        down = await _wolf(None, "down", **env)
-        assert down.returncode == 0 and "worker, server" in down.stdout
-        await asyncio.sleep(0.5)
-        assert not [p for p in everything if _alive(p)]
-    finally:
-        await _wolf(None, "down", **env)
+    run = await _wolf(None, "submit", "What time is it?", "--follow", **env)
+    assert run.returncode == 0, run.stderr
+    assert "starting the embedded local stack" in run.stderr
+    assert "turn completed" in run.stdout and "get_current_time" in run.stdout
+    home = tmp_path / "home"
+    pids = {json.loads((home / f"{n}.pid").read_text())["pid"] for n in ("server", "worker")}
+    everything = pids | {c.pid for p in pids for c in descendants(p)}
+    assert len(everything) > len(pids)  # the worker's mcp-server-time at least
+    again = await _wolf(None, "up", "--json", **env)
+    assert json.loads(again.stdout)["started"] == []  # idempotent
+    down = await _wolf(None, "down", **env)
+    assert down.returncode == 0 and "worker, server" in down.stdout
+    assert await asyncio.to_thread(wait_gone, everything, 30) == []
 
 
 async def test_submit_follow_result_and_error_paths(client, tmp_path):

@@ -1,0 +1,90 @@
+"""The suite's own guards, run as an inner pytest with tests/conftest.py: nothing a test starts
+outlives the run, and a run started in the background still lets its tests press Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.support.processes import alive, wait_gone
+
+ROOT = Path(__file__).parent.parent
+
+
+def _inner_pytest(
+    tmp_path: Path, test: str, preexec: Callable[[], None] | None = None
+) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "test_inner.py").write_text(textwrap.dedent(test))
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "tests.conftest",
+            "-p",
+            "no:cacheprovider",
+            "test_inner.py",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=240,
+        preexec_fn=preexec,
+    )
+
+
+def test_a_process_left_behind_fails_the_run_and_is_stopped(tmp_path):
+    # A detached grandchild (its parent gone, its session its own) is found by the run's mark alone.
+    run = _inner_pytest(
+        tmp_path,
+        """
+        import subprocess, sys
+
+        def test_leaves_a_sleeper(tmp_path_factory):
+            sleeper = "import time; time.sleep(600)"
+            spawn = f"import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', {sleeper!r}],"
+            spawn += " start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)"
+            pid = subprocess.run([sys.executable, "-c", spawn], capture_output=True, text=True).stdout
+            open("sleeper.pid", "w").write(pid)
+        """,
+    )
+    pid = int((tmp_path / "sleeper.pid").read_text())
+    try:
+        assert run.returncode == 1, run.stdout + run.stderr
+        assert "processes left behind" in run.stdout and f"pid {pid}:" in run.stdout, run.stdout
+        assert "test_inner.py::test_leaves_a_sleeper" in run.stdout
+        assert "1 passed" in run.stdout  # the test itself passed: the run fails for what it left
+        assert wait_gone([pid], timeout=30) == []
+    finally:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_ctrl_c_reaches_what_a_background_run_starts(tmp_path):
+    # `pytest &` in a script starts pytest with SIGINT ignored, which its children would inherit.
+    run = _inner_pytest(
+        tmp_path,
+        """
+        import signal, subprocess, sys
+
+        def test_child_has_the_default_sigint():
+            probe = "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+            out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout
+            assert out.strip() == "True"
+        """,
+        preexec=_ignore_sigint,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "processes left behind" not in run.stdout  # and a run that leaves nothing passes
