@@ -400,3 +400,25 @@ def test_events_kept_cannot_be_negative():
     with pytest.raises(ValidationError):
         SessionSettings(events_kept=-1)
     assert SessionSettings(events_kept=0).events_kept == 0
+
+
+# -- frontends F12: a session left idle closes itself ----------------------------------------------
+
+
+async def test_a_session_idle_for_idle_close_after_closes_itself_and_never_during_a_turn(wolf, run_worker):
+    """The limit is shorter than the turn: the timer runs only while the session is idle."""
+    script = Script(lambda s: text("slow answer"), delay=3)
+    async with run_worker(local_models={"m": script.model}):
+        manifest = make_manifest(sessions={"idle_close_after": 1})
+        sid = await wolf.start_session("a", manifest, prompt="go")  # no idle time before the turn
+        result = await asyncio.wait_for(wolf.result(sid), 60)
+        events = [e async for _, e in wolf.events(sid, live=False)]
+        await record_history(wolf.client, workflow_id("default", sid), "idle_close")
+    assert result.outcome == "completed" and result.output == "slow answer"
+    assert [e.kind for e in events][-3:] == ["turn_finished", "limit_reached", "session_closed"]
+    assert "host.sessions.idle_close_after" in (events[-2].text or "")
+
+
+def test_idle_close_after_is_left_out_of_a_configs_identity_when_unset():
+    assert "idle_close_after" not in SessionSettings().model_dump(mode="json")
+    assert make_manifest().identity == make_manifest(sessions={"idle_close_after": None}).identity

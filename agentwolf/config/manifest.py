@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from datetime import timedelta
 from functools import cached_property
 from typing import Literal
 
@@ -98,6 +99,10 @@ class SessionSettings(_Strict):
     max_steers: int = Field(100, ge=1)
     """Steers waiting for the next model request; more are refused."""
     max_subagent_depth: int = Field(3, ge=0)
+    idle_close_after: timedelta | None = Field(None, gt=timedelta(0), exclude_if=lambda v: v is None)
+    """Close a session that has been idle this long (seconds or ISO 8601, `PT8H`); unset: never. Counted
+    by a timer while no turn runs or waits; a continue-as-new starts the count again. Left out of the
+    dump when unset, so configs written before it keep their identity."""
 
 
 class McpCapability(_Strict):

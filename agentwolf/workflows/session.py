@@ -42,6 +42,7 @@ from agentwolf.workflows.stream import SessionStream  # workflow code: sandboxed
 
 RELEASE_ON_CANCEL = "release-on-cancel"  # patch: a cancelled session stops its client's servers too
 DETACH_AT_CLOSE = "detach-at-close"  # patch: closing answers waiting follower polls, refuses new ones
+IDLE_CLOSE = "idle-close"  # patch: a session idle for host.sessions.idle_close_after closes
 
 
 @workflow.defn(name=SESSION_WORKFLOW)
@@ -71,10 +72,7 @@ class SessionWorkflow(TurnLoop):
                 if self.resume is not None:
                     prompt = self.resume.prompt
                 else:
-                    await workflow.wait_condition(
-                        lambda: bool(self.queue or self.steers) or self.closing or self._should_snapshot()
-                    )
-                    if self.closing:
+                    if not await self._idle():
                         break
                     if not (self.queue or self.steers):
                         await self._continue_as_new()
@@ -111,6 +109,21 @@ class SessionWorkflow(TurnLoop):
             counters=self.counters,
             structured=structured(self.inp.output_schema, self.last_outcome, self.last_output),
         )
+
+    async def _idle(self) -> bool:
+        """Wait for work (a prompt, a steer) or a snapshot; False when the session is to close: it
+        was told to, or it stayed idle for `host.sessions.idle_close_after`."""
+        limit = self.inp.manifest.host.sessions.idle_close_after
+        try:
+            await workflow.wait_condition(
+                lambda: bool(self.queue or self.steers) or self.closing or self._should_snapshot(),
+                timeout=limit if limit and workflow.patched(IDLE_CLOSE) else None,
+                timeout_summary="idle close",
+            )
+        except TimeoutError:
+            self._publish("limit_reached", text=f"closed after {limit} idle (host.sessions.idle_close_after)")
+            return False
+        return not self.closing
 
     async def _await_turn(self) -> None:
         """Wait for the running turn; an interrupt cancels it from here, not from the signal handler.
