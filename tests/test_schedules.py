@@ -325,6 +325,33 @@ async def test_a_session_or_thread_named_like_a_future_run_cannot_block_it(
         assert run.result is not None and run.result.output == "ran"
 
 
+async def test_a_retried_delivery_after_a_continue_as_new_queues_nothing_twice(wolf, run_worker):
+    """The first attempt queued turn 2, the session ran it and continued as new, then the retry
+    came: it names the first attempt's turn, in the run before."""
+    script = Script(lambda s: tool("slow", {"seconds": 2}) if s.calls == 1 else text(f"answer {s.calls}"))
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.start_session(
+            "a", make_manifest(sessions={"continue_as_new_bytes": 1}), prompt="work"
+        )
+        handle = wolf.client.get_workflow_handle(f"wolf/default/{sid}")
+        first_run = (await handle.describe()).run_id
+        await wait_for(lambda: script.calls, timeout=30)
+        since = datetime.now(UTC)
+        inp = DeliverInput(session_id=sid, prompt="once", when_busy="queue", schedule="s")
+        first = await deliver(wolf.client, wolf.tenant, inp, update_id="firing-1/1")
+        await wait_for(lambda: idle(wolf, sid, 2), timeout=60)
+        await wait_for(lambda: _run_other_than(handle, first_run), timeout=30)
+        again = await deliver(wolf.client, wolf.tenant, inp, update_id="firing-1/1", since=since)
+        assert first.turn_id == again.turn_id == "turn-2"
+        status = await wolf.status(sid)
+        assert (status.counters.turns, status.queued, status.state) == (2, 0, "idle")
+        await wolf.close(sid)
+
+
+async def _run_other_than(handle: Any, run_id: str) -> bool:
+    return (await handle.describe()).run_id != run_id
+
+
 async def test_hostile_input_creates_nothing(wolf, client, run_worker, task_queue):
     manifest = job_manifest()
     who = {"who": "x"}

@@ -4,12 +4,15 @@ version).
 
 The target's tenant is the firing's, from its workflow id, never from input. A retry after a
 delivered prompt delivers nothing twice: the prompt update's id is the firing's (Temporal returns
-the first update's result for a repeated id within the session's run). Firings send `steer` and
+the first update's result for a repeated id within the session's run, and a retry asks the runs the
+session continued as new from since its first attempt). Firings send `steer` and
 `interrupt` themselves (workflows/schedule.py); this activity still does for firings that began on
 older code.
 """
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 from temporalio import activity
 from temporalio.client import Client, WorkflowUpdateFailedError
@@ -34,8 +37,9 @@ def _tenant() -> str:
 @activity.defn(name="wolf.deliver_prompt")
 async def deliver_prompt(inp: DeliverInput) -> Delivery:
     info = activity.info()
+    since = info.scheduled_time if info.attempt > 1 else None  # a retry: look back to the first attempt
     return await deliver(
-        activity.client(), _tenant(), inp, update_id=f"{info.workflow_id}/{info.activity_id}"
+        activity.client(), _tenant(), inp, update_id=f"{info.workflow_id}/{info.activity_id}", since=since
     )
 
 
@@ -70,12 +74,19 @@ async def registry_job_session(req: JobRequest) -> SessionInput:
     )
 
 
-async def deliver(client: Client, tenant: str, inp: DeliverInput, *, update_id: str) -> Delivery:
+async def deliver(
+    client: Client, tenant: str, inp: DeliverInput, *, update_id: str, since: datetime | None = None
+) -> Delivery:
     """Deliver `inp.prompt` to the tenant's session: `queue` waits its turn, `steer` joins a running
     turn (or starts one), `interrupt` stops a running turn and runs next, `skip` leaves a busy session
-    alone. `update_id` makes a repeated delivery of the same firing return the first one's turn."""
+    alone. `update_id` makes a repeated delivery of the same firing return the first one's turn;
+    `since` (a retry: when the first attempt began) finds it in runs the session continued as new
+    from since then, which Temporal's update ids do not reach."""
     handle = client.get_workflow_handle(workflow_id(tenant, inp.session_id))
     try:
+        earlier = await _delivered_before(client, handle.id, update_id, since) if since else None
+        if earlier is not None:
+            return Delivery(session_id=inp.session_id, delivered=True, turn_id=earlier, detail=inp.when_busy)
         if inp.when_busy == "skip":
             status = await handle.query("status")
             if status["state"] in BUSY_STATES or status["queued"]:
@@ -105,3 +116,25 @@ async def deliver(client: Client, tenant: str, inp: DeliverInput, *, update_id: 
             non_retryable=True,
         ) from None
     return Delivery(session_id=inp.session_id, delivered=True, turn_id=turn_id, detail=inp.when_busy)
+
+
+async def _delivered_before(client: Client, wid: str, update_id: str, since: datetime) -> str | None:
+    """The turn id prompt update `update_id` got in a run before the current one, searched back
+    through the runs that began after `since` (the first attempt went to the run current then)."""
+    run_id = None
+    while True:
+        history = client.get_workflow_handle(wid, run_id=run_id).fetch_history_events(page_size=1)
+        first = await anext(aiter(history))
+        if first.event_time.ToDatetime(tzinfo=UTC) < since:
+            return None
+        run_id = first.workflow_execution_started_event_attributes.continued_execution_run_id
+        if not run_id:
+            return None
+        try:
+            earlier = client.get_workflow_handle(wid, run_id=run_id).get_update_handle(
+                update_id, result_type=str
+            )
+            return str(await earlier.result())
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
