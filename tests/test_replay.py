@@ -74,6 +74,7 @@ def test_the_corpus_covers_every_feature():
         "usd_budget_turn",
         "session_servers",
         "schedule_fire_queue",
+        "fanout_past_limits",
     } <= names
 
 

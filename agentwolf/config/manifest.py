@@ -258,6 +258,13 @@ class Limits(_Strict):
     """USD the session may spend over all its turns, its subagents included."""
     loop_warn: int = Field(3, ge=1)
     loop_stop: int = Field(5, ge=1)
+    max_parallel_tools: int = Field(16, ge=1, le=256, exclude_if=lambda v: v == 16)
+    """A step's tool calls (subagents included) that run at once; the others wait their turn."""
+    max_tool_calls_per_step: int = Field(128, ge=1, le=1000, exclude_if=lambda v: v == 128)
+    """Calls past this many in one model answer are not run: each answers a tool error asking the model
+    to batch. Temporal fails a workflow task that leaves more than 2,000 activities (or children)
+    pending, for ever; both limits keep a step far below. Defaults are left out of the dump, so
+    configs written before them keep their identity."""
 
 
 class AgentConfig(_Strict):

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Coroutine
 from datetime import timedelta
-from typing import Any, TypeVar
 
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 from temporalio import workflow
@@ -24,7 +22,6 @@ from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_
 from agentwolf.config.manifest import Limits, Team
 from agentwolf.telemetry import metrics
 from agentwolf.workflows.contracts import (
-    SKILLS,
     CommandInput,
     CommandOutput,
     CompiledAgent,
@@ -48,7 +45,7 @@ from agentwolf.workflows.turn import (
     WAITING_SNAPSHOT_EVENTS,
     Turn,
     TurnStopped,
-    call_keys,
+    all_or_cancel,
     cause_message,
     model_name,
     shared,
@@ -56,7 +53,6 @@ from agentwolf.workflows.turn import (
 )
 from agentwolf.workflows.types import Prompt, TurnOutcome, Usage
 
-T = TypeVar("T")
 TURN_TASK_RAISED = "turn-task-raised"  # patch: an unexpected error in the turn fails the turn, not silently
 RELEASE_FAILURE_SAID = "release-failure-said"  # patch: a failed release at close is an event, not a failure
 SNAPSHOT_UNANSWERED = "snapshot-unanswered"  # patch: no waiting snapshot while an answer waits to be taken
@@ -186,15 +182,7 @@ class TurnLoop(ToolRouting):
                     return response.text
                 self._check_limits(turn, limits)
             calls = turn.open_calls
-            keys = call_keys(calls)
-            # Skills load first, so their allowed-tools already bind the calls made beside them.
-            loads = [
-                i for i, c in enumerate(calls) if (s := compiled.tool(c.tool_name)) and s.server == SKILLS
-            ]
-            for group in (loads, [i for i in range(len(calls)) if i not in loads]):
-                todo = [i for i in group if i not in turn.finished]
-                if todo:
-                    await _all([self._call_tool(compiled, calls[i], i, keys[i], turn.finished) for i in todo])
+            await self._run_calls(compiled, calls, turn.finished)
             self._check_interrupted()  # every result is in: an interrupt now keeps them all
             turn.pending.extend(turn.finished[i] for i in range(len(calls)))
             turn.usage = turn.usage.plus(Usage(tool_calls=len(calls)))
@@ -266,7 +254,7 @@ class TurnLoop(ToolRouting):
                     raise TurnStopped("failed", f"team member {member}: {result.content}")
                 output = result.content
         else:
-            results = await _all(
+            results = await all_or_cancel(
                 [self._child(m, task, f"{prefix}.{i}-{m}") for i, m in enumerate(team.members)]
             )
             failed = [f"{m}: {r.content}" for m, r in zip(team.members, results, strict=True) if r.is_error]
@@ -455,14 +443,3 @@ class TurnLoop(ToolRouting):
             ]
 
         await self.stream.continue_as_new(snapshot)
-
-
-async def _all(coros: list[Coroutine[Any, Any, T]]) -> list[T]:
-    """Run in parallel; if one fails for good, cancel the others (asyncio.gather would not)."""
-    tasks = [asyncio.create_task(c) for c in coros]
-    try:
-        return await asyncio.gather(*tasks)
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        raise

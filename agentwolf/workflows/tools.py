@@ -36,6 +36,7 @@ from agentwolf.workflows.contracts import (
 from agentwolf.workflows.core import SessionCore
 from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.turn import (
+    BOUNDED_FAN_OUT,
     CHILD_IDS,
     HEARTBEAT_TIMEOUT,
     LOCAL_TOOL_CALLS,
@@ -43,6 +44,8 @@ from agentwolf.workflows.turn import (
     SAFE_LOCAL_CALLS,
     TOOL_RETRY,
     WAIT_CHILDREN,
+    all_or_cancel,
+    call_keys,
     cause_message,
     event_args,
     failed_counters,
@@ -65,6 +68,38 @@ from agentwolf.workflows.types import (
 
 class ToolRouting(SessionCore):
     """Runs one tool call where it belongs and records how it ended."""
+
+    async def _run_calls(
+        self, compiled: CompiledAgent, calls: list[ToolCallPart], finished: dict[int, ToolReturnPart]
+    ) -> None:
+        """A step's calls not yet `finished` (results by position): skill loads first, so their
+        allowed-tools already bind the calls made beside them; at most `limits.max_parallel_tools`
+        at once, and calls past `limits.max_tool_calls_per_step` answer a tool error asking the
+        model to batch. Temporal fails a workflow task that leaves more than 2,000 activities (or
+        children) pending, and retries it for ever: an unbounded step of that size wedged the session."""
+        limits = self._limits()
+        cap, width = limits.max_tool_calls_per_step, limits.max_parallel_tools
+        bounded = (len(calls) > min(cap, width)) and workflow.patched(BOUNDED_FAN_OUT)
+        if bounded:
+            refused = [i for i in range(cap, len(calls)) if i not in finished]
+            note = (
+                f"not run: this answer asked for {len(calls)} tool calls and one step runs at most "
+                f"{cap} (the first {cap} ran). Batch the work: fewer calls per step, each doing more, "
+                "or the rest in your next step."
+            )
+            for i in refused:
+                finished[i] = self._tool_return(calls[i], note, ToolOutcome.DENIED)
+            if refused:
+                self._publish("limit_warning", text=f"{len(refused)} tool calls refused: {note}")
+        keys = call_keys(calls)
+        loads = {i for i, c in enumerate(calls) if (s := compiled.tool(c.tool_name)) and s.server == SKILLS}
+        for group in (sorted(loads), [i for i in range(len(calls)) if i not in loads]):
+            todo = [i for i in group if i not in finished]
+            if todo:
+                await all_or_cancel(
+                    [self._call_tool(compiled, calls[i], i, keys[i], finished) for i in todo],
+                    width if bounded else None,
+                )
 
     async def _call_tool(
         self,

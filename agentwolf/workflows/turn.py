@@ -10,14 +10,15 @@ every workflow run, and each cached session kept its own copies (dataclasses bui
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TypeVar, overload
+from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel, ValidationError
 from pydantic_ai.messages import ModelRequestPart, ToolCallPart, ToolReturnPart
@@ -31,6 +32,7 @@ from agentwolf.workflows.session_input import TurnSnapshot
 from agentwolf.workflows.types import Counters, Prompt, TurnOutcome, Usage
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 COMPILE_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1))
@@ -45,6 +47,7 @@ SLASH_COMMANDS = "slash-commands"  # patch: prompts starting with `/` expand thr
 CHILD_IDS = "child-ids"  # patch: subagent ids from the call's turn, step and position, not the model's id
 WAIT_CHILDREN = "wait-children"  # patch: an interrupted or closed parent waits until its children stopped
 RELEASE_SESSION_SERVERS = "release-session-servers"  # patch: a closing session stops its client's servers
+BOUNDED_FAN_OUT = "bounded-fan-out"  # patch: a step's calls run at most N at once, calls past a cap refused
 EVENT_TEXT_LIMIT = 2000
 MODEL_TEXT_LIMIT = 65_536
 CUT_MARK = "... [{} chars]"
@@ -119,6 +122,29 @@ class TurnStopped(Exception):
     def __init__(self, outcome: TurnOutcome, reason: str) -> None:
         super().__init__(reason)
         self.outcome = outcome
+
+
+async def all_or_cancel(coros: list[Coroutine[Any, Any, T]], limit: int | None = None) -> list[T]:
+    """Run in parallel, at most `limit` at once (started in order; None: all at once); if one fails
+    for good, cancel the others (asyncio.gather would not). Results in the coroutines' order."""
+    if limit is not None:
+        gate = asyncio.Semaphore(limit)
+
+        async def gated(coro: Coroutine[Any, Any, T]) -> T:
+            try:
+                async with gate:
+                    return await coro
+            finally:
+                coro.close()  # cancelled at the gate: it never started
+
+        coros = [gated(c) for c in coros]
+    tasks = [asyncio.create_task(c) for c in coros]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        raise
 
 
 def event_args(call: ToolCallPart) -> dict[str, object]:
