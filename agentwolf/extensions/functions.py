@@ -74,13 +74,16 @@ class FunctionToolsCap:
         try:
             async with asyncio.timeout(self.call_timeout):
                 value = await schema.call(validated, _NO_CONTEXT)
+            # Rendered here: a result that fails to render must not fail the activity, whose retries
+            # would run the function again. What JSON cannot say (an object) shows as its str().
+            text = value if isinstance(value, str) else to_json(value, fallback=str).decode()
         except TimeoutError:
             return _result(f"tool call timed out after {self.call_timeout:g}s", error=True)
         except ModelRetry as exc:
             return _result(exc.message, error=True)
         except Exception as exc:  # noqa: BLE001 - the function's failure is the model's to see
             return _result(f"{name} failed: {type(exc).__name__}: {exc}", error=True)
-        return _result(value if isinstance(value, str) else to_json(value).decode())
+        return _result(text)
 
     async def list_resources(self) -> list[ResourceEntry]:
         return []
