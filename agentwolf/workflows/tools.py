@@ -38,6 +38,7 @@ from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.turn import (
     BOUNDED_FAN_OUT,
     CHILD_IDS,
+    GONE_SERVERS,
     HEARTBEAT_TIMEOUT,
     LOCAL_TOOL_CALLS,
     PAGE_HEADER,
@@ -256,7 +257,15 @@ class ToolRouting(SessionCore):
             if self.compiled
             else None
         )
-        server = compiled_server or self.inp.manifest.host.mcp_servers[spec.server]
+        server = compiled_server or self.inp.manifest.host.mcp_servers.get(spec.server)
+        if server is None:  # a session server the client replaced or released
+            if not workflow.patched(GONE_SERVERS):
+                raise KeyError(spec.server)  # what runs before the patch did (the turn's task died)
+            return ToolCallOutput(
+                content=f"{call.tool_name} is gone: its MCP server {spec.server!r} left this session; "
+                "use the tools offered now",
+                is_error=True,
+            )
         inp = ToolCallInput(
             ref=self._ref(),
             server=spec.server,

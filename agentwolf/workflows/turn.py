@@ -47,6 +47,7 @@ SLASH_COMMANDS = "slash-commands"  # patch: prompts starting with `/` expand thr
 CHILD_IDS = "child-ids"  # patch: subagent ids from the call's turn, step and position, not the model's id
 WAIT_CHILDREN = "wait-children"  # patch: an interrupted or closed parent waits until its children stopped
 RELEASE_SESSION_SERVERS = "release-session-servers"  # patch: a closing session stops its client's servers
+GONE_SERVERS = "gone-servers"  # patch: a call to a server no longer in the session answers an error
 BOUNDED_FAN_OUT = "bounded-fan-out"  # patch: a step's calls run at most N at once, calls past a cap refused
 EVENT_TEXT_LIMIT = 2000
 MODEL_TEXT_LIMIT = 65_536
