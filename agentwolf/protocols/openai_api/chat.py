@@ -12,6 +12,7 @@ from starlette.responses import JSONResponse, Response
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.protocols.access import session_of
 from agentwolf.protocols.app import ApiError, json_body, principal_of, served_of, session_errors
+from agentwolf.protocols.openai_api.approvals import FINISH, waiting_note
 from agentwolf.protocols.openai_api.targeting import (
     SESSION_HEADER,
     ask,
@@ -23,7 +24,15 @@ from agentwolf.protocols.openai_api.targeting import (
     resolve_target,
     start,
 )
-from agentwolf.protocols.openai_api.turns import TurnView, follow, read_to_end, sse
+from agentwolf.protocols.openai_api.turns import (
+    WAIT_LIMIT,
+    ClientGone,
+    TurnView,
+    answered,
+    follow,
+    read_to_end,
+    sse,
+)
 from agentwolf.workflows.types import Usage
 
 
@@ -49,13 +58,30 @@ async def chat_completions(request: Request) -> Response:
     view = TurnView(rid, model)
     if stream:
         return sse(_chat_chunks(wolf, view, include_usage), headers)
-    await read_to_end(wolf, view)
+    try:
+        await answered(request, read_to_end(wolf, view))
+    except TimeoutError:
+        raise ApiError(
+            504,
+            f"the turn did not finish in {WAIT_LIMIT:g} s; it goes on (GET /v1/responses/{rid})",
+            "server_error",
+            "turn_timeout",
+            headers,
+        ) from None
+    except ClientGone:
+        return Response(status_code=499)
     if view.status == "failed":
         raise ApiError(500, f"the turn failed: {view.final}", "server_error", "turn_failed", headers)
+    content, finish = view.final or "", "length" if view.outcome == "limit" else "stop"
+    if view.incomplete == FINISH:
+        content, finish = (
+            "\n\n".join(filter(None, [view.output_text, waiting_note(view.waiting_calls(), rid)])),
+            FINISH,
+        )
     choice = {
         "index": 0,
-        "message": {"role": "assistant", "content": view.final or "", "refusal": None},
-        "finish_reason": "length" if view.outcome == "limit" else "stop",
+        "message": {"role": "assistant", "content": content, "refusal": None},
+        "finish_reason": finish,
         "logprobs": None,
     }
     return JSONResponse(
@@ -128,6 +154,11 @@ async def _chat_chunks(
                     }
                 ),
             }
+            return
+        elif kind == "response.incomplete" and view.incomplete == FINISH:
+            note = waiting_note(view.waiting_calls(), rid)
+            yield {"id": str(seq), "data": chunk({"content": ("\n\n" if messages else "") + note}, FINISH)}
+            yield {"data": "[DONE]"}
             return
         elif kind in ("response.completed", "response.incomplete"):
             yield {"id": str(seq), "data": chunk({}, "length" if view.outcome == "limit" else "stop")}

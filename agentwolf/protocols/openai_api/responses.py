@@ -21,6 +21,7 @@ from agentwolf.protocols.app import (
     served_of,
     session_errors,
 )
+from agentwolf.protocols.openai_api.approvals import answer, answers_of
 from agentwolf.protocols.openai_api.targeting import (
     ResponseId,
     ask,
@@ -32,7 +33,16 @@ from agentwolf.protocols.openai_api.targeting import (
     resolve_target,
     start,
 )
-from agentwolf.protocols.openai_api.turns import TurnView, follow, read_to_end, snapshot, sse, starting_after
+from agentwolf.protocols.openai_api.turns import (
+    ClientGone,
+    TurnView,
+    answered,
+    follow,
+    read_to_end,
+    snapshot,
+    sse,
+    starting_after,
+)
 from agentwolf.protocols.turns import TurnRef
 from agentwolf.tenants import TenantError
 from agentwolf.workflows.types import SessionStatus
@@ -46,8 +56,9 @@ async def create_response(request: Request) -> Response:
     no_client_tools(body)
     stream, background = flag(body, "stream"), flag(body, "background")
     given = body.get("input")
+    answers = answers_of(given)
     items = [{"role": "user", "content": given}] if isinstance(given, str) else given
-    messages = messages_of(items, "input")
+    messages = [] if answers else messages_of(items, "input")
     instructions = body.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise ApiError(400, "`instructions` must be a string", code="invalid_value")
@@ -58,11 +69,18 @@ async def create_response(request: Request) -> Response:
         if not isinstance(previous, str):
             raise ApiError(400, "`previous_response_id` must be a string", code="invalid_value")
         try:
-            session = ResponseId.parse(previous).session
-            await session_of(wolf, target, session)
+            named = ResponseId.parse(previous)
+            await session_of(wolf, target, named.session)
         except (ApiError, SessionNotFound, TenantError):
             raise not_found("previous response") from None
-        rid = await ask(wolf, session, prompt_text(messages, instructions))
+        if answers:  # the same turn goes on
+            rid = await answer(wolf, named, answers)
+        else:
+            rid = await ask(wolf, named.session, prompt_text(messages, instructions))
+    elif answers:
+        raise ApiError(
+            400, "approval answers need the previous_response_id that asked", code="missing_previous_response"
+        )
     else:  # `store: false`: nothing to continue from, so the session closes after this turn
         rid = await start(
             wolf, target, prompt_text(messages, instructions), keep=body.get("store", True) is not False
@@ -73,7 +91,12 @@ async def create_response(request: Request) -> Response:
         return sse(_response_events(wolf, view), headers)
     if background:
         return JSONResponse(view.body(status="queued"), headers=headers)
-    await read_to_end(wolf, view)
+    try:
+        await answered(request, read_to_end(wolf, view))
+    except TimeoutError:  # still in progress: GET /v1/responses/{id} reads on
+        pass
+    except ClientGone:
+        return Response(status_code=499)
     return JSONResponse(view.body(), headers=headers)
 
 

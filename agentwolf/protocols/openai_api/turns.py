@@ -8,9 +8,9 @@ import json
 import logging
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
@@ -19,7 +19,9 @@ from agentwolf.client.live import STEP_ENDS
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.protocols.app import ApiError
 from agentwolf.protocols.openai_api.targeting import ResponseId
-from agentwolf.workflows.types import Event, Usage
+from agentwolf.workflows.types import Event, PendingApproval, Usage
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +30,8 @@ SLOT = 10_000_000
 TEXT = 12
 """Where streamed text starts in a slot (subs below: what durable events and item openings emit)."""
 OPEN_ITEM, OPEN_PART = 10, 11
+WAIT_LIMIT = 600.0
+"""Seconds a non-streamed request waits for its turn (a streamed one, or GET, follows it on)."""
 HEARTBEAT = 15.0
 """Seconds between SSE comment lines on an idle stream (proxies close silent connections)."""
 FOLLOW_TRIES = 5
@@ -58,6 +62,10 @@ class TurnView:
     final: str | None = None
     """The turn's answer (turn_finished's text)."""
     done: bool = False
+    incomplete: str | None = None
+    """Why an incomplete response stopped (`approval_required`: its turn waits for approval)."""
+    asking: int | None = None
+    """The slot of the approval request that ends this response, once one came."""
     _open: dict[int, dict[str, Any]] = field(default_factory=dict)
     """Message items of steps whose text has not ended, by step."""
     _sent: dict[int, int] = field(default_factory=dict)
@@ -65,9 +73,12 @@ class TurnView:
     _calls: dict[str, dict[str, Any]] = field(default_factory=dict)
     _answered: int = 0
     """The last step whose response the events up to the client's position (`after`) showed."""
+    _ended: set[int] = field(default_factory=set)
+    """Steps whose end the events up to the client's position showed."""
     _client_step: int | None = None
-    """The step whose text the client was given last (resumed streams): the one after `_answered`
-    (agentwolf/client/live.py shows a step's text only then), fixed at the first text from there on."""
+    """The step whose text the client was given last (resumed streams): that of the first text from
+    the client's position on, if that step had not ended there and could run then (live.py shows
+    a step's text only once the one before it answered); -1: none."""
 
     def restart(self, after: int) -> None:
         """Read the turn again from its start for a client that has everything up to `after`."""
@@ -95,8 +106,12 @@ class TurnView:
                 return self._filter([(slot, "response.failed", {"response": self.body()})])
             return []
         kind = event.kind
+        if self.status == "queued":  # (a response that continues a turn after an approval starts late)
+            self.status = "in_progress"
         if (kind in STEP_ENDS or kind == "turn_started") and slot <= self.after:
             self._answered = max(self._answered, event.step or 0)
+            if kind in STEP_ENDS:
+                self._ended.add(event.step or 0)
         if kind == "turn_started":
             self.status = "in_progress"
             self.created = event.at.timestamp()
@@ -107,27 +122,23 @@ class TurnView:
         if kind == "model_text":
             outs += self._end_text(event.step or 0, event.text or "", "completed")
         elif kind == "tool_call_started" and event.call_id:
-            item = {
-                "type": "mcp_call",
-                "id": f"mcp_{event.call_id}",
-                "server_label": "wolf",
-                "name": event.tool or "",
-                "arguments": json.dumps(event.args or {}),
-                "output": None,
-                "error": None,
-                "status": "in_progress",
-            }
-            self._calls[event.call_id] = item
+            item = self._calls[event.call_id] = self._call_item(event)
             outs.append(self._added(item))
-        elif kind == "tool_call_finished" and event.call_id in self._calls:
-            item = self._calls.pop(event.call_id or "")
+        elif kind == "approval_requested" and event.call_id:
+            outs += self._asked(event.call_id, event.tool or "", event.args or {})
+            self.asking = slot
+        elif kind == "tool_call_finished" and event.call_id:
+            finished = self._calls.pop(event.call_id, None)
+            if finished is None:  # started before this response (one that goes on after its approval)
+                finished = self._call_item(event)
+                outs.append(self._added(finished))
             failed = event.outcome not in (None, "success")
-            item.update(
+            finished.update(
                 status="failed" if failed else "completed",
                 output=event.text,
                 error=event.text if failed else None,
             )
-            outs.append(self._item_done(item))
+            outs.append(self._item_done(finished))
         elif kind == "turn_finished":
             outs += self._finish(event)
         return self._filter([(slot + i, t, body) for i, (_, t, body) in enumerate(outs)])
@@ -186,7 +197,8 @@ class TurnView:
         if self.after < 0 or sub < OPEN_ITEM:
             return False, False, 0
         if self._client_step is None and slot >= have_slot * SLOT:
-            self._client_step = self._answered + 1
+            running = step not in self._ended and step <= self._answered + 1
+            self._client_step = step if running else -1
         if step != self._client_step:
             return False, False, 0
         return True, sub >= OPEN_PART, max(0, sub - TEXT)
@@ -240,6 +252,51 @@ class TurnView:
             {"output_index": self.items.index(item), "item": json.loads(json.dumps(item))},
         )
 
+    @staticmethod
+    def _call_item(event: Event) -> dict[str, Any]:
+        return {
+            "type": "mcp_call",
+            "id": f"mcp_{event.call_id}",
+            "server_label": "wolf",
+            "name": event.tool or "",
+            "arguments": json.dumps(event.args or {}),
+            "output": None,
+            "error": None,
+            "status": "in_progress",
+        }
+
+    def _asked(self, call_id: str, tool: str, args: dict[str, Any]) -> list[Out]:
+        """An `mcp_approval_request` item (the Responses API's own): answered by an
+        `mcp_approval_response` input item of a response that names this one as previous."""
+        item_id = f"mcpr_{call_id}"
+        if any(i["id"] == item_id for i in self.items):
+            return []
+        item = {
+            "type": "mcp_approval_request",
+            "id": item_id,
+            "server_label": "wolf",
+            "name": tool,
+            "arguments": json.dumps(args),
+        }
+        return [self._added(item), self._item_done(item)]
+
+    def waiting(self, pending: list[PendingApproval]) -> list[Out]:
+        """End the response where its turn waits for approval: a request for each call that waits
+        (calls of one step ask together), status incomplete (`approval_required`)."""
+        outs: list[Out] = []
+        for approval in pending:
+            outs += self._asked(approval.call_id, approval.tool, approval.args)
+        for step in sorted(self._open):
+            outs += self._end_text(step, "", "completed")
+        self.status, self.incomplete, self.done = "incomplete", "approval_required", True
+        outs.append((0, "response.incomplete", {"response": self.body()}))
+        slot = self.asking or 0
+        return self._filter([(slot + 2 + i, t, body) for i, (_, t, body) in enumerate(outs)])
+
+    def waiting_calls(self) -> list[dict[str, Any]]:
+        """The approval requests this response ended with."""
+        return [i for i in self.items if i["type"] == "mcp_approval_request"]
+
     def _finish(self, event: Event) -> list[Out]:
         outs = []
         for step in sorted(self._open):  # text an interrupt cut short
@@ -277,7 +334,10 @@ class TurnView:
             "status": status or self.status,
             "background": self.background,
             "error": self.error,
-            "incomplete_details": {"reason": "interrupted" if self.status == "cancelled" else "limit_reached"}
+            "incomplete_details": {
+                "reason": self.incomplete
+                or ("interrupted" if self.status == "cancelled" else "limit_reached")
+            }
             if self.status in ("incomplete", "cancelled") and status is None
             else None,
             "instructions": None,
@@ -314,13 +374,49 @@ async def _whole_answer(wolf: WolfClient, view: TurnView) -> None:
 
 
 async def read_to_end(wolf: WolfClient, view: TurnView) -> TurnView:
-    """Read the turn's durable events until it ends."""
+    """Read the turn's durable events until it ends, or waits for approval."""
     async for offset, event in wolf.events(view.rid.session, view.rid.base, live=False):
         view.feed(offset, event)
+        if view.asking is not None and not view.done:
+            view.waiting(await _pending(wolf, view))
         if view.done:
             break
     await _whole_answer(wolf, view)
     return view
+
+
+async def _pending(wolf: WolfClient, view: TurnView) -> list[PendingApproval]:
+    """The calls of the response's turn that wait for approval now."""
+    status = await wolf.status(view.rid.session)
+    return status.pending_approvals if status.turn_id == view.rid.turn_id else []
+
+
+async def answered(request: Request, work: Awaitable[T], limit: float = WAIT_LIMIT) -> T:
+    """`work` (a non-streamed request's wait for its turn), given up when the client disconnects
+    (uvicorn does not cancel a handler then: it would follow the session for nobody) or after `limit`
+    seconds (TimeoutError): a non-streamed request never hangs."""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_disconnect(request))
+    try:
+        done, _ = await asyncio.wait({task, gone}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            return task.result()
+        if gone in done:
+            raise ClientGone
+        raise TimeoutError
+    finally:
+        for pending in (task, gone):
+            pending.cancel()
+        await asyncio.gather(task, gone, return_exceptions=True)
+
+
+class ClientGone(Exception):
+    """The client of a non-streamed request disconnected before its answer."""
+
+
+async def _disconnect(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 async def snapshot(wolf: WolfClient, view: TurnView) -> TurnView:
@@ -329,8 +425,10 @@ async def snapshot(wolf: WolfClient, view: TurnView) -> TurnView:
     if end > view.rid.base:
         async for offset, event in wolf.events(view.rid.session, view.rid.base, live=False):
             view.feed(offset, event)
-            if view.done or offset >= end - 1:
+            if view.done or view.asking is not None or offset >= end - 1:
                 break
+        if view.asking is not None and not view.done:
+            view.waiting(await _pending(wolf, view))
     if not view.done and view.status == "queued":
         status = await wolf.status(view.rid.session)
         if status.state == "done":
@@ -351,7 +449,10 @@ async def follow(wolf: WolfClient, view: TurnView) -> AsyncIterator[Out]:
     for attempt in range(1, FOLLOW_TRIES + 1):
         try:
             async for offset, event in wolf.events(view.rid.session, view.rid.base):
-                for out in view.feed(offset, event):
+                outs = view.feed(offset, event)
+                if view.asking is not None and not view.done:
+                    outs += view.waiting(await _pending(wolf, view))
+                for out in outs:
                     sent = out[0]
                     yield out
                 if view.done:
