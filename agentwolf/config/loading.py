@@ -157,13 +157,22 @@ def _capability_problems(manifest: Manifest, name: str) -> Problems:
 
 
 def _job_problems(manifest: Manifest) -> Problems:
-    """Jobs name an agent or team; hooks name a job (giving only its variables, and every one
-    without a default) or a session."""
+    """Jobs name an agent or team (a team's job has no `output`); hooks name a job (giving only its
+    variables, and every one without a default) or a session."""
     problems: Problems = []
     runnable = sorted([*manifest.agents, *manifest.teams]) or "none"
     for name, job in manifest.jobs.items():
         if job.agent not in manifest.agents and job.agent not in manifest.teams:
             problems.append((("jobs", name, "agent"), f"unknown agent {job.agent!r} (known: {runnable})"))
+        elif job.output is not None and job.agent in manifest.teams:
+            problems.append(
+                (
+                    ("jobs", name, "output"),
+                    f"{job.agent!r} is a team: a team answers its members' text, never a checked "
+                    "result; give `output` to a job of an agent (a team member, or an agent that "
+                    "delegates to the team's members as subagents)",
+                )
+            )
     for name, hook in manifest.hooks.items():
         if hook.job is None:
             continue

@@ -81,5 +81,13 @@ def judge(response: ModelResponse, schema: dict[str, Any], now: Any) -> Verdict:
 def structured(
     schema: dict[str, Any] | None, outcome: str | None, output: str | None
 ) -> dict[str, Any] | None:
-    """The session's typed result: a job's completed turn answered the JSON of a checked object."""
-    return json.loads(output) if schema is not None and outcome == "completed" and output else None
+    """The session's typed result: the completed turn's answer when it is a JSON object valid against
+    `schema`, else None. Checked again here, never trusted: a team's answer is its members' text, and
+    an exception here (it runs as the workflow returns) failed the workflow task for ever."""
+    if schema is None or outcome != "completed" or not output:
+        return None
+    try:
+        value = json.loads(output)
+        return value if isinstance(value, dict) and not check_result(schema, value) else None
+    except Exception:  # noqa: BLE001 - not JSON, or a schema jsonschema cannot use: no typed result
+        return None
