@@ -220,6 +220,7 @@ async def test_a_cancelled_session_releases_its_clients_servers(client, task_que
             with pytest.raises(WorkflowFailureError):
                 await asyncio.wait_for(handle.result(), 60)
             released = await _release_completed(handle)
+            await record_history(client, handle.id, "workflow_cancel_session_servers")
     finally:
         await hosts.close()
     assert released
@@ -307,6 +308,7 @@ async def test_a_waiting_turn_continues_as_new_once_its_agent_is_stale(wolf, run
     async with run_worker(local_models={"m": script.model}):
         sid = await wolf.start_session("a", manifest)
         handle = wolf.client.get_workflow_handle(workflow_id("default", sid))
+        first_run = (await handle.describe()).run_id
         await wolf.prompt(sid, "go")
         await wait_for(lambda: in_state(wolf, sid, "waiting_approval"))
         compiled = await handle.query(COMPILED_QUERY, result_type=CompiledAgent)
@@ -318,6 +320,7 @@ async def test_a_waiting_turn_continues_as_new_once_its_agent_is_stale(wolf, run
         await wolf.steer(sid, "a last hint")  # grows the waiting run past the threshold
         status = await wait_for(lambda: _continued(wolf, sid), timeout=60)
         assert status.state == "waiting_approval" and [p.call_id for p in status.pending_approvals] == ["ask"]
+        await record_history(wolf.client, handle.id, "approval_wait_stale_agent", first_run)
         await wolf.approve(sid, "ask")
         status = await wait_for(lambda: _turns_done(wolf, sid, 1), timeout=60)
         events = await _events(wolf, sid)
@@ -382,6 +385,7 @@ async def test_a_signal_in_the_first_activation_of_a_resumed_waiting_turn_is_kep
         status = await wait_for(lambda: _turns_done_or_closed(wolf, sid), timeout=60)
         transcript = await wolf.transcript(sid)
         if signal == "interrupt":
+            await record_history(client, wid, "resumed_turn_interrupted")
             await wolf.close(sid)
             await handle.result()
     assert status.last_outcome == "interrupted" and not status.pending_approvals
