@@ -124,11 +124,12 @@ def wolf(client: Client, task_queue: str) -> WolfClient:
 
 @pytest.fixture
 def run_worker(client: Client, task_queue: str) -> Callable[..., Any]:
-    """`async with run_worker(local_models={...}) as hosts:` runs a worker on this test's queue."""
+    """`async with run_worker(local_models={...}) as hosts:` runs a worker on this test's queue (or
+    `task_queue=`); its hosts (MCP server processes) are closed when the block ends, failed or not."""
 
     @asynccontextmanager
     async def _run(**kwargs: Any) -> AsyncIterator[HostRegistry]:
-        worker, hosts = create_worker(client, task_queue=task_queue, **kwargs)
+        worker, hosts = create_worker(client, **{"task_queue": task_queue, **kwargs})
         async with worker:
             try:
                 yield hosts

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agentwolf.client.live_view import RESTARTED
 from agentwolf.client.wolf_client import WolfClient
-from agentwolf.worker.main import TASK_QUEUE, create_worker
+from agentwolf.worker.main import TASK_QUEUE
 from tests.support.models import Script, sequence, text, tool
 from tests.support.terminal import CTRL_C, Terminal
 from tests.test_cli import _scripted_manifest, _wolf
@@ -41,19 +41,19 @@ def _joined(events: list[dict], turn_id: str, step: int) -> str:
     return text
 
 
-async def test_follow_json_has_every_event_with_offsets_and_plain_text_has_no_controls(client, tmp_path):
+async def test_follow_json_has_every_event_with_offsets_and_plain_text_has_no_controls(
+    client, run_worker, tmp_path
+):
     address = client.service_client.config.target_host
     answer = "the answer is 42\nand a \x1b[2J second line"
     script = Script(sequence(tool("add", {"a": 20, "b": 22}), text(answer)), delay=0.3)
-    worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
     config = str(_scripted_manifest(tmp_path))
-    async with worker:
+    async with run_worker(task_queue=TASK_QUEUE, local_models={"m": script.model}):
         started = await _wolf(address, "submit", "add them", "-a", "a", "-c", config, "--json")
         sid = json.loads(started.stdout.splitlines()[-1])["session_id"]
         follow, human = await asyncio.gather(
             _wolf(address, "follow", sid, "--json"), _wolf(address, "follow", sid)
         )
-        await hosts.close()
     assert follow.returncode == 0 and human.returncode == 0, follow.stderr + human.stderr
     assert f"session {sid}" in follow.stderr  # stdout stays pure JSON Lines
     events = [json.loads(line) for line in follow.stdout.splitlines()]
@@ -110,15 +110,13 @@ def _submit_follow(
         term.close()
 
 
-async def test_submit_follow_in_a_terminal_shows_a_spinner_and_running_tools(client, tmp_path):
+async def test_submit_follow_in_a_terminal_shows_a_spinner_and_running_tools(client, run_worker, tmp_path):
     address = client.service_client.config.target_host
     script = Script(sequence(tool("slow", {"seconds": 2}), text("done waiting")), delay=1.5)
-    worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
-    async with worker:
+    async with run_worker(task_queue=TASK_QUEUE, local_models={"m": script.model}):
         term, status, screen, _ = await asyncio.to_thread(
             _submit_follow, address, str(_scripted_manifest(tmp_path)), tmp_path / "home"
         )
-        await hosts.close()
     assert status == 0, term.text
     shown = [line for line in screen if line]
     sid = shown[-1]
@@ -129,12 +127,12 @@ async def test_submit_follow_in_a_terminal_shows_a_spinner_and_running_tools(cli
     assert shown.count("done waiting") == 1 and RESTARTED not in term.text
 
 
-async def test_follow_ctrl_c_says_how_to_reattach(client, tmp_path):
+async def test_follow_ctrl_c_says_how_to_reattach(client, run_worker, tmp_path):
     address = client.service_client.config.target_host
-    script = Script(sequence(tool("slow", {"seconds": 30}), text("late")))
+    # The tool outlasts any load this machine may be under: the session must still run after Ctrl-C.
+    script = Script(sequence(tool("slow", {"seconds": 600}), text("late")))
     wolf = WolfClient(client, task_queue=TASK_QUEUE)
-    worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
-    async with worker:
+    async with run_worker(task_queue=TASK_QUEUE, local_models={"m": script.model}):
         sid = await wolf.submit("be slow", "a", _scripted_manifest(tmp_path))
 
         def drive() -> tuple[Terminal, int | None]:
@@ -153,7 +151,6 @@ async def test_follow_ctrl_c_says_how_to_reattach(client, tmp_path):
         assert (await wolf.status(sid)).state == "running"  # detaching leaves the session running
         await wolf.interrupt(sid)
         await wolf.result(sid)
-        await hosts.close()
 
 
 """tests/support/models.py's Script can stream (issue 13's core)."""
@@ -179,17 +176,15 @@ def _watch_stream(
         term.close()
 
 
-async def test_submit_follow_streams_text_as_it_comes(client, tmp_path):
+async def test_submit_follow_streams_text_as_it_comes(client, run_worker, tmp_path):
     words = [f"word{i}" for i in range(12)]
     script = Script(lambda s: text(" ".join(words)), chunk_delay=0.25)
     address = client.service_client.config.target_host
-    worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
-    async with worker:
+    async with run_worker(task_queue=TASK_QUEUE, local_models={"m": script.model}):
         term, status, _ = await asyncio.to_thread(
             _watch_stream, address, str(_scripted_manifest(tmp_path)), tmp_path / "home", words
         )
         plain = await _wolf(address, "follow", term.screen()[-1 - _blank(term.screen())])
-        await hosts.close()
     assert status == 0, term.text
     shown = " ".join(line for line in term.screen() if line)
     assert shown.count(" ".join(words)) == 1  # the streamed line, once: model_text did not print it again
@@ -237,13 +232,11 @@ def _watch_progress(address: str, config: str) -> tuple[Terminal, int | None]:
         term.close()
 
 
-async def test_follow_shows_progress_a_real_mcp_server_reports(client, tmp_path):
+async def test_follow_shows_progress_a_real_mcp_server_reports(client, run_worker, tmp_path):
     script = Script(sequence(tool("steps", {"count": 5, "seconds": 0.6}), text("all done")))
     address = client.service_client.config.target_host
     config = str(_progress_manifest(tmp_path))
-    worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
-    async with worker:
+    async with run_worker(task_queue=TASK_QUEUE, local_models={"m": script.model}):
         term, status = await asyncio.to_thread(_watch_progress, address, config)
-        await hosts.close()
     assert status == 0, term.text
     assert not any("step " in line for line in term.screen())  # the live line is gone once the tool finished

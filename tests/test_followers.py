@@ -83,6 +83,12 @@ async def _updates(handle: Any, stage: str, count: int) -> bool:
     return sum(e.HasField(field) for e in history.events) == count
 
 
+async def _accepted(handle: Any) -> int:
+    """How many updates (prompts, polls) the session has accepted so far."""
+    history = await handle.fetch_history()
+    return sum(e.HasField("workflow_execution_update_accepted_event_attributes") for e in history.events)
+
+
 async def test_abandoned_followers_leave_room_for_prompts_and_live_followers(wolf, run_worker, client):
     script = Script(lambda s: text(f"answer {s.calls}"))
     address = client.service_client.config.target_host
@@ -90,15 +96,21 @@ async def test_abandoned_followers_leave_room_for_prompts_and_live_followers(wol
         sid = await wolf.start_session("a", make_manifest())
         await wolf.prompt(sid, "first")
         await wait_for(lambda: _idle(wolf, sid, 1))
+        handle = client.get_workflow_handle(workflow_id("default", sid))
+        prompts = await _accepted(handle)
         abandoned = [_follow(address, sid) for _ in range(ABANDONED)]
         try:
             replays = await asyncio.wait_for(
-                asyncio.gather(*(_read_until(f, "turn_finished") for f in abandoned)), 120
+                asyncio.gather(*(_read_until(f, "turn_finished") for f in abandoned)), 240
             )
-            await asyncio.sleep(1)  # each follower now waits in a live poll inside the idle session
+
+            async def polls_waiting() -> bool:  # as many followers as the session lets wait, in a live poll
+                return await _accepted(handle) >= prompts + MAX_WAITING_POLLS
+
+            await wait_for(polls_waiting, timeout=120)
             for i, follower in enumerate(abandoned):
                 follower.send_signal(signal.SIGINT if i % 2 else signal.SIGKILL)
-            codes = [await asyncio.to_thread(f.wait, 30) for f in abandoned]
+            codes = [await asyncio.to_thread(f.wait, 60) for f in abandoned]
         finally:
             for follower in abandoned:
                 if follower.poll() is None:
@@ -106,12 +118,12 @@ async def test_abandoned_followers_leave_room_for_prompts_and_live_followers(wol
                     follower.wait()
         live = _follow(address, sid)
         try:
-            before = await asyncio.wait_for(_read_until(live, "turn_finished"), 60)
-            turn_id = await asyncio.wait_for(wolf.prompt(sid, "second"), 60)
-            during = await asyncio.wait_for(_read_until(live, "turn_finished"), 60)
+            before = await asyncio.wait_for(_read_until(live, "turn_finished"), 120)
+            turn_id = await asyncio.wait_for(wolf.prompt(sid, "second"), 120)
+            during = await asyncio.wait_for(_read_until(live, "turn_finished"), 120)
             await wolf.close(sid)
-            after = await asyncio.wait_for(_read_until(live, "session_closed"), 60)
-            assert await asyncio.to_thread(live.wait, 30) == 0
+            after = await asyncio.wait_for(_read_until(live, "session_closed"), 120)
+            assert await asyncio.to_thread(live.wait, 60) == 0
         finally:
             if live.poll() is None:
                 live.kill()
