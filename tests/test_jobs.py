@@ -3,17 +3,19 @@ JSON Schema, retried within the agent's limits; bad jobs and variables start not
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from temporalio.service import RPCError, RPCStatusCode
 
 from agentwolf.client.jobs import JobFailed
 from agentwolf.config.jobs import JobError
 from agentwolf.config.manifest import Manifest
 from agentwolf.workflows.types import workflow_id
-from tests.conftest import make_manifest, record_history
+from tests.conftest import make_manifest, record_history, wait_for
 from tests.support.models import text, tool, user_texts
 
 SCHEMA = {
@@ -126,7 +128,24 @@ async def test_a_job_without_output_returns_text_and_tools_still_run(wolf, run_w
     ],
 )
 async def test_bad_jobs_start_nothing(wolf, job: str, variables: dict[str, Any], error: type, message: str):
-    before = await wolf.client.count_workflows(f"TaskQueue = '{wolf.task_queue}'")
+    """Nothing under the id the refused job was given (a describe reads the server's own state, not
+    the visibility store, which lags), and nothing else on its queue by the time a job started after
+    it is visible there (that job runs on no worker and is terminated)."""
+    sid = f"refused-{uuid.uuid4().hex[:8]}"
     with pytest.raises(error, match=message):
-        await wolf.start_job(job, variables, job_manifest())
-    assert (await wolf.client.count_workflows(f"TaskQueue = '{wolf.task_queue}'")).count == before.count == 0
+        await wolf.start_job(job, variables, job_manifest(), session_id=sid)
+    with pytest.raises(RPCError) as missing:
+        await wolf.client.get_workflow_handle(workflow_id(wolf.tenant, sid)).describe()
+    assert missing.value.status == RPCStatusCode.NOT_FOUND
+    later = await wolf.start_job("plain", {"who": "Ada"}, job_manifest())
+    later_wid = workflow_id(wolf.tenant, later)
+    try:
+        on_queue = f"TaskQueue = '{wolf.task_queue}'"
+        await wait_for(lambda: _count(wolf, f"{on_queue} AND WorkflowId = '{later_wid}'"), timeout=60)
+        assert await _count(wolf, on_queue) == 1
+    finally:
+        await wolf.client.get_workflow_handle(later_wid).terminate()
+
+
+async def _count(wolf: Any, query: str) -> int:
+    return (await wolf.client.count_workflows(query)).count

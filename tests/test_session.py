@@ -79,19 +79,15 @@ async def test_steer_reaches_the_very_next_model_request(wolf, run_worker):
 async def test_interrupt_during_a_long_tool_call(wolf, run_worker):
     from tests.conftest import wait_for
 
-    script = Script(lambda s: tool("slow", {"seconds": 30}) if s.calls == 1 else text(f"answer {s.calls}"))
+    # The tool would outlast every deadline here: an idle session means the interrupt cancelled it
+    # (how fast is for a benchmark to say; a test under load cannot).
+    script = Script(lambda s: tool("slow", {"seconds": 600}) if s.calls == 1 else text(f"answer {s.calls}"))
     async with run_worker(local_models={"m": script.model}):
         sid = await wolf.start_session("a", make_manifest())
         await wolf.prompt(sid, "go slow")
         await events_until(wolf, sid, "tool_call_started")
-        import time
-
-        t0 = time.monotonic()
         await wolf.interrupt(sid, "changed my mind")
-        await wait_for(lambda: idle(wolf, sid), timeout=20)
-        elapsed = time.monotonic() - t0
-        print(f"interrupt during tool call -> idle in {elapsed:.2f}s")
-        assert elapsed < 10  # far below the 30 s tool; the bench/ figures give the real latency
+        await wait_for(lambda: idle(wolf, sid), timeout=120)
         status = await wolf.status(sid)
         assert status.last_outcome == "interrupted"
         transcript = await wolf.transcript(sid)
