@@ -312,7 +312,7 @@ async def test_a_long_tool_result_is_cut_for_the_model_and_read_page_by_page(wol
     assert "read_tool_output" not in script.offered[0] and "read_tool_output" in script.offered[1]
     sent = tool_returns(script.requests[1])[-1].content
     assert sent.startswith("x" * 1000 + "\n\n[cut: 1000 of 2500 characters shown")
-    assert "read_tool_output(call_id='huge', offset=1000)" in sent and "x" * 1001 not in sent
+    assert "read_tool_output(call_id='huge', offset=1000, message=2)" in sent and "x" * 1001 not in sent
     page = tool_returns(script.requests[2])[-1].content
     assert page == "[characters 1000-1900 of 2500; read on with offset=1900]\n" + "x" * 900
     assert tool_returns(transcript)[0].content == "x" * 2500  # whole in the transcript

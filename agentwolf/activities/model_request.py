@@ -72,7 +72,7 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
                 )
         base_sent = cut_tool_outputs(base, limit)
     messages = [*base, *inp.delta]
-    sent = [*base_sent, *cut_tool_outputs(inp.delta, limit)]
+    sent = [*base_sent, *cut_tool_outputs(inp.delta, limit, start=len(base))]
     if not any(m is not s for m, s in zip(messages, sent, strict=True)):  # nothing cut: nothing to read on
         offered = [t for t in offered if t.server != SESSION]
     try:

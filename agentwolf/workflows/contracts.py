@@ -64,7 +64,12 @@ READ_TOOL_OUTPUT = ToolSpec(
     description="Read more of a tool result that was cut: the characters from `offset` on.",
     parameters={
         "type": "object",
-        "properties": {"call_id": {"type": "string"}, "offset": {"type": "integer", "minimum": 0}},
+        "properties": {
+            "call_id": {"type": "string"},
+            "offset": {"type": "integer", "minimum": 0},
+            "message": {"type": "integer", "minimum": 0, "description": "As the cut note names it."},
+            "part": {"type": "integer", "minimum": 0, "description": "As the cut note names it."},
+        },
         "required": ["call_id", "offset"],
     },
 )

@@ -170,23 +170,31 @@ class ToolRouting(SessionCore):
         return await self._mcp_call(spec, call, arguments), None
 
     def _read_tool_output(self, compiled: CompiledAgent, arguments: dict[str, Any]) -> ToolCallOutput:
-        """A page of a tool result the model was sent cut (the transcript holds it whole)."""
+        """A page of a tool result the model was sent cut (the transcript holds it whole): the one the
+        cut note names by transcript `message` (and `part`, where a step repeated the call id);
+        without them (notes written before they existed), the last result with that call id."""
         call_id, offset = arguments.get("call_id"), arguments.get("offset", 0)
-        if not isinstance(offset, int) or offset < 0:
+        at, index = arguments.get("message"), arguments.get("part")
+        if not all(isinstance(n, int) and n >= 0 for n in (offset, at or 0, index or 0)):
             return ToolCallOutput(
-                content="read_tool_output needs a non-negative integer `offset`", is_error=True
+                content="read_tool_output needs a non-negative integer `offset` (and `message`, `part`)",
+                is_error=True,
             )
+        messages = self.transcript if at is None else self.transcript[at : at + 1]
         found = [
             p
-            for m in self.transcript
+            for m in messages
             if isinstance(m, ModelRequest)
-            for p in m.parts
-            if isinstance(p, ToolReturnPart) and p.tool_call_id == call_id
+            for j, p in enumerate(m.parts)
+            if isinstance(p, ToolReturnPart) and p.tool_call_id == call_id and index in (None, j)
         ]
         if not found:
-            return ToolCallOutput(
-                content=f"no tool result with call_id {call_id!r} in this session", is_error=True
+            where = (
+                "this session"
+                if at is None
+                else f"message {at}" + ("" if index is None else f" part {index}")
             )
+            return ToolCallOutput(content=f"no tool result {call_id!r} in {where}", is_error=True)
         content = str(found[-1].content)
         end = min(
             offset + compiled.tool_output_chars - PAGE_HEADER, len(content)
