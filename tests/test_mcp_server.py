@@ -132,7 +132,8 @@ def _wolf_mcp_processes(task_queue: str) -> list[int]:
 
 
 async def test_http_cancel_interrupts_the_turn(client, task_queue, run_worker):
-    script = Script(sequence(tool("slow", {"seconds": 30}), text("never")))
+    # The tool outlasts every deadline here: only the cancel can end the turn.
+    script = Script(sequence(tool("slow", {"seconds": 600}), text("never")))
     wolf = WolfClient(client, tenant="tenant-a", task_queue=task_queue)
     async with (
         run_worker(local_models={"m": script.model}),
@@ -140,14 +141,21 @@ async def test_http_cancel_interrupts_the_turn(client, task_queue, run_worker):
         Client(_http(base)) as c,
     ):
         progress = Progress()
-        with anyio.move_on_after(60):
+        with anyio.move_on_after(120):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(lambda: c.call_tool("ask_a", {"task": "be slow"}, progress_callback=progress))
-                await wait_for(lambda: any("calling slow" in m for m in progress.messages), 60)
+                await wait_for(lambda: any("calling slow" in m for m in progress.messages), 120)
                 tg.cancel_scope.cancel()
-        sessions = await wolf.list_sessions()
-        session_id = sessions[0].session_id
-        await wait_for(lambda: _outcome(wolf, session_id, "interrupted"), 60)
+        # The session this call started: the only one on this test's queue (shared tenant-a has others).
+        (session_id,) = await wait_for(lambda: _sessions_on(client, task_queue), 60)
+        await wait_for(lambda: _outcome(wolf, session_id, "interrupted"), 120)
+        status = await wolf.status(session_id)
+    assert (status.state, status.last_outcome, status.counters.turns) == ("idle", "interrupted", 1)
+    assert script.calls == 1  # the model was not asked again: the turn ended at the cancelled tool
+
+
+async def _sessions_on(client: Any, task_queue: str) -> list[str]:
+    return [wf.id.rsplit("/", 1)[1] async for wf in client.list_workflows(f"TaskQueue = '{task_queue}'")]
 
 
 async def _outcome(wolf: WolfClient, session_id: str, outcome: str) -> bool:
