@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from pydantic_ai.messages import ModelResponse, ToolCallPart, ToolReturnPart
 
 from agentwolf.config.manifest import Manifest, McpServerConfig
+from agentwolf.config.session_servers import SealError, seal, unseal
+from agentwolf.payloads import data_converter
 from tests.conftest import tools_server, wait_for
 from tests.support.models import Script, text
 
@@ -57,3 +60,64 @@ async def test_a_rejoined_server_replaces_the_old_one(wolf, run_worker):
     results = [p for m in transcript for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
     assert [str(p.content) for p in results] == ["2"]
     assert len(first) == 1 and len(now) == 1 and first != now  # the old server was released
+
+
+CANARY = "ghp_EDITOR_CANARY_0123456789"
+
+
+def _history_holds(history: Any, secret: str) -> list[str]:
+    """The history events whose bytes (payloads as they are stored: JSON, not base64) hold `secret`."""
+    return [str(e.event_type) for e in history.events if secret.encode() in e.SerializeToString()]
+
+
+async def test_an_editors_secrets_reach_its_server_but_never_history_queries_or_events(
+    wolf, client, run_worker, caplog
+):
+    def decide(s: Script) -> ModelResponse:
+        if s.calls == 1:  # the server says what it got (the worker redacts it on the way back)
+            return ModelResponse(parts=[ToolCallPart("env", {"name": "GH_TOKEN"}, tool_call_id="c1")])
+        return text(f"answer {s.calls}")
+
+    script = Script(decide)
+    editor = McpServerConfig(**tools_server(GH_TOKEN=CANARY))
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.start_session("a", BARE, session_servers={"gh": editor}, prompt="what token?")
+        await wait_for(lambda: _idle_after(wolf, sid, 1))
+        handle = client.get_workflow_handle(f"wolf/{wolf.tenant}/{sid}")
+        before = await handle.query("compiled")
+        await wolf.join_servers(sid, {"gh": editor})  # an editor reattaching with the same server
+        await wolf.prompt(sid, "again")
+        await wait_for(lambda: _idle_after(wolf, sid, 2))
+        after = await handle.query("compiled")
+        transcript = await wolf.transcript(sid)
+        answers = [
+            str(before),
+            str(after),
+            str(await wolf.status(sid)),
+            str(transcript),
+        ]
+        await wolf.close(sid)
+        answers.append(str([e async for _, e in wolf.events(sid, 0, live=False)]))  # ends with the session
+        history = await handle.fetch_history()
+    results = [p for m in transcript for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
+    assert [p.content for p in results] == ["****"]  # the server had the token (redacted on its way back)
+    assert _history_holds(history, CANARY) == []
+    assert [a for a in answers if CANARY in a] == []
+    assert CANARY not in caplog.text
+    # Sealed, the config shows where the value went; reattached unchanged, the server kept its label.
+    [(label, shown)] = before["session_servers"].items()
+    assert shown["env"]["GH_TOKEN"].startswith("sealed:") and list(after["session_servers"]) == [label]
+
+
+async def test_sealed_secrets_open_only_for_their_session_and_server(tmp_path):
+    converter = data_converter(str(tmp_path / "store"))
+    http = McpServerConfig(url="https://mcp.example.com/mcp", headers={"Authorization": f"Bearer {CANARY}"})
+    sealed = await seal(converter, "default", "wolf/default/s1", http)
+    assert CANARY not in sealed.model_dump_json() and sealed.headers["Authorization"].startswith("sealed:")
+    assert await unseal(converter, "wolf/default/s1", sealed) == (http, [f"Bearer {CANARY}"])
+    # Copied into another session, or onto another server (which would hand the token elsewhere):
+    elsewhere = sealed.model_copy(update={"url": "https://attacker.example.com/mcp"})
+    for wid, config in (("wolf/default/s2", sealed), ("wolf/default/s1", elsewhere)):
+        with pytest.raises(SealError, match="another session or another server"):
+            await unseal(converter, wid, config)
+    assert await seal(converter, "default", "wolf/default/s1", sealed) == sealed  # sealed once

@@ -6,9 +6,17 @@ from __future__ import annotations
 import hashlib
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from agentwolf.activities.session_io import query
 from agentwolf.config.manifest import Manifest, McpServerConfig
+from agentwolf.config.session_servers import (
+    SESSION_SERVER,
+    SealError,
+    server_name,
+    session_server_label,
+    unseal,
+)
 from agentwolf.extensions.registry import Scope, ScopeLevel
 from agentwolf.extensions.skills import LocalSkillRoot
 from agentwolf.extensions.types import SkillEntry
@@ -53,23 +61,12 @@ def skill_server_label(skill: str, server: str, config: McpServerConfig) -> str:
     return f"{skill}/{server}@{hashlib.sha256(config.model_dump_json().encode()).hexdigest()[:8]}"
 
 
-SESSION_SERVER = "session:"
-"""Labels of the servers a session's client brought: `session:<name>@<digest>` (declared names hold
-no `:`), so a session's server never takes a declared one's place."""
-
-
-def session_server_label(workflow_id: str, name: str, config: McpServerConfig) -> str:
-    """The digest binds the label to one session and the exact config: no two sessions share a
-    process, and a changed config is a new server."""
-    digest = hashlib.sha256(f"{workflow_id}\n{config.model_dump_json()}".encode()).hexdigest()[:8]
-    return f"{SESSION_SERVER}{name}@{digest}"
-
-
 async def add_session_servers(
     host: AgentHost, scope: Scope, servers: dict[str, McpServerConfig]
 ) -> dict[str, McpServerConfig]:
     """Register the servers the session's client brought at SESSION scope (no other session sees
     them); they start on the host's pool under the worker policy, and `${VAR}` never resolves in them.
+    What is returned (recorded in history) keeps their secrets sealed.
 
     A server this session had under a label no longer among them (a same-named one re-joined with
     another config) is unregistered and released, so the model is offered only the current one."""
@@ -77,7 +74,13 @@ async def add_session_servers(
     added: dict[str, McpServerConfig] = {}
     for name, config in servers.items():
         label = session_server_label(scope.session_id, name, config)
-        await host.pool.add_server(label, config, trusted=False)
+        try:
+            opened = await _opened(host, scope.session_id, config)
+        except SealError as exc:
+            raise ApplicationError(
+                f"MCP server {name!r}: {exc}", type="SealError", non_retryable=True
+            ) from None
+        await host.pool.add_server(label, opened, trusted=False)
         host.registry.add(host.mcp_server(label), session)
         added[label] = config
     for source in host.registry.tool_sources(session):
@@ -92,9 +95,22 @@ async def restore_session_server(host: AgentHost, inp: ToolCallInput) -> None:
     session's compiled agent, if the label's digest matches it."""
     compiled = await query(inp.ref, COMPILED_QUERY, CompiledAgent)
     config = compiled.session_servers.get(inp.server)
-    name = inp.server.removeprefix(SESSION_SERVER).rpartition("@")[0]
+    name = server_name(inp.server)
     if config is not None and session_server_label(inp.ref.workflow_id, name, config) == inp.server:
-        await host.pool.add_server(inp.server, config, trusted=False)
+        try:
+            opened = await _opened(host, inp.ref.workflow_id, config)
+        except SealError as exc:  # the pool reports the server as not declared
+            activity.logger.warning("MCP server %s: %s", inp.server, exc)
+            return
+        await host.pool.add_server(inp.server, opened, trusted=False)
+
+
+async def _opened(host: AgentHost, workflow_id: str, config: McpServerConfig) -> McpServerConfig:
+    """The config with its sealed secrets read back (config/session_servers.py): they stay in this
+    worker's memory, redacted from tool output, errors and logs."""
+    opened, secrets = await unseal(activity.client().data_converter, workflow_id, config)
+    host.secrets.hide(secrets)
+    return opened
 
 
 async def restore_skill_server(host: AgentHost, manifest: Manifest, inp: ToolCallInput) -> None:

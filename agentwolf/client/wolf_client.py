@@ -201,6 +201,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
         from agentwolf.workflows.session_input import SessionInput
         from agentwolf.workflows.turn import short
 
+        wid = workflow_id(self.tenant, session_id)
         await self.client.start_workflow(
             SESSION_WORKFLOW,
             SessionInput(
@@ -215,9 +216,9 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
                 config_version=version,
                 pinned=pinned,
                 output_schema=output_schema,
-                session_servers=session_servers or {},
+                session_servers=await self._sealed(wid, session_servers or {}),
             ),
-            id=workflow_id(self.tenant, session_id),
+            id=wid,
             task_queue=self.task_queue,
             search_attributes=TypedSearchAttributes(attributes),
             # `unique`: an id used before, even by a session that ended, is refused (idempotent starts).
@@ -227,7 +228,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
             static_summary=short(f"{agent}: {prompt}" if prompt else f"{agent} (interactive)"),
             static_details=start_details(agent, manifest, config_name, version, prompt),
         )
-        self._owned.add(workflow_id(self.tenant, session_id))
+        self._owned.add(wid)
         if config_name is not None and version is not None and not pinned:
             await self._catch_up(session_id, config_name, version)
         return session_id
@@ -318,7 +319,31 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
     async def join_servers(self, session_id: str, servers: dict[str, McpServerConfig]) -> None:
         """MCP servers (by name) that join this session only, as `start_session(session_servers=...)`
         does: an editor's; a same-named one is replaced, and the agent recompiles before its next step."""
-        await (await self._handle(session_id)).signal("join_servers", servers)
+        from agentwolf.config.session_servers import Compiled
+
+        handle = await self._handle(session_id)
+        compiled = await _patiently(lambda: handle.query("compiled", result_type=Compiled | None))  # type: ignore[arg-type]
+        sealed = await self._sealed(handle.id, servers, compiled.by_name() if compiled else {})
+        await handle.signal("join_servers", sealed)
+
+    async def _sealed(
+        self,
+        wid: str,
+        servers: dict[str, McpServerConfig],
+        current: dict[str, McpServerConfig] | None = None,
+    ) -> dict[str, McpServerConfig]:
+        """`servers` with their secrets sealed out of history (config/session_servers.py); one the
+        session already has unchanged (`current`, by name) keeps its sealing, so its label and process."""
+        from agentwolf.config.session_servers import same_secrets, seal
+
+        converter, sealed = self.client.data_converter, {}
+        for name, config in servers.items():
+            previous = (current or {}).get(name)
+            if previous is not None and await same_secrets(converter, wid, previous, config):
+                sealed[name] = previous
+            else:
+                sealed[name] = await seal(converter, self.client.namespace, wid, config)
+        return sealed
 
     async def close(self, session_id: str) -> None:
         await (await self._handle(session_id)).signal("close")

@@ -19,7 +19,7 @@ import os
 import shlex
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -196,11 +196,15 @@ class Secrets:
                 raise SecretRefused(name, self.tenant, self.policy.source)
         resolved = resolve(value, self.env)
         if resolved != value:
-            for name in names(value):
-                if len(secret := self.env.get(name, "")) >= SECRET_MIN_LEN:
-                    self.values.add(secret)
-                    REDACTED.add(secret)
+            self.hide(self.env.get(name, "") for name in names(value))
         return resolved
+
+    def hide(self, secrets: Iterable[str]) -> None:
+        """Redact these values (as long as `SECRET_MIN_LEN`) from what leaves the worker, logs included."""
+        for secret in secrets:
+            if len(secret) >= SECRET_MIN_LEN:
+                self.values.add(secret)
+                REDACTED.add(secret)
 
     def redact(self, text: str) -> str:
         return redact(text, self.values)
