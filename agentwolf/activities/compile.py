@@ -52,8 +52,10 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
     subagents = [
         name for cap in agent.capabilities if isinstance(cap, SubagentCapability) for name in cap.subagent
     ]
-    scope = await host.scope(inp.manifest, inp.agent, inp.ref.workflow_id, inp.turn_id or "-")
-    session_servers = await add_session_servers(host, scope, inp.session_servers)
+    # Heartbeating: a first use starts watchers and scans folders, a re-joined server may wait for the
+    # old one to stop: longer than the heartbeat timeout, which failed the attempt.
+    scope = await heartbeating(host.scope(inp.manifest, inp.agent, inp.ref.workflow_id, inp.turn_id or "-"))
+    session_servers = await heartbeating(add_session_servers(host, scope, inp.session_servers))
     skills = host.registry.skills(scope)
     try:
         entries = await heartbeating(skills.list_skills())
@@ -76,7 +78,7 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
         if skill_servers:  # the skills' own servers may serve skills too
             skills = host.registry.skills(scope)
             entries = await heartbeating(skills.list_skills())
-        catalog = await skills.catalog(inp.manifest.host.skills.catalog_bytes)
+        catalog = await heartbeating(skills.catalog(inp.manifest.host.skills.catalog_bytes))
         commands = await _commands(host, scope)
     except McpUnavailable as exc:
         raise ApplicationError(

@@ -38,7 +38,8 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
     """One model request; the transcript arrives as a delta against this worker's copy."""
     compiled = host.compiled.get(inp.compiled_digest)
     if compiled is None:
-        compiled = await query(inp.ref, COMPILED_QUERY, CompiledAgent)
+        # A cache miss comes after a worker restart: answering may replay a long run (heartbeat on).
+        compiled = await heartbeating(query(inp.ref, COMPILED_QUERY, CompiledAgent))
         if compiled is None or compiled.digest != inp.compiled_digest:
             raise ApplicationError(
                 f"the session's compiled agent does not match the digest {inp.compiled_digest} it was "
@@ -63,7 +64,7 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
         if inp.base_len:
             # The transcript is append-only, so the workflow's current copy starts with our prefix;
             # checked against the digest the workflow sent, like a cached copy.
-            base = (await query(inp.ref, TRANSCRIPT_QUERY, list[ModelMessage]))[: inp.base_len]
+            base = (await heartbeating(query(inp.ref, TRANSCRIPT_QUERY, list[ModelMessage])))[: inp.base_len]
             if len(base) != inp.base_len or chain_digest(EMPTY_DIGEST, base) != inp.base_digest:
                 raise ApplicationError(
                     f"the session's transcript prefix ({len(base)} messages) does not match the digest "

@@ -108,8 +108,8 @@ class SessionActivities:
 
     async def _read_skill(self, inp: SkillReadInput) -> ToolCallOutput:
         host = await self._host(inp.ref)
-        scope = await host.scope(
-            self.hosts.manifests[inp.ref.config_id], inp.agent, inp.ref.workflow_id, inp.turn_id
+        scope = await heartbeating(
+            host.scope(self.hosts.manifests[inp.ref.config_id], inp.agent, inp.ref.workflow_id, inp.turn_id)
         )
         try:
             file = await heartbeating(host.registry.resolve_uri(inp.uri, scope))
@@ -134,8 +134,8 @@ class SessionActivities:
     async def expand_command(self, inp: CommandInput) -> CommandOutput:
         """`/name args`: a local skill (with $ARGUMENTS, $1...) first, else an MCP prompt `/server:prompt`."""
         host = await self._host(inp.ref)
-        scope = await host.scope(
-            self.hosts.manifests[inp.ref.config_id], inp.agent, inp.ref.workflow_id, inp.turn_id
+        scope = await heartbeating(
+            host.scope(self.hosts.manifests[inp.ref.config_id], inp.agent, inp.ref.workflow_id, inp.turn_id)
         )
         name, _, rest = inp.text[1:].strip().partition(" ")
         try:
@@ -177,9 +177,9 @@ class SessionActivities:
 
     async def _call_tool(self, host: AgentHost, inp: ToolCallInput) -> ToolCallOutput:
         if inp.server not in host.pool.servers and inp.server.startswith(SESSION_SERVER):
-            await restore_session_server(host, inp)
+            await heartbeating(restore_session_server(host, inp))
         elif inp.server not in host.pool.servers:
-            await restore_skill_server(host, self.hosts.manifests[inp.ref.config_id], inp)
+            await heartbeating(restore_skill_server(host, self.hosts.manifests[inp.ref.config_id], inp))
         if (functions := host.function_tools(inp.server)) is not None:  # a plugin's: runs right here
             try:
                 done = await heartbeating(functions.call_tool(inp.tool, inp.arguments))
@@ -219,7 +219,10 @@ class SessionActivities:
             host.forget(ref.workflow_id)
 
     async def _host(self, ref: HostRef) -> AgentHost:
-        host = await self.hosts.get(ref.config_id, ref.tenant, lambda: query(ref, MANIFEST_QUERY, Manifest))
+        # A host new to this worker asks the session for its manifest (heartbeat on while it answers).
+        host = await heartbeating(
+            self.hosts.get(ref.config_id, ref.tenant, lambda: query(ref, MANIFEST_QUERY, Manifest))
+        )
         metrics.gauge(metrics.HOSTS, len(self.hosts.hosts()))
         return host
 
