@@ -1,12 +1,15 @@
 """Workflow code runs in Temporal's sandbox: a clock, random or I/O call in it fails the workflow task
-instead of silently breaking replay. Only pure-data modules are passed through."""
+instead of silently breaking replay. The session's layers are passed through (created once per
+process), so the sandbox never sees their calls: they are checked here instead."""
 
 from __future__ import annotations
 
+import ast
 import functools
 import pkgutil
 import subprocess
 import sys
+import textwrap
 import uuid
 from pathlib import Path
 
@@ -88,3 +91,67 @@ def test_workflow_payload_models_are_complete_at_import():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+NONDETERMINISTIC_MODULES = {
+    *("time", "random", "secrets", "uuid", "os", "socket", "subprocess", "io", "pathlib", "shutil"),
+    *("tempfile", "urllib", "http", "httpx", "requests", "mcp", "concurrent", "multiprocessing"),
+}
+CLOCK_CALLS = {"now", "utcnow", "today", "fromtimestamp", "time", "monotonic", "perf_counter"}
+"""Attribute calls that read a clock, unless on `workflow` (`workflow.now()` is replay-safe)."""
+UNSAFE_BUILTINS = {"open", "input", "hash", "id", "exec", "eval"}
+"""I/O, and values that differ between processes (str hashes are salted, ids are addresses)."""
+
+
+def nondeterminism(source: str) -> list[str]:
+    """`line: what` for each clock, randomness, environment or I/O use in `source`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module]
+        else:
+            names = []
+        found += [f"{node.lineno}: import {n}" for n in names if n.split(".")[0] in NONDETERMINISTIC_MODULES]
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in CLOCK_CALLS:
+            if not (isinstance(func.value, ast.Name) and func.value.id == "workflow"):
+                found.append(f"{node.lineno}: {ast.unparse(func)}()")
+        elif isinstance(func, ast.Name) and func.id in UNSAFE_BUILTINS:
+            found.append(f"{node.lineno}: {func.id}()")
+    return found
+
+
+def test_the_check_finds_clocks_randomness_and_io():
+    source = textwrap.dedent(
+        """
+        import os, random
+        from datetime import datetime
+        from temporalio import workflow
+        a = datetime.now(); b = workflow.now(); c = asyncio.get_running_loop().time()
+        d = open("f"); e = hash("s"); f = random.random()
+        """
+    )
+    assert nondeterminism(source) == [
+        "2: import os", "2: import random", "5: datetime.now()", "5: asyncio.get_running_loop().time()",
+        "6: open()", "6: hash()",
+    ]  # fmt: skip
+
+
+def _passed_through_workflow_modules(client: Client) -> list[Path]:
+    """Workflow modules the sandbox does not compile once the workers' workflows are prepared."""
+    Worker(client, task_queue=f"tq-{uuid.uuid4().hex[:8]}", workflows=WORKFLOWS, workflow_runner=SANDBOX)
+    compiled = {Path(p) for p in CODE_CACHE.cached()}
+    folder = Path(agentwolf.workflows.__file__).parent
+    return sorted(f for f in folder.glob("*.py") if f not in compiled and f.name != "__init__.py")
+
+
+async def test_passed_through_workflow_modules_use_no_clock_randomness_or_io(client: Client):
+    modules = _passed_through_workflow_modules(client)
+    names = {m.stem for m in modules}
+    assert {"core", "tools", "loop", "turn", "output", "contracts", "session_input", "types"} <= names
+    found = {m.name: problems for m in modules if (problems := nondeterminism(m.read_text()))}
+    assert found == {}
