@@ -128,7 +128,9 @@ async def test_empty_prompt_is_refused(wolf, run_worker):
 
 
 async def test_signals_in_bad_order(wolf, run_worker):
-    script = Script(lambda s: tool("slow", {"seconds": 0.2}) if s.calls % 2 else text(f"answer {s.calls}"))
+    # No turn can end by itself (its tool outlasts every deadline here): each ends only if an
+    # interrupt reaches it, so a lost interrupt leaves the session running and the wait fails.
+    script = Script(lambda s: tool("slow", {"seconds": 600}))
     async with run_worker(local_models={"m": script.model}):
         sid = await wolf.start_session("a", make_manifest())
         await wolf.interrupt(sid, "before anything")  # idle: nothing to interrupt
@@ -137,12 +139,13 @@ async def test_signals_in_bad_order(wolf, run_worker):
         await wolf.prompt(sid, "first")
         for i in range(100):  # a burst of steers and interrupts while a turn runs
             await (wolf.steer(sid, f"steer {i}") if i % 3 else wolf.interrupt(sid, f"burst {i}"))
-        await wait_for(lambda: _quiet(wolf, sid), timeout=120)
+        await wait_for(lambda: _quiet(wolf, sid), timeout=240)
         transcript = await wolf.transcript(sid)
         await wolf.close(sid)
         result = await wolf.result(sid)
         with pytest.raises(RPCError, match="already completed"):
             await wolf.steer(sid, "after close")
+        outcomes = [e.outcome async for _, e in wolf.events(sid, live=False) if e.kind == "turn_finished"]
     # Every steer is in the transcript exactly once, and every tool call has exactly one result.
     # (steers that arrive while idle start one turn together, joined by newlines)
     steers = [line for t in user_texts(transcript) for line in t.split("\n") if line.startswith("steer ")]
@@ -150,7 +153,8 @@ async def test_signals_in_bad_order(wolf, run_worker):
     calls = tool_call_ids(transcript)
     returns = [p.tool_call_id for p in tool_returns(transcript)]
     assert sorted(calls) == sorted(returns) and len(set(returns)) == len(returns)
-    assert result.outcome in ("completed", "interrupted")
+    # Every turn was interrupted (the first by "burst 0", the last by "burst 99" at the latest).
+    assert outcomes and set(outcomes) == {"interrupted"} and result.outcome == "interrupted"
 
 
 async def _quiet(wolf, sid):
