@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.test_cli import WOLF
@@ -31,10 +32,9 @@ def bystander() -> Iterator[subprocess.Popen[bytes]]:
 
 
 def _identity(pid: int) -> dict[str, object]:
-    """What `wolf up` records for a process it starts: pid, start time (/proc stat field 22), command line."""
-    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
-    return {"pid": pid, "start": int(stat[19]), "cmdline": cmdline}
+    """What `wolf up` records for a process it starts: pid, creation time, command line."""
+    proc = psutil.Process(pid)
+    return {"pid": pid, "created": proc.create_time(), "cmdline": proc.cmdline()}
 
 
 def _settled(pid: int) -> dict[str, object]:
@@ -55,14 +55,14 @@ def test_down_leaves_a_foreign_process_alone(tmp_path, bystander):
     # An old plain-number file, and one whose start time and command line are not this process's.
     (tmp_path / "worker.pid").write_text(str(pid))
     (tmp_path / "server.pid").write_text(
-        json.dumps({"pid": pid, "start": 1, "cmdline": ["temporal", "server"]})
+        json.dumps({"pid": pid, "created": 1.0, "cmdline": ["temporal", "server"]})
     )
     run = _down(tmp_path)
     assert run.returncode == 0, run.stderr
     assert bystander.poll() is None, "wolf down signalled a process it did not start"
     assert "nothing was running" in run.stdout
     assert f"ignoring worker.pid: '{pid}' does not say which process we started" in run.stderr
-    assert f"ignoring stale server.pid: pid {pid} is not the server we started" in run.stderr
+    assert f"ignoring stale server.pid: pid {pid} now belongs to another process" in run.stderr
     assert not (tmp_path / "worker.pid").exists() and not (tmp_path / "server.pid").exists()
 
 
@@ -86,11 +86,12 @@ def test_up_starts_a_worker_when_worker_pid_names_a_foreign_process(
     if old_format:
         (home / "worker.pid").write_text(str(pid))
         note = f"ignoring worker.pid: '{pid}' does not say which process we started"
-    else:  # the PID was reused: same pid, another process
+    else:  # the PID was reused: same pid, a process created later
+        worker = {"pid": pid, "created": psutil.Process(pid).create_time() - 100}
         (home / "worker.pid").write_text(
-            json.dumps({**_identity(pid), "cmdline": [sys.executable, "-m", "agentwolf.worker"]})
+            json.dumps({**worker, "cmdline": [sys.executable, "-m", "agentwolf.worker"]})
         )
-        note = f"ignoring stale worker.pid: pid {pid} is not the worker we started"
+        note = f"ignoring stale worker.pid: pid {pid} now belongs to another process"
     with socket.socket() as listener:  # stands in for the server, so `up` starts only the worker
         listener.bind(("127.0.0.1", 0))
         listener.listen()
@@ -107,9 +108,20 @@ def test_up_starts_a_worker_when_worker_pid_names_a_foreign_process(
     assert bystander.poll() is None
 
 
-def test_up_restarts_the_worker_when_the_model_environment_changed(tmp_path, monkeypatch):
-    """A worker started before `WOLF_MODEL` changed would keep the old model: `up` restarts it and
-    says which variable changed; the values never reach the disk."""
+def test_pid_files_written_before_psutil_still_name_a_running_process(tmp_path, bystander):
+    """A worker started by an older `wolf up` (its record has /proc's start ticks, no creation time)
+    is still ours when its command line matches: `down` stops it rather than starting a second one."""
+    record = {"pid": bystander.pid, "start": 12345, "cmdline": psutil.Process(bystander.pid).cmdline()}
+    (tmp_path / "worker.pid").write_text(json.dumps(record))
+    run = _down(tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "stopped: worker" in run.stdout and bystander.wait(timeout=10) == -signal.SIGTERM
+
+
+def test_a_changed_environment_restarts_the_worker_only_when_asked(tmp_path, monkeypatch):
+    """A worker keeps the model and OTEL_* variables it started with (a client's shell may lack its
+    keys): `up` names the variables that differ, `up(restart=True)` applies them; values never reach
+    the disk."""
     from agentwolf.client import local_stack
 
     home = tmp_path / "home"
@@ -122,12 +134,15 @@ def test_up_restarts_the_worker_when_the_model_environment_changed(tmp_path, mon
         monkeypatch.setenv("WOLF_MODEL", "local:demo")
         try:
             first = local_stack.up()
-            assert first.started == ["worker"] and first.changed == []
+            assert first.started == ["worker"] and first.changed == first.kept_env == []
             same = local_stack.up()
             assert same.started == [] and same.worker_pid == first.worker_pid
             monkeypatch.setenv("WOLF_MODEL", "openai:gpt-secret-model-name")
-            changed = local_stack.up()
-            assert changed.changed == ["WOLF_MODEL"] and changed.started == ["worker"]
+            monkeypatch.setenv("OTEL_SERVICE_NAME", "traced")
+            kept = local_stack.up()
+            assert kept.started == [] and kept.kept_env == ["OTEL_SERVICE_NAME", "WOLF_MODEL"]
+            changed = local_stack.up(restart=True)
+            assert changed.changed == ["OTEL_SERVICE_NAME", "WOLF_MODEL"] and changed.started == ["worker"]
             assert changed.worker_pid != first.worker_pid
             assert "gpt-secret-model-name" not in (home / "worker.env").read_text()
         finally:

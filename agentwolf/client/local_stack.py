@@ -1,11 +1,18 @@
 """The embedded local stack: a Temporal dev server (SQLite in the user's data dir) and a worker,
-started in the background and stopped by PID.
+started in the background and stopped by PID (psutil: Linux and macOS).
 
-A PID file records the process's start time and command line besides its PID: PIDs are reused, and
-a stale file must neither make `down` signal an unrelated process group nor `up` skip the worker."""
+A PID file records the process's creation time and command line besides its PID: PIDs are reused,
+and a stale file must neither make `down` signal an unrelated process group nor `up` skip the worker.
+
+worker.env remembers the running worker's launch (plugins, flags, the PYTHONPATH its plugins were
+found on, digests of the environment it builds models and traces from), so an implicit `up` (any
+verb that auto-starts) brings back the same worker. A launch whose worker dies before it polls is
+forgotten, so one bad `--plugin` never poisons later starts. A client's environment never restarts
+a running worker: only `wolf up --restart` applies it."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -19,10 +26,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from agentwolf.client.devserver import start_dev_command
+from agentwolf.defaults import TASK_QUEUE
 from agentwolf.paths import data_dir
 
 DEFAULT_ADDRESS = "localhost:7233"
+READY_TIMEOUT = 120.0
+"""Seconds `start` waits for a new worker to poll (imports and connecting take a few on a busy machine)."""
+LOG_TAIL = 8
+"""Lines of worker.log quoted when the worker dies before it polls."""
+
+
+class StackError(Exception):
+    """The local stack cannot run: the message says why and where to look (the CLI exits 3)."""
 
 
 def local_address() -> str:
@@ -49,44 +67,62 @@ class _Process:
     """What tells a process from a later one with the same PID."""
 
     pid: int
-    start: int
-    """Clock ticks from boot to its start: /proc/PID/stat field 22."""
+    created: float | None
+    """psutil's creation time; None in files written before it (the command line alone decides)."""
     cmdline: list[str]
 
+    @classmethod
+    def parse(cls, text: str) -> _Process:
+        """ValueError or TypeError unless `text` is one of our records."""
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise TypeError("not a record")
+        return cls(int(data["pid"]), data.get("created"), list(data["cmdline"]))
 
-def _start_time(pid: int) -> int:
-    """Field 22 of Linux's /proc/PID/stat; OSError if there is no such process."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return int(stat.rsplit(")", 1)[1].split()[19])  # the name in parentheses may hold spaces; field 3 follows
+    def live(self) -> psutil.Process | None:
+        """The process holding this PID now, if it runs (a zombie has ended)."""
+        try:
+            proc = psutil.Process(self.pid)
+            return None if proc.status() == psutil.STATUS_ZOMBIE else proc
+        except psutil.Error:
+            return None
 
+    def same(self, proc: psutil.Process) -> bool:
+        """Whether `proc` is this process (an exec'd child may show its parent's command line for a
+        moment: the creation time decides when recorded)."""
+        try:
+            if self.created is not None:
+                return abs(proc.create_time() - self.created) < 0.01
+            return proc.cmdline() == self.cmdline
+        except psutil.Error:
+            return False
 
-def _process(pid: int) -> _Process | None:
-    """The process now holding `pid` (a zombie's command line is empty), or None."""
-    try:
-        start, cmdline = _start_time(pid), Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return None
-    return _Process(pid, start, cmdline.decode(errors="replace").split("\0")[:-1])
+    def running(self) -> bool:
+        return (proc := self.live()) is not None and self.same(proc)
 
 
 def _ours(pid_file: Path) -> _Process | None:
-    """The process `pid_file` recorded if it is still that process; else None, the file removed and the user
-    told."""
+    """The process `pid_file` recorded if it still runs; else None and the file removed (the user
+    told when the PID now belongs to another process)."""
     try:
         text = pid_file.read_text()
     except FileNotFoundError:
         return None
     try:
-        recorded = _Process(**json.loads(text))
-    except (ValueError, TypeError):  # an old plain-number file, or not one of ours
+        recorded = _Process.parse(text)
+    except (ValueError, TypeError, KeyError):  # an old plain-number file, or not one of ours
         why = (
             f"{text.strip()[:20]!r} does not say which process we started"
             f" (stop it yourself if it is an old {pid_file.stem})"
         )
         _ignore(pid_file, f"{pid_file.name}: {why}")
         return None
-    if _process(recorded.pid) != recorded:
-        _ignore(pid_file, f"stale {pid_file.name}: pid {recorded.pid} is not the {pid_file.stem} we started")
+    proc = recorded.live()
+    if proc is None:  # it exited: nothing to say
+        pid_file.unlink(missing_ok=True)
+        return None
+    if not recorded.same(proc):
+        _ignore(pid_file, f"stale {pid_file.name}: pid {recorded.pid} now belongs to another process")
         return None
     return recorded
 
@@ -104,25 +140,44 @@ class StackStatus:
     worker_pid: int | None
     started: list[str]
     changed: list[str] = field(default_factory=list)
-    """The model environment variables (or `--plugin`, the plugin list) that changed since the running
-    worker started (it was restarted)."""
+    """Why the running worker was restarted: the launch parts (`--plugin`, `flags`, `PYTHONPATH`)
+    asked for, or with `restart`, the environment variables that differed."""
+    kept_env: list[str] = field(default_factory=list)
+    """Variables of this environment that differ from those the running worker started with, which
+    it keeps (`wolf up --restart` applies them)."""
+    log_offset: int = 0
+    """Where this start's lines begin in worker.log."""
 
 
-MODEL_ENV = ("WOLF_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "WOLF_POLICY")
-"""What the worker reads to build models: a worker started before a change would keep the old ones."""
+WATCHED_ENV = ("WOLF_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "WOLF_POLICY")
+"""What the worker reads to build models, besides every `OTEL_*` (its traces) and WOLF_TRACE_CONTENT."""
+_UNSET = hashlib.sha256(b"\0unset").hexdigest()[:16]
 
 
-def _model_env() -> dict[str, str]:
-    """A digest per variable (values never reach the disk), so a change can be named."""
+def _watched_env() -> dict[str, str]:
+    """A digest per variable set (values never reach the disk), so a change can be named."""
+    names = {*WATCHED_ENV, "WOLF_TRACE_CONTENT", *(n for n in os.environ if n.startswith("OTEL_"))}
     return {
-        name: hashlib.sha256(os.environ.get(name, "\0unset").encode()).hexdigest()[:16] for name in MODEL_ENV
+        name: hashlib.sha256(os.environ[name].encode()).hexdigest()[:16]
+        for name in sorted(names)
+        if name in os.environ
     }
+
+
+def _env_differs(recorded: dict[str, Any]) -> list[str]:
+    before = recorded.get("env")
+    if not isinstance(before, dict):  # written before worker.env held the environment apart
+        return []
+    now = _watched_env()
+    return sorted(n for n in {*before, *now} if before.get(n, _UNSET) != now.get(n, _UNSET))
 
 
 PLUGINS = "--plugin"
 """The key of the worker's plugin modules in worker.env (names, not secrets: kept as written)."""
 FLAGS = "flags"
 """The key of the worker's other flags in worker.env (metrics port, log options)."""
+PYTHONPATH = "PYTHONPATH"
+"""The key of the module path the worker was started with (absolute): where its plugins came from."""
 
 
 def _recorded(env_file: Path) -> dict[str, Any]:
@@ -133,19 +188,24 @@ def _recorded(env_file: Path) -> dict[str, Any]:
     return recorded if isinstance(recorded, dict) else {}
 
 
-def _env_changes(recorded: dict[str, Any], plugins: list[str], flags: list[str]) -> list[str]:
-    changed = [name for name, digest in _model_env().items() if recorded.get(name, digest) != digest]
-    changed += [PLUGINS] if recorded.get(PLUGINS, plugins) != plugins else []
-    return changed + ([FLAGS] if recorded.get(FLAGS, flags) != flags else [])
+def _pythonpath() -> str:
+    """This environment's PYTHONPATH, absolute: a worker started later, elsewhere, finds the same."""
+    entries = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    return os.pathsep.join(str(Path(entry).resolve()) for entry in entries if entry)
 
 
 def up(
-    timeout: float = 30.0, plugins: Sequence[str] | None = None, flags: Sequence[str] | None = None
+    timeout: float = 30.0,
+    plugins: Sequence[str] | None = None,
+    flags: Sequence[str] | None = None,
+    *,
+    restart: bool = False,
 ) -> StackStatus:
     """Start whatever of (server, worker) is not running; idempotent. `plugins`: the worker's plugin
-    modules, `flags` its other flags (a running worker with others is restarted); None keeps those it
-    was last started with.
-    They are imported here first, so one that cannot load raises PluginError before anything starts."""
+    modules (found on this environment's PYTHONPATH), `flags` its other flags (a running worker with
+    others is restarted); None keeps the remembered launch's. `restart`: restart a running worker,
+    so it takes this environment's variables. Returns at once: `start` also waits until it polls.
+    Plugins are imported here first, so one that cannot load raises PluginError before anything starts."""
     if plugins:
         from agentwolf.plugins import load_plugins
 
@@ -162,24 +222,107 @@ def up(
         deadline = time.monotonic() + timeout
         while not listening(address):
             if time.monotonic() > deadline:
-                raise TimeoutError(f"the Temporal dev server did not start; see {home / 'server.log'}")
+                raise StackError(f"the Temporal dev server did not start; see {home / 'server.log'}")
             time.sleep(0.2)
     worker = _ours(home / "worker.pid")
     recorded = _recorded(home / "worker.env")
-    wanted = list(plugins) if plugins is not None else list(recorded.get(PLUGINS, []))
-    wanted_flags = list(flags) if flags is not None else list(recorded.get(FLAGS, []))
-    changed = _env_changes(recorded, wanted, wanted_flags) if worker else []
-    if worker is not None and changed:  # it would keep building models from the old environment
+    plugins = list(plugins) if plugins is not None else list(recorded.get(PLUGINS, []))
+    flags = list(flags) if flags is not None else list(recorded.get(FLAGS, []))
+    path = _pythonpath() if plugins != recorded.get(PLUGINS) else str(recorded.get(PYTHONPATH, _pythonpath()))
+    launch: dict[str, Any] = {PLUGINS: plugins, FLAGS: flags, PYTHONPATH: path}
+    changed = [key for key, value in launch.items() if recorded.get(key, value) != value] if worker else []
+    differs = _env_differs(recorded) if worker else []
+    if worker is not None and (changed or restart):
+        changed += differs
+        differs = []
         _stop(home / "worker.pid", worker)
         worker = None
     worker_pid = worker.pid if worker else None
+    log_offset = 0
     if worker is None:
         cmd = [sys.executable, "-m", "agentwolf.worker", "--address", address]
-        cmd += [arg for module in wanted for arg in (PLUGINS, module)] + wanted_flags
-        worker_pid = _spawn(cmd, home / "worker.log", home / "worker.pid")
-        (home / "worker.env").write_text(json.dumps({**_model_env(), PLUGINS: wanted, FLAGS: wanted_flags}))
+        cmd += [arg for module in plugins for arg in (PLUGINS, module)] + flags
+        log = home / "worker.log"
+        log_offset = log.stat().st_size if log.exists() else 0
+        env = {name: value for name, value in os.environ.items() if name != PYTHONPATH}
+        worker_pid = _spawn(cmd, log, home / "worker.pid", env | ({PYTHONPATH: path} if path else {}))
+        (home / "worker.env").write_text(json.dumps({**launch, "env": _watched_env()}))
         started.append("worker")
-    return StackStatus(address, ui_url(address), server_pid, worker_pid, started, changed)
+    return StackStatus(
+        address, ui_url(address), server_pid, worker_pid, started, changed, differs, log_offset
+    )
+
+
+async def start(
+    plugins: Sequence[str] | None = None, flags: Sequence[str] | None = None, *, restart: bool = False
+) -> StackStatus:
+    """`up`, then wait until a worker it started polls its task queue. StackError if that worker
+    exits first (quoting the end of its log; its launch is forgotten) or never polls."""
+    status = await asyncio.to_thread(up, plugins=plugins, flags=flags, restart=restart)
+    if "worker" in status.started and status.worker_pid is not None:
+        await _until_polling(status, remembered=plugins is None)
+    return status
+
+
+async def _until_polling(status: StackStatus, *, remembered: bool) -> None:
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+    from temporalio.service import RPCError
+
+    from agentwolf.connection import connect
+
+    home = data_dir()
+    worker = _Process.parse((home / "worker.pid").read_text())
+    client = await connect(status.address)  # as the worker connects
+    request = DescribeTaskQueueRequest(
+        namespace=client.namespace,
+        task_queue=TaskQueue(name=TASK_QUEUE),
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    )
+    identity = f"{worker.pid}@{socket.gethostname()}"  # a worker's default identity
+    deadline = time.monotonic() + READY_TIMEOUT
+    while worker.running():
+        try:
+            described = await client.workflow_service.describe_task_queue(request)
+        except RPCError:  # a server that has just started may not serve the namespace yet
+            described = None
+        if described and any(poller.identity == identity for poller in described.pollers):
+            return
+        if time.monotonic() > deadline:
+            raise StackError(
+                f"the local worker (pid {worker.pid}) runs but has not polled task queue {TASK_QUEUE!r}"
+                f" after {READY_TIMEOUT:.0f} s; see {home / 'worker.log'}"
+            )
+        await asyncio.sleep(0.2)
+    recorded = _recorded(home / "worker.env")
+    for name in ("worker.env", "worker.pid"):
+        (home / name).unlink(missing_ok=True)
+    raise StackError(
+        _died(home / "worker.log", status.log_offset, recorded.get(PLUGINS, []) if remembered else [])
+    )
+
+
+def _died(log: Path, offset: int, remembered: list[str]) -> str:
+    """What to tell when a worker exited before it polled: the end of its log, and what was forgotten."""
+    with open(log, "rb") as f:
+        f.seek(offset)
+        lines = f.read().decode(errors="replace").strip().splitlines()[-LOG_TAIL:]
+    tail = "\n".join(f"  {line}" for line in lines) or "  (it wrote nothing)"
+    message = f"the local worker exited before it polled its task queue; the end of {log}:\n{tail}"
+    if remembered:
+        message += (
+            f"\nit loaded plugins remembered from an earlier `wolf up --plugin`: {', '.join(remembered)};"
+            " they are forgotten now (name them again with --plugin once they load)"
+        )
+    return message
+
+
+def polls_from_a_dead_process(identity: str) -> bool:
+    """Whether a poller `identity` (a worker's default, PID@HOST) names a process of this host that
+    has exited: Temporal lists a dead worker's poller for minutes."""
+    pid, _, host = identity.partition("@")
+    return host == socket.gethostname() and pid.isdigit() and not psutil.pid_exists(int(pid))
 
 
 def down(timeout: float = 15.0) -> list[str]:
@@ -199,20 +342,27 @@ def down(timeout: float = 15.0) -> list[str]:
 def _stop(pid_file: Path, started: _Process, timeout: float = 15.0) -> None:
     """SIGTERM the process group `_spawn` made (it drains), SIGKILL after `timeout`."""
     os.killpg(started.pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while _process(started.pid) == started and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if _process(started.pid) == started:
+    if not _gone(started, timeout):
         os.killpg(started.pid, signal.SIGKILL)
-        deadline = time.monotonic() + 2  # a killed process is gone a moment later, not at once
-        while _process(started.pid) == started and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _gone(started, 2)  # a killed process is gone a moment later, not at once
     pid_file.unlink(missing_ok=True)
 
 
-def _spawn(cmd: list[str], log: Path, pid_file: Path) -> int:
+def _gone(started: _Process, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while started.running():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _spawn(cmd: list[str], log: Path, pid_file: Path, env: dict[str, str] | None = None) -> int:
     with open(log, "ab") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True)
-    # `cmd` is its command line: /proc may show it empty for a moment after exec.
-    pid_file.write_text(json.dumps(asdict(_Process(proc.pid, _start_time(proc.pid), cmd))))
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True, env=env
+        )
+    created = psutil.Process(proc.pid).create_time()
+    # `cmd` is its command line: the kernel may show the parent's for a moment after fork.
+    pid_file.write_text(json.dumps(asdict(_Process(proc.pid, created, cmd))))
     return proc.pid

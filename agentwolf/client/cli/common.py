@@ -1,9 +1,10 @@
 """What every verb shares: the consoles, the option types, and `verb`, the one decorator that runs a
 verb's coroutine, connects it to Temporal and turns failures into one sentence and an exit code.
 
-Exit codes: 0 ok, 1 the session failed, 2 usage or config error, 3 Temporal or a worker unreachable,
-130 interrupted. Heavy modules (temporalio, pydantic-ai, rich tables) are imported where a verb needs
-them, so `wolf --help` stays fast."""
+Exit codes: 0 ok, 1 the session failed (or a bug: one line, the traceback only with WOLF_DEBUG=1),
+2 usage or config error, 3 Temporal or a worker unreachable, 130 interrupted. Heavy modules
+(temporalio, pydantic-ai, rich tables) are imported where a verb needs them, so `wolf --help` stays
+fast."""
 
 from __future__ import annotations
 
@@ -80,14 +81,22 @@ def fail(message: str, code: int) -> int:
 
 
 def _exit_code(exc: BaseException) -> int:
-    """Print what went wrong as a sentence (never an exception's class name); its exit code."""
+    """Print what went wrong as a sentence (an exception's class name only for a bug); its exit code."""
     from temporalio.service import RPCError
 
     from agentwolf.client.cli.errors import explain_rpc
+    from agentwolf.client.cli.extras import extra_of, install_hint
+    from agentwolf.client.local_stack import StackError
     from agentwolf.config.loading import ManifestError
 
     if isinstance(exc, Exit):
         return fail(str(exc), exc.code)
+    if isinstance(exc, StackError):
+        return fail(str(exc), 3)
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        extra = extra_of(exc.name)
+        fix = install_hint(extra) if extra else f"install the package that provides {exc.name}"
+        return fail(f"this needs {exc.name}, which is not installed: {fix}", 2)
     if isinstance(exc, ManifestError):
         err().print(f"[red]config error:[/red] {literal(str(exc))}", markup=True)
         return 2
@@ -95,7 +104,11 @@ def _exit_code(exc: BaseException) -> int:
         return fail(str(exc), 2)
     if isinstance(exc, RPCError):  # unknown session, rejected update, missing search attribute...
         return fail(*explain_rpc(exc))
-    raise exc
+    if os.environ.get("WOLF_DEBUG") == "1":
+        import traceback
+
+        traceback.print_exception(exc)
+    return fail(f"unexpected {type(exc).__name__}: {exc} (WOLF_DEBUG=1 prints where)", 1)
 
 
 def run(main: Callable[[], Awaitable[object]]) -> NoReturn:
@@ -103,16 +116,20 @@ def run(main: Callable[[], Awaitable[object]]) -> NoReturn:
 
     The process ends with `os._exit`: temporalio's core threads can still call into Python while
     the interpreter finalizes, which intermittently aborts a CLI that has already done its work.
+    `os._exit` skips atexit, so the spans still queued (the verb's root span) are flushed first.
     """
     import asyncio
+
+    from agentwolf.telemetry import tracing
 
     code = 0
     try:
         asyncio.run(main())  # type: ignore[arg-type]
     except (KeyboardInterrupt, asyncio.CancelledError):
         code = 130
-    except Exception as exc:  # noqa: BLE001 - _exit_code re-raises what it has no sentence for
+    except Exception as exc:  # noqa: BLE001 - every failure leaves as one sentence
         code = _exit_code(exc)
+    tracing.flush()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

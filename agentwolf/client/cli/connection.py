@@ -115,13 +115,13 @@ class Connection:
                 if not local_stack.listening(target):
                     note = f"no Temporal server on {target}: starting the embedded local stack..."
                     err().print(f"[yellow]{note}[/yellow]", markup=True)
-                status = local_stack.up()  # idempotent: also makes sure the local worker runs
+                # Idempotent: also makes sure the local worker runs (and waits until it polls), but
+                # never restarts it: this shell's variables may lack the running worker's credentials.
+                status = await local_stack.start()
                 if "server" in status.started:
                     err().print(f"server {status.address}, UI {status.ui}, worker pid {status.worker_pid}")
-                if status.changed:
-                    err().print(
-                        f"restarted the local worker: {', '.join(status.changed)} changed since it started"
-                    )
+                if status.kept_env:
+                    err().print(f"note: {kept_env_note(status.kept_env)}")
         try:
             return await WolfClient.connect(
                 target,
@@ -134,3 +134,11 @@ class Connection:
             )
         except RuntimeError as exc:
             raise Exit(3, f"cannot reach Temporal at {target}: {exc}") from None
+
+
+def kept_env_note(names: list[str]) -> str:
+    """What to say when this shell's variables differ from those the running local worker uses."""
+    return (
+        f"the local worker keeps the {', '.join(names)} it started with (this shell's differ);"
+        " `wolf up --restart` restarts it with this shell's"
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from agentwolf.client.cli.common import Agent, ConfigOpt, Exit, Tenant, verb
+from agentwolf.client.cli.common import Agent, ConfigOpt, Tenant, verb
 from agentwolf.client.cli.connection import Connection
 from agentwolf.client.cli.stack import TaskQueue
 from agentwolf.defaults import TASK_QUEUE
@@ -28,14 +28,12 @@ async def acp(
 
     Example: wolf acp -a assistant -c wolf.yaml
     """
-    from agentwolf.client.cli.sources import check_agent, config_source, source_args
+    from agentwolf.client.cli.extras import require
 
-    try:
-        from agentwolf.protocols.acp import Served, serve_stdio
-    except ImportError as exc:
-        raise Exit(
-            2, f"wolf acp needs its extra: pip install 'agentwolf[acp]' ({exc.name} is missing)"
-        ) from None
+    require("acp", "acp")
+    from agentwolf.client.cli.sources import check_agent, config_source, source_args
+    from agentwolf.protocols.acp import Served, serve_stdio
+
     source = config_source(config)
     if not isinstance(source, str):
         check_agent(source, agent)

@@ -25,7 +25,8 @@ def explain_rpc(exc: RPCError) -> tuple[str, int]:
 
 
 async def worker_polls(wolf: WolfClient, task_queue: str) -> bool:
-    """Whether any worker has polled `task_queue` lately (a 2 s question to the server)."""
+    """Whether any worker has polled `task_queue` lately (a 2 s question to the server) and was not
+    a process of this host that has exited (Temporal lists a dead worker's poller for minutes)."""
     from temporalio.api.enums.v1 import TaskQueueType
     from temporalio.api.taskqueue.v1 import TaskQueue
     from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
@@ -35,8 +36,10 @@ async def worker_polls(wolf: WolfClient, task_queue: str) -> bool:
         task_queue=TaskQueue(name=task_queue),
         task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
     )
+    from agentwolf.client.local_stack import polls_from_a_dead_process
+
     described = await wolf.client.workflow_service.describe_task_queue(request, timeout=timedelta(seconds=2))
-    return bool(described.pollers)
+    return any(not polls_from_a_dead_process(poller.identity) for poller in described.pollers)
 
 
 async def _session_queue(wolf: WolfClient, session_id: str) -> str | None:

@@ -39,17 +39,15 @@ async def mcp(
 
     Example: wolf mcp --config examples/config.yaml
     """
+    from agentwolf.client.cli.extras import require
+
+    require("serve", "mcp")
     from agentwolf.client.cli.sources import config_source
     from agentwolf.config.policy import load_policy
     from agentwolf.protocols.auth import ApiKeys, Principal
+    from agentwolf.protocols.main import BindingRefused, check_binding, serve_app, served_by
+    from agentwolf.protocols.mcp_server import WolfMCP, http_routes
 
-    try:
-        from agentwolf.protocols.main import BindingRefused, check_binding, serve_app, served_by
-        from agentwolf.protocols.mcp_server import WolfMCP, http_routes
-    except ImportError as exc:
-        raise Exit(
-            2, f"wolf mcp needs its extra: pip install 'agentwolf[serve]' ({exc.name} is missing)"
-        ) from None
     keys = ApiKeys([])
     if transport == "http":
         try:

@@ -257,11 +257,19 @@ async def deny(
 @app.command()
 @verb
 async def close(session_id: str, conn: Connection, tenant: Tenant = "default", as_json: Json = False) -> None:
-    """Finish a session.
+    """Finish a session (a session that has already finished is left as it is: exit 0).
 
     Example: wolf close 3f2a9c1b7d4e
     """
-    await _signal(conn, tenant, session_id, as_json, lambda w: w.close(session_id))
+    from temporalio.service import RPCError
+
+    try:
+        await _signal(conn, tenant, session_id, as_json, lambda w: w.close(session_id))
+    except RPCError as exc:
+        if "already completed" not in exc.message:
+            raise
+        done = {"ok": True, "session_id": session_id, "already_finished": True}
+        out().print(json.dumps(done) if as_json else f"session {session_id} has already finished")
 
 
 class State(StrEnum):

@@ -85,19 +85,29 @@ async def worker(
 async def up(
     as_json: Json = False,
     plugin: Plugins = None,
+    restart: Annotated[
+        bool,
+        typer.Option(
+            "--restart", help="Restart a running worker, so it takes this shell's variables (keys, OTEL_*)."
+        ),
+    ] = False,
     metrics_port: MetricsPort = None,
     log_level: LogLevel = "INFO",
     log_format: LogFormat = "text",
 ) -> None:
-    """Start the embedded local stack (dev server on SQLite + a worker) in the background; with
-    --plugin, its worker loads those plugins; --metrics-port and the log options are the worker's
-    (a worker running with other plugins or options restarts).
+    """Start the embedded local stack (dev server on SQLite + a worker) in the background and wait
+    until the worker polls (exit 3, with the end of its log, if it dies). With --plugin, its worker
+    loads those plugins (found on this shell's PYTHONPATH, remembered for later starts);
+    --metrics-port and the log options are the worker's (a worker running with other plugins or
+    options restarts). A running worker keeps its environment variables unless --restart.
 
     Example: wolf up --plugin my_tools --json
     """
     from agentwolf.client import local_stack
+    from agentwolf.client.cli.connection import kept_env_note
 
-    st = local_stack.up(plugins=plugin, flags=worker_flags(metrics_port, log_level, log_format))
+    flags = worker_flags(metrics_port, log_level, log_format)
+    st = await local_stack.start(plugins=plugin, flags=flags, restart=restart)
     info: dict[str, Any] = {
         "address": st.address,
         "ui": st.ui,
@@ -108,7 +118,15 @@ async def up(
     }
     if st.changed:
         info["restarted_worker_because"] = f"{', '.join(st.changed)} changed since it started"
-    out().print(json.dumps(info) if as_json else "\n".join(f"{k}: {v}" for k, v in info.items()))
+    elif restart and "worker" in st.started:
+        info["restarted_worker_because"] = "--restart"
+    if st.kept_env:
+        info["note"] = kept_env_note(st.kept_env)
+    if as_json:
+        out().print(json.dumps(info))
+        return
+    info["started"] = ", ".join(st.started) or "nothing (all running)"
+    out().print("\n".join(f"{k}: {v}" for k, v in info.items()))
 
 
 @app.command()
@@ -144,7 +162,7 @@ async def dev(
     from agentwolf.telemetry import logs
 
     logs.configure(log_level, log_format)
-    st = local_stack.up(flags=worker_flags(metrics_port, log_level, log_format))
+    st = await local_stack.start(flags=worker_flags(metrics_port, log_level, log_format))
     out().print(f"server {st.address}, UI {st.ui}, worker pid {st.worker_pid}; Ctrl-C stops both")
     try:
         await asyncio.Event().wait()
@@ -177,19 +195,17 @@ async def serve(
 
     Example: wolf serve --no-auth --port 8088
     """
+    from agentwolf.client.cli.extras import require
+
+    require("serve", "serve")  # before anything it imports: ag_ui, say, only loads with the first route
     from agentwolf.client.cli.sources import config_source
     from agentwolf.config.policy import load_policy
     from agentwolf.protocols.auth import ApiKeys
+    from agentwolf.protocols.main import BindingRefused, check_binding
+    from agentwolf.protocols.main import serve as run_server
     from agentwolf.telemetry import logs
 
     logs.configure(log_level, log_format)
-    try:
-        from agentwolf.protocols.main import BindingRefused, check_binding
-        from agentwolf.protocols.main import serve as run_server
-    except ImportError as exc:
-        raise Exit(
-            2, f"wolf serve needs its extra: pip install 'agentwolf[serve]' ({exc.name} is missing)"
-        ) from None
     try:
         keys = ApiKeys.load(load_policy(policy).api_keys)
         check_binding(host, keys, no_auth)
