@@ -372,3 +372,29 @@ async def test_the_worker_policy_refuses_an_editors_server(client, task_queue, r
             await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[text_block("hi")]), 60)
     assert "not allowed by the worker policy" in str(refused.value.data)
     assert script.calls == 0
+
+
+async def test_loading_another_users_session_joins_none_of_the_editors_servers(
+    client, task_queue, run_worker, tmp_path
+):
+    config = tmp_path / "bare.yaml"
+    config.write_text(yaml.safe_dump({"agents": {"a": {"model": "local:m"}, "b": {"model": "local:m"}}}))
+    script = Script(sequence(text("one"), text("two")))
+    wolf = WolfClient(client, task_queue=task_queue)
+    async with (
+        run_worker(local_models={"m": script.model}) as hosts,
+        _wolf_acp(client, task_queue, config, Editor()) as (conn, _),
+    ):
+        # Alice's session, of the agent and config this editor serves; Bob's editor loads it.
+        theirs = await wolf.start_session("a", config, owner="acp:alice@her-laptop")
+        await conn.load_session(cwd=str(tmp_path), session_id=theirs, mcp_servers=[_stdio_server("bobs")])
+        done = await asyncio.wait_for(conn.prompt(session_id=theirs, prompt=[text_block("hi")]), 60)
+        compiled = await client.get_workflow_handle(workflow_id(wolf.tenant, theirs)).query("compiled")
+        # A session of another agent is as unknown here as a missing one.
+        other = await wolf.start_session("b", config)
+        with pytest.raises(RequestError) as refused:
+            await conn.load_session(cwd=str(tmp_path), session_id=other, mcp_servers=[_stdio_server("x")])
+        labels = _session_labels(hosts)
+    assert done.stop_reason == "end_turn" and compiled["session_servers"] == {} and labels == []
+    assert "env" not in script.offered[0]  # Bob's server's tools were never offered in Alice's session
+    assert refused.value.code == -32002

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pydantic_ai.messages import ModelResponse, ToolCallPart, ToolReturnPart
 
+from agentwolf.client.wolf_client import NotOwner
 from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.config.session_servers import SealError, seal, unseal
 from agentwolf.payloads import data_converter
@@ -27,6 +28,10 @@ def _envs(tools: list[str]) -> list[str]:
 async def _idle_after(wolf: Any, sid: str, turns: int) -> bool:
     status = await wolf.status(sid)
     return status.state == "idle" and status.counters.turns >= turns
+
+
+async def _run_changed(handle: Any, first_run: str) -> bool:
+    return (await handle.describe()).run_id != first_run
 
 
 def _session_labels(hosts: Any) -> set[str]:
@@ -121,3 +126,22 @@ async def test_sealed_secrets_open_only_for_their_session_and_server(tmp_path):
         with pytest.raises(SealError, match="another session or another server"):
             await unseal(converter, wid, config)
     assert await seal(converter, "default", "wolf/default/s1", sealed) == sealed  # sealed once
+
+
+async def test_only_the_owner_joins_servers_also_after_continue_as_new(wolf, run_worker):
+    script = Script(lambda s: text(f"answer {s.calls}"))
+    manifest = Manifest.model_validate(
+        {"host": {"sessions": {"continue_as_new_bytes": 1}}, "agents": {"a": {"model": "local:m"}}}
+    )
+    server = {"tools": McpServerConfig(**tools_server())}
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.start_session("a", manifest, owner="alice", prompt="one")
+        first_run = (await wolf.client.get_workflow_handle(f"wolf/{wolf.tenant}/{sid}").describe()).run_id
+        await wait_for(lambda: _idle_after(wolf, sid, 1))
+        handle = wolf.client.get_workflow_handle(f"wolf/{wolf.tenant}/{sid}")
+        await wait_for(lambda: _run_changed(handle, first_run))  # continued as new
+        for stranger in ("bob", None):
+            with pytest.raises(NotOwner):
+                await wolf.join_servers(sid, server, owner=stranger)
+        await wolf.join_servers(sid, server, owner="alice")
+        await wolf.close(sid)

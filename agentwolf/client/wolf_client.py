@@ -82,6 +82,15 @@ class SessionNotFound(ValueError):
     pass
 
 
+class NotOwner(PermissionError):
+    """The session was started for someone else (another editor's user): its servers are not theirs."""
+
+
+OWNER_MEMO = "owner"
+"""The memo field naming who a session was started for (`start_session(owner=...)`); continue-as-new
+carries the memo over."""
+
+
 class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
     """Sessions and configs of one tenant on one Temporal namespace; another tenant's sessions are refused."""
 
@@ -163,9 +172,11 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
         trigger: str | None = None,
         unique: bool = False,
         session_servers: dict[str, McpServerConfig] | None = None,
+        owner: str | None = None,
     ) -> str:
         """Start a session (its first prompt optional); returns the session id. `output_schema`: the
-        answer is a JSON object valid against it (a job with `output`, see `JobMethods`).
+        answer is a JSON object valid against it (a job with `output`, see `JobMethods`). `owner`: who
+        it is started for (an editor's user): only they join MCP servers to it (`join_servers`).
 
         The config is a manifest (file or object), or `config_name` from the registry: the session
         starts on its current version and takes new ones at turn boundaries unless `pinned`."""
@@ -227,6 +238,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
             else WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             static_summary=short(f"{agent}: {prompt}" if prompt else f"{agent} (interactive)"),
             static_details=start_details(agent, manifest, config_name, version, prompt),
+            memo={OWNER_MEMO: owner} if owner is not None else None,
         )
         self._owned.add(wid)
         if config_name is not None and version is not None and not pinned:
@@ -316,12 +328,20 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
     async def interrupt(self, session_id: str, reason: str | None = None) -> None:
         await (await self._handle(session_id)).signal("interrupt", reason)
 
-    async def join_servers(self, session_id: str, servers: dict[str, McpServerConfig]) -> None:
+    async def join_servers(
+        self, session_id: str, servers: dict[str, McpServerConfig], *, owner: str | None = None
+    ) -> None:
         """MCP servers (by name) that join this session only, as `start_session(session_servers=...)`
-        does: an editor's; a same-named one is replaced, and the agent recompiles before its next step."""
+        does: an editor's; a same-named one is replaced, and the agent recompiles before its next step.
+
+        Only for the session's `owner` (NotOwner otherwise): another user's servers, and the
+        credentials they carry, would act in a session that is not theirs."""
         from agentwolf.config.session_servers import Compiled
 
         handle = await self._handle(session_id)
+        started_for = await (await handle.describe()).memo_value(OWNER_MEMO, None)
+        if started_for != owner:
+            raise NotOwner(f"session {session_id!r} was not started for {owner or 'this client'!r}")
         compiled = await _patiently(lambda: handle.query("compiled", result_type=Compiled | None))  # type: ignore[arg-type]
         sealed = await self._sealed(handle.id, servers, compiled.by_name() if compiled else {})
         await handle.signal("join_servers", sealed)

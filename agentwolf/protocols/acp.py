@@ -1,16 +1,19 @@
 """`wolf acp`: AgentWolf as an ACP agent for editors (Zed and other Agent Client Protocol clients).
 
 An ACP session is a durable session (the same id). `session/new` starts one with the served agent
-and config; `session/load` reattaches to any of the tenant's sessions, replaying its transcript as
+and config; `session/load` reattaches to a session of the tenant that runs the served agent from the
+served config (any other is "not found", as on every front end), replaying its transcript as
 `session/update`s, then following it live; `session/resume` only follows. `session/prompt` sends a
 turn and answers with its stop reason once the turn ends, while the session's follower streams
 what happens (acp_updates.py). A tool call waiting for approval becomes `session/request_permission`
 (allow once, allow always: the tool for the rest of the session, reject), answered with
 approve/deny. `session/cancel` interrupts the running turn. The session's slash commands (from its
 compiled agent) go out with `available_commands_update` whenever it compiles (hot reload included).
-The MCP servers the client passes (stdio, streamable HTTP) join that session only: the worker
-registers them at the extension registry's SESSION scope, starts them under its policy and stops
-them when the session closes.
+The MCP servers the client passes (stdio, streamable HTTP) join that session only, and only a session
+started for the same user (`editor_principal`): the worker registers them at the extension
+registry's SESSION scope, starts them under its policy and stops them when the session closes; their
+`env` and header values are sealed out of history (agentwolf/config/session_servers.py). Loading
+another user's session shows it without joining the editor's servers (and its credentials) to it.
 
 Nothing lives in this process but followers: a turn runs in its session whatever happens to the
 editor or to `wolf acp`, and a new `wolf acp` that loads the session shows what happened meanwhile.
@@ -21,7 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import getpass
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import wraps
@@ -60,7 +65,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from agentwolf.client.chat import session_commands
-from agentwolf.client.wolf_client import SessionNotFound, WolfClient
+from agentwolf.client.wolf_client import NotOwner, SessionNotFound, WolfClient
 from agentwolf.config.manifest import McpServerConfig
 from agentwolf.protocols.acp_updates import Updates, replay, title, tool_finished
 from agentwolf.protocols.ndjson import MAX_LINE, NdjsonTransport
@@ -140,9 +145,10 @@ class _Attached:
 class WolfAgent:
     """The ACP agent: a thin translation onto WolfClient (the acp.Agent protocol)."""
 
-    def __init__(self, wolf: WolfClient, served: Served) -> None:
+    def __init__(self, wolf: WolfClient, served: Served, principal: str | None = None) -> None:
         self.wolf = wolf
         self.served = served
+        self.principal = principal or editor_principal()
         self.sessions: dict[str, _Attached] = {}
         self.conn: Client | None = None
 
@@ -174,7 +180,10 @@ class WolfAgent:
         self, cwd: str, mcp_servers: list[Any] | None = None, **_: Any
     ) -> NewSessionResponse:
         session_id = await self.wolf.start_session(
-            self.served.agent, **self.served.source, session_servers=session_servers(mcp_servers)
+            self.served.agent,
+            **self.served.source,
+            session_servers=session_servers(mcp_servers),
+            owner=self.principal,
         )
         self._attach(session_id, 0)
         return NewSessionResponse(session_id=session_id)
@@ -206,11 +215,31 @@ class WolfAgent:
         return ResumeSessionResponse()
 
     async def _join(self, session_id: str, servers: list[Any] | None) -> SessionStatus:
-        """The session's status, once the client's MCP servers (if any) have joined it."""
+        """The session's status, once the client's MCP servers (if any) have joined it: a session of
+        the served agent and config only, and servers only into a session started for this user."""
         status = await self.wolf.status(session_id)
+        if not self._serves(status):
+            raise SessionNotFound(session_id)
         if joining := session_servers(servers):
-            await self.wolf.join_servers(session_id, joining)
+            try:
+                await self.wolf.join_servers(session_id, joining, owner=self.principal)
+            except NotOwner:
+                log.warning(
+                    "session %s was started for another user: the editor's MCP servers do not join it",
+                    session_id,
+                )
         return status
+
+    def _serves(self, status: SessionStatus) -> bool:
+        """The rule every front end applies to a session it is named: it runs the served agent from
+        the served config (a registry config by name, a manifest by its identity)."""
+        source = self.served.source
+        if status.agent != self.served.agent:
+            return False
+        if "config_name" in source:
+            return status.config_name == source["config_name"]
+        manifest = source.get("manifest")
+        return status.config_name is None and getattr(manifest, "identity", None) == status.config_id
 
     async def _snapshot(self, session_id: str) -> tuple[list[ModelMessage], int]:
         """The transcript and the offset of the first event after it: read until no event came in
@@ -377,6 +406,12 @@ class WolfAgent:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def editor_principal() -> str:
+    """Who this editor acts for: the user running `wolf acp` on this host (the process has no key of
+    its own; its Temporal credentials are the tenant's). Sessions record it as their owner."""
+    return f"acp:{getpass.getuser()}@{socket.gethostname()}"
 
 
 def session_servers(servers: list[Any] | None) -> dict[str, McpServerConfig]:
