@@ -18,7 +18,8 @@ from agentwolf.activities.session_io import heartbeating, query
 from agentwolf.activities.tools import cut_tool_outputs
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError
-from agentwolf.hosts.host import AgentHost, CachedTranscript, HostRegistry
+from agentwolf.hosts.host import AgentHost, HostRegistry
+from agentwolf.hosts.transcripts import CachedTranscript
 from agentwolf.workflows.contracts import (
     COMPILED_QUERY,
     EMPTY_DIGEST,
@@ -58,7 +59,7 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
     cached = host.transcript(inp.ref.workflow_id, inp.base_len, inp.base_digest) if inp.base_len else None
     cache_hit = cached is not None or not inp.base_len
     if cached is not None:
-        base, base_sent = cached.messages, cached.sent
+        base, base_sent, base_size = cached.messages, cached.sent, cached.size
     else:
         base = []
         if inp.base_len:
@@ -72,6 +73,7 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
                     type="TranscriptMismatch",
                 )
         base_sent = cut_tool_outputs(base, limit)
+        base_size = _size(base)
     messages = [*base, *inp.delta]
     sent = [*base_sent, *cut_tool_outputs(inp.delta, limit, start=len(base))]
     if not any(m is not s for m, s in zip(messages, sent, strict=True)):  # nothing cut: nothing to read on
@@ -120,15 +122,20 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
     observe.model_answered(inp.ref.tenant, response, cache_hit)
     # Cache the response as the workflow will see it (after a trip through the data converter),
     # redacted: a provider echoes the model name and its URL, which may be resolved placeholders.
-    stored = ModelMessagesTypeAdapter.validate_json(
-        host.secrets.redact(ModelMessagesTypeAdapter.dump_json([response]).decode())
-    )
+    answer = host.secrets.redact(ModelMessagesTypeAdapter.dump_json([response]).decode())
+    stored = ModelMessagesTypeAdapter.validate_json(answer)
     digest = chain_digest(chain_digest(inp.base_digest, inp.delta), stored)
-    host.remember(inp.ref.workflow_id, CachedTranscript([*messages, *stored], digest, [*sent, *stored]))
+    size = base_size + _size(inp.delta) + len(answer)
+    host.remember(inp.ref.workflow_id, CachedTranscript([*messages, *stored], digest, [*sent, *stored], size))
     spec = used_spec(model, compiled.models, response)
     cost = request_cost(response, spec, host.manifest.host.models)
     record(inp.ref.tenant, spec or response.model_name or "unknown", cost)
     return ModelRequestOutput(response=stored[0], cache_hit=cache_hit, model=spec, cost_usd=cost)
+
+
+def _size(messages: list[ModelMessage]) -> int:
+    """About how many bytes `messages` hold: their JSON's length (what the cache bounds)."""
+    return len(ModelMessagesTypeAdapter.dump_json(messages)) if messages else 0
 
 
 def _with_instructions(messages: list[ModelMessage], instructions: str) -> list[ModelMessage]:

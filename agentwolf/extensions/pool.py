@@ -38,6 +38,7 @@ from mcp.shared.message import SessionMessage
 from agentwolf.config.manifest import McpServerConfig
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import NO_SECRETS, PolicyError, Secrets, WorkerPolicy
+from agentwolf.config.session_servers import SESSION_SERVER
 from agentwolf.isolation import unprivileged
 from agentwolf.paths import data_dir
 from agentwolf.telemetry import metrics
@@ -90,6 +91,7 @@ class McpPool:
         *,
         secrets: Secrets | None = None,
         max_clients: int = 20,
+        max_session_clients: int = 200,
         idle_timeout: float = 600.0,
         connect_attempts: int = 3,
         backoff: float = 0.5,
@@ -105,6 +107,11 @@ class McpPool:
         self.on_list_changed = on_list_changed
         self.secrets = secrets or WorkerPolicy().secrets_for("default")
         self.max_clients = max_clients
+        """Shared servers (the manifest's, skills') connected at once."""
+        self.max_session_clients = max_session_clients
+        """Session servers (an editor's, one process per session) connected at once: counted apart, so
+        editors never evict the shared servers every session uses, nor those evict an editor's
+        (stateful) server; past the cap the least recently used idle one goes (it restarts on demand)."""
         self.idle_timeout = idle_timeout
         self.connect_attempts = connect_attempts
         self.backoff = backoff
@@ -200,7 +207,7 @@ class McpPool:
 
     async def _connect(self, server: str) -> _Connection:
         config = self._config(server)
-        await self._make_room()
+        await self._make_room(server)
         delay = self.backoff
         for attempt in range(1, self.connect_attempts + 1):
             try:
@@ -243,7 +250,11 @@ class McpPool:
                 transport = stdio_client(params, errlog=conn.errlog)
             else:
                 headers = {k: secrets.resolve(v) for k, v in config.headers.items()}
-                transport = _http(secrets.resolve(config.url or ""), headers)
+                url = secrets.resolve(config.url or "")
+                self.secrets.policy.check_url(url)
+                if server in self._untrusted:
+                    await self.secrets.policy.check_reach(url)
+                transport = _http(url, headers)
         except (FileNotFoundError, MissingVariable, PolicyError) as exc:
             raise McpUnavailable(server, str(exc), permanent=True) from exc
         conn.client = Client(
@@ -358,13 +369,20 @@ class McpPool:
             conn.scope.cancel()
             await asyncio.wait({conn.task}, timeout=10.0)
 
-    async def _make_room(self) -> None:
-        live = [c for c in self._connections.values() if c.alive]
-        if len(live) < self.max_clients:
+    async def _make_room(self, server: str) -> None:
+        """Room for `server` among its kind (shared or session servers): evict that kind's least
+        recently used idle client at the cap."""
+        session = server.startswith(SESSION_SERVER)
+        cap = self.max_session_clients if session else self.max_clients
+        live = [
+            c for c in self._connections.values() if c.alive and c.name.startswith(SESSION_SERVER) == session
+        ]
+        if len(live) < cap:
             return
         idle = sorted((c for c in live if c.in_flight == 0), key=lambda c: c.last_used)
         if not idle:
-            raise McpUnavailable("*", f"pool full: {self.max_clients} clients all busy")
+            kind = "session" if session else "shared"
+            raise McpUnavailable("*", f"pool full: {cap} {kind} server clients all busy")
         await self._discard(idle[0])
 
     async def _reap_idle(self) -> None:

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from mcp.shared.exceptions import MCPError
-from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
 from agentwolf.config.manifest import Manifest, McpCapability, SkillsCapability
@@ -35,6 +34,7 @@ from agentwolf.extensions.types import ChangeEvent, ExtensionError, SkillResourc
 from agentwolf.extensions.watch import SkillRootWatcher
 from agentwolf.hosts.demo import demo_model
 from agentwolf.hosts.models import build_model
+from agentwolf.hosts.transcripts import CachedTranscript, TranscriptCache
 from agentwolf.plugins import FunctionTool, LocalModel, Plugins
 from agentwolf.workflows.contracts import CompiledAgent
 from agentwolf.workflows.types import ExtensionsChanged
@@ -43,15 +43,6 @@ Notify = Callable[[str, ExtensionsChanged], Awaitable[None]]
 """Signal one session (by workflow id) that extensions it uses changed."""
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class CachedTranscript:
-    messages: list[ModelMessage]
-    digest: str
-    sent: list[ModelMessage]
-    """What the model was sent: `messages` with long tool results cut (the same objects otherwise), kept
-    so that each request cuts only what is new."""
 
 
 @dataclass
@@ -67,7 +58,9 @@ class AgentHost:
     notify: Notify | None = None
     plugin_tools: Mapping[str, Mapping[str, FunctionTool]] = field(default_factory=dict)
     """The worker's plugins' function tools (plugin -> tool name -> tool), for `{plugin: ...}` servers."""
-    max_transcripts: int = 256
+    transcripts: TranscriptCache = field(default_factory=TranscriptCache)
+    """The worker's transcript copies (HostRegistry gives every host the same one)."""
+    max_compiled: int = 256
     max_sessions: int = 4096
     """Sessions remembered (for change notices and agent registrations), least recently served out
     first; one that comes back is re-checked and its agent registered again."""
@@ -91,7 +84,6 @@ class AgentHost:
     _pump: asyncio.Task[None] | None = None
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     _models: dict[tuple[str, ...], Model] = field(default_factory=dict)
-    _transcripts: OrderedDict[str, CachedTranscript] = field(default_factory=OrderedDict)
 
     def __post_init__(self) -> None:
         self.registry = ExtensionRegistry(
@@ -177,7 +169,7 @@ class AgentHost:
         """Cache a compiled agent by digest (least recently stored first out)."""
         self.compiled[compiled.digest] = compiled
         self.compiled.move_to_end(compiled.digest)
-        while len(self.compiled) > self.max_transcripts:
+        while len(self.compiled) > self.max_compiled:
             self.compiled.popitem(last=False)
 
     def track(self, workflow_id: str, sources: list[str]) -> None:
@@ -288,7 +280,7 @@ class AgentHost:
     def forget(self, workflow_id: str) -> None:
         """This host no longer serves the session: drop its caches and its session and turn extensions."""
         self.sessions.pop(workflow_id, None)
-        self._transcripts.pop(workflow_id, None)
+        self.transcripts.pop(workflow_id)
         self.registry.clear_session(workflow_id)
         if agent := self._served.pop(workflow_id, ""):
             self._unuse_agent(agent)
@@ -303,20 +295,16 @@ class AgentHost:
 
     def transcript(self, workflow_id: str, base_len: int, base_digest: str) -> CachedTranscript | None:
         """This worker's copy of a session's first `base_len` messages, if it provably matches."""
-        cached = self._transcripts.get(workflow_id)
+        cached = self.transcripts.get(workflow_id)
         if cached is None or len(cached.messages) != base_len or cached.digest != base_digest:
             self.transcript_misses += 1
             return None
-        self._transcripts.move_to_end(workflow_id)
         return cached
 
     def remember(self, workflow_id: str, cached: CachedTranscript) -> None:
-        """Cache a transcript (least recently used out first; only the copy goes, the session stays
-        served: its turn's extensions keep running)."""
-        self._transcripts[workflow_id] = cached
-        self._transcripts.move_to_end(workflow_id)
-        while len(self._transcripts) > self.max_transcripts:
-            self._transcripts.popitem(last=False)
+        """Cache a transcript (evicted under the cache's bounds, only the copy goes: the session stays
+        served, its turn's extensions keep running)."""
+        self.transcripts.put(workflow_id, cached)
 
     async def close(self) -> None:
         if self._pump is not None:
@@ -334,6 +322,9 @@ class AgentHost:
             await self.registry.close()
         finally:
             await self.pool.close()
+
+
+MAX_CONFIGS_PER_HOST = 16
 
 
 class HostRegistry:
@@ -363,7 +354,11 @@ class HostRegistry:
         self.mcp_idle_timeout = mcp_idle_timeout
         self.host_idle_timeout = host_idle_timeout
         self.evicted = 0
+        self.transcripts = TranscriptCache()
+        """One transcript cache for every host: the worker's bound, not each host's."""
         self._hosts: dict[tuple[str, str], AgentHost] = {}
+        """By (config identity, tenant), least recently ensured first; configs whose `host:` sections
+        match share a host, each under its own key (at most MAX_CONFIGS_PER_HOST of them)."""
         self._reaper: asyncio.Task[None] | None = None
         self._serving: Counter[tuple[str, str]] = Counter()
 
@@ -407,8 +402,10 @@ class HostRegistry:
             None,
         )
         if host is not None:
+            self._hosts.pop(key, None)  # to the end: most recently used
             self._hosts[key] = host
             host.last_used = time.monotonic()
+            self._trim_keys(host)
         else:
             secrets = self.policy.secrets_for(tenant)
             pool = McpPool(
@@ -426,11 +423,22 @@ class HostRegistry:
                 secrets,
                 notify=self.notify,
                 plugin_tools=self.plugins.tools,
+                transcripts=self.transcripts,
             )
             self._hosts[key] = host
             log.info("host created: config %s, tenant %s", manifest.identity, tenant)
             self._start_reaper()
         return host
+
+    def _trim_keys(self, host: AgentHost) -> None:
+        """A busy host is never reaped, and every config pushed with the same `host:` section adds a
+        key (and its manifest): keep the most recent MAX_CONFIGS_PER_HOST that no activity is using.
+        A config dropped here that comes back asks its session for the manifest again."""
+        keys = [k for k, h in self._hosts.items() if h is host and not self._serving[k]]
+        for key in keys[: max(0, len(keys) - MAX_CONFIGS_PER_HOST)]:
+            del self._hosts[key]
+        configs = {config_id for config_id, _ in self._hosts}
+        self.manifests = {c: m for c, m in self.manifests.items() if c in configs}
 
     def _start_reaper(self) -> None:
         try:
