@@ -12,6 +12,7 @@ from pydantic_ai.messages import ModelResponse, ToolCallPart, ToolReturnPart
 
 from agentwolf.client.wolf_client import NotOwner
 from agentwolf.config.manifest import Manifest, McpServerConfig
+from agentwolf.config.policy import PolicyError, WorkerPolicy
 from agentwolf.config.session_servers import SealError, seal, unseal
 from agentwolf.payloads import data_converter
 from tests.conftest import tools_server, wait_for
@@ -145,3 +146,40 @@ async def test_only_the_owner_joins_servers_also_after_continue_as_new(wolf, run
                 await wolf.join_servers(sid, server, owner=stranger)
         await wolf.join_servers(sid, server, owner="alice")
         await wolf.close(sid)
+
+
+async def _finished(wolf: Any, sid: str) -> Any:
+    status = await wolf.status(sid)
+    return status if status.state == "idle" and status.last_outcome else None
+
+
+async def test_an_editors_http_server_on_this_machine_is_refused(wolf, run_worker, http_tools_server):
+    local = {"local": McpServerConfig(url=http_tools_server)}
+    script = Script(lambda s: text("answer"))
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.start_session("a", BARE, session_servers=local, prompt="hi")
+        refused = await wait_for(lambda: _finished(wolf, sid), timeout=60)
+        await wolf.close(sid)
+    assert refused.last_outcome == "failed" and script.calls == 0
+    assert "127.0.0.1, a loopback, link-local or private address" in (refused.last_output or "")
+    assert "private_urls: true" in (refused.last_output or "")
+    # The operator may allow it; a manifest's own servers on this machine keep working by default.
+    async with run_worker(local_models={"m": script.model}, policy=WorkerPolicy(private_urls=True)):
+        sid = await wolf.start_session("a", BARE, session_servers=local, prompt="hi")
+        allowed = await wait_for(lambda: _finished(wolf, sid), timeout=60)
+        await wolf.close(sid)
+    assert allowed.last_outcome == "completed" and "add" in script.offered[-1]
+
+
+async def test_the_url_policy():
+    policy = WorkerPolicy(urls=["https://mcp.example.com/*"])
+    policy.check_url("https://mcp.example.com/mcp")
+    for url in ("https://evil.example.com/mcp", "file:///etc/passwd", "http://mcp.example.com/mcp"):
+        with pytest.raises(PolicyError):
+            policy.check_url(url)
+    manifest = Manifest.model_validate({"host": {"mcp_servers": {"x": {"url": "http://10.0.0.1/mcp"}}}})
+    assert "not allowed by the worker policy" in policy.problems(manifest, "default")[0]
+    for url in ("http://localhost:1/mcp", "http://[::1]/mcp", "http://169.254.169.254/", "http://10.1.2.3/"):
+        with pytest.raises(PolicyError, match="private address"):
+            await WorkerPolicy().check_reach(url)
+    await WorkerPolicy(private_urls=True).check_reach("http://localhost:1/mcp")

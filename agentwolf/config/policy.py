@@ -4,7 +4,9 @@ A manifest is code on the worker (it names commands, URLs, environment variables
 writes it may be a tenant the operator does not trust. So its limits come from the worker, never
 from the manifest: which `${VAR}` placeholders each tenant may use, which stdio commands MCP servers
 may run, and whether a manifest may give them an environment or a working directory. A manifest's
-own `host.allowed_commands` can only narrow the policy.
+own `host.allowed_commands` can only narrow the policy. HTTP MCP servers may be held to a `urls`
+allowlist; those whose config comes from an editor or a skill file never reach loopback, link-local
+or private addresses unless the policy says `private_urls: true`.
 
 The policy is read from `--policy FILE`, else `$WOLF_POLICY`, else `$WOLF_HOME/policy.yaml`; without
 one, the built-in default lets manifests use only the example config's variables and run any command
@@ -13,16 +15,20 @@ one, the built-in default lets manifests use only the example config's variables
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
+import ipaddress
 import logging
 import os
 import shlex
 import shutil
+import socket
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -88,6 +94,13 @@ class WorkerPolicy(BaseModel):
     """Manifests may set `cwd` for stdio servers."""
     code_env: bool = False
     """Allow code-loading variables (`CODE_ENV`) in a manifest's `env`."""
+    urls: list[str] | None = None
+    """URLs (glob patterns, e.g. `https://mcp.example.com/*`) HTTP MCP servers may use, a manifest's
+    and an editor's alike; None: any URL."""
+    private_urls: bool = False
+    """Let MCP servers whose config the operator did not write (an editor's, a skill file's) reach
+    loopback, link-local and private addresses (this machine's services, the internal network);
+    manifest servers may unless `urls` says otherwise."""
     api_keys: list[ApiKeyEntry] = []
     """Keys `wolf serve` accepts (besides `WOLF_API_KEYS`)."""
     source: str = "built-in default policy"
@@ -140,6 +153,40 @@ class WorkerPolicy(BaseModel):
                 )
         return program, list(config.args)
 
+    def check_url(self, url: str) -> None:
+        """An HTTP MCP server's URL: http or https, and one the `urls` allowlist names."""
+        if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname:
+            raise PolicyError(f"MCP server URL {url!r}: an http:// or https:// URL with a host")
+        if self.urls is not None and not any(fnmatch.fnmatchcase(url, p) for p in self.urls):
+            raise PolicyError(
+                f"MCP server URL {url!r} is not allowed by the worker policy ({self.source}; allowed: "
+                f"{self.urls})"
+            )
+
+    async def check_reach(self, url: str) -> None:
+        """An untrusted server's URL (an editor's, a skill file's) must not lead to this machine or a
+        private network unless `private_urls` allows it: every address its host resolves to is
+        checked, so a name that points at 127.0.0.1 is refused as 127.0.0.1 is."""
+        if self.private_urls:
+            return
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        try:
+            found = await asyncio.get_running_loop().getaddrinfo(
+                host, parts.port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM
+            )
+        except OSError as exc:
+            raise PolicyError(f"MCP server URL {url!r}: cannot resolve {host!r} ({exc})") from None
+        for address in {str(info[4][0]) for info in found}:
+            ip = ipaddress.ip_address(address.partition("%")[0])
+            mapped = getattr(ip, "ipv4_mapped", None)
+            if not (mapped or ip).is_global or ip.is_multicast:
+                raise PolicyError(
+                    f"MCP server URL {url!r}: {host} is {address}, a loopback, link-local or private "
+                    f"address; servers from editors and skill files may not reach this machine or "
+                    f"private networks (worker policy {self.source}; `private_urls: true` allows it)"
+                )
+
     def problems(self, manifest: Manifest, tenant: str) -> list[str]:
         """What this policy would refuse in `manifest` for `tenant` (for `wolf config validate`)."""
         found = []
@@ -149,11 +196,13 @@ class WorkerPolicy(BaseModel):
                     f"${{{name}}}: not allowed for tenant {tenant!r} by the worker policy ({self.source})"
                 )
         for server, config in manifest.host.mcp_servers.items():
-            if config.command is not None:
-                try:
+            try:
+                if config.command is not None:
                     self.stdio_argv(config, manifest.host.allowed_commands)
-                except (PolicyError, FileNotFoundError) as exc:
-                    found.append(f"host.mcp_servers.{server}: {exc}")
+                elif config.url is not None and not has_placeholder(config.url):
+                    self.check_url(config.url)
+            except (PolicyError, FileNotFoundError) as exc:
+                found.append(f"host.mcp_servers.{server}: {exc}")
         return found
 
 
