@@ -294,6 +294,7 @@ async def test_prompts_still_queued_at_close_are_said_dropped(wolf, run_worker):
         await wolf.close(sid)
         await wolf.result(sid)
         events = [e async for _, e in wolf.events(sid, live=False)]
+        assert (await wolf.status(sid)).queued == 0
     dropped = [e for e in events if e.outcome == "dropped"]
     assert [(e.kind, e.turn_id) for e in dropped] == [("error", queued)]
     assert "second" in (dropped[0].text or "") and events[-1].kind == "session_closed"

@@ -171,6 +171,8 @@ class SessionWorkflow(TurnLoop):
             self._publish(
                 "error", text="not applied: the session closed: " + " | ".join(self.steers), outcome="dropped"
             )
+        self.queue.clear()
+        self.steers.clear()
         self._publish("session_closed", outcome=outcome, usage=self.counters.usage)
         if workflow.patched(DETACH_AT_CLOSE):
             self.stream.detach_pollers()
