@@ -127,10 +127,12 @@ class Feed:
         return (await self._query(offset))[0]
 
     async def caught_up(self) -> int:
-        """Where the stream ends now (live output waits until the events before it were read)."""
-        if self.end >= 0:
-            return self.end
-        return await self.handle.query("__temporal_workflow_stream_offset", result_type=int)
+        """Where the stream ended when the feed first read it, or now (live output waits until the
+        events before it were read). Not a query of its own: a second query of the workflow while
+        one is under way waits about a second on the server."""
+        while self.end < 0 and self.failure is None and not self.ended:
+            await self._changed.wait()
+        return self.end
 
     def close(self) -> None:
         for task in self._tasks:
