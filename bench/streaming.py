@@ -10,7 +10,8 @@ for `openai:`) against that server; each runs on a worker in a process of its ow
 runs the followers):
 
   hb  AgentWolf as built: the model_request activity streams and puts the cumulative text in its
-      heartbeat details; the follower is `WolfClient.events(sid)` (live, describe every POLL_EVERY).
+      heartbeat details; the follower is `WolfClient.events(sid)` (the session's feed: durable
+      events by query, live text by a describe every POLL_EVERY while the follower waits).
   ws  AgentWolf, design A (only here, in bench/): the same activity publishing delta batches
       (100 ms) to the session's Workflow Stream from inside the activity
       (`WorkflowStreamClient.from_within_activity`), topic `bench.deltas`; the follower subscribes
@@ -471,7 +472,7 @@ def verdict(ok: bool) -> str:
 
 
 def report(args: argparse.Namespace, figures: dict[str, Figures], answer_bytes: int) -> None:
-    from agentwolf.client.live import POLL_EVERY
+    from agentwolf.client.feed import POLL_EVERY
     from agentwolf.worker.main import HEARTBEAT_THROTTLE_MS
 
     throttle = HEARTBEAT_THROTTLE_MS if args.throttle_ms is None else args.throttle_ms
@@ -570,9 +571,9 @@ async def main() -> None:
     parser.add_argument("--poll-every", type=float, help="what-if: the AgentWolf follower's POLL_EVERY (s)")
     args = parser.parse_args()
     if args.poll_every is not None:
-        import agentwolf.client.live
+        import agentwolf.client.feed
 
-        agentwolf.client.live.POLL_EVERY = args.poll_every
+        agentwolf.client.feed.POLL_EVERY = args.poll_every
 
     from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
     from temporalio.testing import WorkflowEnvironment
