@@ -18,6 +18,7 @@ from agentwolf.extensions.registry import POOL, ExtensionRegistry, Scope, ScopeL
 from agentwolf.extensions.skills import LocalSkillRoot
 from agentwolf.extensions.types import ChangeEvent, ExtensionError
 from tests.conftest import SUPPORT, wait_for
+from tests.support.polls import settled
 
 EVERYTHING = Path(__file__).parent.parent / "node_modules" / ".bin" / "mcp-server-everything"
 
@@ -169,11 +170,11 @@ async def test_a_skill_file_that_no_longer_matches_its_digest_is_refused(tmp_pat
 
 @asynccontextmanager
 async def observed(
-    name: str, config: McpServerConfig
+    name: str, config: McpServerConfig, **debounce: float
 ) -> AsyncIterator[tuple[McpServerCap, list[ChangeEvent]]]:
     """A server on its own pool, wired as a host wires it, with every change event it emits."""
     pool = McpPool({name: config})
-    cap = McpServerCap(pool, name)
+    cap = McpServerCap(pool, name, **debounce)
     pool.on_list_changed = lambda server, kind: cap.list_changed(kind)
     events: list[ChangeEvent] = []
 
@@ -191,7 +192,9 @@ async def observed(
 
 
 async def test_list_changed_invalidates_the_cached_tools_and_storms_coalesce(tmp_path: Path) -> None:
-    async with observed("s", skills_server(tmp_path)) as (cap, events):
+    # A 2 s quiet window: however slowly a loaded machine delivers the storm, its notifications come
+    # closer together than that (the defaults, 0.25 s and 2 s, made the count depend on its speed).
+    async with observed("s", skills_server(tmp_path), quiet=2.0, max_wait=120.0) as (cap, events):
         assert "fresh_listen" not in [t.name for t in await cap.list_tools()]
         # A 2026 session: the change arrives on the `subscriptions/listen` stream (server-everything,
         # below, speaks 2025 and uses notifications/tools/list_changed).
@@ -201,8 +204,8 @@ async def test_list_changed_invalidates_the_cached_tools_and_storms_coalesce(tmp
         assert "fresh_listen" in [t.name for t in await cap.list_tools()]
         events.clear()
         await cap.call_tool("grow", {"name": "stormy", "storm": 500})  # 1000 notifications (both paths)
-        await wait_for(lambda: events)
-        await asyncio.sleep(3)  # longer than the debounce's max wait: any straggler events are in
+        await wait_for(lambda: events, timeout=120)
+        await settled(events, seconds=4.0, timeout=120)  # any straggler events are in
         assert 1 <= len(events) <= 3
         assert "stormy" in [t.name for t in await cap.list_tools()]
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import asyncio
+from collections.abc import Sized
 from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart, ToolReturnPart
+
+from tests.support.processes import alive as alive
 
 
 async def idle(wolf: Any, sid: str, turns: int = 0) -> bool:
@@ -18,12 +21,16 @@ async def in_state(wolf: Any, sid: str, state: str) -> bool:
     return (await wolf.status(sid)).state == state
 
 
-def alive(pid: int) -> bool:
-    """The process runs (a zombie does not count)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
-        return False
+async def settled(items: Sized, seconds: float = 1.5, timeout: float = 60.0) -> None:
+    """Wait until `items` (filled in the background) has not grown for `seconds`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        before = len(items)
+        await asyncio.sleep(seconds)
+        if len(items) == before:
+            return
+    raise AssertionError(f"still growing after {timeout} s: {len(items)} items")
 
 
 def tool_returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
