@@ -224,11 +224,11 @@ class WolfA2A(RequestHandler):
             )
         if status.turn_id == ref.turn_id and status.state == "running":
             return new_task(ref, TaskState.TASK_STATE_WORKING)
-        seen = await turns.started(wolf, ref)
-        if seen is None and turns.finished(status, ref.turn_id):  # its events are no longer kept
+        if await turns.expired(wolf, status, ref):
             raise TaskNotFoundError(
                 message=f"task {task_id(ref)!r} has expired: its session keeps only its latest events"
             )
+        seen = await turns.started(wolf, ref)
         if seen is None:
             return new_task(
                 ref, TaskState.TASK_STATE_FAILED if status.state == "done" else TaskState.TASK_STATE_SUBMITTED

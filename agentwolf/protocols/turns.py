@@ -15,16 +15,19 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from temporalio.client import WorkflowUpdateFailedError
+from temporalio.contrib.workflow_streams import PollInput, PollResult
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
 from agentwolf.protocols.app import Target
 from agentwolf.workflows.turn import CUT_MARK, EVENT_TEXT_LIMIT
-from agentwolf.workflows.types import Event, PendingApproval, SessionStatus
+from agentwolf.workflows.types import EVENTS_TOPIC, Event, PendingApproval, SessionStatus, workflow_id
 
 log = logging.getLogger(__name__)
 
+STREAM_POLL = "__temporal_workflow_stream_poll"
+"""The Workflow Stream's query that reads retained events at once (temporalio's WorkflowStream)."""
 SCAN_TIMEOUT = 10.0
 """How long looking for a session's latest turn may read its events."""
 
@@ -100,14 +103,17 @@ async def started(wolf: WolfClient, ref: TurnRef) -> Latest | None:
     return await _scan(wolf, ref.session_id, ref.base, ref.turn_id)
 
 
-async def trimmed(wolf: WolfClient, ref: TurnRef) -> bool:
-    """Whether the session's log no longer holds its events from `ref.base` on (continue-as-new keeps
-    only the newest `events_kept`): a turn started after `base` may be gone with them."""
-    if await wolf.event_offset(ref.session_id) <= ref.base:
-        return False
-    async for offset, _ in wolf.events(ref.session_id, ref.base, live=False):
-        return offset > ref.base  # the first event kept
-    return False
+async def first_kept(wolf: WolfClient, session_id: str, offset: int) -> int | None:
+    """The offset of the session's first event still kept at or after `offset` (None: none is).
+    Continue-as-new keeps only the newest `events_kept`; the stream's poll query reads what is kept
+    without waiting (a subscription would wait for a new event when nothing is kept)."""
+    handle = wolf.client.get_workflow_handle(workflow_id(wolf.tenant, session_id))
+    batch = await handle.query(
+        STREAM_POLL, PollInput(topics=[EVENTS_TOPIC], from_offset=offset), result_type=PollResult
+    )
+    if batch.items:
+        return batch.items[0].offset
+    return None if batch.next_offset > offset else offset
 
 
 def finished(status: SessionStatus, turn_id: str) -> bool:
@@ -118,7 +124,10 @@ def finished(status: SessionStatus, turn_id: str) -> bool:
 
 async def expired(wolf: WolfClient, status: SessionStatus, ref: TurnRef) -> bool:
     """A finished turn whose events the session no longer keeps: nothing can tell what it did."""
-    return finished(status, ref.turn_id) and await trimmed(wolf, ref) and await started(wolf, ref) is None
+    if not finished(status, ref.turn_id):
+        return False
+    first = await first_kept(wolf, ref.session_id, ref.base)
+    return first is None or (first > ref.base and await started(wolf, ref) is None)
 
 
 async def _scan(wolf: WolfClient, session_id: str, start: int, turn_id: str | None) -> Latest | None:
