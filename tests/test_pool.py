@@ -59,9 +59,9 @@ def _steps(script):
 
 
 def _pid_pool(pid_file, **options) -> McpPool:
-    config = McpServerConfig(
-        command=sys.executable, args=[TOOLS_SERVER], env={"WOLF_PID_FILE": str(pid_file)}
-    )
+    """Its server writes its pid to `pid_file` and notes each `slow` call in `started` beside it."""
+    env = {"WOLF_PID_FILE": str(pid_file), "WOLF_SLOW_STARTED": str(pid_file.with_name("started"))}
+    config = McpServerConfig(command=sys.executable, args=[TOOLS_SERVER], env=env)
     return McpPool({"t": config}, backoff=0.1, **options)
 
 
@@ -84,12 +84,11 @@ async def test_a_call_in_flight_when_its_server_dies_fails_and_is_not_retried(tm
     pool = _pid_pool(pid_file)
     try:
         assert (await pool.call_tool("t", "add", {"a": 1, "b": 2})).content[0].text == "3"
-        call = asyncio.create_task(pool.call_tool("t", "slow", {"seconds": 30}))
-        await wait_for(pool.busy)
-        await asyncio.sleep(0.3)  # the request reaches the server
+        call = asyncio.create_task(pool.call_tool("t", "slow", {"seconds": 600}))
+        await wait_for(pid_file.with_name("started").exists, timeout=60)  # the server runs it
         os.kill(_pids(pid_file)[0], signal.SIGKILL)
         with pytest.raises(MCPError) as failed:
-            await asyncio.wait_for(call, 10)  # at once, not after the 30 s
+            await asyncio.wait_for(call, 120)  # when the server dies, not when the 600 s are up
         assert failed.value.code == mcp_types.CONNECTION_CLOSED
         # At most once: the server may have acted on it, so no new process ran it again.
         assert pool.connects["t"] == 1 and len(_pids(pid_file)) == 1
@@ -173,8 +172,7 @@ async def test_idle_clients_are_evicted_and_come_back_on_demand():
     pool = McpPool({"s": McpServerConfig(command=sys.executable, args=[TOOLS_SERVER])}, idle_timeout=0.4)
     try:
         await pool.call_tool("s", "echo", {"text": "a"})
-        await asyncio.sleep(1.0)
-        assert pool.live_servers() == []
+        await wait_for(lambda: pool.live_servers() == [], timeout=60)
         assert (await pool.call_tool("s", "echo", {"text": "again"})).content[0].text == "again"
         assert pool.connects["s"] == 2
     finally:

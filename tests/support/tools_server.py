@@ -1,8 +1,9 @@
 """A small MCP server for tests: `python tools_server.py [stdio|streamable-http PORT]`. Its tools are
 annotated read-only, except `record` (a side effect) and `fail`.
 
-Writes its PID to $WOLF_PID_FILE at start (so tests count spawns) and appends to
-$WOLF_SIDE_EFFECTS on every `record` call (so tests count side effects).
+Writes its PID to $WOLF_PID_FILE at start (so tests count spawns), appends to
+$WOLF_SIDE_EFFECTS on every `record` call (so tests count side effects) and to $WOLF_SLOW_STARTED
+when a `slow` call starts (so tests know it reached the server).
 """
 
 import os
@@ -32,6 +33,9 @@ def add(a: int, b: int) -> int:
 @server.tool(annotations=READ_ONLY)
 async def slow(seconds: float) -> str:
     """Sleep, then answer."""
+    if started := os.environ.get("WOLF_SLOW_STARTED"):
+        with open(started, "a") as f:
+            f.write(f"{seconds}\n")
     await anyio.sleep(seconds)
     return f"slept {seconds}s"
 
