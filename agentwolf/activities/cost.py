@@ -21,13 +21,33 @@ from agentwolf.telemetry import metrics
 
 
 def used_spec(model: Model, specs: list[str], response: ModelResponse) -> str | None:
-    """The spec of the chain that answered: a fallback chain names it by the response's model name."""
+    """The spec of the chain member that answered. A fallback chain tries its members in order and
+    records each one it moved on from (`failed_attempts`): the answer is the next one. Names cannot
+    tell (two members may serve one model name, and providers answer dated names)."""
     if not isinstance(model, FallbackModel):
         return specs[0] if specs else None
-    names = [m.model_name for m in model.models]
-    if response.model_name in names and len(names) == len(specs):
-        return specs[names.index(response.model_name)]
+    failed = [a.model_name for a in response.failed_attempts or ()]
+    tried = [m.model_name for m in model.models[: len(failed)]]
+    if len(model.models) == len(specs) and len(failed) < len(specs) and failed == tried:
+        return specs[len(failed)]
     return None
+
+
+def attempts_cost(model: Model, specs: list[str], response: ModelResponse, models: ModelsConfig) -> float:
+    """USD of the chain members a fallback moved on from that reported usage (a rejected answer; one
+    that raised reports none): the provider charged them, the response's own usage leaves them out."""
+    total = 0.0
+    chain = len(model.models) == len(specs) if isinstance(model, FallbackModel) else False
+    for i, attempt in enumerate(response.failed_attempts or ()):
+        if attempt.usage is not None:
+            priced = ModelResponse(
+                parts=[],
+                usage=attempt.usage,
+                model_name=attempt.model_name,
+                provider_name=attempt.provider_name,
+            )
+            total += request_cost(priced, specs[i] if chain else None, models) or 0.0
+    return total
 
 
 def manifest_price(models: ModelsConfig, spec: str) -> ModelPrice | None:

@@ -13,7 +13,7 @@ from pydantic_ai.tools import ToolDefinition
 from temporalio.exceptions import ApplicationError
 
 from agentwolf.activities import live, observe
-from agentwolf.activities.cost import record, request_cost, used_spec
+from agentwolf.activities.cost import attempts_cost, record, request_cost, used_spec
 from agentwolf.activities.session_io import heartbeating, query
 from agentwolf.activities.tools import cut_tool_outputs
 from agentwolf.config.placeholders import MissingVariable
@@ -129,6 +129,8 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
     host.remember(inp.ref.workflow_id, CachedTranscript([*messages, *stored], digest, [*sent, *stored], size))
     spec = used_spec(model, compiled.models, response)
     cost = request_cost(response, spec, host.manifest.host.models)
+    if cost is not None:
+        cost += attempts_cost(model, compiled.models, response, host.manifest.host.models)
     record(inp.ref.tenant, spec or response.model_name or "unknown", cost)
     return ModelRequestOutput(response=stored[0], cache_hit=cache_hit, model=spec, cost_usd=cost)
 
