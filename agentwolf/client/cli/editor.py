@@ -24,7 +24,7 @@ async def acp(
     """Serve AGENT to an editor (Zed, any ACP client) on stdin/stdout; sessions outlive the editor.
 
     stdout carries only the protocol; notices go to stderr. The editor's session/load reattaches to
-    any session of the tenant, running turns included.
+    any session of the tenant that runs AGENT from this config, running turns included.
 
     Example: wolf acp -a assistant -c wolf.yaml
     """
