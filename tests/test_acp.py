@@ -401,3 +401,33 @@ async def test_loading_another_users_session_joins_none_of_the_editors_servers(
     assert done.stop_reason == "end_turn" and compiled["session_servers"] == {} and labels == []
     assert "env" not in script.offered[0]  # the editor's server was never offered in their session
     assert refused.value.code == -32002
+
+
+async def test_an_editors_server_token_reaches_the_server_but_not_the_session_history(
+    client, task_queue, run_worker, tmp_path
+):
+    from acp.schema import EnvVariable
+
+    canary = "ghp_EDITOR_CANARY_0123456789"
+    config = tmp_path / "bare.yaml"
+    config.write_text(yaml.safe_dump({"agents": {"a": {"model": "local:m"}}}))
+    script = Script(sequence(tool("env", {"name": "GH_TOKEN"}, "call-env"), text("done")))
+    editor = Editor()
+    server = McpServerStdio(
+        name="gh",
+        command=sys.executable,
+        args=[TOOLS_SERVER],
+        env=[EnvVariable(name="GH_TOKEN", value=canary)],
+    )
+    async with (
+        run_worker(local_models={"m": script.model}),
+        _wolf_acp(client, task_queue, config, editor) as (conn, _),
+    ):
+        sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[server])).session_id
+        await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[text_block("token?")]), 60)
+        handle = client.get_workflow_handle(workflow_id("default", sid))
+        compiled = str(await handle.query("compiled"))
+        history = await handle.fetch_history()
+    assert editor.of("tool_call_update")[0].content[0].content.text == "****"  # it had it, redacted
+    assert [e.event_type for e in history.events if canary.encode() in e.SerializeToString()] == []
+    assert canary not in compiled and "sealed:" in compiled
