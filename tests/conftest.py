@@ -25,6 +25,7 @@ from agentwolf.hosts.host import HostRegistry
 from agentwolf.payloads import data_converter
 from agentwolf.worker.main import create_worker
 from agentwolf.workflows.types import SEARCH_ATTRIBUTES
+from tests.support.needs import missing
 from tests.support.processes import (
     RUN_MARK,
     describe,
@@ -49,6 +50,14 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     mark_this_run()
     config.stash[FIRST_SEEN] = {}
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """`@pytest.mark.needs(present, what)`: skip without `what`, fail in CI (tests/support/needs.py)."""
+    for mark in item.iter_markers("needs"):
+        present, what = mark.args
+        if not present:
+            missing(what)
 
 
 @pytest.hookimpl(wrapper=True)

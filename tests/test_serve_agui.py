@@ -36,9 +36,9 @@ RUN_MJS = Path(__file__).parent / "agui" / "run.mjs"
 WOLF = str(Path(sys.executable).parent / "wolf")
 ANSWER = "The answer, streamed word by word, is forty two."
 
-needs_node = pytest.mark.skipif(
-    NODE is None or not (ROOT / "node_modules" / "@ag-ui" / "client").exists(),
-    reason="needs node and `npm install` (@ag-ui/client)",
+needs_node = pytest.mark.needs(
+    NODE is not None and (ROOT / "node_modules" / "@ag-ui" / "client").exists(),
+    "node and `npm install` (@ag-ui/client)",
 )
 
 

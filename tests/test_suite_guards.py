@@ -1,5 +1,6 @@
 """The suite's own guards, run as an inner pytest with tests/conftest.py: nothing a test starts
-outlives the run, and a run started in the background still lets its tests press Ctrl-C."""
+outlives the run, a run started in the background still lets its tests press Ctrl-C, and a test
+whose tools are missing fails in CI instead of skipping quietly."""
 
 from __future__ import annotations
 
@@ -11,13 +12,16 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+from tests.support.needs import import_or_skip, missing
 from tests.support.processes import alive, wait_gone
 
 ROOT = Path(__file__).parent.parent
 
 
 def _inner_pytest(
-    tmp_path: Path, test: str, preexec: Callable[[], None] | None = None
+    tmp_path: Path, test: str, preexec: Callable[[], None] | None = None, **env: str
 ) -> subprocess.CompletedProcess[str]:
     (tmp_path / "test_inner.py").write_text(textwrap.dedent(test))
     return subprocess.run(
@@ -33,7 +37,7 @@ def _inner_pytest(
             "test_inner.py",
         ],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
         capture_output=True,
         text=True,
         timeout=240,
@@ -88,3 +92,24 @@ def test_ctrl_c_reaches_what_a_background_run_starts(tmp_path):
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "processes left behind" not in run.stdout  # and a run that leaves nothing passes
+
+
+def test_a_missing_tool_skips_here_and_fails_in_ci(tmp_path, monkeypatch):
+    run = _inner_pytest(
+        tmp_path,
+        """
+        import pytest
+
+        @pytest.mark.needs(False, "the moon")
+        def test_needs_the_moon():
+            pass
+        """,
+        CI="true",
+    )
+    assert run.returncode == 1, run.stdout
+    assert "needs the moon, which CI installs: it is missing" in run.stdout
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="needs the moon"):
+        missing("the moon")
+    with pytest.raises(pytest.skip.Exception, match="needs the acp-of-the-moon extra"):
+        import_or_skip("acp_of_the_moon", "the acp-of-the-moon extra")
