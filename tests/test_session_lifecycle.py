@@ -13,7 +13,8 @@ from pydantic import ValidationError
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, UserPromptPart
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.client import WithStartWorkflowOperation, WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
@@ -391,6 +392,28 @@ async def test_a_signal_in_the_first_activation_of_a_resumed_waiting_turn_is_kep
             await handle.result()
     assert status.last_outcome == "interrupted" and not status.pending_approvals
     assert [(r.tool_call_id, r.outcome) for r in tool_returns(transcript)] == [("ask", "interrupted")]
+
+
+async def test_a_prompt_in_the_first_activation_of_a_resumed_waiting_turn_meets_double_texting(
+    wolf, run_worker, client, task_queue
+):
+    """Update-with-start puts the prompt in the run's first activation: the resuming turn is busy."""
+    sid = f"resumed-reject-{task_queue}"
+    manifest = make_manifest({"double_texting": "reject"}, permissions=CONFIRM_ECHO)
+    start = WithStartWorkflowOperation(
+        SESSION_WORKFLOW,
+        _resumed_input(sid, manifest),
+        id=workflow_id("default", sid),
+        task_queue=task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+    )
+    async with run_worker(local_models={"m": Script(lambda s: text("never asked")).model}):
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await client.execute_update_with_start_workflow("prompt", "again", start_workflow_operation=start)
+        await wait_for(lambda: in_state(wolf, sid, "waiting_approval"), timeout=60)  # it resumed
+        await wolf.close(sid)
+        await wolf.result(sid)
+    assert "double_texting policy is 'reject'" in str(refused.value.cause)
 
 
 async def _turns_done_or_closed(wolf, sid):

@@ -203,8 +203,9 @@ class SessionCore:
         return f"turn-{self.counters.turn_seq}"
 
     def _busy(self) -> bool:
-        """A turn is under way (running, or waiting for a person's approval)."""
-        return self.state in ("running", "waiting_approval")
+        """A turn is under way (running, waiting for a person's approval, or about to resume: this run
+        continued as new while it waited)."""
+        return self.state in ("running", "waiting_approval") or self.resume is not None
 
     def _agent_config(self) -> AgentConfig:
         return self.inp.manifest.agents.get(self.inp.agent) or AgentConfig()
