@@ -154,6 +154,21 @@ def test_close_on_a_finished_session_says_so_and_exits_0(stack):
     assert f"session {sid} has already finished" in again.stdout
 
 
+def _wolf_without(module: str, address: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`wolf ARGS` in a process where `module` fails to import exactly as one not installed does
+    (None in sys.modules)."""
+    program = f"import sys; sys.modules[{module!r}] = None; from agentwolf.client.cli import app; app()"
+    return subprocess.run(
+        [sys.executable, "-c", program, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "TEMPORAL_ADDRESS": address, "NO_COLOR": "1", **env},
+    )
+
+
 @pytest.mark.parametrize(
     ("verb", "blocked", "extra"),
     [
@@ -163,21 +178,21 @@ def test_close_on_a_finished_session_says_so_and_exits_0(stack):
     ],
 )
 def test_a_verb_without_its_extra_names_the_pip_install(env, verb, blocked, extra):
-    """A module set to None in sys.modules fails to import exactly as one not installed."""
-    address = env.client.service_client.config.target_host
-    program = f"import sys; sys.modules[{blocked!r}] = None; from agentwolf.client.cli import app; app()"
-    run = subprocess.run(
-        [sys.executable, "-c", program, *verb],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, "TEMPORAL_ADDRESS": address, "NO_COLOR": "1"},
-    )
+    run = _wolf_without(blocked, env.client.service_client.config.target_host, *verb)
     assert run.returncode == 2, run.stderr
     assert run.stderr.strip() == (
         f"error: wolf {verb[0]} needs its extra: pip install 'agentwolf[{extra}]' ({blocked} missing)"
+    )
+
+
+def test_traces_asked_for_without_the_otel_extra_name_the_pip_install(env):
+    """Not "cannot reach Temporal": the server is fine, a package is missing."""
+    address = env.client.service_client.config.target_host
+    sdk = "opentelemetry.sdk.trace"
+    run = _wolf_without(sdk, address, "status", "x", OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:1")
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.strip() == (
+        f"error: OTEL_* asks for traces but {sdk} is missing: pip install 'agentwolf[otel]'"
     )
 
 

@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ DEFAULT_ADDRESS = "localhost:7233"
 READY_TIMEOUT = 120.0
 """Seconds `start` waits for a new worker to poll (imports and connecting take a few on a busy machine)."""
 LOG_TAIL = 8
+_ASK = timedelta(seconds=5)
 """Lines of worker.log quoted when the worker dies before it polls."""
 
 
@@ -274,21 +276,22 @@ async def _until_polling(status: StackStatus, *, remembered: bool) -> None:
 
     home = data_dir()
     worker = _Process.parse((home / "worker.pid").read_text())
-    client = await connect(status.address)  # as the worker connects
-    request = DescribeTaskQueueRequest(
-        namespace=client.namespace,
-        task_queue=TaskQueue(name=TASK_QUEUE),
-        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-    )
     identity = f"{worker.pid}@{socket.gethostname()}"  # a worker's default identity
     deadline = time.monotonic() + READY_TIMEOUT
+    client = None
     while worker.running():
-        try:
-            described = await client.workflow_service.describe_task_queue(request)
-        except RPCError:  # a server that has just started may not serve the namespace yet
-            described = None
-        if described and any(poller.identity == identity for poller in described.pollers):
-            return
+        try:  # a server that has just started may not answer, nor serve the namespace, yet
+            client = client or await connect(status.address)  # as the worker connects
+            request = DescribeTaskQueueRequest(
+                namespace=client.namespace,
+                task_queue=TaskQueue(name=TASK_QUEUE),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+            )
+            described = await client.workflow_service.describe_task_queue(request, timeout=_ASK)
+            if any(poller.identity == identity for poller in described.pollers):
+                return
+        except (RuntimeError, RPCError):
+            pass
         if time.monotonic() > deadline:
             raise StackError(
                 f"the local worker (pid {worker.pid}) runs but has not polled task queue {TASK_QUEUE!r}"

@@ -27,6 +27,11 @@ _state: dict[str, Any] = {}
 """`provider` once set up (a process sets up once: the global tracer provider cannot be replaced)."""
 
 
+class TracingUnavailable(Exception):
+    """`OTEL_*` asks for traces but the SDK is not installed: the message names the pip install.
+    Not a RuntimeError, which connecting retries: retrying cannot install a package."""
+
+
 def enabled() -> bool:
     """Whether the environment asks for traces (read each time: cheap, and tests change it)."""
     env = os.environ
@@ -58,7 +63,7 @@ def setup(service_name: str = "agentwolf") -> bool:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError as exc:
-        raise RuntimeError(
+        raise TracingUnavailable(
             f"OTEL_* asks for traces but {exc.name} is missing: pip install 'agentwolf[otel]'"
         ) from None
     name = os.environ.get("OTEL_SERVICE_NAME") or service_name

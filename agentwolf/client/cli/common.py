@@ -88,11 +88,14 @@ def _exit_code(exc: BaseException) -> int:
     from agentwolf.client.cli.extras import extra_of, install_hint
     from agentwolf.client.local_stack import StackError
     from agentwolf.config.loading import ManifestError
+    from agentwolf.telemetry.tracing import TracingUnavailable
 
     if isinstance(exc, Exit):
         return fail(str(exc), exc.code)
     if isinstance(exc, StackError):
         return fail(str(exc), 3)
+    if isinstance(exc, TracingUnavailable):
+        return fail(str(exc), 2)
     if isinstance(exc, ModuleNotFoundError) and exc.name:
         extra = extra_of(exc.name)
         fix = install_hint(extra) if extra else f"install the package that provides {exc.name}"

@@ -132,7 +132,7 @@ class Connection:
                 tenant=tenant,
                 task_queue=task_queue,
             )
-        except RuntimeError as exc:
+        except RuntimeError as exc:  # the bridge's connect error (TracingUnavailable is not one)
             raise Exit(3, f"cannot reach Temporal at {target}: {exc}") from None
 
 

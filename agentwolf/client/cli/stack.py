@@ -162,9 +162,9 @@ async def dev(
     from agentwolf.telemetry import logs
 
     logs.configure(log_level, log_format)
-    st = await local_stack.start(flags=worker_flags(metrics_port, log_level, log_format))
-    out().print(f"server {st.address}, UI {st.ui}, worker pid {st.worker_pid}; Ctrl-C stops both")
-    try:
+    try:  # a worker that dies at start (exit 3) takes the server `dev` started with it
+        st = await local_stack.start(flags=worker_flags(metrics_port, log_level, log_format))
+        out().print(f"server {st.address}, UI {st.ui}, worker pid {st.worker_pid}; Ctrl-C stops both")
         await asyncio.Event().wait()
     except asyncio.CancelledError:  # Ctrl-C: how `dev` is meant to end (exit 0)
         pass
