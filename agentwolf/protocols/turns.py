@@ -104,9 +104,10 @@ async def started(wolf: WolfClient, ref: TurnRef) -> Latest | None:
 
 
 async def first_kept(wolf: WolfClient, session_id: str, offset: int) -> int | None:
-    """The offset of the session's first event still kept at or after `offset` (None: none is).
-    Continue-as-new keeps only the newest `events_kept`; the stream's poll query reads what is kept
-    without waiting (a subscription would wait for a new event when nothing is kept)."""
+    """The offset of the session's first event still kept at or after `offset` (`offset` when none
+    came after it; None when all that came is gone). Continue-as-new keeps only the newest
+    `events_kept`; the stream's poll query reads what is kept without waiting (a subscription would
+    wait for a new event when nothing is kept)."""
     handle = wolf.client.get_workflow_handle(workflow_id(wolf.tenant, session_id))
     batch = await handle.query(
         STREAM_POLL, PollInput(topics=[EVENTS_TOPIC], from_offset=offset), result_type=PollResult
