@@ -67,6 +67,7 @@ from temporalio.service import RPCError
 from agentwolf.client.chat import session_commands
 from agentwolf.client.wolf_client import NotOwner, SessionNotFound, WolfClient
 from agentwolf.config.manifest import McpServerConfig
+from agentwolf.protocols import access
 from agentwolf.protocols.acp_updates import Updates, replay, title, tool_finished
 from agentwolf.protocols.ndjson import MAX_LINE, NdjsonTransport
 from agentwolf.tenants import TenantError
@@ -216,10 +217,9 @@ class WolfAgent:
 
     async def _join(self, session_id: str, servers: list[Any] | None) -> SessionStatus:
         """The session's status, once the client's MCP servers (if any) have joined it: a session of
-        the served agent and config only, and servers only into a session started for this user."""
-        status = await self.wolf.status(session_id)
-        if not self._serves(status):
-            raise SessionNotFound(session_id)
+        the served agent and config only (protocols/access.py, the rule of every front end), and
+        servers only into a session started for this user."""
+        status = await access.session_of(self.wolf, self.served, session_id)
         if joining := session_servers(servers):
             try:
                 await self.wolf.join_servers(session_id, joining, owner=self.principal)
@@ -229,17 +229,6 @@ class WolfAgent:
                     session_id,
                 )
         return status
-
-    def _serves(self, status: SessionStatus) -> bool:
-        """The rule every front end applies to a session it is named: it runs the served agent from
-        the served config (a registry config by name, a manifest by its identity)."""
-        source = self.served.source
-        if status.agent != self.served.agent:
-            return False
-        if "config_name" in source:
-            return status.config_name == source["config_name"]
-        manifest = source.get("manifest")
-        return status.config_name is None and getattr(manifest, "identity", None) == status.config_id
 
     async def _snapshot(self, session_id: str) -> tuple[list[ModelMessage], int]:
         """The transcript and the offset of the first event after it: read until no event came in
