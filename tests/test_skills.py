@@ -7,9 +7,8 @@ skill with a recorded problem, or bytes instead of text), so a regression cannot
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 from collections.abc import Callable
-from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -279,12 +278,11 @@ MALFORMED = [
 ]
 
 
+@pytest.mark.timeout(60)  # refused, never stuck (how fast is not a test's question on a shared machine)
 @pytest.mark.parametrize(("text", "problem"), MALFORMED)
 def test_malformed_skill_md_is_refused(text: str, problem: str) -> None:
-    started = time.monotonic()
     with pytest.raises(ExtensionError, match=problem) as caught:
         parse(text)
-    assert time.monotonic() - started < 0.5
     assert str(caught.value).startswith("skill://review/SKILL.md: ")
 
 
@@ -384,37 +382,23 @@ async def test_root_lists_skills_lazily_and_refreshes(tmp_path: Path) -> None:
 
 
 async def test_the_first_scan_leaves_the_event_loop_running(tmp_path: Path) -> None:
-    """2,000 skills take about half a second to scan here; the loop ticks on meanwhile, and
-    concurrent first callers share one scan."""
+    """2,000 skills take about half a second to scan here: the scan runs off the event loop's
+    thread (so the loop ticks on meanwhile, however loaded the machine), and concurrent first
+    callers share one scan."""
     for i in range(2000):
         write_skill(tmp_path, f"s{i}")
     root = LocalSkillRoot(tmp_path)
-    scans = 0
+    scanned_on: list[int] = []
     scan = root.refresh
 
     def counted() -> None:
-        nonlocal scans
-        scans += 1
+        scanned_on.append(threading.get_ident())
         scan()
 
     root.refresh = counted  # type: ignore[method-assign]
-    loop = asyncio.get_running_loop()
-    ticks = [loop.time()]
-
-    async def tick() -> None:
-        while True:
-            await asyncio.sleep(0.01)
-            ticks.append(loop.time())
-
-    ticker = asyncio.create_task(tick())
-    try:
-        listed = await asyncio.gather(*(root.list_skills() for _ in range(5)))
-    finally:
-        ticks.append(loop.time())
-        ticker.cancel()
-    assert [len(entries) for entries in listed] == [2000] * 5 and scans == 1
-    took, stall = ticks[-1] - ticks[0], max(b - a for a, b in pairwise(ticks))
-    assert stall < took / 3, f"the loop stalled {stall:.2f} s during a {took:.2f} s scan"
+    listed = await asyncio.gather(*(root.list_skills() for _ in range(5)))
+    assert [len(entries) for entries in listed] == [2000] * 5
+    assert len(scanned_on) == 1 and scanned_on[0] != threading.get_ident()
 
 
 async def test_missing_root_is_empty_until_it_appears(tmp_path: Path) -> None:
