@@ -74,6 +74,7 @@ def test_a_worker_that_dies_at_start_makes_up_exit_3_and_the_next_up_works(stack
     stack.run("down")
     again = stack.run("up", "--json")  # no PYTHONPATH here
     assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["plugins"] == ["trap_plugin"]  # says what it reused
     assert stack.worker().cmdline()[-2:] == ["--plugin", "trap_plugin"]
     stack.run("down")
 
@@ -88,7 +89,7 @@ def test_a_worker_that_dies_at_start_makes_up_exit_3_and_the_next_up_works(stack
 
     fixed = stack.run("up", "--json")
     assert fixed.returncode == 0, fixed.stderr
-    assert json.loads(fixed.stdout)["started"] == ["worker"]
+    assert json.loads(fixed.stdout)["started"] == ["worker"] and json.loads(fixed.stdout)["plugins"] == []
     assert "--plugin" not in stack.worker().cmdline()
 
 

@@ -149,6 +149,8 @@ class StackStatus:
     it keeps (`wolf up --restart` applies them)."""
     log_offset: int = 0
     """Where this start's lines begin in worker.log."""
+    plugins: list[str] = field(default_factory=list)
+    """The worker's plugin modules (remembered ones included)."""
 
 
 WATCHED_ENV = ("WOLF_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "WOLF_POLICY")
@@ -251,7 +253,7 @@ def up(
         (home / "worker.env").write_text(json.dumps({**launch, "env": _watched_env()}))
         started.append("worker")
     return StackStatus(
-        address, ui_url(address), server_pid, worker_pid, started, changed, differs, log_offset
+        address, ui_url(address), server_pid, worker_pid, started, changed, differs, log_offset, plugins
     )
 
 

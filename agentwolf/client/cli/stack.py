@@ -115,6 +115,7 @@ async def up(
         "worker_pid": st.worker_pid,
         "started": st.started,
         "data": str(local_stack.data_dir()),
+        "plugins": st.plugins,
     }
     if st.changed:
         info["restarted_worker_because"] = f"{', '.join(st.changed)} changed since it started"
@@ -126,6 +127,7 @@ async def up(
         out().print(json.dumps(info))
         return
     info["started"] = ", ".join(st.started) or "nothing (all running)"
+    info["plugins"] = ", ".join(st.plugins) or "none"
     out().print("\n".join(f"{k}: {v}" for k, v in info.items()))
 
 
