@@ -3,7 +3,6 @@ models, through `pydantic_ai.direct.model_request_stream`, without Temporal."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import pytest
@@ -24,6 +23,7 @@ from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.tools import ToolDefinition
 
+from tests.conftest import wait_for
 from tests.support.openai_server import Reply, ScriptedOpenAI
 
 APIS = ["chat", "responses"]
@@ -170,10 +170,7 @@ async def test_client_disconnect_mid_stream(api):
             async for event in stream:
                 if isinstance(event, PartStartEvent):
                     break
-        for _ in range(100):
-            if server.disconnects:
-                break
-            await asyncio.sleep(0.05)
+        await wait_for(lambda: server.disconnects, timeout=60)
         assert server.disconnects == 1
         assert len(server.sent) < 20
         # The server still answers, streaming or not.
