@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic_ai.messages import ModelRequest
 
+from agentwolf.client.cli.errors import worker_polls
 from agentwolf.config.manifest import Manifest
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import (
@@ -156,6 +157,8 @@ async def test_approval_survives_a_worker_restart_and_the_call_runs_once(env, wo
             first.send_signal(signal.SIGKILL)
             first.wait()
             second = worker_process(env, task_queue)
+            # The approval goes to the new worker (the killed one's poller is no longer counted).
+            await wait_for(lambda: worker_polls(wolf, task_queue), timeout=120)
             address = env.client.service_client.config.target_host
             approve = await asyncio.to_thread(
                 subprocess.run,
