@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -41,12 +42,11 @@ async def _wolf(
     )
 
 
-async def test_submit_wait_json_and_status(env, client, tmp_path):
-    from agentwolf.worker.main import TASK_QUEUE, create_worker
+async def test_submit_wait_json_and_status(env, client, run_worker, tmp_path):
+    from agentwolf.worker.main import TASK_QUEUE
 
     address = client.service_client.config.target_host
-    worker, hosts = create_worker(client, task_queue=TASK_QUEUE)
-    async with worker:
+    async with run_worker(task_queue=TASK_QUEUE):
         done = await _wolf(
             address,
             "submit",
@@ -65,7 +65,6 @@ async def test_submit_wait_json_and_status(env, client, tmp_path):
         )  # TestModel calls each of the 8 tools
         status = await _wolf(address, "status", result["session_id"], "--json")
         assert json.loads(status.stdout)["state"] == "done"
-        await hosts.close()
 
 
 async def test_config_errors_exit_2_and_name_the_line(tmp_path):
@@ -82,12 +81,15 @@ async def test_unreachable_server_exits_3(tmp_path):
     assert "cannot reach Temporal" in run.stderr
 
 
-def _scripted_manifest(tmp_path: Path) -> Path:
+def _scripted_manifest(tmp_path: Path, **tools_env: str) -> Path:
     path = tmp_path / "scripted.yaml"
+    tools: dict[str, Any] = {"command": sys.executable, "args": [TOOLS_SERVER]}
+    if tools_env:
+        tools["env"] = tools_env
     path.write_text(
         yaml.safe_dump(
             {
-                "host": {"mcp_servers": {"tools": {"command": sys.executable, "args": [TOOLS_SERVER]}}},
+                "host": {"mcp_servers": {"tools": tools}},
                 "agents": {"a": {"model": "local:m", "capabilities": [{"mcp": "tools"}]}},
             }
         )
@@ -95,22 +97,21 @@ def _scripted_manifest(tmp_path: Path) -> Path:
     return path
 
 
-async def test_steer_and_interrupt_from_a_second_process(client, tmp_path):
-    from agentwolf.worker.main import TASK_QUEUE, create_worker
+async def test_steer_and_interrupt_from_a_second_process(client, run_worker, tmp_path):
+    from agentwolf.worker.main import TASK_QUEUE
     from tests.conftest import wait_for
     from tests.support.models import Script, text, tool, user_texts
 
     address = client.service_client.config.target_host
-    script = Script(
-        lambda s: tool("slow", {"seconds": 30 if s.calls == 1 else 2}) if s.calls < 3 else text("ok")
-    )
-    worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
-    config = str(_scripted_manifest(tmp_path))
-    async with worker:
+    # Both tool calls outlast the test: the first ends by the interrupt, the second when the test
+    # opens the gate, after its steer was sent (so the steer is in the next model request).
+    script = Script(lambda s: tool("slow", {"seconds": 600}) if s.calls < 3 else text("ok"))
+    gate = tmp_path / "gate"
+    config = str(_scripted_manifest(tmp_path, WOLF_SLOW_GATE=str(gate)))
+    async with run_worker(task_queue=TASK_QUEUE, local_models={"m": script.model}):
         started = await _wolf(address, "submit", "work", "--agent", "a", "--config", config, "--json")
         sid = json.loads(started.stdout.strip().splitlines()[-1])["session_id"]
-        await wait_for(lambda: script.calls == 1)
-        await asyncio.sleep(0.5)  # the 30 s tool call is running
+        await wait_for(lambda: script.calls == 1, timeout=60)
         assert (await _wolf(address, "interrupt", sid, "--reason", "too slow")).returncode == 0
         # The background task ends after its interrupted turn: exit code 1 says it did not complete.
         res = await _wolf(address, "result", sid)
@@ -118,10 +119,11 @@ async def test_steer_and_interrupt_from_a_second_process(client, tmp_path):
 
         kept = await _wolf(address, "submit", "again", "--agent", "a", "--config", config, "--keep", "--json")
         sid2 = json.loads(kept.stdout.strip().splitlines()[-1])["session_id"]
-        await wait_for(lambda: script.calls == 2)
+        await wait_for(lambda: script.calls == 2, timeout=60)
         steered = await _wolf(address, "steer", sid2, "use the fast path")
         assert steered.returncode == 0, steered.stderr
-        await wait_for(lambda: script.calls == 3, timeout=30)
+        gate.touch()
+        await wait_for(lambda: script.calls == 3, timeout=60)
         assert "use the fast path" in user_texts(script.requests[2])
         await wait_for(lambda: _state(address, sid2, "idle"))
         assert (await _wolf(address, "close", sid2)).returncode == 0
@@ -130,7 +132,6 @@ async def test_steer_and_interrupt_from_a_second_process(client, tmp_path):
         follow = await _wolf(address, "follow", sid2, "--json")  # replays the log, ends with the session
         kinds = [json.loads(line)["kind"] for line in follow.stdout.splitlines()]
         assert "steer_applied" in kinds and kinds[-1] == "session_closed"
-        await hosts.close()
 
 
 async def _state(address, sid, state):
@@ -138,16 +139,15 @@ async def _state(address, sid, state):
     return run.returncode == 0 and json.loads(run.stdout)["state"] == state
 
 
-async def test_list_filters_by_state_and_agent(client, tmp_path):
-    from agentwolf.worker.main import TASK_QUEUE, create_worker
+async def test_list_filters_by_state_and_agent(client, run_worker, tmp_path):
+    from agentwolf.worker.main import TASK_QUEUE
     from tests.conftest import wait_for
     from tests.support.models import Script, text
 
     address = client.service_client.config.target_host
     script = Script(lambda s: text("hi"))
     config = str(_scripted_manifest(tmp_path))
-    worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
-    async with worker:
+    async with run_worker(task_queue=TASK_QUEUE, local_models={"m": script.model}):
         done = json.loads(
             (
                 await _wolf(
@@ -174,7 +174,6 @@ async def test_list_filters_by_state_and_agent(client, tmp_path):
         other_agent = await _wolf(address, "list", "--agent", "nobody", "--tenant", "lists", "--json")
         assert json.loads(other_agent.stdout) == []
         await _wolf(address, "close", idle["session_id"], "--tenant", "lists")
-        await hosts.close()
 
 
 async def _contains(listing, item):
@@ -232,18 +231,16 @@ async def test_config_validate_lists_what_the_worker_policy_refuses(tmp_path):
     assert run.returncode == 0 and run.stdout.startswith("ok: agents a"), run.stderr
 
 
-async def test_chat_runs_turns_until_exit(client, tmp_path):
-    from agentwolf.worker.main import TASK_QUEUE, create_worker
+async def test_chat_runs_turns_until_exit(client, run_worker, tmp_path):
+    from agentwolf.worker.main import TASK_QUEUE
     from tests.support.models import Script, text
 
     address = client.service_client.config.target_host
     script = Script(lambda s: text(f"reply number {s.calls}"))
-    worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
-    async with worker:
+    async with run_worker(task_queue=TASK_QUEUE, local_models={"m": script.model}):
         run = await _wolf(
             address, "chat", "-a", "a", "-c", str(_scripted_manifest(tmp_path)), stdin="hello\nmore\n/exit\n"
         )
-        await hosts.close()
     assert run.returncode == 0, run.stderr
     assert "reply number 1" in run.stdout and "reply number 2" in run.stdout
     assert script.calls == 2
@@ -275,15 +272,14 @@ async def test_submit_brings_the_local_stack_up_and_down_leaves_nothing(tmp_path
     assert await asyncio.to_thread(wait_gone, everything, 30) == []
 
 
-async def test_submit_follow_result_and_error_paths(client, tmp_path):
-    from agentwolf.worker.main import TASK_QUEUE, create_worker
+async def test_submit_follow_result_and_error_paths(client, run_worker, tmp_path):
+    from agentwolf.worker.main import TASK_QUEUE
     from tests.support.models import Script, sequence, text, tool
 
     address = client.service_client.config.target_host
     script = Script(sequence(tool("add", {"a": 20, "b": 22}), text("the answer is 42")))
-    worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": script.model})
     config = str(_scripted_manifest(tmp_path))
-    async with worker:
+    async with run_worker(task_queue=TASK_QUEUE, local_models={"m": script.model}):
         started = await _wolf(address, "submit", "add them", "-a", "a", "-c", config, "--json")
         sid = json.loads(started.stdout.splitlines()[-1])["session_id"]
         follow = await _wolf(address, "follow", sid, "--json")
@@ -300,7 +296,6 @@ async def test_submit_follow_result_and_error_paths(client, tmp_path):
         assert '-> add({"a": 20, "b": 22})' in human.stdout and "turn completed" in human.stdout
         res = await _wolf(address, "result", sid, "--json")
         assert res.returncode == 0 and json.loads(res.stdout)["output"] == "the answer is 42"
-        await hosts.close()
     # Error paths: one clear line, the right exit code, never a traceback.
     for args, code, words in [
         (("status", "no-such-session"), 2, "not found in tenant"),
@@ -349,24 +344,22 @@ async def test_commands_lists_skills_and_mcp_prompts(tmp_path):
     assert unknown.returncode == 2 and "unknown agent 'zz'" in unknown.stderr
 
 
-async def test_text_that_looks_like_markup_is_printed_as_is(env, client, tmp_path):
+async def test_text_that_looks_like_markup_is_printed_as_is(env, client, run_worker, tmp_path):
     """Prompts, model text and tool output are data: `[/x]` must neither vanish nor crash the CLI."""
     from pydantic_ai.messages import ModelResponse, TextPart
     from pydantic_ai.models.function import FunctionModel
 
-    from agentwolf.worker.main import TASK_QUEUE, create_worker
+    from agentwolf.worker.main import TASK_QUEUE
 
     answer = "[/oops] kept [bold]literally[/bold]"
     model = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart(answer)]))
     config = tmp_path / "wolf.yaml"
     config.write_text(yaml.safe_dump({"agents": {"a": {"model": "local:m"}}}))
     address = client.service_client.config.target_host
-    worker, hosts = create_worker(client, task_queue=TASK_QUEUE, local_models={"m": model})
-    async with worker:
+    async with run_worker(task_queue=TASK_QUEUE, local_models={"m": model}):
         done = await _wolf(address, "submit", "say [red]it[/red]", "-a", "a", "-c", str(config), "--follow")
         assert done.returncode == 0, done.stderr
         assert "> say [red]it[/red]" in done.stdout and answer in done.stdout
         sid = done.stdout.strip().splitlines()[-1]
         result = await _wolf(address, "result", sid, "--json")
         assert json.loads(result.stdout)["output"] == answer
-        await hosts.close()

@@ -3,7 +3,8 @@ annotated read-only, except `record` (a side effect) and `fail`.
 
 Writes its PID to $WOLF_PID_FILE at start (so tests count spawns), appends to
 $WOLF_SIDE_EFFECTS on every `record` call (so tests count side effects) and to $WOLF_SLOW_STARTED
-when a `slow` call starts (so tests know it reached the server).
+when a `slow` call starts (so tests know it reached the server). A `slow` call ends early once the
+file $WOLF_SLOW_GATE exists (so a test decides when, not the clock).
 """
 
 import os
@@ -36,7 +37,10 @@ async def slow(seconds: float) -> str:
     if started := os.environ.get("WOLF_SLOW_STARTED"):
         with open(started, "a") as f:
             f.write(f"{seconds}\n")
-    await anyio.sleep(seconds)
+    gate = os.environ.get("WOLF_SLOW_GATE")
+    with anyio.move_on_after(seconds):
+        while not (gate and os.path.exists(gate)):
+            await anyio.sleep(0.05 if gate else seconds)
     return f"slept {seconds}s"
 
 
