@@ -10,7 +10,7 @@ A Feed reads for all of them:
   (the stream's long-poll update, for a topic nothing is published to, so its answer carries no
   events: it only says that something is past an offset) wakes it;
 - live output (the running activities' heartbeat details) by ONE `describe` every POLL_EVERY while
-  a turn runs, and only while some follower waits for more: followers whose clients stall cost
+  a turn runs, and only while some follower asks for more: followers whose clients stall cost
   nothing, and a stalled follower holds no queue (it pulls the newest snapshot when it reads again).
 The newest KEEP durable events stay in memory for followers that trail; one that falls further
 behind reads its own way back by query.
@@ -52,6 +52,8 @@ POLL_EVERY = 0.05
 """Seconds between reads of the running activities while a turn runs and a follower waits."""
 IDLE_CHECK = 5.0
 """While idle, a read every this many seconds at most (a durable event wakes the reader at once)."""
+STALLED = 1.0
+"""Seconds after which a follower that has not asked for more counts as stalled."""
 RETRY = 0.5
 """Seconds before reading again after Temporal did not answer (followers do not die of a hiccup)."""
 ENDED_TRIES = 5
@@ -93,7 +95,11 @@ class Feed:
     failure: BaseException | None = None
     followers: int = 0
     hungry: int = 0
-    """Followers that want live output and wait for news now: live output is read only for them."""
+    """Followers that want live output and wait for news now."""
+    fed_at: float = float("-inf")
+    """When a follower that wants live output last waited for news (loop time): live output is read
+    while one does, or did within STALLED seconds (a follower whose consumer is busy for a moment
+    keeps its pace), and no longer for followers whose consumers stopped reading."""
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _demand: asyncio.Event = field(default_factory=asyncio.Event)
     _terminal: bool = False
@@ -113,6 +119,7 @@ class Feed:
         """Wait for `changed`; a follower that wants live output makes the feed read it meanwhile."""
         self.hungry += live
         if live:
+            self.fed_at = asyncio.get_running_loop().time()
             self._demand.set()
         try:
             await changed.wait()
@@ -223,7 +230,7 @@ class Feed:
         loop = asyncio.get_running_loop()
         version = 0
         while not self.ended:
-            while not self.hungry:
+            while not self.hungry and loop.time() - self.fed_at > STALLED:
                 self._demand.clear()
                 await self._demand.wait()
             started = loop.time()
