@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import re
@@ -237,9 +238,44 @@ async def test_follow_on_a_terminal_leaves_only_finished_lines():
     assert [line for line in screen if line] == ["> hi", "Hello, world.", "Second line.", "turn completed"]
 
 
-def _screen(data: str, width: int) -> list[str]:
+def _screen(data: str, width: int, height: int = 24) -> list[str]:
     import pyte
 
-    screen = pyte.Screen(width, 24)
+    screen = pyte.Screen(width, height)
     pyte.Stream(screen).feed(data.replace("\n", "\r\n"))
     return [line.rstrip() for line in screen.display]
+
+
+def _terminal(events: list[Event], height: int = 24) -> list[str]:
+    async def source():
+        for i, event in enumerate(events):
+            yield i, event
+
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, color_system=None, width=60, height=height)
+    asyncio.run(follow(source(), console, "s1", until_turn_end=True))
+    return [line for line in _screen(buf.getvalue(), 60, height) if line]
+
+
+# A worker lost mid-answer: attempt 1 printed two lines and part of a third, the retry streams it all.
+LOST = [
+    ev("turn_started", text="hi"),
+    delta("Draft one.\nDraft two.\nDraft", 0, attempt=1),
+    ev("attempt_superseded", step=1, attempt=1),
+    delta("Final one.\nFinal", 0, attempt=2),
+    delta(" two.", 16, attempt=2),
+    ev("model_text", step=1, text="Final one.\nFinal two."),
+    ev("turn_finished", step=1, outcome="completed"),
+]
+
+
+def test_on_a_terminal_a_superseded_attempt_is_taken_back():
+    assert _terminal(LOST) == ["> hi", "Final one.", "Final two.", "turn completed"]
+    # A newer attempt's first delta without the announcement takes the old one back too.
+    assert _terminal([e for e in LOST if e.kind != "attempt_superseded"]) == _terminal(LOST)
+
+
+def test_text_scrolled_off_the_terminal_stays_and_says_the_answer_restarted():
+    long = "".join(f"Draft {i}.\n" for i in range(30))
+    screen = _terminal([LOST[0], delta(long, 0, attempt=1), *LOST[2:]], height=24)
+    assert screen[-4:] == [RESTARTED, "Final one.", "Final two.", "turn completed"]

@@ -155,8 +155,7 @@ class Chat:
         self.prompt.app.invalidate()
 
     def _say(self, text: str, style: str = "dim") -> None:
-        self.view.end_line()
-        self.console.print(Text(text, style))
+        self.view.note(Text(text, style))
 
     def _region(self) -> str:
         buf = io.StringIO()
@@ -189,11 +188,10 @@ class Chat:
     def _echo(self, line: str) -> None:
         """The line as entered, where the erased prompt was (the live region is not kept)."""
         question = self._question()
-        self.view.end_line()
         if question is None:
-            self.console.print(Text(PROMPT, "bold") + Text(inert(line)))
+            self.view.note(Text(PROMPT, "bold") + Text(inert(line)))
         else:
-            self.console.print(Text(question, "bold yellow") + Text(inert(line)))
+            self.view.note(Text(question, "bold yellow") + Text(inert(line)))
 
     # -- keys ----------------------------------------------------------------------------------
 

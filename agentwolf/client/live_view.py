@@ -8,13 +8,16 @@ above it. `wolf chat` shows the same region in its prompt (`agentwolf.client.cha
 
 Deltas (`text_delta`, `thinking_delta`) are printed as they come and the durable `model_text` only
 adds what they did not show (nothing, when every delta arrived); `attempt_superseded` drops an
-attempt's text (a terminal cannot take back what it printed: it says so and the retried text follows).
+attempt's text: on a terminal its rows are erased (while they are still on the screen), so the
+screen ends with the final answer once; plain output cannot take back what it wrote, so it says so
+and the retried text follows.
 Everything from the session is data: it goes through `inert()`, and lines are rich `Text`, never markup.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -22,8 +25,10 @@ from datetime import UTC, datetime
 from typing import IO, Protocol
 
 from rich.console import Console, Group, RenderableType
+from rich.control import Control
 from rich.live import Live
 from rich.progress_bar import ProgressBar
+from rich.segment import ControlType
 from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
@@ -50,15 +55,23 @@ class Sink(Protocol):
     """True: streamed text is written as it comes (`chunk`); False: only whole lines (`line`), the
     unfinished one is part of the live region."""
 
+    rows: int
+    """Rows printed so far (what `take_back` counts in)."""
+
     def line(self, text: Text) -> None: ...
 
     def chunk(self, text: Text) -> None: ...
+
+    def take_back(self, rows: int) -> bool:
+        """Erase the last `rows` printed rows; False when this output cannot."""
+        ...
 
 
 class PlainSink:
     """Text as it comes, no control sequences, no spinner: for pipes, files and logs."""
 
     partial = True
+    rows = 0
 
     def __init__(self, file: IO[str]) -> None:
         self.file = file
@@ -71,6 +84,9 @@ class PlainSink:
         self.file.write(text.plain)
         self.file.flush()
 
+    def take_back(self, rows: int) -> bool:
+        return False
+
 
 class ConsoleSink:
     """Whole lines through a rich console (styled when it is a terminal)."""
@@ -79,9 +95,23 @@ class ConsoleSink:
 
     def __init__(self, console: Console) -> None:
         self.console = console
+        self.rows = 0
 
     def line(self, text: Text) -> None:
         self.console.print(text, soft_wrap=True, markup=False, highlight=False, emoji=False)
+        self.rows += max(1, math.ceil(text.cell_len / self.console.width))  # the terminal wraps it
+
+    def take_back(self, rows: int) -> bool:
+        """On a terminal, and while the rows are on the screen (below them at most the live region,
+        TAIL_ROWS of streamed text): up a row and erase it, `rows` times. Printed as a renderable, so
+        inside a rich `Live` it starts where the live region did, which is redrawn after it."""
+        if not self.console.is_terminal or rows + TAIL_ROWS >= self.console.height:
+            return False
+        if rows:
+            up = ((ControlType.CURSOR_UP, 1), (ControlType.ERASE_IN_LINE, 2))
+            self.console.print(Control((ControlType.CARRIAGE_RETURN,), *up * rows), end="")
+            self.rows -= rows
+        return True
 
     def chunk(self, text: Text) -> None:  # never called: partial is False
         self.line(text)
@@ -133,6 +163,9 @@ class LiveView:
         """The kind of text on the unfinished line ("text" or "thinking"), None when at a line start."""
         self.streams: dict[tuple[str | None, int | None, str], _Stream] = {}
         self.superseded: set[tuple[str | None, int | None, int | None]] = set()
+        self.mark: tuple[tuple[str | None, int | None, int], int] | None = None
+        """The (turn, step, attempt) whose text is being streamed and the sink's row count before its
+        first line: what a superseded attempt takes back. None once anything else was printed."""
         self.tools: dict[str, RunningTool] = {}
         self.approvals: dict[str, Event] = {}
         self.running = False
@@ -168,8 +201,11 @@ class LiveView:
         stream = self.streams.get(key)
         if stream is None or attempt > stream.attempt:
             if stream is not None and stream.shown:  # a newer attempt without a word about the old one
-                self._restarted()
+                self._restarted((event.turn_id, event.step, stream.attempt))
             stream = self.streams[key] = _Stream(attempt)
+            if self.mark is None or self.mark[0] != (event.turn_id, event.step, attempt):
+                self.end_line()
+                self.mark = ((event.turn_id, event.step, attempt), self.sink.rows)
         elif attempt < stream.attempt:
             return
         text, index = event.text or "", event.index or 0
@@ -181,7 +217,8 @@ class LiveView:
         self._write(text[max(skip, 0) :], kind)
 
     def _superseded(self, event: Event) -> None:
-        self.superseded.add((event.turn_id, event.step, event.attempt or 0))
+        attempt = (event.turn_id, event.step, event.attempt or 0)
+        self.superseded.add(attempt)
         shown = False
         for kind in ("text", "thinking"):
             key = (event.turn_id, event.step, kind)
@@ -190,10 +227,15 @@ class LiveView:
                 shown = shown or stream.shown > 0
                 del self.streams[key]
         if shown:
-            self._restarted()
+            self._restarted(attempt)
         self.streaming = False
 
-    def _restarted(self) -> None:
+    def _restarted(self, attempt: tuple[str | None, int | None, int]) -> None:
+        """Take back `attempt`'s text where the sink can, else say the answer restarts."""
+        mark, self.mark = self.mark, None
+        if mark is not None and mark[0] == attempt and self.sink.take_back(self.sink.rows - mark[1]):
+            self.tail, self.open = Text(), None  # the unfinished line was only in the live region
+            return
         self.end_line()
         self.sink.line(Text(RESTARTED, "dim"))
 
@@ -213,6 +255,7 @@ class LiveView:
             self.sink.line(Text(inert(f"  .. {tool.tool}: {tool.message}{_fraction(tool)}")))
 
     def _model_text(self, event: Event) -> None:
+        self.mark = None
         stream = self.streams.get((event.turn_id, event.step, "text"))
         text = event.text or ""
         rest = text[stream.shown :] if stream is not None else text
@@ -226,6 +269,7 @@ class LiveView:
     def _durable(self, event: Event) -> None:
         k = event.kind
         self.end_line()
+        self.mark = None
         if k == "turn_started":
             self.running, self.streaming = True, False
         elif k == "tool_call_started" and event.call_id:
@@ -269,6 +313,13 @@ class LiveView:
             self.sink.line(head)
         if not self.tail:
             self.open = None
+
+    def note(self, text: Text) -> None:
+        """A line of the caller's own (not the session's), after the unfinished one: text above it
+        can no longer be taken back."""
+        self.end_line()
+        self.mark = None
+        self.sink.line(text)
 
     def end_line(self) -> None:
         """Finish the unfinished line of streamed text, if any."""
