@@ -360,7 +360,8 @@ def _result(ref: turns.TurnRef, end: turns.TurnEnd) -> CallToolResult:
     )
 
 
-_SESSION_ID = re.compile(r"(?i)(session(?: id)?:? )(\S+?)(:?(?:\s|$))")
+_SESSION_ID = re.compile(r"\b[0-9a-f]{32}\b")
+"""An MCP session id as the SDK makes them (`uuid4().hex`)."""
 
 
 class _SessionIdsAtDebug(logging.Filter):
@@ -370,7 +371,7 @@ class _SessionIdsAtDebug(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        redacted = _SESSION_ID.sub(r"\1…\3", message)
+        redacted = _SESSION_ID.sub("…", message)
         if redacted != message and record.levelno > logging.DEBUG:
             log.debug("%s: %s", record.name, message)
             record.msg, record.args = redacted, None
