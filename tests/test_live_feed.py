@@ -67,7 +67,7 @@ async def test_many_followers_of_a_session_share_one_reader_and_history_does_not
         handle = client.get_workflow_handle(workflow_id("default", sid))
         start = await wolf.event_offset(sid)
         followers = [asyncio.create_task(_turn(wolf, sid, start)) for _ in range(FOLLOWERS)]
-        await wait_for(lambda: feed.feeds() == 1 and _polls_waiting(handle))
+        await wait_for(lambda: feed.followers(client, handle.id) == FOLLOWERS and _polls_waiting(handle))
         await wolf.prompt(sid, "go")
         seen = await asyncio.wait_for(asyncio.gather(*followers), 120)
         history = await handle.fetch_history()
@@ -125,4 +125,4 @@ async def test_a_stalled_follower_makes_no_reads_and_holds_no_backlog(wolf, run_
     assert during <= feed.STALLED / feed.POLL_EVERY + 2
     assert _shown(first + rest) == LONG
     assert _durable(first + rest) == logged  # every durable event once, in order
-    assert feed.feeds() == 0  # the last follower gone, its reader stopped
+    assert feed.followers(client, handle.id) is None  # the last follower gone, its reader stopped

@@ -5,6 +5,7 @@ worker and app."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 
@@ -13,7 +14,9 @@ from openai import AsyncOpenAI
 from pydantic_ai.messages import ModelResponse, UserPromptPart
 
 from agentwolf.client import feed
+from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
+from agentwolf.workflows.types import workflow_id
 from tests.conftest import make_manifest, wait_for
 from tests.support.models import Script, sequence, text, tool
 from tests.support.serving import serving
@@ -99,21 +102,29 @@ async def test_a_chat_completion_that_needs_approval_finishes_naming_the_calls(
 
 
 async def test_a_non_streamed_request_stops_following_when_its_client_leaves(client, task_queue, run_worker):
-    script = Script(sequence(tool("slow", {"seconds": 30}), text("late")))
+    script = Script(sequence(tool("slow", {"seconds": 60}), text("late")))
+    manifest = make_manifest()
+    wolf = WolfClient(client, tenant="tenant-a", task_queue=task_queue)
     async with (
         run_worker(local_models={"m": script.model}),
-        serving(client, task_queue, make_manifest()) as base,
+        serving(client, task_queue, manifest) as base,
+        httpx.AsyncClient(timeout=120) as http,
     ):
-        async with httpx.AsyncClient(timeout=httpx.Timeout(60, read=2)) as http:
-            with contextlib.suppress(httpx.ReadTimeout):
-                await http.post(
-                    base + "/v1/chat/completions",
-                    json={"model": "a", "messages": [{"role": "user", "content": "wait"}]},
-                    headers={"Authorization": "Bearer key-a"},
-                )
-        # The client left while the turn runs: the handler stops following its session.
-        await wait_for(lambda: feed.feeds() == 0, timeout=60)
-        await wait_for(lambda: script.calls == 1, timeout=60)  # the turn itself goes on
+        sid = await wolf.start_session("a", manifest)
+        wid = workflow_id("tenant-a", sid)
+        request = asyncio.create_task(
+            http.post(
+                base + "/v1/chat/completions",
+                json={"model": "a", "messages": [{"role": "user", "content": "wait"}]},
+                headers={"Authorization": "Bearer key-a", "X-Wolf-Session": sid},
+            )
+        )
+        await wait_for(lambda: script.calls == 1 and feed.followers(client, wid) == 1, timeout=60)
+        request.cancel()  # the client leaves (its connection closes) while the turn runs
+        with contextlib.suppress(asyncio.CancelledError):
+            await request
+        await wait_for(lambda: feed.followers(client, wid) is None, timeout=60)
+        assert (await wolf.status(sid)).state == "running"  # the turn itself goes on
 
 
 async def test_a_response_that_asks_refuses_answers_for_calls_that_do_not_wait(

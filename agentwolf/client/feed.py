@@ -302,6 +302,7 @@ def _forget(feed: Feed) -> None:
         del _FEEDS[key]
 
 
-def feeds() -> int:
-    """How many sessions this process reads now (one feed each, however many follow them)."""
-    return len(_FEEDS)
+def followers(client: Client, workflow_id: str) -> int | None:
+    """How many followers this process has of the session (None: it does not read it now)."""
+    feed = _FEEDS.get((id(client), workflow_id))
+    return None if feed is None else feed.followers
