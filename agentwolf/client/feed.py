@@ -83,6 +83,8 @@ class Snapshot:
 
 @dataclass
 class Feed:
+    """One session's events for every follower of it in this process (see the module docstring)."""
+
     client: Client
     workflow_id: str
     start: int
@@ -91,6 +93,7 @@ class Feed:
     """The offset the next durable event will have, as far as the feed has read (-1: not read yet)."""
     kept: deque[tuple[int, Event]] = field(default_factory=lambda: deque(maxlen=KEEP))
     live: Snapshot | None = None
+    """The newest running activities (each follower takes it when it reads: never a backlog)."""
     ended: bool = False
     failure: BaseException | None = None
     followers: int = 0
