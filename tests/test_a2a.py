@@ -229,7 +229,9 @@ async def test_resubscribe_from_a_new_wolf_serve_after_the_first_is_killed(clien
         )
     )
     answer = " ".join([ANSWER] * 3)
-    script = Script(sequence(text(answer)), chunk_delay=0.2)  # about 6 s: the second server comes up mid-turn
+    # Slow (a word a second) until the second server has resubscribed: it comes up mid-turn however
+    # loaded the machine is; then the rest streams quickly.
+    script = Script(sequence(text(answer)), chunk_delay=1.0)
     queue = f"tq-{uuid.uuid4().hex[:8]}"
     worker, hosts = create_worker(client, task_queue=queue, local_models={"m": script.model})
     first, rest = Seen(), Seen()
@@ -249,7 +251,9 @@ async def test_resubscribe_from_a_new_wolf_serve_after_the_first_is_killed(clien
             proc, base = await _wolf_serve(address, config, queue)
             try:
                 async with a2a_client(base, key=None) as c:
-                    await _read(c.subscribe(SubscribeToTaskRequest(id=first.task_id)), rest)
+                    async for event in c.subscribe(SubscribeToTaskRequest(id=first.task_id)):
+                        rest.add(event)
+                        script.chunk_delay = 0.05
             finally:
                 proc.terminate()
                 proc.wait(10)
