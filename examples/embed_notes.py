@@ -4,25 +4,16 @@ result. Needs a Temporal server: `python examples/embed_notes.py [ADDRESS]` (def
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+from pathlib import Path
 
 from agentwolf.client.wolf_client import WolfClient, connect
-from agentwolf.config import parse_manifest
+from agentwolf.config.loading import load_manifest
 from agentwolf.plugins import load_plugins
 from agentwolf.worker.main import create_worker
 
-MANIFEST = parse_manifest("""
-host:
-  mcp_servers:
-    notes: {plugin: notes_plugin}   # the plugin's tools, served as the tool source `notes`
-  permissions:
-    rules:
-      - {tool: "notes:delete_.*", action: deny}
-agents:
-  scribe:
-    model: local:notes-demo         # registered by the plugin
-    capabilities: [{mcp: notes}]
-""")
+MANIFEST = load_manifest(Path(__file__).with_name("notes.yaml"))
 QUEUE = "notes-example"
 
 
@@ -39,3 +30,7 @@ async def main(address: str) -> None:
 
 if __name__ == "__main__":
     asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else "localhost:7233"))
+    # temporalio's core threads can still call into Python while the interpreter finalizes, which
+    # aborts a short client program now and then (temporalio/sdk-python#300): leave without it.
+    sys.stdout.flush()
+    os._exit(0)

@@ -235,23 +235,6 @@ def test_an_entry_point_may_name_the_hook_itself(notes):
         load_plugins(entry_points=[bad])
 
 
-async def test_the_readme_example_runs_and_the_readme_shows_it(env):
-    readme = (ROOT / "README.md").read_text()
-    for example in ("notes_plugin.py", "embed_notes.py"):
-        assert (EXAMPLES / example).read_text().strip() in readme, f"README lacks examples/{example}"
-    address = env.client.service_client.config.target_host
-    run = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(EXAMPLES / "embed_notes.py"),
-        address,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    stdout, stderr = await asyncio.wait_for(run.communicate(), 120)
-    assert run.returncode == 0, stderr.decode()
-    assert stdout.decode().strip() == "Done: noted (1 so far)"
-
-
 def test_wolf_up_runs_the_worker_with_its_plugins(tmp_path, monkeypatch, notes):
     """`wolf up --plugin` starts the local worker with them and restarts it when they change; an
     implicit `up` (plugins None) keeps the running worker's; a plugin that cannot load starts nothing."""

@@ -1,0 +1,101 @@
+"""Every file in examples/ runs here as the docs tell a user to run it, against the suite's dev server
+and a real worker on the offline models (the docs include these files as they are)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentwolf.client.cli.sources import BUNDLED_CONFIG
+from agentwolf.config.loading import load_manifest
+from agentwolf.defaults import TASK_QUEUE
+from tests.support.serving import serving
+
+ROOT = Path(__file__).parent.parent
+EXAMPLES = ROOT / "examples"
+RUNS: dict[str, str] = {}
+"""Each example file -> the test that runs it."""
+
+
+def runs(*names: str):
+    def mark(test):
+        for name in names:
+            RUNS[name] = test.__name__
+        return test
+
+    return mark
+
+
+@pytest.fixture
+def offline(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The environment of an example's process: the demo models, whatever this shell has set."""
+    monkeypatch.delenv("WOLF_MODEL", raising=False)
+    return {**os.environ, "NO_COLOR": "1"}
+
+
+async def run(*args: str, env: dict[str, str], timeout: float = 120) -> str:
+    """Run a command from the repository's root, as the docs do; its stdout (fails with its stderr)."""
+    proc = await asyncio.create_subprocess_exec(
+        *args, cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        stdout, stderr = await asyncio.wait_for(proc.communicate(), timeout)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0, stderr.decode()
+    return stdout.decode()
+
+
+def address(client) -> str:
+    return client.service_client.config.target_host
+
+
+@runs("notes_plugin.py", "notes.yaml", "embed_notes.py")
+async def test_embedding_the_notes_plugin(client, offline):
+    out = await run(sys.executable, "examples/embed_notes.py", address(client), env=offline)
+    assert out.strip() == "Done: noted (1 so far)"
+
+
+@runs("python_client.py")
+async def test_the_python_client_streams_the_demo_s_answer(client, run_worker, offline):
+    async with run_worker(task_queue=TASK_QUEUE):
+        out = await run(sys.executable, "examples/python_client.py", address(client), env=offline)
+    assert "[get_current_time]" in out
+    assert re.search(r"It is \d\d:\d\d on \w+day in Asia/Tokyo", out), out
+    assert re.search(r"^completed: \d+ characters$", out, re.MULTILINE), out
+
+
+@runs("helper.yaml")
+async def test_the_quickstart_s_own_manifest_answers(client, run_worker, offline):
+    async with run_worker(task_queue=TASK_QUEUE):
+        out = await run(
+            "wolf", "submit", "What time is it in UTC?", "--agent", "helper", "--config",
+            "examples/helper.yaml", "--address", address(client), "--wait", "--json", env=offline,
+        )  # fmt: skip
+    assert re.match(r"It is \d\d:\d\d on \w+day in UTC \(UTC\+00:00\)\.", json.loads(out)["output"]), out
+
+
+@runs("openai_client.py")
+async def test_the_openai_sdk_talks_to_wolf_serve(client, task_queue, run_worker, offline):
+    async with run_worker(), serving(client, task_queue, load_manifest(BUNDLED_CONFIG)) as base:
+        out = await run(sys.executable, "examples/openai_client.py", f"{base}/v1", "key-a", env=offline)
+    lines = out.splitlines()
+    assert lines[0] == "agents: ['assistant']"
+    assert "Asia/Tokyo" in lines[1]
+    assert "Australia/Sydney" in lines[-2] and "Europe/London" in lines[-1], out
+
+
+def test_every_example_runs_in_a_test_and_the_docs_show_it_as_it_is():
+    examples = sorted(p.name for p in EXAMPLES.iterdir() if p.is_file())
+    assert sorted(RUNS) == examples
+    docs = "".join(page.read_text() for page in (ROOT / "docs").rglob("*.md"))
+    included = set(re.findall(r'^--8<-- "examples/([^"]+)"$', docs, re.MULTILINE))
+    assert included == set(examples), "each example is included (--8<--) in a docs page"
