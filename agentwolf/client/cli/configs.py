@@ -211,20 +211,16 @@ async def config_list(conn: Connection, tenant: Tenant = "default", as_json: Jso
 
     Example: wolf config list --json
     """
-    from rich.table import Table
-
-    from agentwolf.client.render import inert
+    from agentwolf.client.cli.tables import print_table
 
     configs = await (await conn.client(tenant)).config_list()
     if as_json:
         out().print(json.dumps([c.model_dump(mode="json") for c in configs]))
         return
-    table = Table("config", "version", "identity", "pushed", "note", box=None)
-    for c in configs:
-        table.add_row(
-            inert(c.name), str(c.version), c.identity, f"{c.pushed_at:%Y-%m-%d %H:%M:%S}", inert(c.note)
-        )
-    out().print(table)
+    print_table(
+        ("config", "version", "identity", "pushed", "note"),
+        [(c.name, str(c.version), c.identity, f"{c.pushed_at:%Y-%m-%d %H:%M:%S}", c.note) for c in configs],
+    )
 
 
 @config_app.command("history")
@@ -236,19 +232,25 @@ async def config_history(
 
     Example: wolf config history prod
     """
-    from rich.table import Table
-
-    from agentwolf.client.render import inert
+    from agentwolf.client.cli.tables import print_table
 
     versions = await (await conn.client(tenant)).config_history(name)
     if as_json:
         out().print(json.dumps([v.model_dump(mode="json") for v in versions]))
         return
-    table = Table("version", "identity", "pushed", "sessions told", "note", box=None)
-    for v in versions:
-        told = "" if v.notified is None else str(v.notified)
-        table.add_row(str(v.version), v.identity, f"{v.pushed_at:%Y-%m-%d %H:%M:%S}", told, inert(v.note))
-    out().print(table)
+    print_table(
+        ("version", "identity", "pushed", "sessions told", "note"),
+        [
+            (
+                str(v.version),
+                v.identity,
+                f"{v.pushed_at:%Y-%m-%d %H:%M:%S}",
+                "" if v.notified is None else str(v.notified),
+                v.note,
+            )
+            for v in versions
+        ],
+    )
 
 
 @config_app.command("schema")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
@@ -297,7 +296,7 @@ async def list_sessions(
 
     Example: wolf list --state idle | cut -f1
     """
-    from agentwolf.client.render import inert
+    from agentwolf.client.cli.tables import print_table
 
     wolf = await conn.client(tenant)
     sessions = await wolf.list_sessions(
@@ -306,11 +305,10 @@ async def list_sessions(
     if as_json:
         out().print(json.dumps([s.model_dump(mode="json") for s in sessions]))
         return
-    header = ("session", "agent", "state", "status", "parent", "config", "started")
-    rows = [
-        tuple(
-            inert(cell)
-            for cell in (
+    print_table(
+        ("session", "agent", "state", "status", "parent", "config", "started"),
+        [
+            (
                 s.session_id,
                 s.agent or "",
                 s.state or "",
@@ -319,17 +317,6 @@ async def list_sessions(
                 s.config or "",
                 s.started.strftime("%Y-%m-%d %H:%M:%S") if s.started else "",
             )
-        )
-        for s in sessions
-    ]
-    if not sys.stdout.isatty():
-        for row in (header, *rows):
-            print("\t".join(cell.replace("\t", " ") for cell in row))
-        return
-    from rich.table import Table
-
-    table = Table(*header, box=None)
-    table.columns[0].no_wrap = True
-    for row in rows:
-        table.add_row(*row)
-    out().print(table)
+            for s in sessions
+        ],
+    )

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from agentwolf.client.cli.common import Exit, Json, Tenant, out, verb
+from agentwolf.client.cli.common import Exit, Json, Tenant, err, out, verb
 from agentwolf.client.cli.connection import Connection
 
 app = typer.Typer()
@@ -52,7 +52,9 @@ async def usage(
     session's counters. A subagent is a session of its own: each request counts once.
 
     USD is known only for priced models (genai-prices, or host.models.prices): 'unpriced' counts
-    requests whose model has no price. With --json: one document (rows, total, unreadable).
+    requests whose model has no price. Models go by their resolved spec (provider:model), as in
+    the worker's metrics. A table in a terminal; tab-separated values with a header line when
+    piped; --json: one document (rows, total, unreadable).
 
     Example: wolf usage --since 2026-11-01 --by model
     """
@@ -62,20 +64,16 @@ async def usage(
     if as_json:
         out().print(report.model_dump_json(), soft_wrap=True)
         return
-    from rich.table import Table
+    from agentwolf.client.cli.tables import print_table
 
-    from agentwolf.client.render import inert
-
-    table = Table(
-        by.value, "sessions", "requests", "input", "output", "tool calls", "USD", "unpriced", box=None
-    )
+    rows = []
     for row in [*report.rows, None]:
         key, sessions, used = (
             (row.key, row.sessions, row.usage) if row else ("total", report.sessions, report.total)
         )
         cost = f"{used.cost_usd:.6f}" if used.cost_usd is not None else "-"
         cells = (used.requests, used.input_tokens, used.output_tokens, used.tool_calls)
-        table.add_row(inert(key), str(sessions), *map(str, cells), cost, str(used.unpriced_requests))
-    out().print(table)
+        rows.append((key, str(sessions), *map(str, cells), cost, str(used.unpriced_requests)))
+    print_table((by.value, "sessions", "requests", "input", "output", "tool calls", "USD", "unpriced"), rows)
     if report.unreadable:
-        out().print(inert(f"{len(report.unreadable)} sessions left out (no result, no worker to ask)"))
+        err().print(f"{len(report.unreadable)} sessions left out (no result, no worker to ask)")
