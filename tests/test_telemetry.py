@@ -213,7 +213,7 @@ async def test_metrics_endpoint_shows_tokens_cost_and_tool_latency_and_json_logs
             worker.terminate()
             worker.wait(15)
     lines = page.splitlines()
-    tokens = [line for line in lines if line.startswith("wolf_tokens{")]
+    tokens = [line for line in lines if line.startswith("wolf_tokens_total{")]
     assert any(
         'kind="input"' in line and 'tenant="default"' in line and "gpt-4o-mini" in line for line in tokens
     )
@@ -221,7 +221,7 @@ async def test_metrics_endpoint_shows_tokens_cost_and_tool_latency_and_json_logs
         line.startswith("wolf_tool_call_seconds_count{") and 'tool="add"' in line and 'server="tools"' in line
         for line in lines
     )
-    assert any(line.startswith("wolf_turns{") and 'outcome="completed"' in line for line in lines)
+    assert any(line.startswith("wolf_turns_total{") and 'outcome="completed"' in line for line in lines)
     costs = [line for line in lines if line.startswith("wolf_cost_usd_sum{") and "gpt-4o-mini" in line]
     assert costs and float(costs[0].rsplit(" ", 1)[1]) > 0  # genai-prices knows the model
     assert any(line.startswith("temporal_") for line in lines)  # the runtime's own, on the same endpoint

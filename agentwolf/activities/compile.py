@@ -9,6 +9,7 @@ from mcp.shared.exceptions import MCPError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from agentwolf.activities import observe
 from agentwolf.activities.servers import activate_skills, add_session_servers
 from agentwolf.activities.session_io import heartbeating
 from agentwolf.activities.tools import tool_specs
@@ -97,6 +98,7 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
     compiled = CompiledAgent(
         agent=inp.agent,
         models=models,
+        labels=[observe.model_label(spec, host.secrets) for spec in models],
         instructions="\n\n".join(part for part in (agent.instructions, catalog) if part),
         tools=tools
         + ([delegate_spec(subagents)] if subagents else [])

@@ -80,17 +80,9 @@ def request_cost(response: ModelResponse, spec: str | None, models: ModelsConfig
         return None
 
 
-COST_USD = metrics.Metric(
-    "wolf_cost_usd", "USD of priced model requests, by model and tenant (the histogram's _sum)"
-)
-UNPRICED = metrics.Metric(
-    "wolf_unpriced_requests", "Model requests no price is known for, by model and tenant"
-)
-
-
 def record(tenant: str, model: str, cost_usd: float | None) -> None:
-    """This worker's spending in its Prometheus metrics (agentwolf.telemetry.metrics)."""
+    """This worker's spending in its Prometheus metrics (agentwolf.telemetry.metrics), by model label."""
     if cost_usd is None:
-        metrics.count(UNPRICED, model=model, tenant=tenant)
+        metrics.count(metrics.UNPRICED, model=model, tenant=tenant)
     else:
-        metrics.observe(COST_USD, cost_usd, model=model, tenant=tenant)
+        metrics.observe(metrics.COST_USD, cost_usd, model=model, tenant=tenant)

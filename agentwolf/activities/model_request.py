@@ -119,7 +119,9 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
     except (UserError, LookupError, MissingVariable, PolicyError) as exc:
         message = host.secrets.redact(f"model configuration: {exc}")
         raise ApplicationError(message, type="ConfigError", non_retryable=True) from None
-    observe.model_answered(inp.ref.tenant, response, cache_hit)
+    spec = used_spec(model, compiled.models, response)
+    label = observe.answered_label(spec, response, host.secrets)
+    observe.model_answered(label, inp.ref.tenant, response, cache_hit)
     # Cache the response as the workflow will see it (after a trip through the data converter),
     # redacted: a provider echoes the model name and its URL, which may be resolved placeholders.
     answer = host.secrets.redact(ModelMessagesTypeAdapter.dump_json([response]).decode())
@@ -127,12 +129,11 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
     digest = chain_digest(chain_digest(inp.base_digest, inp.delta), stored)
     size = base_size + _size(inp.delta) + len(answer)
     host.remember(inp.ref.workflow_id, CachedTranscript([*messages, *stored], digest, [*sent, *stored], size))
-    spec = used_spec(model, compiled.models, response)
     cost = request_cost(response, spec, host.manifest.host.models)
     if cost is not None:
         cost += attempts_cost(model, compiled.models, response, host.manifest.host.models)
-    record(inp.ref.tenant, spec or response.model_name or "unknown", cost)
-    return ModelRequestOutput(response=stored[0], cache_hit=cache_hit, model=spec, cost_usd=cost)
+    record(inp.ref.tenant, label, cost)
+    return ModelRequestOutput(response=stored[0], cache_hit=cache_hit, model=label, cost_usd=cost)
 
 
 def _size(messages: list[ModelMessage]) -> int:

@@ -12,13 +12,32 @@ from typing import Any
 
 from pydantic_ai.messages import ModelResponse
 
+from agentwolf.config.placeholders import resolve
+from agentwolf.config.policy import Secrets
 from agentwolf.telemetry import metrics, tracing
 from agentwolf.workflows.contracts import ToolCallOutput
 
 
-def model_answered(tenant: str, response: ModelResponse, cache_hit: bool) -> None:
-    """A step: its tokens by model and tenant, and whether the worker held the transcript."""
-    model = response.model_name or "unknown"
+def model_label(spec: str, secrets: Secrets) -> str:
+    """The one name a model goes by in metrics, `wolf usage` and events: its spec with placeholders
+    resolved (`${WOLF_MODEL:-local:demo}` -> `local:demo`). Never an alias (specs are expanded) nor
+    the provider's echo (`demo`), so tokens and cost join. Called once the spec was resolved under
+    the worker's policy to build the model: a model spec names a model; credentials live in the
+    providers' settings."""
+    return resolve(spec, secrets.env)
+
+
+def answered_label(spec: str | None, response: ModelResponse, secrets: Secrets) -> str:
+    """The label of the chain member that answered; when a fallback chain cannot tell which
+    (`used_spec` is None), the provider's own names for it."""
+    if spec is not None:
+        return model_label(spec, secrets)
+    name = response.model_name or "unknown"
+    return f"{response.provider_name}:{name}" if response.provider_name else name
+
+
+def model_answered(model: str, tenant: str, response: ModelResponse, cache_hit: bool) -> None:
+    """A step: its tokens by model label and tenant, and whether the worker held the transcript."""
     metrics.count(metrics.STEPS, model=model, tenant=tenant)
     metrics.count(metrics.TOKENS, response.usage.input_tokens or 0, model=model, tenant=tenant, kind="input")
     metrics.count(

@@ -12,6 +12,11 @@ workflow `workflow.metric_meter()` (it records nothing while replaying, so count
 activity `activity.metric_meter()` (with its namespace, task queue and activity type), elsewhere the
 runtime's. Counters take non-negative ints (count money in micro-units, or use a float histogram);
 histograms and gauges take floats. With no `--metrics-port` every call is a no-op meter's.
+
+Names follow Prometheus' conventions: the endpoint appends `_total` to every counter (Temporal's
+too), units are spelt in the names (`_seconds`, `_usd`: the runtime's own unit suffix would append
+the raw unit, `_s`), and a `model` label is always the resolved spec that answered
+(`provider:model`, what `wolf usage --by model` groups by).
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ class Metric:
     name: str
     description: str
     unit: str | None = None
+    buckets: tuple[float, ...] | None = None
+    """A histogram's bucket bounds, when Temporal's defaults (0.05 .. 10) do not fit its values."""
 
 
 TURNS = Metric("wolf_turns", "Turns finished, by outcome")
@@ -41,6 +48,13 @@ TRANSCRIPT_CACHE = Metric(
 MCP_PROCESSES = Metric("wolf_mcp_processes", "MCP server processes this worker runs")
 MCP_CONNECTS = Metric("wolf_mcp_connects", "MCP connections opened, by server and reason")
 HOSTS = Metric("wolf_hosts", "Hosts (config, tenant) live on this worker")
+COST_USD = Metric(
+    "wolf_cost_usd",
+    "USD of priced model requests, by model and tenant (the histogram's _sum)",
+    buckets=tuple(10 ** (e / 2) for e in range(-12, 3)),  # $0.000001 .. $10, half a decade apart
+)
+UNPRICED = Metric("wolf_unpriced_requests", "Model requests no price is known for, by model and tenant")
+BUCKETED = (COST_USD,)
 
 _runtime: list[Runtime] = []
 
@@ -50,7 +64,13 @@ def serve(port: int, host: str = "0.0.0.0") -> Runtime:
     before the first client connects (clients and workers use the default runtime)."""
     runtime = Runtime(
         telemetry=TelemetryConfig(
-            metrics=PrometheusConfig(bind_address=f"{host}:{port}", durations_as_seconds=True)
+            metrics=PrometheusConfig(
+                bind_address=f"{host}:{port}",
+                counters_total_suffix=True,
+                durations_as_seconds=True,
+                histogram_bucket_overrides={m.name: m.buckets for m in BUCKETED if m.buckets},
+            ),
+            attach_service_name=False,  # not `service_name="temporal-core-sdk"` on every series
         )
     )
     Runtime.set_default(runtime, error_if_already_set=True)

@@ -134,6 +134,9 @@ class CompiledAgent(BaseModel):
 
     agent: str
     models: list[str]
+    labels: list[str] = []
+    """`models` as users see them, placeholders resolved (`activities/observe.model_label`); empty
+    in older histories. Left out of `digest`: derived from `models` on the worker."""
     instructions: str
     tools: list[ToolSpec]
     temperature: float | None = None
@@ -156,9 +159,8 @@ class CompiledAgent(BaseModel):
 
     @property
     def digest(self) -> str:
-        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[
-            :16
-        ]
+        body = self.model_dump(mode="json", exclude={"labels"})
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
     def tool(self, name: str) -> ToolSpec | None:
         return next((t for t in self.tools if t.name == name), None)
@@ -227,7 +229,9 @@ class ModelRequestOutput(BaseModel):
     response: ModelResponse
     cache_hit: bool
     model: str | None = None
-    """The spec that answered (of a fallback chain: the one that did); None in older histories."""
+    """The label of the model that answered (of a fallback chain: the one that did), its spec with
+    placeholders resolved (`activities/observe.model_label`); older histories hold the spec itself
+    or None."""
     cost_usd: float | None = None
     """USD for this request (activities/cost.py); None when no price is known for its model."""
 

@@ -333,7 +333,8 @@ class TurnLoop(ToolRouting):
         )
         self.compiled = shared(compiled)
         tools = ", ".join(t.name for t in self.compiled.tools) or "none"
-        text = f"{self.compiled.agent} is ready: model {' -> '.join(self.compiled.models)}; tools {tools}"
+        models = " -> ".join(self.compiled.labels or self.compiled.models)
+        text = f"{self.compiled.agent} is ready: model {models}; tools {tools}"
         self._publish("compiled", text=f"{text} (recompiled: {reason})" if reason else text)
         return self.compiled
 

@@ -186,8 +186,9 @@ def short(text: str, limit: int = SUMMARY_CHARS) -> str:
 
 def model_name(compiled: CompiledAgent) -> str:
     """The first model of the chain without its provider (`gpt-4o-mini`), for activity summaries."""
-    first = compiled.models[0] if compiled.models else "?"
-    return first.split(":", 1)[-1] + (f" (+{len(compiled.models) - 1})" if len(compiled.models) > 1 else "")
+    models = compiled.labels or compiled.models
+    first = models[0] if models else "?"
+    return first.split(":", 1)[-1] + (f" (+{len(models) - 1})" if len(models) > 1 else "")
 
 
 def failed_counters(err: BaseException) -> Counters | None:
