@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import bisect
 import os
 import signal
 import socket
@@ -29,9 +30,10 @@ from tests.support.needs import missing
 from tests.support.processes import (
     RUN_MARK,
     describe,
-    identity,
     mark_this_run,
     marked,
+    since_boot,
+    started,
     started_by_this_run,
     stop,
 )
@@ -39,7 +41,8 @@ from tests.support.processes import (
 SUPPORT = Path(__file__).parent / "support"
 TOOLS_SERVER = str(SUPPORT / "tools_server.py")
 LEFT_BEHIND = pytest.StashKey[list[str]]()
-FIRST_SEEN = pytest.StashKey[dict[tuple[int, float], str]]()
+TEST_STARTS = pytest.StashKey[list[tuple[float, str]]]()
+"""When each test's setup began: a process left behind is named with the test it started during."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -49,26 +52,16 @@ def pytest_configure(config: pytest.Config) -> None:
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     mark_this_run()
-    config.stash[FIRST_SEEN] = {}
+    config.stash[TEST_STARTS] = []
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """`@pytest.mark.needs(present, what)`: skip without `what`, fail in CI (tests/support/needs.py)."""
+    item.config.stash[TEST_STARTS].append((since_boot(), item.nodeid))
     for mark in item.iter_markers("needs"):
         present, what = mark.args
         if not present:
             missing(what)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
-    """Remember which test first left each process running, to name it if the run ends with it."""
-    try:
-        return (yield)
-    finally:
-        seen = item.config.stash[FIRST_SEEN]
-        for proc in started_by_this_run():
-            seen.setdefault(identity(proc), item.nodeid)
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's own teardown of session fixtures (the dev server)
@@ -77,13 +70,18 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     left = started_by_this_run()
     if not left:
         return
-    seen = session.config.stash[FIRST_SEEN]
+    starts = session.config.stash[TEST_STARTS]
     session.config.stash[LEFT_BEHIND] = [
-        f"{describe(proc)} (running after {seen.get(identity(proc), 'the last test')})" for proc in left
+        f"{describe(proc)} (started during {_test_at(starts, started(proc))})" for proc in left
     ]
     stop(left)
     if session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _test_at(starts: list[tuple[float, str]], when: float) -> str:
+    i = bisect.bisect_right(starts, (when, "\uffff")) - 1
+    return starts[i][1] if i >= 0 else "collection"
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -9,6 +9,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterable
+from pathlib import Path
 
 import psutil
 
@@ -59,12 +60,19 @@ def started_by_this_run() -> list[psutil.Process]:
     return [p for p in found.values() if alive(p.pid)]
 
 
-def identity(proc: psutil.Process) -> tuple[int, float]:
-    """A process as (pid, start time): a pid alone may be reused by a later process."""
+def since_boot() -> float:
+    """Now, on the clock `started` reads (psutil's create_time is only as exact as the boot time
+    in whole seconds that it adds)."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def started(proc: psutil.Process) -> float:
+    """When `proc` started, in seconds since boot (/proc/PID/stat field 22); 0 if it is gone."""
     try:
-        return proc.pid, proc.create_time()
-    except psutil.Error:
-        return proc.pid, 0.0
+        stat = Path(f"/proc/{proc.pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    return int(stat.rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
 
 
 def describe(proc: psutil.Process) -> str:
