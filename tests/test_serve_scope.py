@@ -22,6 +22,7 @@ from agentwolf.config.manifest import Manifest
 from agentwolf.config.policy import ApiKeyEntry
 from agentwolf.protocols.auth import ApiKeys, digest
 from agentwolf.protocols.openai_api import ResponseId
+from tests.conftest import wait_for
 from tests.support.serving import serving
 from tests.test_a2a import _msg, _rpc
 from tests.test_mcp_server import _http
@@ -155,3 +156,34 @@ async def test_served_is_a_reserved_config_name(wolf):
     """A registry config named `served` would be what `configs: [served]` keys reach."""
     with pytest.raises(ValueError, match="served"):
         await wolf.config_push("served", SERVED)
+
+
+async def test_mcp_lists_the_keys_own_sessions_however_many_others_the_tenant_has(
+    client, task_queue, run_worker
+):
+    """Minor note of the review: resources/list took the tenant's newest 100 sessions, then kept
+    those the key may use: a key limited to `pub` saw none of its own behind 101 `admin` sessions.
+    (The `admin` sessions wait on a queue no worker polls: visibility lists them all the same.)"""
+    wolf = WolfClient(client, tenant="tenant-a", task_queue=task_queue)
+    idle = WolfClient(client, tenant="tenant-a", task_queue=f"nobody-{uuid.uuid4().hex[:6]}")
+    async with (
+        run_worker(local_models={"m": FunctionModel(_echo_instructions)}),
+        serving(client, task_queue, SERVED, keys=KEYS) as base,
+    ):
+        mine = await wolf.start_session("pub", SERVED)
+        others = [await idle.start_session("admin", SERVED) for _ in range(101)]
+        try:
+            await wait_for(lambda: _listed(idle, others), timeout=60)
+            async with Client(_http(base, "pub-only")) as mcp:
+                listed = [str(r.uri) for r in (await mcp.list_resources()).resources]
+            assert f"wolf://sessions/{mine}/transcript" in listed
+            assert not any(sid in uri for sid in others for uri in listed)
+        finally:
+            for sid in others:
+                await client.get_workflow_handle(f"wolf/tenant-a/{sid}").terminate("test done")
+            await wolf.close(mine)
+
+
+async def _listed(wolf: WolfClient, ids: list[str]) -> bool:
+    """Whether visibility lists every one of `ids` (the newest sessions of `admin`)."""
+    return set(ids) <= {s.session_id for s in await wolf.list_sessions(agent="admin", limit=len(ids))}
