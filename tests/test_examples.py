@@ -99,3 +99,27 @@ def test_every_example_runs_in_a_test_and_the_docs_show_it_as_it_is():
     docs = "".join(page.read_text() for page in (ROOT / "docs").rglob("*.md"))
     included = set(re.findall(r'^--8<-- "examples/([^"]+)"$', docs, re.MULTILINE))
     assert included == set(examples), "each example is included (--8<--) in a docs page"
+
+
+def _yaml_blocks() -> list[tuple[str, str]]:
+    blocks = []
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        for block in re.findall(r"^```yaml\n(.*?)^```", page.read_text(), re.MULTILINE | re.DOTALL):
+            if not block.startswith("--8<--"):
+                blocks.append((str(page.relative_to(ROOT)), block))
+    return blocks
+
+
+@pytest.mark.parametrize(("page", "block"), _yaml_blocks())
+def test_every_manifest_and_policy_in_the_docs_loads(page, block, tmp_path):
+    """A reader copies these: each YAML block of the docs is a whole manifest, or a worker policy."""
+    import yaml
+
+    from agentwolf.config import parse_manifest
+    from agentwolf.config.policy import load_policy
+
+    if set(yaml.safe_load(block)) <= {"host", "agents", "teams", "jobs", "hooks"}:
+        parse_manifest(block, source=page)
+    else:
+        (tmp_path / "policy.yaml").write_text(block)
+        load_policy(tmp_path / "policy.yaml")
