@@ -16,6 +16,22 @@ CLI_INTRO = """\
 Generated from the `wolf` program itself (`typer agentwolf.client.cli utils docs`), so it lists every
 verb and option of the installed version. `wolf VERB --help` prints the same text.
 
+Conventions every verb keeps:
+
+- Output: every verb but `chat`, `dev`, `serve` and `worker` takes `--json` and then prints exactly
+  one JSON document on stdout; streams (`follow --json`, `submit --follow --json`) print JSON Lines,
+  the result last. `NO_COLOR` and non-terminal output are respected. Errors are one sentence on
+  stderr.
+- Exit codes: 0 ok, 1 the session failed, 2 usage or config error (bad option value, empty prompt,
+  unknown session), 3 Temporal or a worker unreachable, 130 interrupted.
+- Temporal: every verb that talks to it takes `--address`, `--namespace`/`-n`, `--profile`,
+  `--tls/--no-tls` and `--api-key`, read as every Temporal tool reads them
+  ([Deploying to a cluster](../features/deploy.md)). When none names a server, verbs use the
+  embedded local stack, and `submit`, `chat`, `config push` and `serve` start it.
+- A verb that needs a worker and finds none polling says so, with the fix (`wolf up` or
+  `wolf worker`). `-h` is `--help`; every verb's help ends with an example;
+  `wolf --install-completion` installs shell completion.
+
 """
 
 MANIFEST_INTRO = """\
