@@ -23,8 +23,8 @@ from agentwolf.protocols.auth import ApiKeys
 from agentwolf.protocols.openai_api import ResponseId
 from agentwolf.protocols.turns import TurnRef
 from agentwolf.workflows.registry import registry_id
-from tests.conftest import make_manifest, wait_for
-from tests.support.models import Script, sequence, text
+from tests.conftest import make_manifest, tools_server, wait_for
+from tests.support.models import Script, sequence, text, tool
 from tests.support.serving import serving
 from tests.test_a2a import _rpc
 from tests.test_serve_agui import Stream, _read, _run_input
@@ -247,3 +247,33 @@ def test_api_keys_may_end_in_equals_signs():
     keys = ApiKeys.load([], {"WOLF_API_KEYS": "c2VjcmV0IGtleQ===tenant-a,plain=tenant-b"})
     assert keys.principal("c2VjcmV0IGtleQ==").tenant == "tenant-a"
     assert keys.principal("plain").tenant == "tenant-b"
+
+
+async def test_an_agui_message_sent_while_the_thread_waits_for_approval_is_refused_clearly(
+    client, task_queue, run_worker, tmp_path
+):
+    """Minor note, the other half: behind a turn waiting for approval, a queued message would wait
+    unseen, so a new message is 409 `approval_pending`; the waiting turn's own message re-shows its
+    interrupts."""
+    manifest = make_manifest(
+        {"permissions": {"rules": [{"tool": "record", "action": "confirm"}]}},
+        mcp_servers={"tools": tools_server(WOLF_SIDE_EFFECTS=str(tmp_path / "effects"))},
+    )
+    script = Script(sequence(tool("record", {"tag": "x"}), text("recorded")))
+    async with (
+        run_worker(local_models={"m": script.model}),
+        serving(client, task_queue, manifest) as base,
+        httpx.AsyncClient(base_url=base) as http,
+    ):
+        thread, key = f"t-{uuid.uuid4().hex[:8]}", {"Authorization": "Bearer key-a"}
+        first = Stream()
+        assert await _read(http, "/agui/a", _run_input(thread, "record x"), first, **key) == 200
+        assert first.events[-1]["outcome"]["type"] == "interrupt"
+        refused = await http.post("/agui/a", json=_run_input(thread, "something else"), headers=key)
+        assert refused.status_code == 409 and refused.json()["error"]["code"] == "approval_pending"
+        again = Stream()
+        assert await _read(http, "/agui/a", _run_input(thread, "record x"), again, **key) == 200
+        assert again.events[-1]["outcome"]["type"] == "interrupt"
+        wolf = WolfClient(client, tenant="tenant-a", task_queue=task_queue)
+        assert (await wolf.status(thread)).queued == 0
+        await wolf.close(thread)

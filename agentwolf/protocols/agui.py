@@ -410,6 +410,12 @@ async def _begin(wolf: WolfClient, target: Target, inp: RunAgentInput) -> Where:
         if running is None or turns.same_prompt(running.prompt, text):  # a reconnect: stream that turn
             start = running.ref.base if running else await wolf.event_offset(session_id)
             return Where(Cursor(start - 1), status.turn_id)
+        if status.state == "waiting_approval":  # queued, it would wait unseen behind the interrupts
+            raise ApiError(
+                409,
+                f"thread {session_id!r} waits for approvals: answer them (`resume`) before a new message",
+                code="approval_pending",
+            )
     offset = await wolf.event_offset(session_id)  # a new message: a turn of its own (queued, if busy)
     try:
         turn = await wolf.prompt(session_id, text)
