@@ -14,10 +14,10 @@ cancelled entry denies) and streams the rest of the turn.
 Nothing lives in this process: the turn runs in the session whatever happens to the connection; a
 run on a thread whose turn is still going, with that turn's prompt as its last user message, streams
 that turn (from its start) instead of prompting again; a new message is a turn of its own, which the
-session queues or refuses (409) as its double-texting policy says. A thread runs one agent of one
-config: another agent's or config's session is as unknown as a missing one. Every event's SSE id
-says where the client is (`Where`), so `Last-Event-ID` resumes the run in any `wolf serve` process
-with nothing lost or repeated."""
+session queues or refuses (409) as its double-texting policy says (409 while approvals wait). A
+thread runs one agent of one config: another agent's or config's session is as unknown as a missing
+one. Every event's SSE id says where the client is (`Where`), so `Last-Event-ID` resumes the run
+in any `wolf serve` process with nothing lost or repeated."""
 
 from __future__ import annotations
 
