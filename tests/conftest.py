@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
@@ -152,14 +153,12 @@ def http_tools_server() -> Iterator[str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, TOOLS_SERVER, "streamable-http", str(port)], stderr=subprocess.DEVNULL
-    )
+    command = [sys.executable, TOOLS_SERVER, "streamable-http", str(port)]
+    proc = psutil.Popen(command, stderr=subprocess.DEVNULL)
     try:
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        proc.terminate()
-        proc.wait(5)
+        stop([proc])  # SIGTERM, SIGKILL after 5 s, then reaped
 
 
 def tools_server(**env: str) -> dict[str, Any]:
