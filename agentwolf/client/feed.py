@@ -236,7 +236,6 @@ class Feed:
             while not self.hungry and loop.time() - self.fed_at > STALLED:
                 self._demand.clear()
                 await self._demand.wait()
-            started = loop.time()
             try:
                 described = await self.handle.describe()
             except RPCError:
@@ -250,7 +249,7 @@ class Feed:
                 self.live = Snapshot(version, datetime.now(UTC), await self._decode(pending))
                 self._notify()
             if pending or described.typed_search_attributes.get(STATE_ATTR) == "running":
-                await asyncio.sleep(max(0.0, started + POLL_EVERY - loop.time()))
+                await asyncio.sleep(POLL_EVERY)  # after the answer: a slow server is asked less often
             else:
                 end, changed = self.end, self._changed
                 with contextlib.suppress(TimeoutError):
