@@ -8,6 +8,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from agentwolf.client.cli.sources import BUNDLED_CONFIG
 from agentwolf.config.loading import load_manifest
 from agentwolf.defaults import TASK_QUEUE
 from tests.support.serving import serving
+from tests.test_serve_agui import NODE, needs_node
 
 ROOT = Path(__file__).parent.parent
 EXAMPLES = ROOT / "examples"
@@ -54,6 +56,13 @@ async def run(*args: str, env: dict[str, str], timeout: float = 120) -> str:
     return stdout.decode()
 
 
+@pytest.fixture
+async def demo_server(client, task_queue, run_worker) -> AsyncIterator[str]:
+    """`wolf serve`'s app on the bundled example (the test keys), with a worker: its base URL."""
+    async with run_worker(), serving(client, task_queue, load_manifest(BUNDLED_CONFIG)) as base:
+        yield base
+
+
 def address(client) -> str:
     return client.service_client.config.target_host
 
@@ -84,13 +93,31 @@ async def test_the_quickstart_s_own_manifest_answers(client, run_worker, offline
 
 
 @runs("openai_client.py")
-async def test_the_openai_sdk_talks_to_wolf_serve(client, task_queue, run_worker, offline):
-    async with run_worker(), serving(client, task_queue, load_manifest(BUNDLED_CONFIG)) as base:
-        out = await run(sys.executable, "examples/openai_client.py", f"{base}/v1", "key-a", env=offline)
+async def test_the_openai_sdk_talks_to_wolf_serve(demo_server, offline):
+    out = await run(sys.executable, "examples/openai_client.py", f"{demo_server}/v1", "key-a", env=offline)
     lines = out.splitlines()
     assert lines[0] == "agents: ['assistant']"
     assert "Asia/Tokyo" in lines[1]
     assert "Australia/Sydney" in lines[-2] and "Europe/London" in lines[-1], out
+
+
+@runs("a2a_client.py")
+async def test_an_a2a_client_talks_to_wolf_serve(demo_server, offline):
+    url = f"{demo_server}/a2a/assistant"
+    out = await run(sys.executable, "examples/a2a_client.py", url, "key-a", env=offline)
+    answer, state = out.rstrip("\n").rsplit("\n", 1)
+    assert re.match(r"It is \d\d:\d\d on \w+day in Asia/Tokyo", answer), out
+    assert state == "TASK_STATE_COMPLETED"
+
+
+@runs("agui_client.mjs")
+@needs_node
+async def test_an_ag_ui_client_talks_to_wolf_serve(demo_server, offline):
+    url = f"{demo_server}/agui/assistant"
+    out = await run(NODE or "node", "examples/agui_client.mjs", url, "key-a", env=offline)
+    assert "[get_current_time]" in out
+    assert re.search(r"It is \d\d:\d\d on \w+day in Asia/Tokyo", out), out
+    assert re.search(r"^thread [0-9a-f-]{36}$", out, re.MULTILINE), out
 
 
 def test_every_example_runs_in_a_test_and_the_docs_show_it_as_it_is():
