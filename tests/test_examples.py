@@ -120,6 +120,17 @@ async def test_an_ag_ui_client_talks_to_wolf_serve(demo_server, offline):
     assert re.search(r"^thread [0-9a-f-]{36}$", out, re.MULTILINE), out
 
 
+@runs("mcp_client.py")
+async def test_an_mcp_client_asks_an_agent_through_wolf_mcp(client, run_worker, offline):
+    async with run_worker(task_queue=TASK_QUEUE):
+        out = await run(sys.executable, "examples/mcp_client.py", "--address", address(client), env=offline)
+    lines = out.splitlines()
+    assert lines[0] == "tools: ['ask_assistant', 'wolf_approve']"
+    assert any(line.strip().startswith("calling get_current_time(") for line in lines), out
+    assert re.search(r"^turn-1 completed It is .* in Asia/Tokyo", out, re.MULTILINE), out
+    assert re.search(r"^turn-2 completed It is .* in Europe/London", out, re.MULTILINE), out
+
+
 def test_every_example_runs_in_a_test_and_the_docs_show_it_as_it_is():
     examples = sorted(p.name for p in EXAMPLES.iterdir() if p.is_file())
     assert sorted(RUNS) == examples

@@ -37,7 +37,7 @@ async def mcp(
     """Serve the config's agents as MCP tools (ask_AGENT); sessions outlive this process. Over stdio
     it acts as --tenant; over HTTP, each API key's tenant (as wolf serve, which mounts it at /mcp too).
 
-    Example: wolf mcp --config examples/config.yaml
+    Example: wolf mcp --config wolf.yaml
     """
     from agentwolf.client.cli.extras import require
 
