@@ -172,8 +172,9 @@ def make_manifest(agent: dict[str, Any] | None = None, **host: Any) -> Manifest:
     return Manifest.model_validate({"host": host, "agents": {"a": spec}})
 
 
-async def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05) -> Any:
-    """Poll an async or sync predicate until it returns something truthy."""
+async def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, interval: float = 0.05) -> Any:
+    """Poll an async or sync predicate until it returns something truthy (the deadline is for a
+    machine busy with other work: a condition met early returns at once)."""
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
         value = predicate()

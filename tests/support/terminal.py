@@ -55,7 +55,7 @@ class Terminal:
                     f"match:\n{self.text[self.mark :]}\n{self.show()}"
                 )
 
-    def wait_screen(self, predicate, timeout: float = 30) -> None:
+    def wait_screen(self, predicate, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
         while not predicate(self.screen()):
             if time.monotonic() > deadline or not self._read(0.1):
@@ -78,7 +78,7 @@ class Terminal:
     def line(self, text: str) -> None:
         self.child.send(text + "\r")
 
-    def exit_status(self, timeout: float = 30) -> int | None:
+    def exit_status(self, timeout: float = 60) -> int | None:
         deadline = time.monotonic() + timeout
         while self._read(0.1):
             if time.monotonic() > deadline:
