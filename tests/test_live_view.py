@@ -279,3 +279,16 @@ def test_text_scrolled_off_the_terminal_stays_and_says_the_answer_restarted():
     long = "".join(f"Draft {i}.\n" for i in range(30))
     screen = _terminal([LOST[0], delta(long, 0, attempt=1), *LOST[2:]], height=24)
     assert screen[-4:] == [RESTARTED, "Final one.", "Final two.", "turn completed"]
+
+
+def test_on_a_terminal_an_aside_read_after_the_first_delta_goes_above_the_unfinished_line():
+    events = [
+        ev("turn_started", text="hi"),
+        delta("word0 ", 0),
+        ev("compiled", step=1, text="a is ready: model local:m"),
+        delta("word1", 6),
+        ev("model_text", step=1, text="word0 word1"),
+    ]
+    printed, _ = lines(events)
+    assert printed == ["> hi", "  a is ready: model local:m", "word0 word1"]
+    assert plain(events) == "> hi\nword0 \n  a is ready: model local:m\nword1\n"  # written: it stays

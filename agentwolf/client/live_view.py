@@ -38,6 +38,9 @@ from agentwolf.workflows.types import Event
 
 RESTARTED = "(answer restarted: the model request is retried)"
 WAITING = "waiting for the model"
+ASIDES = frozenset({"compiled", "limit_warning", "config_changed", "extensions_changed"})
+"""Durable events that do not end the text being streamed: on a terminal their line goes above the
+unfinished one (a follower may read `compiled` after the step's first delta)."""
 TAIL_ROWS = 4
 """An unfinished line of streamed text taller than this many rows is printed (cut at a space)."""
 
@@ -268,7 +271,8 @@ class LiveView:
 
     def _durable(self, event: Event) -> None:
         k = event.kind
-        self.end_line()
+        if self.sink.partial or k not in ASIDES:
+            self.end_line()
         self.mark = None
         if k == "turn_started":
             self.running, self.streaming = True, False
