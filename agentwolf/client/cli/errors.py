@@ -10,8 +10,6 @@ if TYPE_CHECKING:
 
     from agentwolf.client.wolf_client import WolfClient
 
-STARTING_GRACE = 5
-"""Seconds a verb that needs a worker waits for one to poll before saying none does."""
 START_A_WORKER = "start one with `wolf up` (the embedded local stack) or `wolf worker` (any cluster)"
 
 
@@ -62,17 +60,11 @@ async def check_worker(wolf: WolfClient, *, required: bool, session_id: str | No
     """Say at once when no worker polls: an error for verbs that need an answer now (queries), a
     warning for those whose session simply waits for a worker. With `session_id`, the queue asked
     about is that session's."""
-    import asyncio
-
     from agentwolf.client.cli.common import Exit, err, literal
 
     queue = (await _session_queue(wolf, session_id) if session_id else None) or wolf.task_queue
-    # A verb that needs an answer gives a worker that is (re)starting a few seconds to poll.
-    for _ in range(STARTING_GRACE * 2 if required else 1):
-        if await worker_polls(wolf, queue):
-            return
-        if required:
-            await asyncio.sleep(0.5)
+    if await worker_polls(wolf, queue):
+        return
     where = f"task queue {queue!r} in namespace {wolf.client.namespace!r}"
     if required:
         raise Exit(3, f"no worker polls {where}: {START_A_WORKER}")
