@@ -147,3 +147,23 @@ def test_a_changed_environment_restarts_the_worker_only_when_asked(tmp_path, mon
             assert "gpt-secret-model-name" not in (home / "worker.env").read_text()
         finally:
             assert local_stack.down() == ["worker"]
+
+
+def test_a_poller_of_a_killed_process_that_is_still_a_zombie_does_not_count(bystander):
+    """A SIGKILLed worker stays a zombie until its parent (often init, which takes its time) reads
+    its status; it has exited all the same, so its poller does not count as a worker (its PID
+    exists meanwhile: psutil.pid_exists alone said the dead worker still polled)."""
+    from agentwolf.client.local_stack import polls_from_a_dead_process
+
+    host = socket.gethostname()
+    assert not polls_from_a_dead_process(f"{bystander.pid}@{host}")
+    bystander.kill()
+    deadline = time.monotonic() + 30
+    while psutil.Process(bystander.pid).status() != psutil.STATUS_ZOMBIE:  # not reaped: ours to wait
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert psutil.pid_exists(bystander.pid)
+    assert polls_from_a_dead_process(f"{bystander.pid}@{host}")
+    assert not polls_from_a_dead_process(f"{bystander.pid}@another-host")
+    bystander.wait()
+    assert polls_from_a_dead_process(f"{bystander.pid}@{host}")

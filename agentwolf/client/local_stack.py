@@ -325,9 +325,18 @@ def _died(log: Path, offset: int, remembered: list[str]) -> str:
 
 def polls_from_a_dead_process(identity: str) -> bool:
     """Whether a poller `identity` (a worker's default, PID@HOST) names a process of this host that
-    has exited: Temporal lists a dead worker's poller for minutes."""
+    has exited: Temporal lists a dead worker's poller for minutes. A zombie has exited too: a killed
+    worker stays one until its parent (often init, which takes its time) reads its status, and
+    psutil.pid_exists counts it."""
     pid, _, host = identity.partition("@")
-    return host == socket.gethostname() and pid.isdigit() and not psutil.pid_exists(int(pid))
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        return psutil.Process(int(pid)).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.Error:  # not ours to read (AccessDenied): it runs
+        return False
 
 
 def down(timeout: float = 15.0) -> list[str]:
