@@ -544,3 +544,20 @@ async def test_a_secret_streamed_piece_by_piece_never_reaches_a_follower(wolf, r
     assert joined == "the key is **** and that is all"
     for start in range(len(key) - 5):
         assert all(key[start : start + 6] not in (d.text or "") for d in deltas), key[start : start + 6]
+
+
+def test_a_model_label_resolves_only_what_the_policy_lets_leave_the_worker():
+    """Labels (CompiledAgent.labels, ModelRequestOutput.model, metrics) reach history and Prometheus:
+    a placeholder shows its default when unset, its value only when the policy neither refuses the
+    variable nor hides the value (as long as SECRET_MIN_LEN); otherwise it stays as written."""
+    from agentwolf.activities.observe import model_label
+
+    env = {"CANARY_MODEL": CANARIES["CANARY_MODEL"], "CANARY_SHORT": "gpt-4o", "WORKER_SECRET": "x"}
+    secrets = CANARY_POLICY.secrets_for("default", env)
+    assert model_label("${CANARY_UNSET:-openai:gpt-4o-mini}", secrets) == "openai:gpt-4o-mini"
+    assert model_label("openai-chat:${CANARY_MODEL}", secrets) == "openai-chat:${CANARY_MODEL}"
+    assert model_label("${CANARY_MODEL:-openai:x}", secrets) == "${CANARY_MODEL:-openai:x}"
+    assert model_label("openai:${CANARY_SHORT}", secrets) == "openai:gpt-4o"
+    assert model_label("openai:${WORKER_SECRET}", secrets) == "openai:${WORKER_SECRET}"  # refused
+    assert model_label("openai:${WORKER_SECRET:-y}", secrets) == "openai:${WORKER_SECRET:-y}"
+    assert model_label("local:demo", secrets) == "local:demo"

@@ -12,28 +12,27 @@ from typing import Any
 
 from pydantic_ai.messages import ModelResponse
 
-from agentwolf.config.placeholders import resolve
 from agentwolf.config.policy import Secrets
 from agentwolf.telemetry import metrics, tracing
 from agentwolf.workflows.contracts import ToolCallOutput
 
 
 def model_label(spec: str, secrets: Secrets) -> str:
-    """The one name a model goes by in metrics, `wolf usage` and events: its spec with placeholders
-    resolved (`${WOLF_MODEL:-local:demo}` -> `local:demo`). Never an alias (specs are expanded) nor
-    the provider's echo (`demo`), so tokens and cost join. Called once the spec was resolved under
-    the worker's policy to build the model: a model spec names a model; credentials live in the
-    providers' settings."""
-    return resolve(spec, secrets.env)
+    """The one name a model goes by in metrics, `wolf usage` and events (so in workflow history):
+    its spec with placeholders resolved as far as the worker's policy lets a value leave the worker
+    (`Secrets.shown`): `${WOLF_MODEL:-local:demo}` -> `local:demo` when WOLF_MODEL is unset, but
+    `openai:${MODEL_NAME}` stays so when MODEL_NAME's value is a secret the policy hides. Never an
+    alias (specs are expanded) nor the provider's echo (`demo`), so tokens and cost join."""
+    return secrets.shown(spec)
 
 
 def answered_label(spec: str | None, response: ModelResponse, secrets: Secrets) -> str:
     """The label of the chain member that answered; when a fallback chain cannot tell which
-    (`used_spec` is None), the provider's own names for it."""
+    (`used_spec` is None), the provider's own names for it (redacted: it echoes resolved names)."""
     if spec is not None:
         return model_label(spec, secrets)
     name = response.model_name or "unknown"
-    return f"{response.provider_name}:{name}" if response.provider_name else name
+    return secrets.redact(f"{response.provider_name}:{name}" if response.provider_name else name)
 
 
 def model_answered(model: str, tenant: str, response: ModelResponse, cache_hit: bool) -> None:

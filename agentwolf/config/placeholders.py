@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -25,6 +25,17 @@ def resolve(value: str, env: Mapping[str, str] | None = None) -> str:
         if default is not None:
             return default
         raise MissingVariable(name)
+
+    return _PLACEHOLDER.sub(sub, value)
+
+
+def substitute(value: str, choose: Callable[[str, str | None], str | None]) -> str:
+    """`value` with each placeholder replaced by `choose(name, default)`; kept as written where that
+    is None."""
+
+    def sub(match: re.Match[str]) -> str:
+        chosen = choose(match.group(1), match.group(2))
+        return match.group(0) if chosen is None else chosen
 
     return _PLACEHOLDER.sub(sub, value)
 

@@ -34,7 +34,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentwolf.config.manifest import Manifest, McpServerConfig
-from agentwolf.config.placeholders import has_placeholder, names, resolve
+from agentwolf.config.placeholders import has_placeholder, names, resolve, substitute
 from agentwolf.paths import data_dir
 
 POLICY_ENV = "WOLF_POLICY"
@@ -248,15 +248,36 @@ class Secrets:
             self.hide(self.env.get(name, "") for name in names(value))
         return resolved
 
+    def shown(self, value: str) -> str:
+        """`value` resolved as far as that shows no secret, for names that leave the worker (a model
+        label in history, events, metrics): a placeholder whose variable is unset becomes its default
+        (the manifest's own text), one the policy allows becomes its value unless that value is one
+        `hide` keeps from leaving the worker; others stay as written (`${NAME}`). Never raises."""
+
+        def choose(name: str, default: str | None) -> str | None:
+            if not self.policy.allows_secret(self.tenant, name):
+                return None
+            if name not in self.env:
+                return default
+            return None if is_secret(self.env[name]) else self.env[name]
+
+        return self.redact(substitute(value, choose))
+
     def hide(self, secrets: Iterable[str]) -> None:
         """Redact these values (as long as `SECRET_MIN_LEN`) from what leaves the worker, logs included."""
         for secret in secrets:
-            if len(secret) >= SECRET_MIN_LEN:
+            if is_secret(secret):
                 self.values.add(secret)
                 REDACTED.add(secret)
 
     def redact(self, text: str) -> str:
         return redact(text, self.values)
+
+
+def is_secret(value: str) -> bool:
+    """Whether a resolved value is kept from leaving the worker (shorter ones would mangle ordinary
+    text when redacted, and are shown)."""
+    return len(value) >= SECRET_MIN_LEN
 
 
 REDACTED: set[str] = set()

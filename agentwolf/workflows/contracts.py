@@ -135,8 +135,9 @@ class CompiledAgent(BaseModel):
     agent: str
     models: list[str]
     labels: list[str] = []
-    """`models` as users see them, placeholders resolved (`activities/observe.model_label`); empty
-    in older histories. Left out of `digest`: derived from `models` on the worker."""
+    """`models` as users see them, placeholders resolved where that shows no secret
+    (`activities/observe.model_label`); empty in older histories. Left out of `digest`: derived from
+    `models` on the worker."""
     instructions: str
     tools: list[ToolSpec]
     temperature: float | None = None
@@ -230,8 +231,8 @@ class ModelRequestOutput(BaseModel):
     cache_hit: bool
     model: str | None = None
     """The label of the model that answered (of a fallback chain: the one that did), its spec with
-    placeholders resolved (`activities/observe.model_label`); older histories hold the spec itself
-    or None."""
+    placeholders resolved where that shows no secret (`activities/observe.model_label`); older
+    histories hold the spec itself or None."""
     cost_usd: float | None = None
     """USD for this request (activities/cost.py); None when no price is known for its model."""
 
