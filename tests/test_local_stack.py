@@ -111,7 +111,7 @@ def test_up_starts_a_worker_when_worker_pid_names_a_foreign_process(
 def test_pid_files_written_before_psutil_still_name_a_running_process(tmp_path, bystander):
     """A worker started by an older `wolf up` (its record has /proc's start ticks, no creation time)
     is still ours when its command line matches: `down` stops it rather than starting a second one."""
-    record = {"pid": bystander.pid, "start": 12345, "cmdline": psutil.Process(bystander.pid).cmdline()}
+    record = {"pid": bystander.pid, "start": 12345, "cmdline": _settled(bystander.pid)["cmdline"]}
     (tmp_path / "worker.pid").write_text(json.dumps(record))
     run = _down(tmp_path)
     assert run.returncode == 0, run.stderr

@@ -52,7 +52,9 @@ _hooked = False
 
 def _record_opens(event: str, args: tuple[Any, ...]) -> None:
     if event == "open" and _opened is not None and isinstance(args[0], str | bytes | os.PathLike):
-        _opened.append(os.fsdecode(args[0]))
+        path = os.fsdecode(args[0])
+        if not path.endswith((".py", ".pyc")):  # a module imported meanwhile (first use, any thread)
+            _opened.append(path)
 
 
 @contextmanager
