@@ -75,6 +75,17 @@ def test_the_corpus_covers_every_feature():
         "session_servers",
         "schedule_fire_queue",
         "fanout_past_limits",
+        "approval_answered_in_snapshot",
+        "approval_wait_stale_agent",
+        "background_refuses_prompt",
+        "idle_close",
+        "resumed_turn_interrupted",
+        "schedule_fire_interrupt_once",
+        "schedule_fire_registry_job",
+        "schedule_fire_reserved_run_id",
+        "schedule_fire_steer_once",
+        "turn_task_raised",
+        "workflow_cancel_session_servers",
     } <= names
 
 
