@@ -162,15 +162,23 @@ async def _not_listed_running(wolf, sid):
 # -- 7: a result that completes in the same workflow task as an interrupt is kept -------------------
 
 
-async def test_a_tool_result_that_arrives_with_the_interrupt_is_kept(client, task_queue, wolf):
+async def test_a_tool_result_that_arrives_with_the_interrupt_is_kept(client, task_queue, wolf, tmp_path):
     """The tool finishes while no workflow worker runs and the interrupt waits beside its result:
-    the next workflow task holds both."""
+    the next workflow task holds both. The call ends when the test opens its gate, once the workflow
+    worker has stopped and the interrupt is sent: a fixed sleep let a slow machine finish it while
+    the workflow worker still ran (the turn took the result and went on to a next step)."""
+    gate = tmp_path / "gate"
     script = Script(
-        lambda s: ModelResponse(parts=[ToolCallPart("slow", {"seconds": 1.5}, tool_call_id="c1")])
+        lambda s: (
+            ModelResponse(parts=[ToolCallPart("slow", {"seconds": 600}, tool_call_id="c1")])
+            if len(s.requests) == 1
+            else text("a step the interrupt should have prevented")
+        )
     )
     hosts = HostRegistry({"m": script.model})
     activities = SessionActivities(hosts)
     acts = [activities.compile, activities.model_request, activities.call_tool]
+    manifest = make_manifest(mcp_servers={"tools": tools_server(WOLF_SLOW_GATE=str(gate))})
 
     def workflows() -> Worker:
         return Worker(client, task_queue=task_queue, workflows=WORKFLOWS, workflow_runner=SANDBOX)
@@ -179,22 +187,24 @@ async def test_a_tool_result_that_arrives_with_the_interrupt_is_kept(client, tas
         client, task_queue=task_queue, activities=acts, max_heartbeat_throttle_interval=_ms(200)
     ):
         async with workflows():
-            sid = await wolf.start_session("a", make_manifest(mcp_servers={"tools": tools_server()}))
+            sid = await wolf.start_session("a", manifest)
             await wolf.prompt(sid, "go")
             await wait_for(lambda: _tool_started(wolf, sid))
-        # No workflow worker: the call completes on the activity worker, the interrupt waits.
+        # No workflow worker: the interrupt waits, then the call completes on the activity worker.
         await wolf.interrupt(sid, "stop")
+        gate.touch()
         handle = wolf.client.get_workflow_handle(workflow_id("default", sid))
-        await wait_for(lambda: _activity_completed(handle), timeout=30)
+        await wait_for(lambda: _activity_completed(handle))
         async with workflows():
-            await wait_for(lambda: in_state(wolf, sid, "idle"), timeout=30)
+            await wait_for(lambda: in_state(wolf, sid, "idle"))
             transcript = await wolf.transcript(sid)
             status = await wolf.status(sid)
             await wolf.close(sid)
             await wolf.result(sid)
     await hosts.close()
     assert status.last_outcome == "interrupted"
-    assert [(r.content, r.outcome) for r in tool_returns(transcript)] == [("slept 1.5s", "success")]
+    assert len(script.requests) == 1
+    assert [(r.content, r.outcome) for r in tool_returns(transcript)] == [("slept 600.0s", "success")]
 
 
 def _ms(n: int) -> timedelta:
