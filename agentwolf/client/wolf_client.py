@@ -385,7 +385,8 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
 
         from agentwolf.workflows.contracts import TRANSCRIPT_QUERY
 
-        return await (await self._handle(session_id)).query(TRANSCRIPT_QUERY, result_type=list[ModelMessage])
+        handle = await self._handle(session_id)
+        return await _patiently(lambda: handle.query(TRANSCRIPT_QUERY, result_type=list[ModelMessage]))
 
     async def result(self, session_id: str) -> SessionResult:
         return await (await self._handle(session_id)).result()
@@ -471,16 +472,22 @@ NO_POLLER_WAIT = 5.0
 every partition of the task queue yet."""
 
 
+TRANSIENT_QUERY_ERRORS = ("no poller seen", "TMPRL1101")
+"""Query failures a retry clears: no worker has polled lately (a worker that has just started), and
+the SDK's "potential deadlock" (an activation that did not yield within 2 s, which a starved CPU or
+a long garbage collection causes too: the worker evicts the run and replays it for the next try)."""
+
+
 async def _patiently(query: Callable[[], Awaitable[T]]) -> T:
-    """Run `query`, retrying while the server says no worker has polled lately (a transient state
-    right after a worker starts); any other error, or the same one after NO_POLLER_WAIT, is raised."""
+    """Run `query`, retrying for NO_POLLER_WAIT while it fails in a way a retry clears
+    (TRANSIENT_QUERY_ERRORS); any other error, or the same one after that, is raised."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + NO_POLLER_WAIT
     while True:
         try:
             return await query()
-        except RPCError as exc:
-            if "no poller seen" not in exc.message or loop.time() > deadline:
+        except (RPCError, WorkflowQueryFailedError) as exc:
+            if not any(t in exc.message for t in TRANSIENT_QUERY_ERRORS) or loop.time() > deadline:
                 raise
         await asyncio.sleep(0.2)
 
