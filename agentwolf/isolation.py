@@ -11,7 +11,7 @@ process of the same user can read another's initial environment and memory throu
   `setpriv --bounding-set=-all --inh-caps=-all --no-new-privs`, so they hold none (no CAP_SYS_PTRACE).
 
 What they still reach: files the worker's user can read. Run workers as a dedicated user whose
-home holds nothing another tenant must not see (README, "Security model").
+home holds nothing another tenant must not see (docs/features/security.md).
 """
 
 from __future__ import annotations

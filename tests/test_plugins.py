@@ -35,7 +35,7 @@ EXAMPLES = ROOT / "examples"
 
 @pytest.fixture
 def notes(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    """The README's example plugin (examples/notes_plugin.py), importable as `notes_plugin`, no notes."""
+    """The docs' example plugin (examples/notes_plugin.py), importable as `notes_plugin`, no notes."""
     monkeypatch.syspath_prepend(str(EXAMPLES))
     module = importlib.import_module("notes_plugin")
     module.NOTES.clear()
