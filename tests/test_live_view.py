@@ -292,3 +292,15 @@ def test_on_a_terminal_an_aside_read_after_the_first_delta_goes_above_the_unfini
     printed, _ = lines(events)
     assert printed == ["> hi", "  a is ready: model local:m", "word0 word1"]
     assert plain(events) == "> hi\nword0 \n  a is ready: model local:m\nword1\n"  # written: it stays
+
+
+def test_on_a_terminal_an_aside_read_during_an_attempt_is_kept_and_the_attempt_taken_back():
+    # A follower under load reads `compiled` after the attempt's first delta, or after its first line.
+    aside = ev("compiled", step=1, text="a is ready: model local:m")
+    before_a_line = [LOST[0], delta("Draft ", 0), aside, delta("one.\nDraft two.\nDraft", 6), *LOST[2:]]
+    after_a_line = [LOST[0], delta("Draft one.\n", 0), aside, delta("Draft two.\nDraft", 11), *LOST[2:]]
+    kept = ["> hi", "  a is ready: model local:m", "Final one.", "Final two.", "turn completed"]
+    assert _terminal(before_a_line) == kept
+    assert _terminal(after_a_line) == kept
+    # Without the announcement (the retry's first delta comes first) too.
+    assert _terminal([e for e in after_a_line if e.kind != "attempt_superseded"]) == kept

@@ -40,7 +40,8 @@ RESTARTED = "(answer restarted: the model request is retried)"
 WAITING = "waiting for the model"
 ASIDES = frozenset({"compiled", "limit_warning", "config_changed", "extensions_changed"})
 """Durable events that do not end the text being streamed: on a terminal their line goes above the
-unfinished one (a follower may read `compiled` after the step's first delta)."""
+unfinished one (a follower may read `compiled` after the step's first delta), and a superseded
+attempt is still taken back (the aside is printed again)."""
 TAIL_ROWS = 4
 """An unfinished line of streamed text taller than this many rows is printed (cut at a space)."""
 
@@ -142,6 +143,18 @@ class RunningTool:
 
 
 @dataclass
+class _Mark:
+    """Where the attempt being streamed began: what a superseded attempt takes back."""
+
+    attempt: tuple[str | None, int | None, int]
+    """Its (turn, step, attempt)."""
+    rows: int
+    """The sink's row count before its first line."""
+    asides: list[Text] = field(default_factory=list)
+    """Aside lines printed since (on a terminal): printed again after the take-back, which erases them."""
+
+
+@dataclass
 class _Stream:
     attempt: int
     shown: int = 0
@@ -166,9 +179,9 @@ class LiveView:
         """The kind of text on the unfinished line ("text" or "thinking"), None when at a line start."""
         self.streams: dict[tuple[str | None, int | None, str], _Stream] = {}
         self.superseded: set[tuple[str | None, int | None, int | None]] = set()
-        self.mark: tuple[tuple[str | None, int | None, int], int] | None = None
-        """The (turn, step, attempt) whose text is being streamed and the sink's row count before its
-        first line: what a superseded attempt takes back. None once anything else was printed."""
+        self.mark: _Mark | None = None
+        """The attempt whose text is being streamed and where it began; None once anything but its
+        text and asides was printed."""
         self.tools: dict[str, RunningTool] = {}
         self.approvals: dict[str, Event] = {}
         self.running = False
@@ -206,9 +219,9 @@ class LiveView:
             if stream is not None and stream.shown:  # a newer attempt without a word about the old one
                 self._restarted((event.turn_id, event.step, stream.attempt))
             stream = self.streams[key] = _Stream(attempt)
-            if self.mark is None or self.mark[0] != (event.turn_id, event.step, attempt):
+            if self.mark is None or self.mark.attempt != (event.turn_id, event.step, attempt):
                 self.end_line()
-                self.mark = ((event.turn_id, event.step, attempt), self.sink.rows)
+                self.mark = _Mark((event.turn_id, event.step, attempt), self.sink.rows)
         elif attempt < stream.attempt:
             return
         text, index = event.text or "", event.index or 0
@@ -236,8 +249,10 @@ class LiveView:
     def _restarted(self, attempt: tuple[str | None, int | None, int]) -> None:
         """Take back `attempt`'s text where the sink can, else say the answer restarts."""
         mark, self.mark = self.mark, None
-        if mark is not None and mark[0] == attempt and self.sink.take_back(self.sink.rows - mark[1]):
+        if mark is not None and mark.attempt == attempt and self.sink.take_back(self.sink.rows - mark.rows):
             self.tail, self.open = Text(), None  # the unfinished line was only in the live region
+            for aside in mark.asides:  # erased with the attempt's rows: they stay, its text goes
+                self.sink.line(aside)
             return
         self.end_line()
         self.sink.line(Text(RESTARTED, "dim"))
@@ -271,9 +286,10 @@ class LiveView:
 
     def _durable(self, event: Event) -> None:
         k = event.kind
-        if self.sink.partial or k not in ASIDES:
+        aside = not self.sink.partial and k in ASIDES
+        if not aside:
             self.end_line()
-        self.mark = None
+            self.mark = None
         if k == "turn_started":
             self.running, self.streaming = True, False
         elif k == "tool_call_started" and event.call_id:
@@ -293,6 +309,8 @@ class LiveView:
         line = event_line(event, self.session_id)
         if line is not None:
             self.sink.line(line)
+            if aside and self.mark is not None:
+                self.mark.asides.append(line)
 
     # -- output --------------------------------------------------------------------------------
 
