@@ -55,6 +55,7 @@ from agentwolf.workflows.types import Prompt, TurnOutcome, Usage
 
 TURN_TASK_RAISED = "turn-task-raised"  # patch: an unexpected error in the turn fails the turn, not silently
 RELEASE_FAILURE_SAID = "release-failure-said"  # patch: a failed release at close is an event, not a failure
+TURN_END_CLEARS_APPROVALS = "turn-end-clears-approvals"  # patch: a turn's end drops its waits and answers
 SNAPSHOT_UNANSWERED = "snapshot-unanswered"  # patch: no waiting snapshot while an answer waits to be taken
 SNAPSHOT_STALE = "snapshot-stale"  # patch: a waiting turn continues as new with a stale agent too
 
@@ -129,9 +130,11 @@ class TurnLoop(ToolRouting):
         if any(s.mcp_servers for s in self._active_skill_infos()):
             self.stale.mark("the turn's skills released their MCP servers")
         self.active_skills = []
-        # A turn that ended while its calls waited (an interrupt as it resumed) leaves none waiting.
-        self.pending_approvals.clear()
-        self.decisions.clear()
+        # A turn that ended while its calls waited (an interrupt as it resumed) leaves none waiting,
+        # nor an answer a later call with the same id would take (runs before the patch kept them).
+        if (self.pending_approvals or self.decisions) and workflow.patched(TURN_END_CLEARS_APPROVALS):
+            self.pending_approvals.clear()
+            self.decisions.clear()
         self.counters.turns += 1
         self.last_output, self.last_outcome = output, outcome
         self._publish("turn_finished", text=output, outcome=outcome, usage=turn.usage)
