@@ -11,14 +11,17 @@ import contextlib
 import importlib.util
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -34,6 +37,11 @@ from agentwolf.protocols.auth import SERVED, ApiKeys, Principal
 from agentwolf.tenants import TenantError
 
 log = logging.getLogger(__name__)
+access_log = logging.getLogger("agentwolf.protocols.http")
+"""One INFO record per request (AccessLog)."""
+
+UNGUARDED = frozenset({"/healthz", "/health", "/ready"})
+"""Probes answered without a key: they say nothing about any tenant."""
 
 MAX_BODY = 1 << 20
 """Request bodies over this many bytes are refused (413) before they are read whole."""
@@ -239,7 +247,7 @@ class Guard:
         self.app, self.served, self.max_body, self.body_timeout = app, served, max_body, body_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] == "/healthz":
+        if scope["type"] != "http" or scope["path"] in UNGUARDED:
             await self.app(scope, receive, send)
             return
         request = Request(scope)
@@ -337,8 +345,98 @@ async def _temporal_error(request: Request, exc: Exception) -> Response:
     ).response()
 
 
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (no such route, a method the route does not take) in OpenAI's shape,
+    not plain text."""
+    assert isinstance(exc, HTTPException)
+    codes = {404: ("not_found_error", "not_found"), 405: ("invalid_request_error", "method_not_allowed")}
+    type, code = codes.get(exc.status_code, ("invalid_request_error", None))
+    message = f"{request.method} {request.url.path}: {exc.detail}"
+    return ApiError(exc.status_code, message, type, code, dict(exc.headers or {})).response()
+
+
 async def _healthz(request: Request) -> Response:
     return JSONResponse({"ok": True})
+
+
+async def _health(request: Request) -> Response:
+    """Liveness: the process answers."""
+    return JSONResponse({"status": "ok"})
+
+
+READY_TIMEOUT = 2.0
+"""Seconds /ready waits for Temporal's answer."""
+
+
+async def _ready(request: Request) -> Response:
+    """Readiness: Temporal answers and a worker polls the served task queue. The body names which
+    check failed, never a namespace, queue, worker identity or what Temporal said (no key needed)."""
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    served = served_of(request)
+    checks = {"temporal": "ok", "worker": "ok"}
+    try:
+        described = await served.client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=served.client.namespace,
+                task_queue=TaskQueue(name=served.task_queue),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+            ),
+            timeout=timedelta(seconds=READY_TIMEOUT),
+        )
+    except RPCError as exc:
+        log.warning("/ready: Temporal did not answer: %s", exc)
+        checks = {"temporal": "unavailable", "worker": "unknown"}
+    else:
+        if not described.pollers:
+            checks["worker"] = "no worker polls the served task queue"
+    if checks == {"temporal": "ok", "worker": "ok"}:
+        return JSONResponse({"status": "ok", "checks": checks})
+    return JSONResponse(
+        {"status": "unavailable", "checks": checks}, status_code=503, headers={"Retry-After": "5"}
+    )
+
+
+class AccessLog:
+    """One record per HTTP request on `agentwolf.protocols.http` (outside Guard, so refusals are
+    logged too): method, path, status, duration in ms and the key's id (the first 12 hex digits of
+    its SHA-256, `-` without one; never the key). They ride on the record as `http` for the JSON
+    log format (agentwolf/telemetry/logs.py)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500  # what the client sees when the app fails before it answers
+        started = time.perf_counter()
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            principal = scope.get("state", {}).get("principal")
+            fields = {
+                "method": scope["method"],
+                "path": scope["path"],
+                "status": status,
+                "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+                "key_id": principal.key[:12] if principal is not None and principal.key else "-",
+            }
+            access_log.info(
+                "%(method)s %(path)s %(status)s %(duration_ms)sms key=%(key_id)s",
+                fields,
+                extra={"http": fields},
+            )
 
 
 @contextlib.asynccontextmanager
@@ -367,11 +465,20 @@ def create_app(
 
             routes += a2a.routes()
     app = Starlette(
-        routes=[Route("/healthz", _healthz), *routes],
+        routes=[
+            Route("/healthz", _healthz, methods=["GET"]),
+            Route("/health", _health, methods=["GET"]),
+            Route("/ready", _ready, methods=["GET"]),
+            *routes,
+        ],
         lifespan=_lifespan,
-        middleware=[Middleware(Guard, served=served, max_body=max_body, body_timeout=body_timeout)],
+        middleware=[
+            Middleware(AccessLog),
+            Middleware(Guard, served=served, max_body=max_body, body_timeout=body_timeout),
+        ],
         exception_handlers={
             ApiError: _api_error,
+            HTTPException: _http_error,
             RPCError: _temporal_error,
             WorkflowQueryFailedError: _temporal_error,
             ConfigQueryFailed: _temporal_error,

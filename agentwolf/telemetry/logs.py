@@ -59,7 +59,8 @@ class IdsFilter(logging.Filter):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, the known ids, and the exception."""
+    """One JSON object per line: time, level, logger, message, the known ids, a request's fields
+    (`http`: method, path, status, duration_ms, key_id; `wolf serve`'s access log), and the exception."""
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, object] = {
@@ -69,6 +70,8 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
         }
         line.update({name: value for name in IDS if (value := getattr(record, name, None)) is not None})
+        if (http := getattr(record, "http", None)) is not None:
+            line["http"] = http
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
         return json.dumps(line, default=str)
