@@ -29,6 +29,7 @@ from typing import Any
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
     WorkflowUpdateStage,
@@ -41,6 +42,7 @@ from temporalio.contrib.workflow_streams._types import (
 )
 from temporalio.service import RPCError
 
+from agentwolf.client.transient import transient
 from agentwolf.workflows.contracts import LiveText, LiveTool
 from agentwolf.workflows.types import EVENTS_TOPIC, STATE_ATTR, Event
 
@@ -187,7 +189,9 @@ class Feed:
                     POLL, PollInput(topics=[EVENTS_TOPIC], from_offset=offset), result_type=PollResult
                 )
                 break
-            except RPCError:
+            except (RPCError, WorkflowQueryFailedError) as exc:
+                if isinstance(exc, WorkflowQueryFailedError) and not transient(exc):
+                    raise
                 # A closed session's last events need a worker to replay it: a few more tries.
                 if attempt >= ENDED_TRIES and not await self._runs():
                     raise

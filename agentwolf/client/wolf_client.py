@@ -29,6 +29,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from agentwolf.client.configs import ConfigMethods
 from agentwolf.client.jobs import JobMethods
 from agentwolf.client.schedules import ScheduleMethods
+from agentwolf.client.transient import transient
 from agentwolf.client.usage import UsageKey, UsageReport, usage_report
 from agentwolf.config.loading import load_manifest
 from agentwolf.config.manifest import Manifest, McpServerConfig
@@ -472,22 +473,16 @@ NO_POLLER_WAIT = 5.0
 every partition of the task queue yet."""
 
 
-TRANSIENT_QUERY_ERRORS = ("no poller seen", "TMPRL1101")
-"""Query failures a retry clears: no worker has polled lately (a worker that has just started), and
-the SDK's "potential deadlock" (an activation that did not yield within 2 s, which a starved CPU or
-a long garbage collection causes too: the worker evicts the run and replays it for the next try)."""
-
-
 async def _patiently(query: Callable[[], Awaitable[T]]) -> T:
     """Run `query`, retrying for NO_POLLER_WAIT while it fails in a way a retry clears
-    (TRANSIENT_QUERY_ERRORS); any other error, or the same one after that, is raised."""
+    (client/transient.py); any other error, or the same one after that, is raised."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + NO_POLLER_WAIT
     while True:
         try:
             return await query()
         except (RPCError, WorkflowQueryFailedError) as exc:
-            if not any(t in exc.message for t in TRANSIENT_QUERY_ERRORS) or loop.time() > deadline:
+            if not transient(exc) or loop.time() > deadline:
                 raise
         await asyncio.sleep(0.2)
 
