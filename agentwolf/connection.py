@@ -3,6 +3,9 @@ converter: the one way clients, the CLI and workers connect, below all of them."
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 from temporalio.client import Client
 from temporalio.envconfig import ClientConfig, ClientConnectConfig
 
@@ -47,4 +50,17 @@ async def connect(
     config = connect_config(address, namespace, profile, api_key=api_key, tls=tls)
     config.setdefault("target_host", "localhost:7233")
     interceptors = tracing.interceptors()
-    return await Client.connect(**config, data_converter=data_converter(), interceptors=interceptors)
+    deadline = time.monotonic() + STARTING_GRACE
+    while True:
+        try:
+            return await Client.connect(**config, data_converter=data_converter(), interceptors=interceptors)
+        except RuntimeError as exc:
+            if STARTING not in str(exc) or time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
+# A server that just started listens before its frontend serves: its first connects say so, and
+# are worth repeating for a while (`wolf up`, a restarted dev server), unlike any other failure.
+STARTING = "Frontend is not healthy yet"
+STARTING_GRACE = 30.0

@@ -71,7 +71,7 @@ from agentwolf.client.devserver import start_dev_command
 from agentwolf.client.local_stack import listening
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
-from agentwolf.payloads import data_converter
+from agentwolf.connection import connect
 from agentwolf.workflows.session import SessionWorkflow
 from agentwolf.workflows.types import Approval, workflow_id
 from tests.support.openai_server import Reply, ScriptedOpenAI
@@ -244,7 +244,7 @@ class _DevServer:
         )
         while not listening(self.address):
             await asyncio.sleep(0.1)
-        return await Client.connect(self.address, data_converter=data_converter())
+        return await connect(self.address)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
