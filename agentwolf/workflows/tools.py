@@ -344,6 +344,12 @@ class ToolRouting(SessionCore):
             return await self._child(agent, task, f"{self.inp.session_id}.{self.turn_id}.{self.step}.{index}")
         return await self._child(agent, task, f"{self.inp.session_id}.{call.tool_call_id}")
 
+    def _approval_ended(self, call_id: str) -> None:
+        del self.pending_approvals[call_id]
+        if not self.pending_approvals and self.state == "waiting_approval":
+            self._set_state("running")
+        self._show_details()
+
     async def _permission(
         self, compiled: CompiledAgent, spec: ToolSpec, call: ToolCallPart, key: str, arguments: dict[str, Any]
     ) -> str | None:
@@ -383,11 +389,10 @@ class ToolRouting(SessionCore):
         except TimeoutError:
             approved = permissions.timeout_outcome == "allow"
             answer = Approval(call_id=call_id, reason=f"no answer within {timeout:g}s")
-        finally:
-            del self.pending_approvals[call_id]
-            if not self.pending_approvals and self.state == "waiting_approval":
-                self._set_state("running")
-            self._show_details()
+        except asyncio.CancelledError:  # not `finally`: an evicted run may not call workflow APIs
+            self._approval_ended(call_id)
+            raise
+        self._approval_ended(call_id)
         if approved and answer.always:
             self.always_allowed.add(tool)
         self._publish(
