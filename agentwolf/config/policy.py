@@ -34,6 +34,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentwolf.config.manifest import Manifest, McpServerConfig
+from agentwolf.config.origins import WebOrigin
 from agentwolf.config.placeholders import has_placeholder, names, resolve, substitute
 from agentwolf.paths import data_dir
 
@@ -103,6 +104,9 @@ class WorkerPolicy(BaseModel):
     manifest servers may unless `urls` says otherwise."""
     api_keys: list[ApiKeyEntry] = []
     """Keys `wolf serve` accepts (besides `WOLF_API_KEYS`)."""
+    cors_origins: list[WebOrigin] = []
+    """Web origins whose pages may call `wolf serve` from a browser (besides `--cors-origin`);
+    `*` for any. None by default: no cross-origin access."""
     source: str = "built-in default policy"
 
     @field_validator("commands")

@@ -34,6 +34,7 @@ from agentwolf.client.configs import ConfigNotFound, ConfigQueryFailed
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
 from agentwolf.config.manifest import Manifest
 from agentwolf.protocols.auth import SERVED, ApiKeys, Principal
+from agentwolf.protocols.cors import CrossOrigin
 from agentwolf.tenants import TenantError
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,8 @@ class Served:
     """`--no-auth`: every request acts as this tenant (loopback only)."""
     hook_tenant: str = "default"
     """The tenant webhooks (`/hooks/`, protocols/hooks.py) act as: they carry a signature, no API key."""
+    cors_origins: tuple[str, ...] = ()
+    """Web origins whose pages may call from a browser (protocols/cors.py); none: no cross-origin access."""
     _clients: dict[str, WolfClient] = field(default_factory=dict)
 
     def wolf(self, principal: Principal) -> WolfClient:
@@ -474,6 +477,7 @@ def create_app(
         lifespan=_lifespan,
         middleware=[
             Middleware(AccessLog),
+            *([Middleware(CrossOrigin, origins=served.cors_origins)] if served.cors_origins else []),
             Middleware(Guard, served=served, max_body=max_body, body_timeout=body_timeout),
         ],
         exception_handlers={

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import uvicorn
 from starlette.routing import BaseRoute
@@ -12,7 +14,7 @@ from starlette.types import ASGIApp
 
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
-from agentwolf.protocols.app import Served, create_app
+from agentwolf.protocols.app import LOOPBACK_HOSTS, Served, create_app
 from agentwolf.protocols.auth import ApiKeys
 from agentwolf.protocols.limits import Limited, ServeLimits, protocol
 
@@ -28,12 +30,18 @@ def loopback(host: str) -> bool:
         return False
 
 
-def check_binding(host: str, keys: ApiKeys, no_auth: bool) -> None:
-    """No keys: loopback only, and only when asked for (`--no-auth`)."""
+def check_binding(host: str, keys: ApiKeys, no_auth: bool, cors_origins: Sequence[str] = ()) -> None:
+    """No keys: loopback only, and only when asked for (`--no-auth`), for pages of this machine only."""
     if no_auth and keys:
         raise BindingRefused("--no-auth with API keys configured: drop one of them")
     if no_auth and not loopback(host):
         raise BindingRefused(f"--no-auth is allowed on loopback only, not on {host}")
+    remote = [o for o in cors_origins if urlsplit(o).hostname not in LOOPBACK_HOSTS]
+    if no_auth and remote:
+        raise BindingRefused(
+            f"--no-auth answers only pages served from this machine, not from {', '.join(remote)}: "
+            "serve with API keys for those"
+        )
     if not keys and not no_auth:
         raise BindingRefused(
             "no API keys: set WOLF_API_KEYS=key=tenant,... or `api_keys:` in the worker policy, "
@@ -41,9 +49,16 @@ def check_binding(host: str, keys: ApiKeys, no_auth: bool) -> None:
         )
 
 
-def served_by(wolf: WolfClient, source: Manifest | str, keys: ApiKeys, *, no_auth: bool) -> Served:
+def served_by(
+    wolf: WolfClient,
+    source: Manifest | str,
+    keys: ApiKeys,
+    *,
+    no_auth: bool,
+    cors_origins: Sequence[str] = (),
+) -> Served:
     """What a front-end process serves: `source` (a manifest, or a registry config name) to `keys`'
-    callers, or as `wolf`'s tenant without keys (`no_auth`)."""
+    callers, or as `wolf`'s tenant without keys (`no_auth`), to the pages of `cors_origins` too."""
     return Served(
         client=wolf.client,
         task_queue=wolf.task_queue,
@@ -52,6 +67,7 @@ def served_by(wolf: WolfClient, source: Manifest | str, keys: ApiKeys, *, no_aut
         config_name=source if isinstance(source, str) else None,
         open_tenant=wolf.tenant if no_auth else None,
         hook_tenant=wolf.tenant,
+        cors_origins=tuple(dict.fromkeys(cors_origins)),
     )
 
 
@@ -63,9 +79,11 @@ async def serve(
     host: str,
     port: int,
     no_auth: bool,
+    cors_origins: Sequence[str] = (),
 ) -> None:
-    check_binding(host, keys, no_auth)
-    await serve_app(served_by(wolf, source, keys, no_auth=no_auth), host=host, port=port)
+    check_binding(host, keys, no_auth, cors_origins)
+    served = served_by(wolf, source, keys, no_auth=no_auth, cors_origins=cors_origins)
+    await serve_app(served, host=host, port=port)
 
 
 async def serve_app(served: Served, *, host: str, port: int, routes: list[BaseRoute] | None = None) -> None:

@@ -13,6 +13,8 @@ from temporalio.client import Client
 from agentwolf.config.manifest import Manifest
 from agentwolf.protocols.app import Served, create_app
 from agentwolf.protocols.auth import ApiKeys
+from agentwolf.protocols.limits import ServeLimits
+from agentwolf.protocols.main import server_config
 
 KEYS = {"key-a": "tenant-a", "key-b": "tenant-b"}
 """API keys the served app accepts in tests: key -> tenant."""
@@ -33,10 +35,13 @@ async def serving(
     config_name: str | None = None,
     open_tenant: str | None = None,
     keys: ApiKeys | None = None,
+    cors_origins: tuple[str, ...] = (),
+    limits: ServeLimits | None = None,
     **app: object,
 ) -> AsyncIterator[str]:
     """Serve `manifest` (or a registry config) with the test keys (or, with `open_tenant`, without
-    keys: `wolf serve --no-auth`); yields the base URL."""
+    keys: `wolf serve --no-auth`) to pages of `cors_origins` too; yields the base URL. With `limits`,
+    the app runs wrapped as `wolf serve` runs it (protocols/main.py `server_config`)."""
     keys = keys or ApiKeys.load([], {"WOLF_API_KEYS": ",".join(f"{k}={t}" for k, t in KEYS.items())})
     served = Served(
         client=client,
@@ -45,11 +50,16 @@ async def serving(
         manifest=manifest,
         config_name=config_name,
         open_tenant=open_tenant,
+        cors_origins=cors_origins,
     )
     port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(served, **app), host="127.0.0.1", port=port, log_level="warning")
+    asgi = create_app(served, **app)
+    config = (
+        server_config(asgi, host="127.0.0.1", port=port, limits=limits)
+        if limits is not None
+        else uvicorn.Config(asgi, host="127.0.0.1", port=port, log_level="warning")
     )
+    server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     while not server.started:
         if task.done():

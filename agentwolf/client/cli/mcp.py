@@ -30,7 +30,7 @@ async def mcp(
         bool, typer.Option("--no-auth", help="HTTP: serve as --tenant without API keys (loopback only).")
     ] = False,
     policy: Annotated[
-        str | None, typer.Option("--policy", help="HTTP: policy file with `api_keys:`.")
+        str | None, typer.Option("--policy", help="HTTP: policy file with `api_keys:` and `cors_origins:`.")
     ] = None,
     task_queue: Annotated[str, typer.Option("--task-queue", help="The workers' task queue.")] = TASK_QUEUE,
 ) -> None:
@@ -48,16 +48,17 @@ async def mcp(
     from agentwolf.protocols.main import BindingRefused, check_binding, serve_app, served_by
     from agentwolf.protocols.mcp_server import WolfMCP, http_routes
 
-    keys = ApiKeys([])
+    keys, origins = ApiKeys([]), list[str]()
     if transport == "http":
         try:
-            keys = ApiKeys.load(load_policy(policy).api_keys)
-            check_binding(host, keys, no_auth)
+            loaded = load_policy(policy)
+            keys, origins = ApiKeys.load(loaded.api_keys), loaded.cors_origins
+            check_binding(host, keys, no_auth, origins)
         except (ValueError, BindingRefused) as exc:
             raise Exit(2, str(exc)) from None
     source = config_source(config)
     wolf = await conn.client(tenant, start_local=True, task_queue=task_queue)
-    served = served_by(wolf, source, keys, no_auth=no_auth)
+    served = served_by(wolf, source, keys, no_auth=no_auth, cors_origins=origins)
     if transport == "stdio":
         await WolfMCP(served, Principal(wolf.tenant)).run_stdio_async()
         return

@@ -187,20 +187,31 @@ async def serve(
     no_auth: Annotated[
         bool, typer.Option("--no-auth", help="Serve without API keys (loopback only).")
     ] = False,
-    policy: Annotated[str | None, typer.Option("--policy", help="Policy file with `api_keys:`.")] = None,
+    policy: Annotated[
+        str | None, typer.Option("--policy", help="Policy file with `api_keys:` and `cors_origins:`.")
+    ] = None,
+    cors_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--cors-origin",
+            help="A web origin (scheme://host[:port], or '*' for any) whose pages may call from a "
+            "browser; repeatable, adds to the policy's cors_origins. Default: none.",
+        ),
+    ] = None,
     task_queue: TaskQueue = TASK_QUEUE,
     log_level: LogLevel = "INFO",
     log_format: LogFormat = "text",
 ) -> None:
     """Serve agents over HTTP: OpenAI-compatible /v1 and AG-UI /agui (API keys from WOLF_API_KEYS or
-    the policy).
+    the policy; browser pages of --cors-origin origins).
 
-    Example: wolf serve --no-auth --port 8088
+    Example: wolf serve --no-auth --port 8088 --cors-origin http://localhost:3000
     """
     from agentwolf.client.cli.extras import require
 
     require("serve", "serve")  # before anything it imports: ag_ui, say, only loads with the first route
     from agentwolf.client.cli.sources import config_source
+    from agentwolf.config.origins import web_origin
     from agentwolf.config.policy import load_policy
     from agentwolf.protocols.auth import ApiKeys
     from agentwolf.protocols.main import BindingRefused, check_binding
@@ -209,14 +220,16 @@ async def serve(
 
     logs.configure(log_level, log_format)
     try:
-        keys = ApiKeys.load(load_policy(policy).api_keys)
-        check_binding(host, keys, no_auth)
+        loaded = load_policy(policy)
+        keys = ApiKeys.load(loaded.api_keys)
+        origins = [*loaded.cors_origins, *(web_origin(o) for o in cors_origin or ())]
+        check_binding(host, keys, no_auth, origins)
     except (ValueError, BindingRefused) as exc:
         raise Exit(2, str(exc)) from None
     source = config_source(config)
     wolf = await conn.client(tenant, start_local=True, task_queue=task_queue)
     err().print(f"serving on http://{host}:{port} (OpenAI: /v1, AG-UI: /agui/AGENT); Ctrl-C stops")
-    await run_server(wolf, source, keys, host=host, port=port, no_auth=no_auth)
+    await run_server(wolf, source, keys, host=host, port=port, no_auth=no_auth, cors_origins=origins)
 
 
 @app.command()
