@@ -1,12 +1,15 @@
 """`wolf serve` from a real browser (Playwright driving Debian's Chromium): a page served from another
 origin `fetch`es the API with its key. From a listed origin the preflight passes and the page reads
-the answer, a streamed one too; from any other origin, and from an opaque (`null`) one even under
-`*`, the fetch fails as browsers fail it (TypeError) and the real request never reaches the server."""
+the answer, streamed ones too (a chat completion, an AG-UI run); from any other origin, and from an
+opaque (`null`) one even under `*`, the fetch fails as browsers fail it (TypeError) and the real
+request never reaches the server."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -37,12 +40,11 @@ FETCH = """async ([url, key, body]) => {
         });
         const reader = answer.body.getReader();
         const decoder = new TextDecoder();
-        let text = "", reads = 0;
+        let text = "";
         for (let part = await reader.read(); !part.done; part = await reader.read()) {
             text += decoder.decode(part.value, {stream: true});
-            reads += 1;
         }
-        return {status: answer.status, session: answer.headers.get("x-wolf-session"), text, reads};
+        return {status: answer.status, session: answer.headers.get("x-wolf-session"), text};
     } catch (error) {
         return {error: error.name + ": " + error.message};
     }
@@ -97,7 +99,7 @@ def _requests(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str, int]]:
 
 async def test_a_listed_origin_s_page_reads_answers_and_streams(client, task_queue, run_worker, caplog):
     caplog.set_level(logging.INFO, logger="agentwolf.protocols.http")
-    script = Script(sequence(text(ANSWER)), chunk_delay=0.05)
+    script = Script(sequence(text(ANSWER), text(ANSWER)), chunk_delay=0.05)
     with web_app() as origin:
         async with (
             run_worker(local_models={"m": script.model}),
@@ -109,20 +111,41 @@ async def test_a_listed_origin_s_page_reads_answers_and_streams(client, task_que
             wrong_key = await page.evaluate(FETCH, [f"{api}/v1/models", "key-zzz", None])
             body = {"model": "a", "stream": True, "messages": [{"role": "user", "content": "go"}]}
             streamed = await page.evaluate(FETCH, [f"{api}/v1/chat/completions", "key-a", body])
+            run = {
+                "threadId": f"t-{uuid.uuid4().hex[:8]}",
+                "runId": uuid.uuid4().hex,
+                "messages": [{"id": uuid.uuid4().hex, "role": "user", "content": "go"}],
+                "tools": [],
+                "context": [],
+                "state": {},
+                "forwardedProps": {},
+            }
+            agui = await page.evaluate(FETCH, [f"{api}/agui/a", "key-a", run])
     assert models["status"] == 200, models
     assert '"id":"a"' in models["text"].replace(" ", "")
     # Auth still applies to a listed page, and the page can read why it was refused.
     assert wrong_key["status"] == 401 and "invalid_api_key" in wrong_key["text"]
     assert streamed["status"] == 200, streamed
     assert streamed["session"]  # an exposed header: the page can continue the session
-    assert streamed["text"].rstrip().endswith("data: [DONE]") and "chat.completion.chunk" in streamed["text"]
-    logged = _requests(caplog)
-    assert ("OPTIONS", "/v1/models", 200) in logged and ("GET", "/v1/models", 200) in logged
-    assert ("OPTIONS", "/v1/chat/completions", 200) in logged and (
-        "POST",
-        "/v1/chat/completions",
-        200,
-    ) in logged
+    chunks = _data(streamed["text"])
+    assert chunks[-1] == "[DONE]"
+    said = [
+        c["choices"][0]["delta"].get("content") or "" for c in map(json.loads, chunks[:-1]) if c["choices"]
+    ]
+    assert "".join(said) == ANSWER
+    # An AG-UI run, as CopilotKit's HttpAgent starts one from a page.
+    assert agui["status"] == 200, agui
+    events = [json.loads(data) for data in _data(agui["text"])]
+    types = [e["type"] for e in events]
+    assert types[0] == "RUN_STARTED" and types[-1] == "RUN_FINISHED", types
+    assert "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT") == ANSWER
+    paths = {("GET", "/v1/models"), ("POST", "/v1/chat/completions"), ("POST", "/agui/a")}
+    preflights = {("OPTIONS", path, 200) for _, path in paths}
+    assert preflights | {(method, path, 200) for method, path in paths} <= set(_requests(caplog))
+
+
+def _data(sse: str) -> list[str]:
+    return [line.removeprefix("data: ") for line in sse.splitlines() if line.startswith("data: ")]
 
 
 async def test_another_origin_s_page_cannot_fetch(client, task_queue, caplog):
