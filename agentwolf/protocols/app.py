@@ -59,18 +59,21 @@ class ApiError(Exception):
         type: str = "invalid_request_error",
         code: str | None = None,
         headers: dict[str, str] | None = None,
+        param: str | None = None,
     ) -> None:
+        """`param`: the request parameter at fault, as OpenAI names it (`response_format.json_schema`)."""
         super().__init__(message)
-        self.status, self.message, self.type, self.code, self.headers = (
+        self.status, self.message, self.type, self.code, self.headers, self.param = (
             status,
             message,
             type,
             code,
             headers or {},
+            param,
         )
 
     def response(self) -> JSONResponse:
-        body = {"error": {"message": self.message, "type": self.type, "code": self.code, "param": None}}
+        body = {"error": {"message": self.message, "type": self.type, "code": self.code, "param": self.param}}
         return JSONResponse(body, status_code=self.status, headers=self.headers)
 
 
