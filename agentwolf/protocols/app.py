@@ -92,6 +92,10 @@ class Target:
     """`manifest=` or `config_name=` for WolfClient.start_session."""
 
 
+IDLE_CLOSE_AFTER = timedelta(hours=24)
+"""How long a session `wolf serve` started stays open without a turn, by default."""
+
+
 @dataclass
 class Served:
     """What one `wolf serve` process serves: a Temporal client, a config, who may call."""
@@ -107,12 +111,19 @@ class Served:
     """`--no-auth`: every request acts as this tenant (loopback only)."""
     hook_tenant: str = "default"
     """The tenant webhooks (`/hooks/`, protocols/hooks.py) act as: they carry a signature, no API key."""
+    idle_close_after: timedelta | None = IDLE_CLOSE_AFTER
+    """Sessions started here close after being idle this long, unless their manifest sets
+    `host.sessions.idle_close_after`: a stored response or a new chat session is not kept running for
+    ever (OpenAI keeps stored responses for 30 days; their events stay readable after the close)."""
     _clients: dict[str, WolfClient] = field(default_factory=dict)
 
     def wolf(self, principal: Principal) -> WolfClient:
         if principal.tenant not in self._clients:
             self._clients[principal.tenant] = WolfClient(
-                self.client, tenant=principal.tenant, task_queue=self.task_queue
+                self.client,
+                tenant=principal.tenant,
+                task_queue=self.task_queue,
+                idle_close_after=self.idle_close_after,
             )
         return self._clients[principal.tenant]
 

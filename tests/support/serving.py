@@ -6,12 +6,13 @@ import asyncio
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 
 import uvicorn
 from temporalio.client import Client
 
 from agentwolf.config.manifest import Manifest
-from agentwolf.protocols.app import Served, create_app
+from agentwolf.protocols.app import IDLE_CLOSE_AFTER, Served, create_app
 from agentwolf.protocols.auth import ApiKeys
 
 KEYS = {"key-a": "tenant-a", "key-b": "tenant-b"}
@@ -33,6 +34,7 @@ async def serving(
     config_name: str | None = None,
     open_tenant: str | None = None,
     keys: ApiKeys | None = None,
+    idle_close_after: timedelta | None = IDLE_CLOSE_AFTER,
     **app: object,
 ) -> AsyncIterator[str]:
     """Serve `manifest` (or a registry config) with the test keys (or, with `open_tenant`, without
@@ -45,6 +47,7 @@ async def serving(
         manifest=manifest,
         config_name=config_name,
         open_tenant=open_tenant,
+        idle_close_after=idle_close_after,
     )
     port = free_port()
     server = uvicorn.Server(
