@@ -182,6 +182,7 @@ async def test_responses_settings_reach_the_provider(client, task_queue, run_wor
             "response_format.json_schema.schema",
             "invalid_value",
         ),
+        ({"modalities": ["text", "audio"]}, "modalities", "unsupported_value"),
         ({"best_of": 3}, "best_of", "unknown_parameter"),
     ],
 )
@@ -331,6 +332,7 @@ def test_every_applied_chat_parameter_becomes_a_turn_setting():
             "metadata": {"k": "v"},
             "store": True,
             "tool_choice": "auto",
+            "modalities": ["text"],
         },
     )
     settings = request.turn_settings("sys")
@@ -366,6 +368,8 @@ def test_responses_parameters_and_refusals():
         ({"tool_choice": "required"}, "tool_choice"),
         ({"text": {"format": {"type": "json_schema", "schema": SCHEMA}}}, "text.format.name"),
         ({"conversation": "c"}, "conversation"),
+        ({"max_tool_calls": 3}, "max_tool_calls"),
+        ({"text": {"verbosity": "low"}}, "text.verbosity"),
     ]:
         with pytest.raises(ApiError) as caught:
             checked(ResponsesRequest, body)

@@ -30,18 +30,18 @@ def _unless(ok: Any, why: str) -> AfterValidator:
     return AfterValidator(check)
 
 
+def _unset(why: str) -> AfterValidator:
+    """Refuse any value but an empty or false one, saying `why`."""
+    return _unless(lambda v: not v, why)
+
+
+CLIENT_TOOLS = "client-side tools are not supported: the agent's own tools run on the server"
+TEXT_ONLY = "a turn's answer is text"
 NoChoices = Annotated[int | None, _unless(lambda n: n == 1, "only n=1 is supported: a turn gives one answer")]
-NoLogprobs = Annotated[
-    Any,
-    _unless(lambda v: not v, "log probabilities are not returned: a turn's answer is text"),
-]
-AutoTools = Annotated[
-    Any,
-    _unless(
-        lambda v: v in ("auto", "none"),
-        "client-side tools are not supported: the agent's own tools run on the server",
-    ),
-]
+NoLogprobs = Annotated[Any, _unset(f"log probabilities are not returned: {TEXT_ONLY}")]
+NoClientTools = Annotated[Any, _unset(CLIENT_TOOLS)]
+AutoTools = Annotated[Any, _unless(lambda v: v in ("auto", "none"), CLIENT_TOOLS)]
+NoVerbosity = Annotated[Any, _unset("verbosity is not supported: the agent's instructions decide")]
 
 
 def _schema(value: dict[str, Any]) -> dict[str, Any]:
@@ -166,8 +166,15 @@ class ChatRequest(_Common):
     n: NoChoices = None
     logprobs: NoLogprobs = None
     top_logprobs: NoLogprobs = None
-    functions: AutoTools = None
+    functions: NoClientTools = None
     function_call: AutoTools = None
+    modalities: Annotated[Any, _unless(lambda v: v == ["text"], f"only text output: {TEXT_ONLY}")] = None
+    audio: Annotated[Any, _unset(f"audio output is not supported: {TEXT_ONLY}")] = None
+    prediction: Annotated[Any, _unset("predicted outputs are not supported")] = None
+    web_search_options: Annotated[Any, _unset("web search is one of the agent's own tools, if it has it")] = (
+        None
+    )
+    verbosity: NoVerbosity = None
 
     @field_validator("stop")
     @classmethod
@@ -201,7 +208,7 @@ class _TextOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     format: ResponsesFormat | None = None
-    verbosity: Any = None
+    verbosity: NoVerbosity = None
 
 
 class ResponsesRequest(_Common):
@@ -215,6 +222,12 @@ class ResponsesRequest(_Common):
     include: list[str] | None = None
     truncation: Literal["auto", "disabled"] | None = None
     top_logprobs: NoLogprobs = None
+    max_tool_calls: Annotated[
+        Any, _unset("the agent's limits bound its tool calls (limits: in the manifest)")
+    ] = None
+    conversation: Annotated[Any, _unset("conversations are sessions here: use previous_response_id")] = None
+    prompt: Annotated[Any, _unset("prompt templates are not supported: send the input")] = None
+    context_management: Annotated[Any, _unset("the session manages its own context")] = None
 
     def turn_settings(self, instructions: str | None) -> TurnSettings | None:
         answer = self.text.format if self.text else None

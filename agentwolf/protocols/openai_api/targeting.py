@@ -144,6 +144,7 @@ def no_client_tools(body: dict[str, Any]) -> None:
             400,
             "client-side tools are not supported: the agent's own tools run on the server",
             code="unsupported_tools",
+            param="tools",
         )
 
 
