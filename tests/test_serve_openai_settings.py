@@ -13,6 +13,7 @@ from typing import Any
 import openai
 import pytest
 from openai import AsyncOpenAI
+from pydantic_ai.profiles import ModelProfile
 
 from agentwolf.activities.turn_settings import answer_format, instructions, merged_settings
 from agentwolf.client.wolf_client import WolfClient
@@ -391,7 +392,14 @@ def test_the_turns_settings_lie_over_the_agents():
     assert merged_settings({"temperature": 0.1}, None) == {"temperature": 0.1}
     assert instructions("Be kind.", turn) == "Be kind.\n\nAnswer in French."
     assert instructions("", turn) == "Answer in French." and instructions("Be kind.", None) == "Be kind."
-    mode, schema = answer_format(turn)
+    able: ModelProfile = {"supports_json_schema_output": True, "supports_json_object_output": True}
+    mode, schema = answer_format(turn, able)
     assert mode == "native" and schema is not None and schema.json_schema == SCHEMA and schema.strict
-    assert answer_format(TurnSettings(answer_format=AnswerFormat(type="json_object"))) == ("prompted", None)
-    assert answer_format(None) == ("text", None)
+    json_mode = TurnSettings(answer_format=AnswerFormat(type="json_object"))
+    assert answer_format(json_mode, able) == ("prompted", None)
+    assert answer_format(None, able) == ("text", None)
+    # A provider without JSON mode or schema-constrained output is asked in the instructions.
+    mode, schema = answer_format(turn, {})
+    assert mode == "prompted" and schema is not None and schema.json_schema == SCHEMA
+    mode, schema = answer_format(json_mode, {})
+    assert mode == "prompted" and schema is not None and schema.json_schema == {"type": "object"}

@@ -78,9 +78,9 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
     sent = [*base_sent, *cut_tool_outputs(inp.delta, limit, start=len(base))]
     if not any(m is not s for m, s in zip(messages, sent, strict=True)):  # nothing cut: nothing to read on
         offered = [t for t in offered if t.server != SESSION]
-    answer_mode, answer_object = turn_settings.answer_format(inp.settings)
     try:
         model = host.model(compiled.models)
+        answer_mode, answer_object = turn_settings.answer_format(inp.settings, model.profile)
         streamed = live.LiveResponse(inp.turn_id, inp.step, host.secrets) if compiled.stream else None
         response = await heartbeating(
             live.request(
