@@ -12,7 +12,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import ToolDefinition
 from temporalio.exceptions import ApplicationError
 
-from agentwolf.activities import live, observe
+from agentwolf.activities import live, observe, turn_settings
 from agentwolf.activities.cost import attempts_cost, record, request_cost, used_spec
 from agentwolf.activities.session_io import heartbeating, query
 from agentwolf.activities.tools import cut_tool_outputs
@@ -80,12 +80,13 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
         offered = [t for t in offered if t.server != SESSION]
     try:
         model = host.model(compiled.models)
+        answer_mode, answer_object = turn_settings.answer_format(inp.settings, model.profile)
         streamed = live.LiveResponse(inp.turn_id, inp.step, host.secrets) if compiled.stream else None
         response = await heartbeating(
             live.request(
                 model,
-                _with_instructions(sent, compiled.instructions),
-                _settings(compiled),
+                _with_instructions(sent, turn_settings.instructions(compiled.instructions, inp.settings)),
+                turn_settings.merged_settings(_settings(compiled), inp.settings),
                 ModelRequestParameters(
                     function_tools=[
                         ToolDefinition(
@@ -104,7 +105,9 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
                     if inp.output
                     else [],
                     allow_text_output=inp.output is None,
-                    output_mode="tool" if inp.output else "text",
+                    # A job's output schema is its answer: a turn's answer format gives way to it.
+                    output_mode="tool" if inp.output else answer_mode,
+                    output_object=None if inp.output else answer_object,
                 ),
                 streamed,
             ),

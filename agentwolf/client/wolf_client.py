@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -36,6 +36,7 @@ from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.connection import connect
 from agentwolf.defaults import TASK_QUEUE
 from agentwolf.tenants import TenantError, check_tenant, namespace_for
+from agentwolf.workflows.turn_settings import TurnSettings
 from agentwolf.workflows.types import (
     AGENT_ATTR,
     CONFIG_ATTR,
@@ -95,10 +96,20 @@ carries the memo over."""
 class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
     """Sessions and configs of one tenant on one Temporal namespace; another tenant's sessions are refused."""
 
-    def __init__(self, client: Client, *, tenant: str = "default", task_queue: str = TASK_QUEUE) -> None:
+    def __init__(
+        self,
+        client: Client,
+        *,
+        tenant: str = "default",
+        task_queue: str = TASK_QUEUE,
+        idle_close_after: timedelta | None = None,
+    ) -> None:
+        """`idle_close_after`: sessions this client starts close after being idle this long, unless
+        their manifest sets `host.sessions.idle_close_after` (`wolf serve` gives its sessions one)."""
         self.client = client
         self.tenant = check_tenant(tenant)
         self.task_queue = task_queue
+        self.idle_close_after = idle_close_after
         self._owned: set[str] = set()  # workflow ids checked to be this tenant's sessions
 
     @classmethod
@@ -174,10 +185,12 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
         unique: bool = False,
         session_servers: dict[str, McpServerConfig] | None = None,
         owner: str | None = None,
+        prompt_settings: TurnSettings | None = None,
     ) -> str:
         """Start a session (its first prompt optional); returns the session id. `output_schema`: the
         answer is a JSON object valid against it (a job with `output`, see `JobMethods`). `owner`: who
         it is started for (an editor's user): only they join MCP servers to it (`join_servers`).
+        `prompt_settings`: what the first prompt's turn alone asks of the model (TurnSettings).
 
         The config is a manifest (file or object), or `config_name` from the registry: the session
         starts on its current version and takes new ones at turn boundaries unless `pinned`."""
@@ -222,6 +235,8 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
                 agent=agent,
                 manifest=manifest,
                 prompt=prompt,
+                prompt_settings=prompt_settings,
+                idle_close_after=self.idle_close_after,
                 background=background,
                 keep=keep,
                 config_name=config_name,
@@ -279,6 +294,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
         pinned: bool = False,
         session_id: str | None = None,
         keep: bool = False,
+        prompt_settings: TurnSettings | None = None,
     ) -> str:
         """A background task: a session whose first prompt arrives at start and that closes after it."""
         return await self.start_session(
@@ -290,11 +306,15 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
             prompt=prompt,
             background=True,
             keep=keep,
+            prompt_settings=prompt_settings,
         )
 
-    async def prompt(self, session_id: str, text: str) -> str:
-        """Start (or queue) a turn; returns its turn id."""
-        return await (await self._handle(session_id)).execute_update("prompt", text, result_type=str)
+    async def prompt(self, session_id: str, text: str, settings: TurnSettings | None = None) -> str:
+        """Start (or queue) a turn; returns its turn id. `settings`: what this turn alone asks of the
+        model (TurnSettings); sent only when given, so workers from before them take the prompt too."""
+        handle = await self._handle(session_id)
+        args: list[Any] = [text] if settings is None else [text, settings]
+        return await handle.execute_update("prompt", args=args, result_type=str)
 
     async def steer(self, session_id: str, text: str) -> None:
         """Refused here when the session's steer queue is full (the workflow would drop it)."""

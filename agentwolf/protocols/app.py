@@ -60,18 +60,21 @@ class ApiError(Exception):
         type: str = "invalid_request_error",
         code: str | None = None,
         headers: dict[str, str] | None = None,
+        param: str | None = None,
     ) -> None:
+        """`param`: the request parameter at fault, as OpenAI names it (`response_format.json_schema`)."""
         super().__init__(message)
-        self.status, self.message, self.type, self.code, self.headers = (
+        self.status, self.message, self.type, self.code, self.headers, self.param = (
             status,
             message,
             type,
             code,
             headers or {},
+            param,
         )
 
     def response(self) -> JSONResponse:
-        body = {"error": {"message": self.message, "type": self.type, "code": self.code, "param": None}}
+        body = {"error": {"message": self.message, "type": self.type, "code": self.code, "param": self.param}}
         return JSONResponse(body, status_code=self.status, headers=self.headers)
 
 
@@ -88,6 +91,10 @@ class Target:
     agent: str
     source: dict[str, Any]
     """`manifest=` or `config_name=` for WolfClient.start_session."""
+
+
+IDLE_CLOSE_AFTER = timedelta(hours=24)
+"""How long a session `wolf serve` started stays open without a turn, by default."""
 
 
 @dataclass
@@ -107,12 +114,19 @@ class Served:
     """The tenant webhooks (`/hooks/`, protocols/hooks.py) act as: they carry a signature, no API key."""
     cors_origins: tuple[str, ...] = ()
     """Web origins whose pages may call from a browser (protocols/cors.py); none: no cross-origin access."""
+    idle_close_after: timedelta | None = IDLE_CLOSE_AFTER
+    """Sessions started here close after being idle this long, unless their manifest sets
+    `host.sessions.idle_close_after`: a stored response or a new chat session is not kept running for
+    ever (OpenAI keeps stored responses for 30 days; their events stay readable after the close)."""
     _clients: dict[str, WolfClient] = field(default_factory=dict)
 
     def wolf(self, principal: Principal) -> WolfClient:
         if principal.tenant not in self._clients:
             self._clients[principal.tenant] = WolfClient(
-                self.client, tenant=principal.tenant, task_queue=self.task_queue
+                self.client,
+                tenant=principal.tenant,
+                task_queue=self.task_queue,
+                idle_close_after=self.idle_close_after,
             )
         return self._clients[principal.tenant]
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
 
 from agentwolf.config.manifest import Manifest, McpServerConfig
+from agentwolf.workflows.turn_settings import TurnSettings
 
 EMPTY_DIGEST = ""
 
@@ -224,6 +225,8 @@ class ModelRequestInput(BaseModel):
     """Where the request's live text belongs (see LiveText)."""
     output: dict[str, Any] | None = None
     """A job's output schema: offered as the output tool, and text answers are not allowed."""
+    settings: TurnSettings | None = None
+    """The turn's own settings, laid over the agent's (activities/turn_settings.py)."""
 
 
 class ModelRequestOutput(BaseModel):

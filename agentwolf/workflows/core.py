@@ -93,7 +93,8 @@ class SessionCore:
         self.active_skills: list[str] = list(inp.resume.active_skills) if inp.resume else []
         """Skills loaded this turn: their `allowed-tools` limit the tools, their MCP servers join."""
         if inp.prompt is not None and not inp.transcript and self.counters.turns == 0 and not self.queue:
-            self.queue.append(Prompt(turn_id=self._next_turn_id(), text=inp.prompt))
+            first = Prompt(turn_id=self._next_turn_id(), text=inp.prompt, settings=inp.prompt_settings)
+            self.queue.append(first)
 
     def _apply_config(self) -> None:
         """Switch to a pushed config version; recompile only if this agent's effective config changed."""

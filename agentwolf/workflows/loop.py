@@ -355,6 +355,7 @@ class TurnLoop(ToolRouting):
                 turn_id=self.turn_id or "",
                 step=self.step,
                 output=self.inp.output_schema,
+                settings=self.prompt_running.settings if self.prompt_running else None,
             ),
             result_type=ModelRequestOutput,
             start_to_close_timeout=MODEL_TIMEOUT,

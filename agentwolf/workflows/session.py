@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from agentwolf.workflows.loop import SNAPSHOT_UNANSWERED, TurnLoop
     from agentwolf.workflows.output import structured
     from agentwolf.workflows.session_input import SessionInput
+    from agentwolf.workflows.turn_settings import TurnSettings
     from agentwolf.workflows.types import (
         SESSION_WORKFLOW,
         Approval,
@@ -113,7 +114,7 @@ class SessionWorkflow(TurnLoop):
     async def _idle(self) -> bool:
         """Wait for work (a prompt, a steer) or a snapshot; False when the session is to close: it
         was told to, or it stayed idle for `host.sessions.idle_close_after`."""
-        limit = self.inp.manifest.host.sessions.idle_close_after
+        limit = self.inp.manifest.host.sessions.idle_close_after or self.inp.idle_close_after
         try:
             await workflow.wait_condition(
                 lambda: bool(self.queue or self.steers) or self.closing or self._should_snapshot(),
@@ -121,7 +122,12 @@ class SessionWorkflow(TurnLoop):
                 timeout_summary="idle close",
             )
         except TimeoutError:
-            self._publish("limit_reached", text=f"closed after {limit} idle (host.sessions.idle_close_after)")
+            source = (
+                "host.sessions.idle_close_after"
+                if self.inp.manifest.host.sessions.idle_close_after
+                else "the idle limit the session was started with"
+            )
+            self._publish("limit_reached", text=f"closed after {limit} idle ({source})")
             return False
         return not self.closing
 
@@ -180,18 +186,18 @@ class SessionWorkflow(TurnLoop):
     # -- inputs --------------------------------------------------------------------------------
 
     @workflow.update(description="Start a turn with this prompt (or queue it); returns its turn id.")
-    def prompt(self, text: str) -> str:
-        """Start a turn (or queue it); returns its turn id."""
+    def prompt(self, text: str, settings: TurnSettings | None = None) -> str:
+        """Start a turn (or queue it); returns its turn id. `settings`: this turn's own (TurnSettings)."""
         if self._busy() and self._agent_config().double_texting == "interrupt":
             self._interrupt("interrupted by a new prompt")
         turn_id = self._next_turn_id()
-        self.queue.append(Prompt(turn_id=turn_id, text=text))
+        self.queue.append(Prompt(turn_id=turn_id, text=text, settings=settings))
         # The turn runs in its prompter's context: with tracing on, in its trace (telemetry/turns.py).
         self.turn_contexts[turn_id] = contextvars.copy_context()
         return turn_id
 
     @prompt.validator
-    def _validate_prompt(self, text: str) -> None:
+    def _validate_prompt(self, text: str, settings: TurnSettings | None = None) -> None:
         if not text.strip():
             raise ValueError("empty prompt")
         if self.closing or self.state == "done":

@@ -4,6 +4,7 @@ it needs pydantic-ai's messages, which clients that only read a session never im
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel
@@ -12,6 +13,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.workflows.contracts import CompiledAgent
+from agentwolf.workflows.turn_settings import TurnSettings
 from agentwolf.workflows.types import (
     Approval,
     ConfigUpdate,
@@ -49,6 +51,11 @@ class SessionInput(BaseModel):
     agent: str
     manifest: Manifest
     prompt: str | None = None
+    prompt_settings: TurnSettings | None = None
+    """The first prompt's own settings (`Prompt.settings`)."""
+    idle_close_after: timedelta | None = None
+    """Close after this long idle when the manifest sets no `host.sessions.idle_close_after` (the
+    default of whoever started the session: `wolf serve` gives its sessions one)."""
     background: bool = False
     keep: bool = False
     depth: int = 0

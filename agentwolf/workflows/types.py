@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from temporalio.common import SearchAttributeKey
 
 from agentwolf.config.manifest import Manifest
+from agentwolf.workflows.turn_settings import TurnSettings
 
 SessionState = Literal["idle", "running", "waiting_approval", "done"]
 TurnOutcome = Literal["completed", "interrupted", "limit", "failed"]
@@ -159,6 +160,8 @@ class Event(BaseModel):
 class Prompt(BaseModel):
     turn_id: str
     text: str
+    settings: TurnSettings | None = None
+    """What this turn alone asks of the model (an OpenAI-compatible request's settings)."""
 
 
 class Approval(BaseModel):

@@ -6,12 +6,13 @@ import asyncio
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 
 import uvicorn
 from temporalio.client import Client
 
 from agentwolf.config.manifest import Manifest
-from agentwolf.protocols.app import Served, create_app
+from agentwolf.protocols.app import IDLE_CLOSE_AFTER, Served, create_app
 from agentwolf.protocols.auth import ApiKeys
 from agentwolf.protocols.limits import ServeLimits
 from agentwolf.protocols.main import server_config
@@ -37,6 +38,7 @@ async def serving(
     keys: ApiKeys | None = None,
     cors_origins: tuple[str, ...] = (),
     limits: ServeLimits | None = None,
+    idle_close_after: timedelta | None = IDLE_CLOSE_AFTER,
     **app: object,
 ) -> AsyncIterator[str]:
     """Serve `manifest` (or a registry config) with the test keys (or, with `open_tenant`, without
@@ -51,6 +53,7 @@ async def serving(
         config_name=config_name,
         open_tenant=open_tenant,
         cors_origins=cors_origins,
+        idle_close_after=idle_close_after,
     )
     port = free_port()
     asgi = create_app(served, **app)

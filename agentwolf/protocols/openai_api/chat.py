@@ -13,6 +13,7 @@ from agentwolf.client.wolf_client import WolfClient
 from agentwolf.protocols.access import session_of
 from agentwolf.protocols.app import ApiError, json_body, principal_of, served_of, session_errors
 from agentwolf.protocols.openai_api.approvals import FINISH, waiting_note
+from agentwolf.protocols.openai_api.settings import ChatRequest, checked
 from agentwolf.protocols.openai_api.targeting import (
     SESSION_HEADER,
     ask,
@@ -22,6 +23,7 @@ from agentwolf.protocols.openai_api.targeting import (
     no_client_tools,
     prompt_text,
     resolve_target,
+    split_instructions,
     start,
 )
 from agentwolf.protocols.openai_api.turns import (
@@ -39,9 +41,11 @@ from agentwolf.workflows.types import Usage
 @session_errors("session")
 async def chat_completions(request: Request) -> Response:
     body = await json_body(request)
+    params = checked(ChatRequest, body)
     served, principal = served_of(request), principal_of(request)
     model = model_of(body)
-    messages = messages_of(body.get("messages"), "messages")
+    instructions, messages = split_instructions(messages_of(body.get("messages"), "messages"))
+    settings = params.turn_settings(instructions)
     no_client_tools(body)
     stream = flag(body, "stream")
     options = body.get("stream_options") or {}
@@ -51,9 +55,9 @@ async def chat_completions(request: Request) -> Response:
     session = request.headers.get(SESSION_HEADER, "").strip()
     if session and session != "new":  # the session has the conversation: the last message only
         await session_of(wolf, target, session)
-        rid = await ask(wolf, session, messages[-1][1])
+        rid = await ask(wolf, session, messages[-1][1], settings)
     else:  # stateless, or `X-Wolf-Session: new` for a session that stays for more turns
-        rid = await start(wolf, target, prompt_text(messages), keep=session == "new")
+        rid = await start(wolf, target, prompt_text(messages), settings, keep=session == "new")
     headers = {"X-Wolf-Session": rid.session, "X-Wolf-Response": str(rid)}
     view = TurnView(rid, model)
     if stream:

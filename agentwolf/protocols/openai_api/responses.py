@@ -22,6 +22,7 @@ from agentwolf.protocols.app import (
     session_errors,
 )
 from agentwolf.protocols.openai_api.approvals import answer, answers_of
+from agentwolf.protocols.openai_api.settings import ResponsesRequest, checked
 from agentwolf.protocols.openai_api.targeting import (
     ResponseId,
     ask,
@@ -31,6 +32,7 @@ from agentwolf.protocols.openai_api.targeting import (
     no_client_tools,
     prompt_text,
     resolve_target,
+    split_instructions,
     start,
 )
 from agentwolf.protocols.openai_api.turns import (
@@ -51,6 +53,7 @@ from agentwolf.workflows.types import SessionStatus
 @session_errors("session")
 async def create_response(request: Request) -> Response:
     body = await json_body(request)
+    params = checked(ResponsesRequest, body)
     served, principal = served_of(request), principal_of(request)
     model = model_of(body)
     no_client_tools(body)
@@ -59,9 +62,11 @@ async def create_response(request: Request) -> Response:
     answers = answers_of(given)
     items = [{"role": "user", "content": given}] if isinstance(given, str) else given
     messages = [] if answers else messages_of(items, "input")
-    instructions = body.get("instructions")
-    if instructions is not None and not isinstance(instructions, str):
-        raise ApiError(400, "`instructions` must be a string", code="invalid_value")
+    given_instructions = body.get("instructions")
+    if given_instructions is not None and not isinstance(given_instructions, str):
+        raise ApiError(400, "`instructions` must be a string", code="invalid_value", param="instructions")
+    instructions, messages = split_instructions(messages, given_instructions)
+    settings = params.turn_settings(instructions)
     target = await resolve_target(served, principal, model)
     wolf = served.wolf(principal)
     previous = body.get("previous_response_id")
@@ -76,14 +81,14 @@ async def create_response(request: Request) -> Response:
         if answers:  # the same turn goes on
             rid = await answer(wolf, named, answers)
         else:
-            rid = await ask(wolf, named.session, prompt_text(messages, instructions))
+            rid = await ask(wolf, named.session, prompt_text(messages), settings)
     elif answers:
         raise ApiError(
             400, "approval answers need the previous_response_id that asked", code="missing_previous_response"
         )
     else:  # `store: false`: nothing to continue from, so the session closes after this turn
         rid = await start(
-            wolf, target, prompt_text(messages, instructions), keep=body.get("store", True) is not False
+            wolf, target, prompt_text(messages), settings, keep=body.get("store", True) is not False
         )
     view = TurnView(rid, model, background=background)
     headers = {"X-Wolf-Session": rid.session}

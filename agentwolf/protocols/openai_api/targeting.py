@@ -12,6 +12,7 @@ from temporalio.service import RPCError
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.protocols.app import ApiError, Served, Target, not_found
 from agentwolf.protocols.auth import SERVED, Principal
+from agentwolf.workflows.turn_settings import TurnSettings
 
 RETRY_AFTER = "2"
 SESSION_HEADER = "x-wolf-session"
@@ -97,19 +98,32 @@ def messages_of(items: Any, where: str) -> list[tuple[str, str]]:
     return out
 
 
-def prompt_text(messages: list[tuple[str, str]], instructions: str | None = None) -> str:
+INSTRUCTING = ("system", "developer")
+"""Roles whose messages are instructions, not conversation."""
+
+
+def split_instructions(
+    messages: list[tuple[str, str]], given: str | None = None
+) -> tuple[str | None, list[tuple[str, str]]]:
+    """The request's instructions (`given`, then its system and developer messages) and the rest of
+    its messages. The instructions are the turn's: added to the agent's own for that turn only
+    (TurnSettings.instructions), never stored as something the user said."""
+    texts = [given or "", *(text for role, text in messages if role in INSTRUCTING)]
+    said = [(role, text) for role, text in messages if role not in INSTRUCTING]
+    return "\n\n".join(t for t in texts if t.strip()) or None, said
+
+
+def prompt_text(messages: list[tuple[str, str]]) -> str:
     """The text a new session's first turn is asked with.
 
     WolfClient cannot seed a session with a transcript (SessionInput.transcript is the continue-as-new
     snapshot, and a session started with one ignores its first prompt), so the earlier messages of a
-    stateless request travel as context at the start of the prompt text, and the agent's own
-    instructions stay its system prompt."""
+    stateless request travel as context at the start of the prompt text (its instructions travel
+    apart: `split_instructions`)."""
     *earlier, (_, last) = messages
-    if not earlier and not instructions:
+    if not earlier:
         return last
     lines = ["The conversation so far (you are the assistant):"]
-    if instructions:
-        lines.append(f"[instructions] {instructions}")
     lines += [f"[{role}] {text}" for role, text in earlier]
     return "\n".join([*lines, "", "The user's message now:", last])
 
@@ -130,6 +144,7 @@ def no_client_tools(body: dict[str, Any]) -> None:
             400,
             "client-side tools are not supported: the agent's own tools run on the server",
             code="unsupported_tools",
+            param="tools",
         )
 
 
@@ -150,11 +165,11 @@ def flag(body: dict[str, Any], name: str) -> bool:
 # -- starting and continuing turns -----------------------------------------------------------------
 
 
-async def ask(wolf: WolfClient, session_id: str, text: str) -> ResponseId:
-    """One more turn on an existing session (only this text is sent)."""
+async def ask(wolf: WolfClient, session_id: str, text: str, settings: TurnSettings | None) -> ResponseId:
+    """One more turn on an existing session (only this text is sent), with its own settings."""
     base = await wolf.event_offset(session_id)
     try:
-        turn_id = await wolf.prompt(session_id, text)
+        turn_id = await wolf.prompt(session_id, text, settings)
     except WorkflowUpdateFailedError as exc:
         message = str(getattr(exc.cause, "message", None) or exc.cause or exc)
         if "double_texting" in message:
@@ -173,13 +188,18 @@ async def ask(wolf: WolfClient, session_id: str, text: str) -> ResponseId:
     return ResponseId(session_id, _turn_number(turn_id), base)
 
 
-async def start(wolf: WolfClient, target: Target, text: str, *, keep: bool) -> ResponseId:
-    """A new session whose first turn is `text`: a background task that closes after it unless `keep`."""
+async def start(
+    wolf: WolfClient, target: Target, text: str, settings: TurnSettings | None, *, keep: bool
+) -> ResponseId:
+    """A new session whose first turn is `text` (with its own settings): a background task that
+    closes after it unless `keep`."""
     try:
         if keep:
-            session_id = await wolf.start_session(target.agent, prompt=text, **target.source)
+            session_id = await wolf.start_session(
+                target.agent, prompt=text, prompt_settings=settings, **target.source
+            )
         else:
-            session_id = await wolf.submit(text, target.agent, **target.source)
+            session_id = await wolf.submit(text, target.agent, prompt_settings=settings, **target.source)
     except ValueError as exc:
         raise ApiError(400, str(exc), code="invalid_request") from None
     return ResponseId(session_id, 1, 0)  # a fresh session's first turn, from its first event
