@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from agentwolf.config import agent_files
 from agentwolf.config.aliases import AliasError, resolve_model
 from agentwolf.config.manifest import Manifest, McpCapability, SubagentCapability
 
@@ -66,6 +67,9 @@ def parse_manifest(text: str, source: str = "<manifest>", base_dir: Path | None 
         lines = {(("host", *key) if key and key[0] in legacy else key): ln for key, ln in lines.items()}
     if base_dir is not None:
         _anchor_skill_paths(data, base_dir)
+    refused = agent_files.merge_into(data, base_dir)
+    if refused:
+        raise ManifestError(f"{source}: agents_from: agent files refused:\n" + "\n".join(refused))
     try:
         manifest = Manifest.model_validate(data)
     except ValidationError as exc:

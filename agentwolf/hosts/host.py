@@ -159,6 +159,17 @@ class AgentHost:
         await root.load()  # the first scan, in a thread: nobody reads the folder on the event loop
         return root
 
+    async def agent_folder(self, file: str) -> str:
+        """Watch the folder of a Markdown agent's file; its change source (`agents:<folder>`)."""
+        folder = str(Path(file).parent)
+        source = f"agents:{folder}"
+        if folder not in self._watchers:
+            watcher = SkillRootWatcher(Path(folder), source=source)
+            await watcher.start()
+            self._watchers[folder] = watcher
+            self.registry.add(watcher, POOL)  # observed only
+        return source
+
     def background(self, work: Coroutine[Any, Any, None]) -> None:
         """Run `work` without blocking the activity; it is cancelled when the host closes."""
         task = asyncio.create_task(work)
@@ -225,6 +236,8 @@ class AgentHost:
                     offered += [[e.name, e.description, e.uri] for e in await cap.list_skills()]
             elif kind == "skills" and name in self.skill_roots:
                 offered = [[e.name, e.description, e.uri] for e in await self.skill_roots[name].list_skills()]
+            elif kind == "agents" and name in self._watchers:
+                offered = await asyncio.to_thread(_agent_files, Path(name))
             else:
                 return None
         except (McpUnavailable, MCPError, TimeoutError, ExtensionError) as exc:
@@ -322,6 +335,11 @@ class AgentHost:
             await self.registry.close()
         finally:
             await self.pool.close()
+
+
+def _agent_files(folder: Path) -> list[object]:
+    """What a folder of Markdown agents says (names and contents), for its digest."""
+    return [[p.name, p.read_text(errors="replace")] for p in sorted(folder.glob("*.md")) if p.is_file()]
 
 
 MAX_CONFIGS_PER_HOST = 16
