@@ -32,6 +32,7 @@ from agentwolf.extensions.registry import POOL, ExtensionRegistry, Scope, ScopeL
 from agentwolf.extensions.skills import LocalSkillRoot
 from agentwolf.extensions.types import ChangeEvent, ExtensionError, SkillResource
 from agentwolf.extensions.watch import SkillRootWatcher
+from agentwolf.hosts.acp_agents import AcpRun
 from agentwolf.hosts.demo import demo_model
 from agentwolf.hosts.models import build_model
 from agentwolf.hosts.transcripts import CachedTranscript, TranscriptCache
@@ -84,6 +85,8 @@ class AgentHost:
     _pump: asyncio.Task[None] | None = None
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     _models: dict[tuple[str, ...], Model] = field(default_factory=dict)
+    acp_runs: dict[str, AcpRun] = field(default_factory=dict)
+    """The live ACP agent processes of the sessions this host serves, by workflow id."""
 
     def __post_init__(self) -> None:
         self.registry = ExtensionRegistry(
@@ -324,6 +327,7 @@ class AgentHost:
             self._pump.cancel()
         for task in list(self._tasks):
             task.cancel()
+        await asyncio.gather(*(run.close() for run in self.acp_runs.values()))
         try:
             stopped = await asyncio.gather(
                 *(w.stop() for w in self._watchers.values()), return_exceptions=True

@@ -1,0 +1,167 @@
+"""External agents over ACP as AgentWolf agents: a real ACP agent process (tests/support/acp_agent.py,
+written with the ACP Python SDK), a real Temporal server, real worker processes killed mid-turn."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from agentwolf.config.manifest import Manifest
+from agentwolf.workflows.types import Event, workflow_id
+from tests.conftest import SUPPORT, record_history, wait_for, worker_process
+from tests.support.models import Script, text
+
+ACP_AGENT = str(SUPPORT / "acp_agent.py")
+
+
+def acp_manifest(state: Path, *, load: bool = True, delay: float = 0.02) -> Manifest:
+    env = {"ACP_STATE": str(state), "ACP_CHUNK_DELAY": str(delay), **({} if load else {"ACP_NO_LOAD": "1"})}
+    return Manifest.model_validate(
+        {
+            "agents": {
+                "planner": {"model": "local:m", "instructions": "Plan."},
+                "coder": {
+                    "acp": {"command": sys.executable, "args": [ACP_AGENT], "env": env, "cwd": str(state)}
+                },
+            },
+            "teams": {"crew": {"members": ["planner", "coder"]}},
+        }
+    )
+
+
+def counter(state: Path) -> int:
+    path = state / "counter"
+    return int(path.read_text()) if path.exists() else 0
+
+
+def prompts(state: Path) -> list[str]:
+    path = state / "prompts"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+async def child_session(wolf: Any, sid: str, agent: str) -> str:
+    async for _, event in wolf.events(sid, live=False):
+        if event.kind == "child_started" and event.tool == agent:
+            return event.call_id or ""
+    raise AssertionError(f"{agent} never started")
+
+
+async def approval(wolf: Any, sid: str, offset: int = 0) -> Event:
+    async for _, event in wolf.events(sid, offset, live=False):
+        if event.kind == "approval_requested":
+            return event
+    raise AssertionError("the session ended without asking")
+
+
+async def test_a_team_of_a_native_and_an_acp_agent_streams_asks_and_completes(
+    wolf, run_worker, tmp_path, client
+):
+    script = Script(lambda s: text("please write it with permission, slow"))
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.submit("build it", "crew", acp_manifest(tmp_path, delay=0.05))
+        child = await child_session(wolf, sid, "coder")
+        asked = await approval(wolf, child)
+        assert asked.tool == "write the mark file" and asked.args == {"n": 1}
+        assert counter(tmp_path) == 0  # the tool waits for the person
+        await wolf.approve(child, asked.call_id or "")
+        deltas, events = [], []
+        async for _, event in wolf.events(child):  # live: the agent's text streams as it comes
+            events.append(event)
+            if event.kind == "text_delta":
+                deltas.append(event.text or "")
+            if event.kind == "turn_finished":
+                break
+        result = await wolf.result(sid)
+        await record_history(client, workflow_id("default", child), "acp_agent_turn")
+    assert result.outcome == "completed"
+    words = " ".join(f"w{i}" for i in range(30))
+    assert (result.output or "").strip() == f"ACP answer to: with permission, slow {words}"
+    assert prompts(tmp_path) == ["please write it with permission, slow"]  # the native member's output
+    assert counter(tmp_path) == 1
+    assert len(deltas) > 1 and "".join(deltas).endswith("w29 ")
+    kinds = [e.kind for e in events]
+    assert kinds.count("tool_call_started") == 1 and kinds.count("tool_call_finished") == 1
+    finished = next(e for e in events if e.kind == "tool_call_finished")
+    assert finished.call_id == "mark-1" and finished.outcome == "ok"
+    assert [e.outcome for e in events if e.kind == "approval_resolved"] == ["approved"]
+
+
+async def test_a_denied_permission_reaches_the_agent_and_interrupt_cancels_its_turn(
+    wolf, run_worker, tmp_path
+):
+    async with run_worker():
+        sid = await wolf.start_session("coder", acp_manifest(tmp_path, delay=0.2))
+        await wolf.prompt(sid, "ask permission")
+        asked = await approval(wolf, sid)
+        await wolf.deny(sid, asked.call_id or "", "not now")
+        async for _, event in wolf.events(sid, live=False):
+            if event.kind == "turn_finished":
+                assert event.outcome == "completed"
+                break
+        offset = await wolf.event_offset(sid)
+        await wolf.prompt(sid, "go slow")
+        async for _, event in wolf.events(sid, offset):
+            if event.kind == "text_delta":
+                await wolf.interrupt(sid, "enough")
+            if event.kind == "turn_finished":
+                assert event.outcome == "interrupted"
+                break
+        status = await wolf.status(sid)
+        assert status.state == "idle"
+        await wolf.close(sid)
+    assert counter(tmp_path) == 0  # denied: the tool never ran
+
+
+async def _kill_mid_turn(
+    env, wolf, task_queue, tmp_path, *, load: bool, record: str | None = None
+) -> tuple[Any, list[Event]]:
+    first = worker_process(env, task_queue)
+    second = None
+    try:
+        sid = await wolf.submit(
+            "write with permission, slow", "coder", acp_manifest(tmp_path, load=load, delay=0.1)
+        )
+        asked = await approval(wolf, sid)
+        await wolf.approve(sid, asked.call_id or "")
+        await wait_for(lambda: counter(tmp_path) == 1)  # the side effect happened...
+        first.send_signal(signal.SIGKILL)  # ...and the agent is still streaming its answer
+        first.wait()
+        second = worker_process(env, task_queue)
+        result = await wolf.result(sid)
+        events = [e async for _, e in wolf.events(sid, live=False)]
+        if record:
+            await record_history(env.client, workflow_id("default", sid), record)
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                proc.wait(10)
+    return result, events
+
+
+async def test_a_worker_killed_mid_turn_resumes_by_loading_the_session(env, wolf, task_queue, tmp_path):
+    result, events = await _kill_mid_turn(
+        env, wolf, task_queue, tmp_path, load=True, record="acp_agent_loaded"
+    )
+    assert result.outcome == "completed", result.output
+    assert counter(tmp_path) == 1  # the side effect was not repeated
+    assert (tmp_path / "loads").exists()  # session/load brought the agent's state back
+    assert [e.outcome for e in events if e.kind == "agent_resumed"] == ["loaded"]
+    assert [e.kind for e in events].count("approval_requested") == 1  # asked once, answered once
+    assert [e.kind for e in events].count("model_text") == 1  # the answer arrives once
+    assert result.output and result.output.startswith("ACP answer to:")
+
+
+async def test_an_agent_without_load_is_told_the_transcript_and_the_loss_is_said(
+    env, wolf, task_queue, tmp_path
+):
+    result, events = await _kill_mid_turn(env, wolf, task_queue, tmp_path, load=False)
+    assert result.outcome == "completed", result.output
+    assert [e.outcome for e in events if e.kind == "agent_resumed"] == ["lost"]
+    assert "state in this session was lost" in prompts(tmp_path)[-1]
+    assert [e.kind for e in events].count("approval_requested") == 1  # the answer was delivered again
+    assert [e.kind for e in events].count("model_text") == 1
+    assert counter(tmp_path) == 2  # its own state lost, the agent did its work again: hence the event
