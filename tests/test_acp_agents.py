@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from agentwolf.config.manifest import Manifest
+from agentwolf.config.policy import WorkerPolicy
 from agentwolf.workflows.types import Event, workflow_id
 from tests.conftest import SUPPORT, record_history, wait_for, worker_process
 from tests.support.models import Script, text
@@ -111,6 +112,7 @@ async def test_a_denied_permission_reaches_the_agent_and_interrupt_cancels_its_t
                 break
         status = await wolf.status(sid)
         assert status.state == "idle"
+        await wait_for(lambda: (tmp_path / "cancels").exists())  # it reached the agent: session/cancel
         await wolf.close(sid)
     assert counter(tmp_path) == 0  # denied: the tool never ran
 
@@ -165,3 +167,16 @@ async def test_an_agent_without_load_is_told_the_transcript_and_the_loss_is_said
     assert [e.kind for e in events].count("approval_requested") == 1  # the answer was delivered again
     assert [e.kind for e in events].count("model_text") == 1
     assert counter(tmp_path) == 2  # its own state lost, the agent did its work again: hence the event
+
+
+async def test_the_worker_policy_holds_acp_commands_like_mcp_servers(wolf, run_worker, tmp_path):
+    policy = WorkerPolicy(commands=["/bin/true"])
+    manifest = acp_manifest(tmp_path)
+    assert any(p.startswith("agents.coder.acp: command") for p in policy.problems(manifest, "default"))
+    async with run_worker(policy=policy):
+        sid = await wolf.submit("hello", "coder", manifest)
+        async for _, event in wolf.events(sid, live=False):
+            if event.kind == "turn_finished":
+                break
+    assert event.outcome == "failed" and "not allowed by the worker policy" in (event.text or "")
+    assert not (tmp_path / "prompts").exists()  # never started

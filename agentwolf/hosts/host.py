@@ -298,6 +298,8 @@ class AgentHost:
         self.sessions.pop(workflow_id, None)
         self.transcripts.pop(workflow_id)
         self.registry.clear_session(workflow_id)
+        if (run := self.acp_runs.pop(workflow_id, None)) is not None:
+            self.background(run.close())  # its ACP agent process stops
         if agent := self._served.pop(workflow_id, ""):
             self._unuse_agent(agent)
 

@@ -106,6 +106,7 @@ class Scripted(Agent):
 
     async def cancel(self, session_id: str, **_: Any) -> None:
         self.cancelled.add(session_id)
+        (STATE / "cancels").open("a").write(f"{session_id}\n")
 
     def _load(self, session_id: str) -> dict[str, Any]:
         path = STATE / f"{session_id}.json"
