@@ -118,8 +118,10 @@ async def test_a_denied_permission_reaches_the_agent_and_interrupt_cancels_its_t
 
 
 async def _kill_mid_turn(
-    env, wolf, task_queue, tmp_path, *, load: bool, record: str | None = None
+    env, wolf, task_queue, tmp_path, *, load: bool, before_answer: bool = False, record: str | None = None
 ) -> tuple[Any, list[Event]]:
+    """SIGKILL the worker while the agent streams after its tool ran (or, `before_answer`, while its
+    permission request waits for a person, answered only once the new worker runs)."""
     first = worker_process(env, task_queue)
     second = None
     try:
@@ -127,11 +129,14 @@ async def _kill_mid_turn(
             "write with permission, slow", "coder", acp_manifest(tmp_path, load=load, delay=0.1)
         )
         asked = await approval(wolf, sid)
-        await wolf.approve(sid, asked.call_id or "")
-        await wait_for(lambda: counter(tmp_path) == 1)  # the side effect happened...
-        first.send_signal(signal.SIGKILL)  # ...and the agent is still streaming its answer
+        if not before_answer:
+            await wolf.approve(sid, asked.call_id or "")
+            await wait_for(lambda: counter(tmp_path) == 1)  # the side effect happened, the agent streams on
+        first.send_signal(signal.SIGKILL)
         first.wait()
         second = worker_process(env, task_queue)
+        if before_answer:
+            await wolf.approve(sid, asked.call_id or "")
         result = await wolf.result(sid)
         events = [e async for _, e in wolf.events(sid, live=False)]
         if record:
@@ -180,3 +185,11 @@ async def test_the_worker_policy_holds_acp_commands_like_mcp_servers(wolf, run_w
                 break
     assert event.outcome == "failed" and "not allowed by the worker policy" in (event.text or "")
     assert not (tmp_path / "prompts").exists()  # never started
+
+
+async def test_a_permission_answered_after_a_restart_is_delivered_once(env, wolf, task_queue, tmp_path):
+    result, events = await _kill_mid_turn(env, wolf, task_queue, tmp_path, load=True, before_answer=True)
+    assert result.outcome == "completed", result.output
+    assert counter(tmp_path) == 1  # the tool ran once, on the new worker
+    assert [e.kind for e in events].count("approval_requested") == 1  # the agent asked again: not the person
+    assert [e.outcome for e in events if e.kind == "agent_resumed"] == ["loaded"]

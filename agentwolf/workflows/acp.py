@@ -13,7 +13,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
 
-from agentwolf.workflows.acp_types import AcpPermission, AcpSession, AcpTurnInput, AcpTurnOutput
+from agentwolf.workflows.acp_types import AcpPermission, AcpTurnInput, AcpTurnOutput
 from agentwolf.workflows.tools import ToolRouting
 from agentwolf.workflows.turn import HEARTBEAT_TIMEOUT, Turn, TurnStopped
 from agentwolf.workflows.types import PendingApproval
@@ -28,10 +28,8 @@ CONTEXT_CHARS = 20_000
 
 
 class AcpTurns(ToolRouting):
-    """Drives an ACP agent's turn; its session and home host are recorded on the workflow."""
-
-    acp_home: str | None = None
-    acp_session: AcpSession | None = None
+    """Drives an ACP agent's turn; its home host and session are recorded on the session's input
+    (`acp_home`, `acp_session`), which a continue-as-new carries."""
 
     def _runs_acp(self) -> bool:
         config = self.inp.manifest.agents.get(self.inp.agent)
@@ -46,7 +44,7 @@ class AcpTurns(ToolRouting):
         said: list[str] = []
         while True:
             out = await self._acp_step(task, context, answers)
-            self.acp_session = out.session
+            self.inp.acp_session = out.session
             if out.resumed in ("loaded", "lost"):
                 note = (
                     "the agent's session was loaded on its host again"
@@ -89,8 +87,8 @@ class AcpTurns(ToolRouting):
     async def _acp_step(self, task: str, context: str, answers: dict[str, str]) -> AcpTurnOutput:
         """One step on the home host; a home nobody serves any more is replaced once."""
         for _ in range(2):
-            if self.acp_home is None:
-                self.acp_home = await workflow.execute_activity(
+            if self.inp.acp_home is None:
+                self.inp.acp_home = await workflow.execute_activity(
                     "wolf.acp_home", result_type=str, start_to_close_timeout=timedelta(seconds=30)
                 )
             try:
@@ -103,11 +101,11 @@ class AcpTurns(ToolRouting):
                         step=self.step,
                         prompt=task,
                         context=context,
-                        session=self.acp_session,
+                        session=self.inp.acp_session,
                         answers=dict(answers),
                     ),
                     result_type=AcpTurnOutput,
-                    task_queue=self.acp_home,
+                    task_queue=self.inp.acp_home,
                     start_to_close_timeout=ACP_TURN_TIMEOUT,
                     schedule_to_start_timeout=HOME_WAIT,
                     heartbeat_timeout=HEARTBEAT_TIMEOUT,
@@ -118,7 +116,7 @@ class AcpTurns(ToolRouting):
                 cause = err.cause
                 if not (isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START):
                     raise
-                self.acp_home = None
+                self.inp.acp_home = None
         raise TurnStopped("failed", f"no worker host serves the ACP agent {self.inp.agent}")
 
     async def _acp_permission(self, asked: AcpPermission) -> str:
