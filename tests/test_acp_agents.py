@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from agentwolf.config.manifest import Manifest
 from agentwolf.config.policy import WorkerPolicy
 from agentwolf.workflows.types import Event, workflow_id
@@ -18,14 +20,17 @@ from tests.support.models import Script, text
 ACP_AGENT = str(SUPPORT / "acp_agent.py")
 
 
-def acp_manifest(state: Path, *, load: bool = True, delay: float = 0.02) -> Manifest:
+def acp_manifest(
+    state: Path, *, load: bool = True, delay: float = 0.02, permissions: dict[str, Any] | None = None
+) -> Manifest:
     env = {"ACP_STATE": str(state), "ACP_CHUNK_DELAY": str(delay), **({} if load else {"ACP_NO_LOAD": "1"})}
     return Manifest.model_validate(
         {
             "agents": {
                 "planner": {"model": "local:m", "instructions": "Plan."},
                 "coder": {
-                    "acp": {"command": sys.executable, "args": [ACP_AGENT], "env": env, "cwd": str(state)}
+                    **({"permissions": permissions} if permissions else {}),
+                    "acp": {"command": sys.executable, "args": [ACP_AGENT], "env": env, "cwd": str(state)},
                 },
             },
             "teams": {"crew": {"members": ["planner", "coder"]}},
@@ -41,6 +46,15 @@ def counter(state: Path) -> int:
 def prompts(state: Path) -> list[str]:
     path = state / "prompts"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+async def _until_turns_end(wolf: Any, sid: str, turns: int) -> Any:
+    async for offset, event in wolf.events(sid, live=False):
+        if event.kind == "turn_finished":
+            yield offset, event
+            turns -= 1
+            if not turns:
+                return
 
 
 async def child_session(wolf: Any, sid: str, agent: str) -> str:
@@ -97,11 +111,10 @@ async def test_a_denied_permission_reaches_the_agent_and_interrupt_cancels_its_t
         sid = await wolf.start_session("coder", acp_manifest(tmp_path, delay=0.2))
         await wolf.prompt(sid, "ask permission")
         asked = await approval(wolf, sid)
+        await wolf.steer(sid, "be brief")  # ACP has no way in mid-prompt: it goes with the next prompt
         await wolf.deny(sid, asked.call_id or "", "not now")
-        async for _, event in wolf.events(sid, live=False):
-            if event.kind == "turn_finished":
-                assert event.outcome == "completed"
-                break
+        finished = [e async for _, e in _until_turns_end(wolf, sid, 2)]  # the steer is the next prompt
+        assert [e.outcome for e in finished] == ["completed", "completed"]
         offset = await wolf.event_offset(sid)
         await wolf.prompt(sid, "go slow")
         async for _, event in wolf.events(sid, offset):
@@ -113,8 +126,11 @@ async def test_a_denied_permission_reaches_the_agent_and_interrupt_cancels_its_t
         status = await wolf.status(sid)
         assert status.state == "idle"
         await wait_for(lambda: (tmp_path / "cancels").exists())  # it reached the agent: session/cancel
+        (pid,) = map(int, (tmp_path / "pids").read_text().split())  # one process for both turns
         await wolf.close(sid)
+        await wait_for(lambda: not psutil.pid_exists(pid))  # the closed session's agent process stopped
     assert counter(tmp_path) == 0  # denied: the tool never ran
+    assert prompts(tmp_path) == ["ask permission", "be brief", "go slow"]
 
 
 async def _kill_mid_turn(
@@ -193,3 +209,24 @@ async def test_a_permission_answered_after_a_restart_is_delivered_once(env, wolf
     assert counter(tmp_path) == 1  # the tool ran once, on the new worker
     assert [e.kind for e in events].count("approval_requested") == 1  # the agent asked again: not the person
     assert [e.outcome for e in events if e.kind == "agent_resumed"] == ["loaded"]
+
+
+async def test_the_agents_rules_and_approval_timeout_answer_its_permission_requests(
+    wolf, run_worker, tmp_path
+):
+    async with run_worker():
+        allowed = acp_manifest(tmp_path, permissions={"rules": [{"tool": "write .*", "action": "allow"}]})
+        first = await wolf.submit("with permission", "coder", allowed)
+        events = [e async for _, e in _until_turns_end(wolf, first, 1)]
+        timed = acp_manifest(
+            tmp_path, permissions={"default": "confirm", "approval_timeout": 0.5, "timeout_outcome": "deny"}
+        )
+        second = await wolf.submit("with permission", "coder", timed)
+        [e async for _, e in _until_turns_end(wolf, second, 1)]
+        asked = [e async for _, e in wolf.events(second, live=False) if e.kind.startswith("approval")]
+    assert events[-1].outcome == "completed"
+    assert counter(tmp_path) == 1  # the rule allowed it without a person; the timeout denied it
+    assert [(e.kind, e.outcome) for e in asked] == [
+        ("approval_requested", None),
+        ("approval_resolved", "denied"),
+    ]

@@ -75,7 +75,12 @@ def create_worker(
         default_heartbeat_throttle_interval=timedelta(milliseconds=HEARTBEAT_THROTTLE_MS),
         graceful_shutdown_timeout=timedelta(seconds=10),
     )
-    home = Worker(client, task_queue=home_queue(task_queue), activities=[acp.turn], **options)
+    home = Worker(
+        client,
+        task_queue=home_queue(task_queue),
+        activities=[acp.turn, activities.release_session],
+        **options,
+    )
     worker = SessionWorker(
         client,
         home=home,

@@ -11,14 +11,16 @@ from datetime import timedelta
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
+from temporalio.exceptions import ActivityError, TimeoutType
+from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 from agentwolf.workflows.acp_types import AcpPermission, AcpTurnInput, AcpTurnOutput
 from agentwolf.workflows.tools import ToolRouting
 from agentwolf.workflows.turn import HEARTBEAT_TIMEOUT, Turn, TurnStopped
-from agentwolf.workflows.types import PendingApproval
+from agentwolf.workflows.types import Approval, PendingApproval
 
 ACP_AGENTS = "acp-agents"  # patch: an agent with `acp:` runs its turns in its ACP process
+ACP_RELEASE = "acp-release"  # patch: a closing session stops its ACP agent's process
 ACP_TURN_TIMEOUT = timedelta(hours=2)
 ACP_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=5)
 HOME_WAIT = timedelta(minutes=5)
@@ -29,7 +31,8 @@ CONTEXT_CHARS = 20_000
 
 class AcpTurns(ToolRouting):
     """Drives an ACP agent's turn; its home host and session are recorded on the session's input
-    (`acp_home`, `acp_session`), which a continue-as-new carries."""
+    (`acp_home`, `acp_session`), which a continue-as-new carries. ACP has no way in while a prompt
+    runs: steers wait, and the session sends them as the next prompt when the turn ends."""
 
     def _runs_acp(self) -> bool:
         config = self.inp.manifest.agents.get(self.inp.agent)
@@ -114,10 +117,27 @@ class AcpTurns(ToolRouting):
                 )
             except ActivityError as err:
                 cause = err.cause
-                if not (isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START):
+                if not (isinstance(cause, ActivityTimeout) and cause.type == TimeoutType.SCHEDULE_TO_START):
                     raise
                 self.inp.acp_home = None
         raise TurnStopped("failed", f"no worker host serves the ACP agent {self.inp.agent}")
+
+    async def _release_acp(self) -> None:
+        """The session closes: its ACP agent's process on the home host stops. Said, not raised, when
+        that fails (the host stops it when it closes)."""
+        if self.inp.acp_home is None or not workflow.patched(ACP_RELEASE):
+            return
+        try:
+            await workflow.execute_activity(
+                "wolf.release_session",
+                self._ref(),
+                task_queue=self.inp.acp_home,
+                start_to_close_timeout=timedelta(seconds=30),
+                schedule_to_start_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(maximum_attempts=2),
+            )
+        except ActivityError as err:
+            workflow.logger.warning("stopping the ACP agent %s failed: %s", self.inp.agent, err.cause)
 
     async def _acp_permission(self, asked: AcpPermission) -> str:
         """A person's answer (the agent's rules first) as the option id to send; "" cancels."""
@@ -134,12 +154,18 @@ class AcpTurns(ToolRouting):
         )
         self._publish("approval_requested", tool=asked.title, call_id=call_id, args=args)
         self._set_state("waiting_approval")
+        timeout = config.permissions.approval_timeout if config.permissions else None
         try:
-            await workflow.wait_condition(lambda: call_id in self.decisions)
+            await workflow.wait_condition(
+                lambda: call_id in self.decisions, timeout=timedelta(seconds=timeout) if timeout else None
+            )
+            approved, answer = self.decisions.pop(call_id)
+        except TimeoutError:
+            approved = config.permissions is not None and config.permissions.timeout_outcome == "allow"
+            answer = Approval(call_id=call_id, reason=f"no answer within {timeout:g}s")
         except asyncio.CancelledError:  # not `finally`: an evicted run may not call workflow APIs
             self._approval_ended(call_id)
             raise
-        approved, answer = self.decisions.pop(call_id)
         self._approval_ended(call_id)
         self._publish(
             "approval_resolved",

@@ -275,6 +275,7 @@ class TurnLoop(AcpTurns):
 
         A release that fails for good is said (log, event), not raised: the session has closed
         already (`session_closed` is out), and the pool's idle reaper stops the servers anyway."""
+        await self._release_acp()
         if not (self.inp.session_servers and workflow.patched(RELEASE_SESSION_SERVERS)):
             return
         try:

@@ -45,6 +45,7 @@ class Scripted(Agent):
         self.client = conn
 
     async def initialize(self, protocol_version: int, **_: Any) -> InitializeResponse:
+        (STATE / "pids").open("a").write(f"{os.getpid()}\n")
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION, agent_capabilities=AgentCapabilities(load_session=LOADS)
         )
