@@ -105,7 +105,7 @@ async def test_a_team_of_a_native_and_an_acp_agent_streams_asks_and_completes(
 
 
 async def test_a_denied_permission_reaches_the_agent_and_interrupt_cancels_its_turn(
-    wolf, run_worker, tmp_path
+    wolf, run_worker, tmp_path, client
 ):
     async with run_worker():
         sid = await wolf.start_session("coder", acp_manifest(tmp_path, delay=0.2))
@@ -129,6 +129,7 @@ async def test_a_denied_permission_reaches_the_agent_and_interrupt_cancels_its_t
         (pid,) = map(int, (tmp_path / "pids").read_text().split())  # one process for both turns
         await wolf.close(sid)
         await wait_for(lambda: not psutil.pid_exists(pid))  # the closed session's agent process stopped
+        await record_history(client, workflow_id("default", sid), "acp_agent_interrupt_release")
     assert counter(tmp_path) == 0  # denied: the tool never ran
     assert prompts(tmp_path) == ["ask permission", "be brief", "go slow"]
 

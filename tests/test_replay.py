@@ -88,6 +88,7 @@ def test_the_corpus_covers_every_feature():
         "workflow_cancel_session_servers",
         "acp_agent_turn",
         "acp_agent_loaded",
+        "acp_agent_interrupt_release",
     } <= names
 
 
