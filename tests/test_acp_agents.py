@@ -11,11 +11,12 @@ from typing import Any
 
 import psutil
 
-from agentwolf.config.manifest import Manifest
+from agentwolf.config.manifest import AgentConfig, Manifest, SubagentCapability
 from agentwolf.config.policy import WorkerPolicy
 from agentwolf.workflows.types import Event, workflow_id
 from tests.conftest import SUPPORT, record_history, wait_for, worker_process
-from tests.support.models import Script, text
+from tests.support.models import Script, sequence, text, tool
+from tests.test_skills_in_sessions import returns
 
 ACP_AGENT = str(SUPPORT / "acp_agent.py")
 
@@ -231,3 +232,21 @@ async def test_the_agents_rules_and_approval_timeout_answer_its_permission_reque
         ("approval_requested", None),
         ("approval_resolved", "denied"),
     ]
+
+
+async def test_a_native_agent_delegates_to_an_acp_agent(wolf, run_worker, tmp_path):
+    script = Script(sequence(tool("delegate", {"agent": "coder", "task": "say hello"}), text("done")))
+    manifest = acp_manifest(tmp_path)
+    manifest = manifest.model_copy(
+        update={
+            "agents": {
+                **manifest.agents,
+                "lead": AgentConfig(model="local:m", capabilities=[SubagentCapability(subagent=["coder"])]),
+            }
+        }
+    )
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.submit("go", "lead", manifest)
+        result = await wolf.result(sid)
+    assert result.outcome == "completed" and result.output == "done"
+    assert returns(script)["delegate"].strip() == "ACP answer to: say hello"
