@@ -105,28 +105,31 @@ class AcpRun:
     async def step(self, inp: AcpTurnInput, prompt: str) -> AcpTurnOutput:
         """Run the turn until it ends or asks for a permission nobody answered yet."""
         assert self.conn is not None and self.session is not None
+        self.text, self.thinking = "", ""  # this step's
+        starting = self.prompt is None or self.turn_id != inp.turn_id
+        if starting:  # answers hold for one turn: an agent may reuse its tool call ids
+            await self.stop_prompt()
+            self.turn_id, self.tool_calls, self.answers = inp.turn_id, {}, {}
         self.answers.update(inp.answers)
         if self.asking is not None and self.asking[0].tool_call_id in self.answers:
             self.asking[1].set_result(self.answers[self.asking[0].tool_call_id])
             self.asking = None
-        self.text, self.thinking = "", ""  # this step's
-        if self.prompt is None or self.turn_id != inp.turn_id:
-            await self.stop_prompt()
-            self.turn_id, self.tool_calls = inp.turn_id, {}
-            self.prompt = asyncio.create_task(
+        running = self.prompt
+        if starting or running is None:
+            running = self.prompt = asyncio.create_task(
                 self.conn.prompt(session_id=self.session.session_id, prompt=[text_block(prompt)])
             )
-        while self.asking is None and not self.prompt.done():
+        while self.asking is None and not running.done():
             self._changed.clear()
             waiter = asyncio.ensure_future(self._changed.wait())
-            await asyncio.wait({waiter, self.prompt}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({waiter, running}, return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()
         out = AcpTurnOutput(session=self.session, text=self.text, tool_calls=list(self.tool_calls.values()))
         if self.asking is not None:
             return out.model_copy(update={"permission": self.asking[0]})
-        prompt_task, self.prompt = self.prompt, None
+        self.prompt = None
         try:
-            response = prompt_task.result()
+            response = running.result()
         except RequestError as exc:
             raise AcpAgentGone(f"{self.label}: session/prompt failed: {exc}") from None
         except (ConnectionError, EOFError, RuntimeError) as exc:
