@@ -87,6 +87,9 @@ def test_the_corpus_covers_every_feature():
         "turn_task_raised",
         "workflow_cancel_session_servers",
         "turn_settings_idle_close",
+        "acp_agent_turn",
+        "acp_agent_loaded",
+        "acp_agent_interrupt_release",
     } <= names
 
 

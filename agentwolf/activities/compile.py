@@ -4,6 +4,7 @@ history, so replays see the same tools)."""
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 
 from mcp.shared.exceptions import MCPError
 from temporalio import activity
@@ -13,8 +14,9 @@ from agentwolf.activities import observe
 from agentwolf.activities.servers import activate_skills, add_session_servers
 from agentwolf.activities.session_io import heartbeating
 from agentwolf.activities.tools import tool_specs
+from agentwolf.config.agent_files import AgentFileError, reread
 from agentwolf.config.aliases import AliasError, resolve_model
-from agentwolf.config.manifest import SubagentCapability
+from agentwolf.config.manifest import AgentConfig, Manifest, SubagentCapability
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError
 from agentwolf.extensions.pool import McpUnavailable
@@ -27,6 +29,7 @@ from agentwolf.workflows.contracts import (
     CompiledAgent,
     CompileInput,
     SkillInfo,
+    ToolSpec,
     delegate_spec,
     skill_tools,
 )
@@ -41,6 +44,10 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
             type="UnknownAgent",
             non_retryable=True,
         )
+    agent_sources = []
+    if agent.file is not None:  # a Markdown agent: watched, and read again (an edit counts)
+        agent_sources.append(await host.agent_folder(agent.file))
+        agent = await _from_file(host, inp.manifest, agent)
     try:
         # Specs may carry placeholders (`${WOLF_MODEL:-test}`): they stay in what compile returns
         # (it is recorded in history) and are resolved when the model is built. Checked now, so a
@@ -95,6 +102,8 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
         activity.logger.warning("skills: %s", problem)
     defaults = inp.manifest.host.models.defaults
     tools = tool_specs(dict(zip([s.server for s in servers], listed, strict=True)), inp.manifest)  # type: ignore[attr-defined]
+    if agent.tools is not None:
+        tools = [t for t in tools if _offered(t, agent.tools)]
     compiled = CompiledAgent(
         agent=inp.agent,
         models=models,
@@ -102,7 +111,11 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
         instructions="\n\n".join(part for part in (agent.instructions, catalog) if part),
         tools=tools
         + ([delegate_spec(subagents)] if subagents else [])
-        + (skill_tools([e.name for e in entries]) if entries else [])
+        + [
+            t
+            for t in (skill_tools([e.name for e in entries]) if entries else [])
+            if agent.tools is None or _offered(t, agent.tools)
+        ]
         + [READ_TOOL_OUTPUT],
         temperature=agent.temperature if agent.temperature is not None else defaults.temperature,
         max_tokens=agent.max_tokens if agent.max_tokens is not None else defaults.max_tokens,
@@ -112,6 +125,7 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
         sources=sorted(
             {f"mcp:{s.server}" for s in servers}  # type: ignore[attr-defined]
             | {f"skills:{r.path}" for r in host.registry.visible(scope, LocalSkillRoot)}
+            | set(agent_sources)
         ),
         skills=[
             SkillInfo(
@@ -130,6 +144,22 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
     host.keep(compiled)
     host.track(inp.ref.workflow_id, compiled.sources)
     return compiled
+
+
+async def _from_file(host: AgentHost, manifest: Manifest, loaded: AgentConfig) -> AgentConfig:
+    """A Markdown agent as its file says now: an edit made since the config loaded counts."""
+    try:
+        return await asyncio.to_thread(
+            reread, loaded, manifest.host.models.aliases, manifest.host.mcp_servers
+        )
+    except AgentFileError as exc:
+        raise ApplicationError(str(exc), type="ConfigError", non_retryable=True) from None
+
+
+def _offered(spec: ToolSpec, patterns: list[str]) -> bool:
+    """Whether an agent's `tools` globs offer `spec` (by model-facing name, `server:tool` or bare name)."""
+    names = (spec.name, f"{spec.server}:{spec.tool}", spec.tool)
+    return any(fnmatch.fnmatchcase(n, p) for n in names for p in patterns)
 
 
 async def _commands(host: AgentHost, scope: Scope) -> dict[str, str]:

@@ -212,10 +212,12 @@ class SessionActivities:
     @activity.defn(name="wolf.release_session")
     async def release_session(self, ref: HostRef) -> None:
         """The session closed: this worker's host forgets it, and the MCP servers its client brought
-        (SESSION scope) stop."""
+        (SESSION scope) and its ACP agent's process stop."""
         check_tenant(ref, self.hosts.tenant)
         host = self.hosts.find(ref.config_id, ref.tenant)
         if host is not None:
+            if (run := host.acp_runs.pop(ref.workflow_id, None)) is not None:
+                await run.close()
             host.forget(ref.workflow_id)
 
     async def _host(self, ref: HostRef) -> AgentHost:

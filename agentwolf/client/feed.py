@@ -267,11 +267,11 @@ class Feed:
         out: list[Live] = []
         for activity in pending:
             name, beat = activity.activity_type.name, activity.heartbeat_details.payloads
-            if name not in ("wolf.model_request", "wolf.call_tool") or not beat:
+            if name not in ("wolf.model_request", "wolf.call_tool", "wolf.acp_turn") or not beat:
                 continue
-            details_type = LiveText if name == "wolf.model_request" else LiveTool
-            try:
-                (details,) = await self.client.data_converter.decode(beat, [details_type])
+            details_type = LiveTool if name == "wolf.call_tool" else LiveText
+            try:  # an ACP turn's second detail is for its next attempt, not for followers
+                (details,) = await self.client.data_converter.decode(beat[:1], [details_type])
             except Exception:  # noqa: BLE001, S112 - details of another version's shape: nothing to show
                 continue
             started = (

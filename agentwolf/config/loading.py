@@ -66,6 +66,9 @@ def parse_manifest(text: str, source: str = "<manifest>", base_dir: Path | None 
         lines = {(("host", *key) if key and key[0] in legacy else key): ln for key, ln in lines.items()}
     if base_dir is not None:
         _anchor_skill_paths(data, base_dir)
+    refused = _file_agents(data, base_dir)
+    if refused:
+        raise ManifestError(f"{source}: agents_from: agent files refused:\n" + "\n".join(refused))
     try:
         manifest = Manifest.model_validate(data)
     except ValidationError as exc:
@@ -79,6 +82,15 @@ def parse_manifest(text: str, source: str = "<manifest>", base_dir: Path | None 
     if problems:
         raise ManifestError(_format(source, lines, problems))
     return manifest
+
+
+def _file_agents(data: dict[str, Any], base_dir: Path | None) -> list[str]:
+    """Markdown agents of `agents_from` into `agents` (imported only then: it reads YAML frontmatter)."""
+    if not data.get("agents_from"):
+        return []
+    from agentwolf.config import agent_files
+
+    return agent_files.merge_into(data, base_dir)
 
 
 def _anchor_skill_paths(data: dict[str, Any], base_dir: Path) -> None:

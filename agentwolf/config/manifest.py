@@ -267,6 +267,17 @@ class Limits(_Strict):
     configs written before them keep their identity."""
 
 
+class AcpAgentConfig(_Strict):
+    """An external agent (Claude Code, Gemini CLI, Codex, ...) driven over the Agent Client Protocol:
+    the stdio command of its ACP adapter, held to the worker policy like an MCP server's."""
+
+    command: str
+    args: list[str] = []
+    env: dict[str, str] = {}
+    cwd: str | None = None
+    """The working directory of its ACP session (and process); default: the worker's."""
+
+
 class AgentConfig(_Strict):
     model: str | None = None
     instructions: str = ""
@@ -279,6 +290,17 @@ class AgentConfig(_Strict):
     max_tokens: int | None = None
     stream: bool = True
     """Stream model responses to followers as they come (providers that cannot stream answer whole)."""
+    description: str = Field("", exclude_if=lambda v: not v)
+    """What the agent is for (a Markdown agent's `description`), shown to people choosing one."""
+    tools: list[str] | None = Field(None, exclude_if=lambda v: v is None)
+    """Tool-name globs (the model-facing name, `server:tool` or the bare name) the agent is offered;
+    None offers every tool its capabilities bring. Set by a Markdown agent's `tools`."""
+    acp: AcpAgentConfig | None = Field(None, exclude_if=lambda v: v is None)
+    """Set: the agent is an external ACP agent; its turns run in its process, not a model loop."""
+    file: str | None = Field(None, exclude_if=lambda v: v is None)
+    """The Markdown file the agent came from (`agents_from`): the worker reads it again at compile,
+    so an edit reaches the next turn. These four are left out of the dump when unset, so configs
+    written before them keep their identity."""
 
 
 class Manifest(_Strict):
@@ -287,6 +309,9 @@ class Manifest(_Strict):
     teams: dict[str, Team] = {}
     jobs: dict[str, Job] = {}
     hooks: dict[str, Hook] = {}
+    agents_from: list[str] | Literal["default"] = Field([], exclude_if=lambda v: not v)
+    """Folders of Markdown agent files (`*.md`, Claude Code's format) read at load into `agents`
+    (agents written here win a name clash); `default` is `.claude/agents`, then `~/.claude/agents`."""
 
     def job(self, name: str) -> Job:
         """The job `name`, or a ValueError listing the known ones."""

@@ -207,6 +207,13 @@ class WorkerPolicy(BaseModel):
                     self.check_url(config.url)
             except (PolicyError, FileNotFoundError) as exc:
                 found.append(f"host.mcp_servers.{server}: {exc}")
+        for name, agent in manifest.agents.items():
+            if agent.acp is None:
+                continue
+            try:  # an ACP agent's command is held to the rules of an MCP server's
+                self.stdio_argv(McpServerConfig(**agent.acp.model_dump()), manifest.host.allowed_commands)
+            except (PolicyError, FileNotFoundError) as exc:
+                found.append(f"agents.{name}.acp: {exc}")
         return found
 
 

@@ -6,14 +6,13 @@ anything malformed with an `ExtensionError`."""
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
+from agentwolf.config.frontmatter import FrontmatterError, split_frontmatter
 from agentwolf.config.manifest import McpServerConfig
 from agentwolf.extensions.types import (
     ExtensionError,
@@ -27,7 +26,6 @@ _CLAUDE_CODE_USED = frozenset({"user-invocable", "argument-hint"})
 _CLAUDE_CODE_IGNORED = frozenset({"disable-model-invocation", "model", "context", "agent", "hooks"})
 _TOOL_PATTERN = re.compile(r"[^\s,(]+(?:\([^)]*\))?")
 """One `allowed-tools` item: `Read`, `mcp__*`, or `Bash(git add:*)` (spaces inside parentheses)."""
-_MAX_DEPTH = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,39 +42,6 @@ class ParsedSkill:
     argument_hint: str | None = None
     license: str | None = None
     compatibility: str | None = None
-
-
-class _FrontmatterLoader(yaml.SafeLoader):
-    """SafeLoader without anchors/aliases, deep nesting and duplicate keys.
-
-    Aliases let a few lines expand exponentially (billion laughs) and frontmatter never needs them;
-    PyYAML slows down quadratically with nesting depth; a duplicate key would let a reader see one
-    `name` while the parser keeps the other.
-    """
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        event = self.peek_event()
-        line = event.start_mark.line + 2  # frontmatter starts on line 2 of SKILL.md
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-            raise ExtensionError(f"YAML anchors and aliases are not allowed in frontmatter (line {line})")
-        if self._depth >= _MAX_DEPTH:
-            raise ExtensionError(f"frontmatter is nested more than {_MAX_DEPTH} levels deep (line {line})")
-        self._depth += 1
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        keys = Counter(key.value for key, _ in node.value if isinstance(key, yaml.ScalarNode))
-        duplicates = sorted(key for key, count in keys.items() if count > 1)
-        if duplicates:
-            raise ExtensionError(f"duplicate frontmatter keys: {', '.join(duplicates)}")
-        return super().construct_mapping(node, deep)
 
 
 def parse_skill_md(text: str, *, folder: str | None, origin: str, uri: str) -> ParsedSkill:
@@ -129,21 +94,10 @@ def _parse(text: str, *, folder: str | None, origin: str, uri: str) -> ParsedSki
 
 
 def _split_frontmatter(text: str) -> tuple[dict[Any, Any], str]:
-    lines = text.removeprefix("\ufeff").splitlines(keepends=True)
-    if not lines or lines[0].rstrip() != "---":
-        raise ExtensionError("SKILL.md must start with a '---' line opening its YAML frontmatter")
-    close = next((i for i, line in enumerate(lines) if i and line.rstrip() == "---"), None)
-    if close is None:
-        raise ExtensionError("the frontmatter opened by '---' on line 1 is never closed by a '---' line")
-    source = "".join(lines[1:close])
     try:
-        meta = yaml.load(source, Loader=_FrontmatterLoader)  # a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        hint = " (tabs are not allowed for indentation)" if "\t" in source else ""
-        raise ExtensionError(f"frontmatter is not valid YAML{hint}: {exc}") from None
-    if not isinstance(meta, dict):
-        raise ExtensionError(f"frontmatter must be a mapping of keys to values, not {type(meta).__name__}")
-    return meta, "".join(lines[close + 1 :]).lstrip("\r\n")
+        return split_frontmatter(text, "SKILL.md")
+    except FrontmatterError as exc:
+        raise ExtensionError(str(exc)) from None
 
 
 def _string(meta: Mapping[Any, Any], key: str) -> str | None:

@@ -32,6 +32,7 @@ from agentwolf.extensions.registry import POOL, ExtensionRegistry, Scope, ScopeL
 from agentwolf.extensions.skills import LocalSkillRoot
 from agentwolf.extensions.types import ChangeEvent, ExtensionError, SkillResource
 from agentwolf.extensions.watch import SkillRootWatcher
+from agentwolf.hosts.acp_agents import AcpRun
 from agentwolf.hosts.demo import demo_model
 from agentwolf.hosts.models import build_model
 from agentwolf.hosts.transcripts import CachedTranscript, TranscriptCache
@@ -84,6 +85,8 @@ class AgentHost:
     _pump: asyncio.Task[None] | None = None
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     _models: dict[tuple[str, ...], Model] = field(default_factory=dict)
+    acp_runs: dict[str, AcpRun] = field(default_factory=dict)
+    """The live ACP agent processes of the sessions this host serves, by workflow id."""
 
     def __post_init__(self) -> None:
         self.registry = ExtensionRegistry(
@@ -159,6 +162,17 @@ class AgentHost:
         await root.load()  # the first scan, in a thread: nobody reads the folder on the event loop
         return root
 
+    async def agent_folder(self, file: str) -> str:
+        """Watch the folder of a Markdown agent's file; its change source (`agents:<folder>`)."""
+        folder = str(Path(file).parent)
+        source = f"agents:{folder}"
+        if folder not in self._watchers:
+            watcher = SkillRootWatcher(Path(folder), source=source)
+            await watcher.start()
+            self._watchers[folder] = watcher
+            self.registry.add(watcher, POOL)  # observed only
+        return source
+
     def background(self, work: Coroutine[Any, Any, None]) -> None:
         """Run `work` without blocking the activity; it is cancelled when the host closes."""
         task = asyncio.create_task(work)
@@ -225,6 +239,8 @@ class AgentHost:
                     offered += [[e.name, e.description, e.uri] for e in await cap.list_skills()]
             elif kind == "skills" and name in self.skill_roots:
                 offered = [[e.name, e.description, e.uri] for e in await self.skill_roots[name].list_skills()]
+            elif kind == "agents" and name in self._watchers:
+                offered = await asyncio.to_thread(_agent_files, Path(name))
             else:
                 return None
         except (McpUnavailable, MCPError, TimeoutError, ExtensionError) as exc:
@@ -282,6 +298,8 @@ class AgentHost:
         self.sessions.pop(workflow_id, None)
         self.transcripts.pop(workflow_id)
         self.registry.clear_session(workflow_id)
+        if (run := self.acp_runs.pop(workflow_id, None)) is not None:
+            self.background(run.close())  # its ACP agent process stops
         if agent := self._served.pop(workflow_id, ""):
             self._unuse_agent(agent)
 
@@ -311,6 +329,7 @@ class AgentHost:
             self._pump.cancel()
         for task in list(self._tasks):
             task.cancel()
+        await asyncio.gather(*(run.close() for run in self.acp_runs.values()))
         try:
             stopped = await asyncio.gather(
                 *(w.stop() for w in self._watchers.values()), return_exceptions=True
@@ -322,6 +341,11 @@ class AgentHost:
             await self.registry.close()
         finally:
             await self.pool.close()
+
+
+def _agent_files(folder: Path) -> list[object]:
+    """What a folder of Markdown agents says (names and contents), for its digest."""
+    return [[p.name, p.read_text(errors="replace")] for p in sorted(folder.glob("*.md")) if p.is_file()]
 
 
 MAX_CONFIGS_PER_HOST = 16

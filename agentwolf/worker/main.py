@@ -6,11 +6,13 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from datetime import timedelta
+from typing import Any
 
 from temporalio.client import Client
 from temporalio.worker import Interceptor, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxRestrictions
 
+from agentwolf.activities.acp import AcpActivities, home_queue
 from agentwolf.activities.config import config_notify
 from agentwolf.activities.schedule import deliver_prompt, registry_job_session
 from agentwolf.activities.session import SessionActivities
@@ -64,8 +66,24 @@ def create_worker(
     hosts = hosts or HostRegistry(local_models, plugins=plugins, policy=policy, tenant=tenant)
     hosts.notify = _signaller(client)
     activities = SessionActivities(hosts)
-    worker = Worker(
+    acp = AcpActivities(activities)
+    options: dict[str, Any] = dict(
+        interceptors=_interceptors(client),
+        # Interrupts reach activities through heartbeat replies, and followers read live text from
+        # heartbeat details: keep the throttle short.
+        max_heartbeat_throttle_interval=timedelta(milliseconds=HEARTBEAT_THROTTLE_MS),
+        default_heartbeat_throttle_interval=timedelta(milliseconds=HEARTBEAT_THROTTLE_MS),
+        graceful_shutdown_timeout=timedelta(seconds=10),
+    )
+    home = Worker(
         client,
+        task_queue=home_queue(task_queue),
+        activities=[acp.turn, activities.release_session],
+        **options,
+    )
+    worker = SessionWorker(
+        client,
+        home=home,
         task_queue=task_queue,
         workflows=WORKFLOWS,
         activities=[
@@ -78,17 +96,30 @@ def create_worker(
             config_notify,
             deliver_prompt,
             registry_job_session,
+            acp.home,
         ],
         workflow_runner=workflow_runner,
-        interceptors=_interceptors(client),
-        # Interrupts reach activities through heartbeat replies, and followers read live text from
-        # heartbeat details: keep the throttle short.
-        max_heartbeat_throttle_interval=timedelta(milliseconds=HEARTBEAT_THROTTLE_MS),
-        default_heartbeat_throttle_interval=timedelta(milliseconds=HEARTBEAT_THROTTLE_MS),
         max_concurrent_activities=max_concurrent_activities,
-        graceful_shutdown_timeout=timedelta(seconds=10),
+        **options,
     )
     return worker, hosts
+
+
+class SessionWorker(Worker):
+    """The session worker, and beside it the worker of this host's own task queue, where the turns of
+    ACP agents run (their processes live on one host): it runs and stops with this one."""
+
+    def __init__(self, *args: Any, home: Worker, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.home = home
+
+    async def run(self) -> None:
+        home = asyncio.create_task(self.home.run())
+        try:
+            await super().run()
+        finally:
+            await self.home.shutdown()
+            await asyncio.gather(home, return_exceptions=True)
 
 
 def _interceptors(client: Client) -> list[Interceptor]:

@@ -21,6 +21,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_
 
 from agentwolf.config.manifest import Limits, Team
 from agentwolf.telemetry import metrics
+from agentwolf.workflows.acp import AcpTurns
 from agentwolf.workflows.contracts import (
     CommandInput,
     CommandOutput,
@@ -33,7 +34,6 @@ from agentwolf.workflows.contracts import (
 )
 from agentwolf.workflows.output import judge
 from agentwolf.workflows.session_input import SessionInput
-from agentwolf.workflows.tools import ToolRouting
 from agentwolf.workflows.turn import (
     COMPILE_RETRY,
     HEARTBEAT_TIMEOUT,
@@ -60,7 +60,7 @@ SNAPSHOT_UNANSWERED = "snapshot-unanswered"  # patch: no waiting snapshot while 
 SNAPSHOT_STALE = "snapshot-stale"  # patch: a waiting turn continues as new with a stale agent too
 
 
-class TurnLoop(ToolRouting):
+class TurnLoop(AcpTurns):
     """Runs a turn to its end, whatever ends it, and decides when the session continues as new."""
 
     async def _run_turn(self, prompt: Prompt) -> None:
@@ -90,6 +90,8 @@ class TurnLoop(ToolRouting):
             output = await (
                 self._run_team(team, text, turn)
                 if team
+                else self._run_acp(text, turn)
+                if self._runs_acp()
                 else self._run_steps(turn, resuming=resume is not None)
             )
         except (asyncio.CancelledError, ActivityError, ApplicationError) as err:
@@ -273,6 +275,7 @@ class TurnLoop(ToolRouting):
 
         A release that fails for good is said (log, event), not raised: the session has closed
         already (`session_closed` is out), and the pool's idle reaper stops the servers anyway."""
+        await self._release_acp()
         if not (self.inp.session_servers and workflow.patched(RELEASE_SESSION_SERVERS)):
             return
         try:

@@ -7,11 +7,12 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from pydantic_ai.messages import ModelMessage, ModelRequestPart, ToolCallPart, ToolReturnPart
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from agentwolf.config.manifest import Manifest, McpServerConfig
+from agentwolf.workflows.acp_types import AcpSession
 from agentwolf.workflows.contracts import CompiledAgent
 from agentwolf.workflows.turn_settings import TurnSettings
 from agentwolf.workflows.types import (
@@ -84,3 +85,8 @@ class SessionInput(BaseModel):
     stream_state: WorkflowStreamState | None = None
     resume: TurnSnapshot | None = None
     """A turn that continued as new while it waited for approval: it resumes where it was."""
+    acp_home: str | None = Field(None, exclude_if=lambda v: v is None)
+    """An ACP agent's home: the task queue of the host its process lives on."""
+    acp_session: AcpSession | None = Field(None, exclude_if=lambda v: v is None)
+    """An ACP agent's session there. Both are kept on the input (workflows/acp.py), so a
+    continue-as-new carries them; left out of the dump when unset."""

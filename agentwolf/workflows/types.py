@@ -123,6 +123,7 @@ EventKind = Literal[
     "config_changed",
     "extensions_changed",
     "command_expanded",
+    "agent_resumed",
     "error",
     "turn_finished",
     "session_closed",

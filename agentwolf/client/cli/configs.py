@@ -58,12 +58,21 @@ async def commands(
         problems += [p for root in host.skill_roots.values() for p in root.problems]
     finally:
         await hosts.close()
+    files = [
+        {"name": name, "description": a.description, "file": a.file}
+        for name, a in sorted(source.agents.items())
+        if a.file is not None
+    ]
     if as_json:
         commands = [{"name": f"/{c.name}", "origin": c.origin, "description": c.description} for c in listed]
         skill_list = [
             {"name": s.name, "origin": s.origin, "uri": s.uri, "description": s.description} for s in skills
         ]
-        out().print(json.dumps({"commands": commands, "skills": skill_list, "problems": problems}))
+        out().print(
+            json.dumps(
+                {"commands": commands, "skills": skill_list, "agent_files": files, "problems": problems}
+            )
+        )
         return
     from rich.table import Table
 
@@ -73,6 +82,8 @@ async def commands(
     out().print(table if listed else f"{agent} has no slash commands")
     if skills:
         out().print(inert(f"skills: {', '.join(s.name for s in skills)}"))
+    for agent_file in files:
+        out().print(inert(f"agent {agent_file['name']} ({agent_file['file']}): {agent_file['description']}"))
     for problem in problems:
         err().print(f"[yellow]warning:[/yellow] {literal(problem)}", markup=True)
 

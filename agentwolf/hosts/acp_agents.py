@@ -1,0 +1,197 @@
+"""External agents over the Agent Client Protocol: the live process of one session's ACP agent.
+
+The host owns it (like an MCP connection): a turn's activity drives it step by step, and between steps
+(while a person answers its permission request) the prompt stays in flight in the process. A worker
+that dies takes the process with it; the next attempt loads the session (`session/load`) or says the
+agent's own state is lost. Client side of the ACP Python SDK (`acp.spawn_agent_process`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from contextlib import AsyncExitStack
+from typing import Any, cast
+
+from acp import PROTOCOL_VERSION, Client, RequestError, spawn_agent_process, text_block
+from acp.client.connection import ClientSideConnection
+from acp.schema import (
+    AgentMessageChunk,
+    AgentThoughtChunk,
+    AllowedOutcome,
+    DeniedOutcome,
+    Implementation,
+    PermissionOption,
+    PromptResponse,
+    RequestPermissionResponse,
+    TextContentBlock,
+    ToolCallProgress,
+    ToolCallStart,
+    ToolCallUpdate,
+)
+
+from agentwolf.workflows.acp_types import (
+    AcpOption,
+    AcpPermission,
+    AcpSession,
+    AcpToolCall,
+    AcpTurnInput,
+    AcpTurnOutput,
+)
+
+log = logging.getLogger(__name__)
+
+CANCEL_GRACE = 5.0
+"""Seconds an agent has to end its prompt after `session/cancel` before the process is stopped."""
+
+
+class AcpAgentGone(Exception):
+    """The agent process ended or broke the protocol; a retry starts it again."""
+
+
+class AcpRun:
+    """One session's agent process and its ACP session, driven a step at a time; the ACP client side
+    for it (the methods the agent calls; no fs or terminal capability is announced, so those stay out)."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.conn: ClientSideConnection | None = None
+        self.session: AcpSession | None = None
+        self.turn_id: str | None = None
+        self.prompt: asyncio.Task[PromptResponse] | None = None
+        self.text = ""
+        self.thinking = ""
+        self.tool_calls: dict[str, AcpToolCall] = {}
+        self.answers: dict[str, str] = {}
+        self.asking: tuple[AcpPermission, asyncio.Future[str]] | None = None
+        self.replaying = False
+        self._changed = asyncio.Event()
+        self._stack = AsyncExitStack()
+        self._process: Any = None
+
+    async def start(self, command: str, args: list[str], env: dict[str, str], cwd: str) -> bool:
+        """Spawn and initialize the agent; whether it can load sessions."""
+        conn, self._process = await self._stack.enter_async_context(
+            spawn_agent_process(cast(Client, self), command, *args, env=env, cwd=cwd)
+        )
+        self.conn = conn
+        init = await conn.initialize(
+            protocol_version=PROTOCOL_VERSION, client_info=Implementation(name="agentwolf", version="1")
+        )
+        return bool(init.agent_capabilities and init.agent_capabilities.load_session)
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._process.returncode is None
+
+    async def open(self, recorded: AcpSession | None, cwd: str, loadable: bool) -> str:
+        """Attach to the recorded session (loaded, its replayed updates not shown again) or a new one;
+        how: `new`, `loaded` or `lost`."""
+        assert self.conn is not None
+        if recorded is not None and recorded.loadable and loadable:
+            self.replaying = True
+            try:
+                await self.conn.load_session(cwd=recorded.cwd, session_id=recorded.session_id)
+                self.session = recorded
+                return "loaded"
+            except RequestError as exc:  # an agent that cannot load it after all: state lost
+                log.warning("%s: session/load %s failed: %s", self.label, recorded.session_id, exc)
+            finally:
+                self.replaying = False
+        created = await self.conn.new_session(cwd=cwd)
+        self.session = AcpSession(session_id=created.session_id, cwd=cwd, loadable=loadable)
+        return "new" if recorded is None else "lost"
+
+    async def step(self, inp: AcpTurnInput, prompt: str) -> AcpTurnOutput:
+        """Run the turn until it ends or asks for a permission nobody answered yet."""
+        assert self.conn is not None and self.session is not None
+        self.text, self.thinking = "", ""  # this step's
+        starting = self.prompt is None or self.turn_id != inp.turn_id
+        if starting:  # answers hold for one turn: an agent may reuse its tool call ids
+            await self.stop_prompt()
+            self.turn_id, self.tool_calls, self.answers = inp.turn_id, {}, {}
+        self.answers.update(inp.answers)
+        if self.asking is not None and self.asking[0].tool_call_id in self.answers:
+            self.asking[1].set_result(self.answers[self.asking[0].tool_call_id])
+            self.asking = None
+        running = self.prompt
+        if starting or running is None:
+            running = self.prompt = asyncio.create_task(
+                self.conn.prompt(session_id=self.session.session_id, prompt=[text_block(prompt)])
+            )
+        while self.asking is None and not running.done():
+            self._changed.clear()
+            waiter = asyncio.ensure_future(self._changed.wait())
+            await asyncio.wait({waiter, running}, return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+        out = AcpTurnOutput(session=self.session, text=self.text, tool_calls=list(self.tool_calls.values()))
+        if self.asking is not None:
+            return out.model_copy(update={"permission": self.asking[0]})
+        self.prompt = None
+        try:
+            response = running.result()
+        except RequestError as exc:
+            raise AcpAgentGone(f"{self.label}: session/prompt failed: {exc}") from None
+        except (ConnectionError, EOFError, RuntimeError) as exc:
+            raise AcpAgentGone(f"{self.label}: the agent process stopped: {exc}") from None
+        return out.model_copy(update={"stop_reason": response.stop_reason})
+
+    async def stop_prompt(self) -> None:
+        """`session/cancel` (an interrupt): the agent ends its prompt; a waiting permission is cancelled."""
+        if self.prompt is None:
+            return
+        if self.asking is not None:
+            self.asking[1].set_result("")
+            self.asking = None
+        if self.conn is not None and self.session is not None and not self.prompt.done():
+            with contextlib.suppress(Exception):
+                await self.conn.cancel(session_id=self.session.session_id)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.shield(self.prompt), CANCEL_GRACE)
+        if not self.prompt.done():
+            self.prompt.cancel()
+        self.prompt = None
+
+    async def close(self) -> None:
+        if self.prompt is not None:
+            self.prompt.cancel()
+        with contextlib.suppress(Exception):
+            await self._stack.aclose()
+
+    # -- the ACP client side: what the agent calls --------------------------------------------------
+
+    async def session_update(self, session_id: str, update: Any, **_: Any) -> None:
+        if self.replaying:  # session/load replays the conversation: shown once already
+            return
+        if isinstance(update, AgentMessageChunk) and isinstance(update.content, TextContentBlock):
+            self.text += update.content.text
+        elif isinstance(update, AgentThoughtChunk) and isinstance(update.content, TextContentBlock):
+            self.thinking += update.content.text
+        elif isinstance(update, ToolCallStart | ToolCallProgress):
+            known = self.tool_calls.get(update.tool_call_id)
+            self.tool_calls[update.tool_call_id] = AcpToolCall(
+                call_id=update.tool_call_id,
+                title=update.title or (known.title if known else update.tool_call_id),
+                status=update.status or (known.status if known else None),
+            )
+        self._changed.set()
+
+    async def request_permission(
+        self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption], **_: Any
+    ) -> RequestPermissionResponse:
+        key = tool_call.tool_call_id
+        if key not in self.answers:  # else answered already (before a worker loss): delivered once
+            asked = AcpPermission(
+                tool_call_id=key,
+                title=tool_call.title or key,
+                raw_input=tool_call.raw_input,
+                options=[AcpOption(option_id=o.option_id, name=o.name, kind=o.kind) for o in options],
+            )
+            future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+            self.asking = (asked, future)
+            self._changed.set()
+            self.answers[key] = await future
+        option = self.answers[key]
+        if not option:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(outcome=AllowedOutcome(option_id=option, outcome="selected"))

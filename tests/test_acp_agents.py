@@ -1,0 +1,255 @@
+"""External agents over ACP as AgentWolf agents: a real ACP agent process (tests/support/acp_agent.py,
+written with the ACP Python SDK), a real Temporal server, real worker processes killed mid-turn."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from agentwolf.config.manifest import AgentConfig, Manifest, SubagentCapability
+from agentwolf.config.policy import WorkerPolicy
+from agentwolf.workflows.types import Event, workflow_id
+from tests.conftest import SUPPORT, record_history, wait_for, worker_process
+from tests.support.models import Script, sequence, text, tool
+from tests.test_skills_in_sessions import returns
+
+ACP_AGENT = str(SUPPORT / "acp_agent.py")
+
+
+def acp_manifest(
+    state: Path, *, load: bool = True, delay: float = 0.02, permissions: dict[str, Any] | None = None
+) -> Manifest:
+    env = {"ACP_STATE": str(state), "ACP_CHUNK_DELAY": str(delay), **({} if load else {"ACP_NO_LOAD": "1"})}
+    return Manifest.model_validate(
+        {
+            "agents": {
+                "planner": {"model": "local:m", "instructions": "Plan."},
+                "coder": {
+                    **({"permissions": permissions} if permissions else {}),
+                    "acp": {"command": sys.executable, "args": [ACP_AGENT], "env": env, "cwd": str(state)},
+                },
+            },
+            "teams": {"crew": {"members": ["planner", "coder"]}},
+        }
+    )
+
+
+def counter(state: Path) -> int:
+    path = state / "counter"
+    return int(path.read_text()) if path.exists() else 0
+
+
+def prompts(state: Path) -> list[str]:
+    path = state / "prompts"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+async def _until_turns_end(wolf: Any, sid: str, turns: int) -> Any:
+    async for offset, event in wolf.events(sid, live=False):
+        if event.kind == "turn_finished":
+            yield offset, event
+            turns -= 1
+            if not turns:
+                return
+
+
+async def child_session(wolf: Any, sid: str, agent: str) -> str:
+    async for _, event in wolf.events(sid, live=False):
+        if event.kind == "child_started" and event.tool == agent:
+            return event.call_id or ""
+    raise AssertionError(f"{agent} never started")
+
+
+async def approval(wolf: Any, sid: str, offset: int = 0) -> Event:
+    async for _, event in wolf.events(sid, offset, live=False):
+        if event.kind == "approval_requested":
+            return event
+    raise AssertionError("the session ended without asking")
+
+
+async def test_a_team_of_a_native_and_an_acp_agent_streams_asks_and_completes(
+    wolf, run_worker, tmp_path, client
+):
+    script = Script(lambda s: text("please write it with permission, slow"))
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.submit("build it", "crew", acp_manifest(tmp_path, delay=0.1))
+        child = await child_session(wolf, sid, "coder")
+        asked = await approval(wolf, child)
+        assert asked.tool == "write the mark file" and asked.args == {"n": 1}
+        assert counter(tmp_path) == 0  # the tool waits for the person
+        await wolf.approve(child, asked.call_id or "")
+        deltas, events = [], []
+        async for _, event in wolf.events(child):  # live: the agent's text streams as it comes
+            events.append(event)
+            if event.kind == "text_delta":
+                deltas.append(event)
+            if event.kind == "turn_finished":
+                break
+        result = await wolf.result(sid)
+        await record_history(client, workflow_id("default", child), "acp_agent_turn")
+    assert result.outcome == "completed"
+    words = " ".join(f"w{i}" for i in range(30))
+    assert (result.output or "").strip() == f"ACP answer to: with permission, slow {words}"
+    assert prompts(tmp_path) == ["please write it with permission, slow"]  # the native member's output
+    assert counter(tmp_path) == 1
+    # A delta with an attempt was read from the running step's heartbeats (text a follower first sees
+    # at the step's model_text has none); the deltas join to the step's text.
+    assert any(d.attempt is not None for d in deltas)
+    assert "".join(d.text or "" for d in deltas).endswith("w29 ")
+    kinds = [e.kind for e in events]
+    assert kinds.count("tool_call_started") == 1 and kinds.count("tool_call_finished") == 1
+    finished = next(e for e in events if e.kind == "tool_call_finished")
+    assert finished.call_id == "mark-1" and finished.outcome == "ok"
+    assert [e.outcome for e in events if e.kind == "approval_resolved"] == ["approved"]
+
+
+async def test_a_denied_permission_reaches_the_agent_and_interrupt_cancels_its_turn(
+    wolf, run_worker, tmp_path, client
+):
+    async with run_worker():
+        sid = await wolf.start_session("coder", acp_manifest(tmp_path, delay=0.2))
+        await wolf.prompt(sid, "ask permission")
+        asked = await approval(wolf, sid)
+        await wolf.steer(sid, "be brief")  # ACP has no way in mid-prompt: it goes with the next prompt
+        await wolf.deny(sid, asked.call_id or "", "not now")
+        finished = [e async for _, e in _until_turns_end(wolf, sid, 2)]  # the steer is the next prompt
+        assert [e.outcome for e in finished] == ["completed", "completed"]
+        offset = await wolf.event_offset(sid)
+        await wolf.prompt(sid, "go slow")
+        async for _, event in wolf.events(sid, offset):
+            if event.kind == "text_delta":
+                await wolf.interrupt(sid, "enough")
+            if event.kind == "turn_finished":
+                assert event.outcome == "interrupted"
+                break
+        status = await wolf.status(sid)
+        assert status.state == "idle"
+        await wait_for(lambda: (tmp_path / "cancels").exists())  # it reached the agent: session/cancel
+        (pid,) = map(int, (tmp_path / "pids").read_text().split())  # one process for both turns
+        await wolf.close(sid)
+        await wait_for(lambda: not psutil.pid_exists(pid))  # the closed session's agent process stopped
+        await record_history(client, workflow_id("default", sid), "acp_agent_interrupt_release")
+    assert counter(tmp_path) == 0  # denied: the tool never ran
+    assert prompts(tmp_path) == ["ask permission", "be brief", "go slow"]
+
+
+async def _kill_mid_turn(
+    env, wolf, task_queue, tmp_path, *, load: bool, before_answer: bool = False, record: str | None = None
+) -> tuple[Any, list[Event]]:
+    """SIGKILL the worker while the agent streams after its tool ran (or, `before_answer`, while its
+    permission request waits for a person, answered only once the new worker runs)."""
+    first = worker_process(env, task_queue)
+    second = None
+    try:
+        sid = await wolf.submit(
+            "write with permission, slow", "coder", acp_manifest(tmp_path, load=load, delay=0.1)
+        )
+        asked = await approval(wolf, sid)
+        if not before_answer:
+            await wolf.approve(sid, asked.call_id or "")
+            await wait_for(lambda: counter(tmp_path) == 1)  # the side effect happened, the agent streams on
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        second = worker_process(env, task_queue)
+        if before_answer:
+            await wolf.approve(sid, asked.call_id or "")
+        result = await wolf.result(sid)
+        events = [e async for _, e in wolf.events(sid, live=False)]
+        if record:
+            await record_history(env.client, workflow_id("default", sid), record)
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                proc.wait(10)
+    return result, events
+
+
+async def test_a_worker_killed_mid_turn_resumes_by_loading_the_session(env, wolf, task_queue, tmp_path):
+    result, events = await _kill_mid_turn(
+        env, wolf, task_queue, tmp_path, load=True, record="acp_agent_loaded"
+    )
+    assert result.outcome == "completed", result.output
+    assert counter(tmp_path) == 1  # the side effect was not repeated
+    assert (tmp_path / "loads").exists()  # session/load brought the agent's state back
+    assert [e.outcome for e in events if e.kind == "agent_resumed"] == ["loaded"]
+    assert [e.kind for e in events].count("approval_requested") == 1  # asked once, answered once
+    assert [e.kind for e in events].count("model_text") == 1  # the answer arrives once
+    assert result.output and result.output.startswith("ACP answer to:")
+
+
+async def test_an_agent_without_load_is_told_the_transcript_and_the_loss_is_said(
+    env, wolf, task_queue, tmp_path
+):
+    result, events = await _kill_mid_turn(env, wolf, task_queue, tmp_path, load=False)
+    assert result.outcome == "completed", result.output
+    assert [e.outcome for e in events if e.kind == "agent_resumed"] == ["lost"]
+    assert "state in this session was lost" in prompts(tmp_path)[-1]
+    assert [e.kind for e in events].count("approval_requested") == 1  # the answer was delivered again
+    assert [e.kind for e in events].count("model_text") == 1
+    assert counter(tmp_path) == 2  # its own state lost, the agent did its work again: hence the event
+
+
+async def test_the_worker_policy_holds_acp_commands_like_mcp_servers(wolf, run_worker, tmp_path):
+    policy = WorkerPolicy(commands=["/bin/true"])
+    manifest = acp_manifest(tmp_path)
+    assert any(p.startswith("agents.coder.acp: command") for p in policy.problems(manifest, "default"))
+    async with run_worker(policy=policy):
+        sid = await wolf.submit("hello", "coder", manifest)
+        async for _, event in wolf.events(sid, live=False):
+            if event.kind == "turn_finished":
+                break
+    assert event.outcome == "failed" and "not allowed by the worker policy" in (event.text or "")
+    assert not (tmp_path / "prompts").exists()  # never started
+
+
+async def test_a_permission_answered_after_a_restart_is_delivered_once(env, wolf, task_queue, tmp_path):
+    result, events = await _kill_mid_turn(env, wolf, task_queue, tmp_path, load=True, before_answer=True)
+    assert result.outcome == "completed", result.output
+    assert counter(tmp_path) == 1  # the tool ran once, on the new worker
+    assert [e.kind for e in events].count("approval_requested") == 1  # the agent asked again: not the person
+    assert [e.outcome for e in events if e.kind == "agent_resumed"] == ["loaded"]
+
+
+async def test_the_agents_rules_and_approval_timeout_answer_its_permission_requests(
+    wolf, run_worker, tmp_path
+):
+    async with run_worker():
+        allowed = acp_manifest(tmp_path, permissions={"rules": [{"tool": "write .*", "action": "allow"}]})
+        first = await wolf.submit("with permission", "coder", allowed)
+        events = [e async for _, e in _until_turns_end(wolf, first, 1)]
+        timed = acp_manifest(
+            tmp_path, permissions={"default": "confirm", "approval_timeout": 0.5, "timeout_outcome": "deny"}
+        )
+        second = await wolf.submit("with permission", "coder", timed)
+        [e async for _, e in _until_turns_end(wolf, second, 1)]
+        asked = [e async for _, e in wolf.events(second, live=False) if e.kind.startswith("approval")]
+    assert events[-1].outcome == "completed"
+    assert counter(tmp_path) == 1  # the rule allowed it without a person; the timeout denied it
+    assert [(e.kind, e.outcome) for e in asked] == [
+        ("approval_requested", None),
+        ("approval_resolved", "denied"),
+    ]
+
+
+async def test_a_native_agent_delegates_to_an_acp_agent(wolf, run_worker, tmp_path):
+    script = Script(sequence(tool("delegate", {"agent": "coder", "task": "say hello"}), text("done")))
+    manifest = acp_manifest(tmp_path)
+    manifest = manifest.model_copy(
+        update={
+            "agents": {
+                **manifest.agents,
+                "lead": AgentConfig(model="local:m", capabilities=[SubagentCapability(subagent=["coder"])]),
+            }
+        }
+    )
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.submit("go", "lead", manifest)
+        result = await wolf.result(sid)
+    assert result.outcome == "completed" and result.output == "done"
+    assert returns(script)["delegate"].strip() == "ACP answer to: say hello"
