@@ -14,9 +14,10 @@ from agentwolf.activities.servers import activate_skills, add_session_servers
 from agentwolf.activities.session_io import heartbeating
 from agentwolf.activities.tools import tool_specs
 from agentwolf.config.aliases import AliasError, resolve_model
-from agentwolf.config.manifest import SubagentCapability
+from agentwolf.config.manifest import CodeModeCapability, SubagentCapability
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError
+from agentwolf.extensions import code_mode
 from agentwolf.extensions.pool import McpUnavailable
 from agentwolf.extensions.registry import Scope
 from agentwolf.extensions.skills import LocalSkillRoot
@@ -95,15 +96,22 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
         activity.logger.warning("skills: %s", problem)
     defaults = inp.manifest.host.models.defaults
     tools = tool_specs(dict(zip([s.server for s in servers], listed, strict=True)), inp.manifest)  # type: ignore[attr-defined]
+    tools = (
+        tools
+        + ([delegate_spec(subagents)] if subagents else [])
+        + (skill_tools([e.name for e in entries]) if entries else [])
+        + [READ_TOOL_OUTPUT]
+    )
+    code = next((c.code_mode for c in agent.capabilities if isinstance(c, CodeModeCapability)), None)
+    tools, script_tools = code_mode.split_tools(tools, code) if code else (tools, [])
     compiled = CompiledAgent(
         agent=inp.agent,
         models=models,
         labels=[observe.model_label(spec, host.secrets) for spec in models],
         instructions="\n\n".join(part for part in (agent.instructions, catalog) if part),
-        tools=tools
-        + ([delegate_spec(subagents)] if subagents else [])
-        + (skill_tools([e.name for e in entries]) if entries else [])
-        + [READ_TOOL_OUTPUT],
+        tools=[code_mode.run_code_spec(script_tools, code), *tools] if code else tools,
+        script_tools=script_tools,
+        code_mode=code,
         temperature=agent.temperature if agent.temperature is not None else defaults.temperature,
         max_tokens=agent.max_tokens if agent.max_tokens is not None else defaults.max_tokens,
         tool_output_chars=agent.limits.tool_output_chars,

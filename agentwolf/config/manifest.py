@@ -132,7 +132,25 @@ class SkillsCapability(_Strict):
         return DEFAULT_SKILL_PATHS if self.skills == "default" else self.skills
 
 
-Capability = McpCapability | SubagentCapability | SkillsCapability
+class CodeModeSettings(_Strict):
+    """What a code-mode script may do: its tool calls, its time running in the sandbox, its memory."""
+
+    tools: list[str] | None = None
+    """Tool names (globs) the script may call; None: every tool of the agent's other capabilities."""
+    max_calls: int = Field(50, ge=1, le=1000)
+    timeout_s: float = Field(30.0, gt=0, le=600)
+    """Seconds the script may compute (waiting for its tool calls does not count)."""
+    memory_mb: int = Field(64, ge=1, le=4096)
+
+
+class CodeModeCapability(_Strict):
+    """`{code_mode: {max_calls: 50}}`: the model is offered `run_code(code)` instead of the tools; the
+    script calls them as Python functions, each an ordinary (recorded, permitted) tool call."""
+
+    code_mode: CodeModeSettings = CodeModeSettings()
+
+
+Capability = McpCapability | SubagentCapability | SkillsCapability | CodeModeCapability
 
 
 class SkillSettings(_Strict):

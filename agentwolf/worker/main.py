@@ -11,6 +11,7 @@ from temporalio.client import Client
 from temporalio.worker import Interceptor, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxRestrictions
 
+from agentwolf.activities.code import code_resume, code_start
 from agentwolf.activities.config import config_notify
 from agentwolf.activities.schedule import deliver_prompt, registry_job_session
 from agentwolf.activities.session import SessionActivities
@@ -75,6 +76,8 @@ def create_worker(
             activities.read_skill,
             activities.expand_command,
             activities.release_session,
+            code_start,
+            code_resume,
             config_notify,
             deliver_prompt,
             registry_job_session,

@@ -21,6 +21,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_
 
 from agentwolf.config.manifest import Limits, Team
 from agentwolf.telemetry import metrics
+from agentwolf.workflows.code import CodeRouting
 from agentwolf.workflows.contracts import (
     CommandInput,
     CommandOutput,
@@ -33,7 +34,6 @@ from agentwolf.workflows.contracts import (
 )
 from agentwolf.workflows.output import judge
 from agentwolf.workflows.session_input import SessionInput
-from agentwolf.workflows.tools import ToolRouting
 from agentwolf.workflows.turn import (
     COMPILE_RETRY,
     HEARTBEAT_TIMEOUT,
@@ -60,7 +60,7 @@ SNAPSHOT_UNANSWERED = "snapshot-unanswered"  # patch: no waiting snapshot while 
 SNAPSHOT_STALE = "snapshot-stale"  # patch: a waiting turn continues as new with a stale agent too
 
 
-class TurnLoop(ToolRouting):
+class TurnLoop(CodeRouting):
     """Runs a turn to its end, whatever ends it, and decides when the session continues as new."""
 
     async def _run_turn(self, prompt: Prompt) -> None:

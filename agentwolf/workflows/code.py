@@ -1,0 +1,125 @@
+"""Code mode in the workflow: a `run_code` call runs its script in the sandbox (activities), and each
+tool call the script makes runs here as the session's ordinary tool call (rules, approvals, fast path,
+events nested under `run_code`), so every completed call is in history. Between calls the script is a
+snapshot: a worker lost mid-script resumes from the last one and repeats no call.
+
+Imported passed through, like tools.py: it calls only `workflow.*` and deterministic helpers.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from pydantic_ai.messages import ToolCallPart, ToolReturnPart
+from temporalio import workflow
+
+from agentwolf.config.manifest import CodeModeSettings
+from agentwolf.workflows.contracts import CODE, CompiledAgent, ToolCallOutput, ToolOutcome, ToolSpec
+from agentwolf.workflows.script import (
+    ScriptCall,
+    ScriptLimits,
+    ScriptResult,
+    ScriptResume,
+    ScriptStart,
+    ScriptStep,
+    parameter_order,
+)
+from agentwolf.workflows.tools import ToolRouting
+from agentwolf.workflows.turn import HEARTBEAT_TIMEOUT, TOOL_RETRY, all_or_cancel, short
+
+CODE_MODE = "code-mode"  # patch: `run_code` runs a script whose tool calls are the session's own
+
+
+class CodeRouting(ToolRouting):
+    """Tool routing that also runs code-mode scripts."""
+
+    async def _route_call(
+        self,
+        compiled: CompiledAgent,
+        spec: ToolSpec | None,
+        call: ToolCallPart,
+        index: int,
+        key: str,
+        arguments: dict[str, Any],
+    ) -> tuple[ToolCallOutput, ToolOutcome | None]:
+        if spec is None or spec.server != CODE or not workflow.patched(CODE_MODE):
+            return await super()._route_call(compiled, spec, call, index, key, arguments)
+        refusal = await self._permission(compiled, spec, call, key, arguments)
+        if refusal is not None:
+            return ToolCallOutput(content=refusal, is_error=True), ToolOutcome.DENIED
+        code = arguments.get("code")
+        if not isinstance(code, str) or not code.strip():
+            return ToolCallOutput(content="run_code needs `code`: a Python script", is_error=True), None
+        return await self._run_code(compiled, call, index, key, code), None
+
+    async def _run_code(
+        self, compiled: CompiledAgent, call: ToolCallPart, index: int, key: str, code: str
+    ) -> ToolCallOutput:
+        """Start the script, then answer its calls and resume it until it ends; its printed output and
+        value are the result, its traceback an error."""
+        settings = compiled.code_mode or CodeModeSettings()
+        functions = {t.name: parameter_order(t) for t in compiled.script_tools}
+        limits = ScriptLimits(memory_mb=settings.memory_mb, timeout_s=settings.timeout_s)
+        step = await self._sandbox(
+            "wolf.code_start", ScriptStart(code=code, functions=functions, limits=limits), settings
+        )
+        printed, made = [step.stdout], 0
+        while step.calls and step.snapshot is not None:
+            results = await all_or_cancel(
+                [
+                    self._script_call(compiled, call, index, key, c, made + i + 1, settings.max_calls)
+                    for i, c in enumerate(step.calls)
+                ],
+                self._limits().max_parallel_tools,
+            )
+            made += len(step.calls)
+            resume = ScriptResume(snapshot=step.snapshot, functions=functions, results=results, limits=limits)
+            step = await self._sandbox("wolf.code_resume", resume, settings)
+            printed.append(step.stdout)
+        text = "".join(printed)
+        if step.error is not None:
+            return ToolCallOutput(content=f"{text}\n{step.error}".lstrip("\n"), is_error=True)
+        if step.output is not None:
+            text += f"{'' if not text or text.endswith(chr(10)) else chr(10)}-> {step.output}"
+        return ToolCallOutput(content=text or "(no output: print results or end with an expression)")
+
+    async def _script_call(
+        self,
+        compiled: CompiledAgent,
+        call: ToolCallPart,
+        index: int,
+        key: str,
+        script_call: ScriptCall,
+        number: int,
+        max_calls: int,
+    ) -> ScriptResult:
+        """One call of the script, as the session's tool call `<run_code call id>.<number>`."""
+        if number > max_calls:
+            return ScriptResult(
+                id=script_call.id,
+                content=f"call limit: a script makes at most {max_calls} tool calls",
+                outcome=ToolOutcome.DENIED,
+            )
+        nested = ToolCallPart(
+            tool_name=script_call.function,
+            args=script_call.arguments,
+            tool_call_id=f"{call.tool_call_id}.{number}",
+        )
+        part: ToolReturnPart = await self._call_tool(
+            compiled, nested, index, f"{key}.{number}", {}, parent=call.tool_call_id
+        )
+        return ScriptResult(id=script_call.id, content=str(part.content), outcome=ToolOutcome(part.outcome))
+
+    async def _sandbox(
+        self, activity: str, inp: ScriptStart | ScriptResume, settings: CodeModeSettings
+    ) -> ScriptStep:
+        return await workflow.execute_activity(
+            activity,
+            inp,
+            result_type=ScriptStep,
+            start_to_close_timeout=timedelta(seconds=settings.timeout_s + 30),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            retry_policy=TOOL_RETRY,
+            summary=short(f"{activity.removeprefix('wolf.')} {self.turn_id} step {self.step}"),
+        )
