@@ -88,6 +88,7 @@ def test_the_corpus_covers_every_feature():
         "workflow_cancel_session_servers",
         "code_mode",
         "code_mode_approval",
+        "web_fetch",
     } <= names
 
 

@@ -14,7 +14,7 @@ from agentwolf.activities.servers import activate_skills, add_session_servers
 from agentwolf.activities.session_io import heartbeating
 from agentwolf.activities.tools import tool_specs
 from agentwolf.config.aliases import AliasError, resolve_model
-from agentwolf.config.manifest import CodeModeCapability, SubagentCapability
+from agentwolf.config.manifest import CodeModeCapability, SubagentCapability, WebCapability
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError
 from agentwolf.extensions import code_mode
@@ -31,6 +31,7 @@ from agentwolf.workflows.contracts import (
     delegate_spec,
     skill_tools,
 )
+from agentwolf.workflows.web_tools import web_tools
 
 
 async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
@@ -101,6 +102,7 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
         + ([delegate_spec(subagents)] if subagents else [])
         + (skill_tools([e.name for e in entries]) if entries else [])
         + [READ_TOOL_OUTPUT]
+        + [t for c in agent.capabilities if isinstance(c, WebCapability) for t in web_tools(c.web)]
     )
     code = next((c.code_mode for c in agent.capabilities if isinstance(c, CodeModeCapability)), None)
     tools, script_tools = code_mode.split_tools(tools, code) if code else (tools, [])

@@ -150,7 +150,39 @@ class CodeModeCapability(_Strict):
     code_mode: CodeModeSettings = CodeModeSettings()
 
 
-Capability = McpCapability | SubagentCapability | SkillsCapability | CodeModeCapability
+class WebSearchSettings(_Strict):
+    """Where `web_search` asks: an HTTP search API answering in Brave Search's JSON shape (`url`, its
+    key a `${VAR}` the worker policy allows), or a tool of an MCP server taking `query`."""
+
+    url: str | None = None
+    api_key: str | None = None
+    mcp: str | None = None
+    tool: str = "search"
+
+    @model_validator(mode="after")
+    def _one_provider(self) -> WebSearchSettings:
+        if (self.url is None) == (self.mcp is None):
+            raise ValueError("web search needs exactly one of `url` (an HTTP search API) or `mcp` (a server)")
+        return self
+
+
+class WebSettings(_Strict):
+    fetch: bool = True
+    search: WebSearchSettings | None = None
+    max_bytes: int = Field(5_000_000, ge=1000)
+    """A page is read up to this many bytes; the rest is left unread."""
+    timeout_s: float = Field(30.0, gt=0, le=300)
+    """A fetch (every redirect included) ends after this long."""
+
+
+class WebCapability(_Strict):
+    """`{web: {fetch: true, search: {url: ..., api_key: ${KEY}}}}`: `web_fetch(url, max_chars)` (the page as
+    Markdown) and `web_search(query)`. Where a fetch may go is the worker policy's call (`web_private`)."""
+
+    web: WebSettings = WebSettings()
+
+
+Capability = McpCapability | SubagentCapability | SkillsCapability | CodeModeCapability | WebCapability
 
 
 class SkillSettings(_Strict):

@@ -15,6 +15,7 @@ from agentwolf.activities.code import code_resume, code_start
 from agentwolf.activities.config import config_notify
 from agentwolf.activities.schedule import deliver_prompt, registry_job_session
 from agentwolf.activities.session import SessionActivities
+from agentwolf.activities.web import WebActivities
 from agentwolf.config.policy import WorkerPolicy, redact_logs
 from agentwolf.defaults import TASK_QUEUE
 from agentwolf.hosts.host import HostRegistry, Notify
@@ -78,6 +79,7 @@ def create_worker(
             activities.release_session,
             code_start,
             code_resume,
+            WebActivities(hosts).web,
             config_notify,
             deliver_prompt,
             registry_job_session,

@@ -25,13 +25,13 @@ from agentwolf.workflows.script import (
     ScriptStep,
     parameter_order,
 )
-from agentwolf.workflows.tools import ToolRouting
 from agentwolf.workflows.turn import HEARTBEAT_TIMEOUT, TOOL_RETRY, all_or_cancel, short
+from agentwolf.workflows.web import WebRouting
 
 CODE_MODE = "code-mode"  # patch: `run_code` runs a script whose tool calls are the session's own
 
 
-class CodeRouting(ToolRouting):
+class CodeRouting(WebRouting):
     """Tool routing that also runs code-mode scripts."""
 
     async def _route_call(
