@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic_ai.messages import ModelRequest, ToolCallPart
 
-from agentwolf.config.manifest import Manifest
+from agentwolf.config.manifest import Manifest, SessionSettings
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import (
     make_manifest,
@@ -21,7 +21,7 @@ from tests.conftest import (
 )
 from tests.support.models import Script, sequence, text, tool
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
-from tests.support.polls import tool_returns
+from tests.support.polls import in_state, tool_returns
 
 
 def _manifest(effects: Path | None = None, code_mode: dict[str, Any] | None = None, **agent: Any) -> Manifest:
@@ -194,3 +194,31 @@ print("six calls")
     assert ret.tool_name == "run_code" and ret.outcome == "success"
     assert sum(isinstance(m, ModelRequest) for m in transcript) == 2
     assert len(server.requests) == 2
+
+
+async def test_a_script_waiting_for_approval_never_continues_as_new(wolf, run_worker, tmp_path):
+    """A long approval wait continues as new, but not while a script waits: its next run would start
+    the script again."""
+    effects = tmp_path / "effects"
+    code = "total = await add(a=1, b=2)\nprint(await record(tag='one'), total)"
+    script = _script(code)
+    manifest = _manifest(effects, permissions={"rules": [{"tool": "record", "action": "confirm"}]})
+    manifest = manifest.model_copy(
+        update={
+            "host": manifest.host.model_copy(update={"sessions": SessionSettings(continue_as_new_bytes=1)})
+        }
+    )
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.submit("work", "a", manifest)
+        await wait_for(lambda: in_state(wolf, sid, "waiting_approval"))
+        for i in range(40):  # inputs that grow a waiting run's history
+            await wolf.steer(sid, f"hint {i}")
+        status = await wolf.status(sid)
+        assert status.state == "waiting_approval" and status.counters.continued_as_new == 0
+        await wolf.approve(sid, "rc.2")
+        await wolf.result(sid)
+        events = [e async for _, e in wolf.events(sid, live=False)]
+    (result,) = tool_returns(script.requests[1][-1:])
+    assert result.content == "recorded one 3\n"
+    assert effects.read_text().split() == ["one"]
+    assert [e.call_id for e in events if e.kind == "tool_call_started" and e.tool == "add"] == ["rc.1"]

@@ -34,6 +34,10 @@ CODE_MODE = "code-mode"  # patch: `run_code` runs a script whose tool calls are 
 class CodeRouting(WebRouting):
     """Tool routing that also runs code-mode scripts."""
 
+    running_scripts: int = 0
+    """Scripts under way: a turn waiting for approval does not continue as new while one is (the
+    next run would start the script again, and repeat its calls)."""
+
     async def _route_call(
         self,
         compiled: CompiledAgent,
@@ -51,7 +55,11 @@ class CodeRouting(WebRouting):
         code = arguments.get("code")
         if not isinstance(code, str) or not code.strip():
             return ToolCallOutput(content="run_code needs `code`: a Python script", is_error=True), None
-        return await self._run_code(compiled, call, index, key, code), None
+        self.running_scripts += 1
+        try:
+            return await self._run_code(compiled, call, index, key, code), None
+        finally:
+            self.running_scripts -= 1
 
     async def _run_code(
         self, compiled: CompiledAgent, call: ToolCallPart, index: int, key: str, code: str

@@ -379,7 +379,7 @@ class TurnLoop(CodeRouting):
         if self.state != "waiting_approval" or turn is None or self.turn_task is None:
             return False
         waiting = len(turn.open_calls) - len(turn.finished)
-        if waiting != len(self.pending_approvals):
+        if waiting != len(self.pending_approvals) or self.running_scripts:
             return False
         info = workflow.info()
         limit = self.inp.manifest.host.sessions.continue_as_new_bytes
