@@ -165,10 +165,9 @@ print("six calls")
         manifest = openai_manifest(
             server.base_url, mcp_servers={"tools": tools_server(WOLF_SIDE_EFFECTS=str(effects))}
         )
-        agent = manifest.agents["a"].model_copy(
-            update={"capabilities": [*manifest.agents["a"].capabilities, {"code_mode": {}}]}
-        )
-        manifest = Manifest.model_validate({**manifest.model_dump(), "agents": {"a": agent.model_dump()}})
+        data = manifest.model_dump()
+        data["agents"]["a"]["capabilities"].append({"code_mode": {}})
+        manifest = Manifest.model_validate(data)
         first = worker_process(env, task_queue)
         second = None
         try:

@@ -25,7 +25,7 @@ from agentwolf.workflows.script import (
     ScriptStep,
     parameter_order,
 )
-from agentwolf.workflows.turn import HEARTBEAT_TIMEOUT, TOOL_RETRY, all_or_cancel, short
+from agentwolf.workflows.turn import TOOL_RETRY, all_or_cancel, short
 from agentwolf.workflows.web import WebRouting
 
 CODE_MODE = "code-mode"  # patch: `run_code` runs a script whose tool calls are the session's own
@@ -122,12 +122,14 @@ class CodeRouting(WebRouting):
     async def _sandbox(
         self, activity: str, inp: ScriptStart | ScriptResume, settings: CodeModeSettings
     ) -> ScriptStep:
-        return await workflow.execute_activity(
+        """A local activity: the sandbox touches nothing outside, so a run lost with its worker is
+        simply run again from the same snapshot; only its result is recorded (a few ms, not a
+        server round trip per call of the script). Signals wait for it: at most `timeout_s`."""
+        return await workflow.execute_local_activity(
             activity,
             inp,
             result_type=ScriptStep,
             start_to_close_timeout=timedelta(seconds=settings.timeout_s + 30),
-            heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=TOOL_RETRY,
             summary=short(f"{activity.removeprefix('wolf.')} {self.turn_id} step {self.step}"),
         )
