@@ -10,6 +10,8 @@ from typing import Any
 from pydantic_ai.messages import ModelRequest, ToolCallPart
 
 from agentwolf.config.manifest import Manifest, SessionSettings
+from agentwolf.extensions import code_mode
+from agentwolf.workflows.script import ScriptLimits, ScriptStart
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import (
     make_manifest,
@@ -221,3 +223,18 @@ async def test_a_script_waiting_for_approval_never_continues_as_new(wolf, run_wo
     assert result.content == "recorded one 3\n"
     assert effects.read_text().split() == ["one"]
     assert [e.call_id for e in events if e.kind == "tool_call_started" and e.tool == "add"] == ["rc.1"]
+
+
+def test_the_sandbox_has_no_files_environment_or_network():
+    """What a script cannot reach, run as the `wolf.code_start` activity runs it (no worker needed)."""
+    limits = ScriptLimits(memory_mb=64, timeout_s=10)
+    for code, error in (
+        ("open('/etc/passwd').read()", "PermissionError: Permission denied: '/etc/passwd'"),
+        ("import os\nos.environ.get('HOME')", "RuntimeError: 'os.environ' is not supported"),
+        ("import socket", "ModuleNotFoundError: No module named 'socket'"),
+        ("import subprocess", "ModuleNotFoundError: No module named 'subprocess'"),
+        ("x = lookup(id=1)\nx['a']", "TypeError: 'coroutine' object is not subscriptable"),  # no await
+    ):
+        step = code_mode.start(ScriptStart(code=code, functions={"lookup": ["id"]}, limits=limits))
+        assert step.error is not None and error in step.error, (code, step.error)
+        assert step.calls == [] and step.snapshot is None

@@ -8,6 +8,7 @@ import pytest
 from agentwolf.config.manifest import WebSearchSettings, WebSettings
 from agentwolf.config.policy import WorkerPolicy
 from agentwolf.extensions.web import WebError, fetch, search
+from agentwolf.plugins import PluginRegistry, Plugins
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import make_manifest, record_history, tools_server
 from tests.support.models import Script, sequence, text, tool
@@ -25,10 +26,14 @@ async def test_a_page_becomes_markdown():
     with WebServer() as web:
         page = await fetch(f"{web.url}/page", 10_000, SETTINGS, _allowing(web))
         plain = await fetch(f"{web.url}/text", 10_000, SETTINGS, _allowing(web))
+        document = await fetch(f"{web.url}/pdf", 10_000, SETTINGS, _allowing(web))
+        with pytest.raises(WebError, match="the PDF is larger than 1000 bytes"):
+            await fetch(f"{web.url}/pdf", 10_000, WebSettings(max_bytes=1000), _allowing(web))
     assert page.startswith(f"[{web.url}/page]\n\n")
     assert "# Grey wolves" in page and "[packs](/packs)" in page and "**six**" in page
     assert "| north | 7    |" in page and "title: Wolves" in page and "alert" not in page
     assert plain == f"[{web.url}/text]\n\njust text"
+    assert document == f"[{web.url}/pdf]\n\nWolves hunt in packs"
 
 
 async def test_loopback_is_refused_unless_the_policy_names_it():
@@ -132,3 +137,35 @@ except RuntimeError as e:
     (result,) = tool_returns(script.requests[1][-1:])
     assert result.content == "just text\nrefused\n"
     assert inside.hits == []
+
+
+async def test_search_through_a_server_tool_and_through_an_api(wolf, run_worker, monkeypatch):
+    """`web_search` is an MCP (here: a plugin's) tool under that name, or `wolf.web` asking an API."""
+    monkeypatch.setenv("SEARCH_KEY", KEY)
+    registry = PluginRegistry("finder")
+
+    @registry.tool
+    def find(query: str) -> str:
+        """Search."""
+        return f"found {query}"
+
+    plugins = Plugins()
+    plugins.add(registry)
+    with WebServer() as web:
+        api = {"url": f"{web.url}/search", "api_key": "${SEARCH_KEY}"}
+        for search_settings, expected in (
+            ({"mcp": "finder", "tool": "find"}, "found wolves"),
+            (api, "1. wolves 1\n   https://example.com/1\n   about wolves"),
+        ):
+            script = Script(sequence(tool("web_search", {"query": "wolves"}, "s1"), text("done")))
+            manifest = make_manifest(
+                {"capabilities": [{"web": {"fetch": False, "search": search_settings}}]},
+                mcp_servers={"finder": {"plugin": "finder"}},
+            )
+            policy = WorkerPolicy(secrets={"*": ["SEARCH_KEY"]})
+            async with run_worker(local_models={"m": script.model}, plugins=plugins, policy=policy):
+                sid = await wolf.submit("find", "a", manifest)
+                await wolf.result(sid)
+            assert script.offered[0] == {"web_search"}
+            (result,) = tool_returns(script.requests[1][-1:])
+            assert result.outcome == "success" and result.content.startswith(expected)

@@ -7,19 +7,22 @@ the site for TLS and `Host`), so a name that resolves differently on a second lo
 Pages are read up to a byte cap and the whole fetch, redirects included, ends at a deadline.
 
 HTML becomes Markdown with html-to-markdown (a Rust converter without dependencies: fast on pages of
-megabytes, drops scripts and styles, keeps tables and links).
+megabytes, drops scripts and styles, keeps tables and links); a PDF becomes its text with pypdf
+(pure Python, no dependencies).
 """
 
 from __future__ import annotations
 
 import asyncio
 import fnmatch
+import io
 import json
 import socket
 from typing import Any
 
 import html_to_markdown
 import httpx
+import pypdf
 
 from agentwolf.config.manifest import WebSearchSettings, WebSettings
 from agentwolf.config.policy import PolicyError, Secrets, WorkerPolicy, is_private
@@ -67,7 +70,7 @@ async def _fetch(url: str, max_chars: int, settings: WebSettings, policy: Worker
                 body, whole = await _read(response, settings.max_bytes)
             finally:
                 await response.aclose()
-            return _page(str(target), response, body, whole, max_chars)
+            return await asyncio.to_thread(_page, str(target), response, body, whole, max_chars)
     raise WebError(f"more than {MAX_REDIRECTS} redirects from {url}")
 
 
@@ -103,9 +106,12 @@ async def _read(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
 
 def _page(url: str, response: httpx.Response, body: bytes, whole: bool, max_chars: int) -> str:
     kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
-    if not kind.startswith(TEXT_TYPES) and kind:
-        raise WebError(f"{url}: {kind or 'unknown content'} is not a page web_fetch reads")
-    text = body.decode(response.charset_encoding or "utf-8", errors="replace")
+    if kind == "application/pdf" and response.status_code < 400:
+        text = _pdf_text(url, body, whole)
+    elif kind and not kind.startswith(TEXT_TYPES):
+        raise WebError(f"{url}: {kind} is not a page web_fetch reads")
+    else:
+        text = body.decode(response.charset_encoding or "utf-8", errors="replace")
     if kind in ("text/html", "application/xhtml+xml") or (not kind and "<html" in text[:1000].lower()):
         text = html_to_markdown.convert(text).content or ""
     if response.status_code >= 400:
@@ -115,6 +121,16 @@ def _page(url: str, response: httpx.Response, body: bytes, whole: bool, max_char
         notes.append(f"{max_chars} of {len(text)} characters shown")
         text = text[:max_chars]
     return f"[{url}]\n\n{text}" + "".join(f"\n\n[cut: {n}]" for n in notes)
+
+
+def _pdf_text(url: str, body: bytes, whole: bool) -> str:
+    if not whole:
+        raise WebError(f"{url}: the PDF is larger than {len(body)} bytes (`max_bytes`): not read")
+    try:
+        pages = pypdf.PdfReader(io.BytesIO(body)).pages
+        return "\n\n".join(page.extract_text() for page in pages)
+    except pypdf.errors.PyPdfError as exc:
+        raise WebError(f"{url}: an unreadable PDF ({exc})") from None
 
 
 async def search(query: str, settings: WebSearchSettings, timeout: float, secrets: Secrets) -> str:
