@@ -227,7 +227,7 @@ async def test_a_script_waiting_for_approval_never_continues_as_new(wolf, run_wo
 
 def test_the_sandbox_has_no_files_environment_or_network():
     """What a script cannot reach, run as the `wolf.code_start` activity runs it (no worker needed)."""
-    limits = ScriptLimits(memory_mb=64, timeout_s=10)
+    limits, sandboxes = ScriptLimits(memory_mb=64, timeout_s=10), code_mode.Sandboxes()
     for code, error in (
         ("open('/etc/passwd').read()", "PermissionError: Permission denied: '/etc/passwd'"),
         ("import os\nos.environ.get('HOME')", "RuntimeError: 'os.environ' is not supported"),
@@ -235,6 +235,11 @@ def test_the_sandbox_has_no_files_environment_or_network():
         ("import subprocess", "ModuleNotFoundError: No module named 'subprocess'"),
         ("x = lookup(id=1)\nx['a']", "TypeError: 'coroutine' object is not subscriptable"),  # no await
     ):
-        step = code_mode.start(ScriptStart(code=code, functions={"lookup": ["id"]}, limits=limits))
+        step = code_mode.start(ScriptStart(code=code, functions={"lookup": ["id"]}, limits=limits), sandboxes)
         assert step.error is not None and error in step.error, (code, step.error)
         assert step.calls == [] and step.snapshot is None
+    # A fresh session each run: what one script leaves behind, the next one never sees.
+    first = code_mode.start(ScriptStart(code="secret = 'a'\nsecret", functions={}, limits=limits), sandboxes)
+    second = code_mode.start(ScriptStart(code="secret", functions={}, limits=limits), sandboxes)
+    sandboxes.close()
+    assert first.output == "a" and second.error and "NameError: name 'secret' is not defined" in second.error

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -107,18 +108,51 @@ def _hint(schema: dict[str, Any]) -> str:
     return _TYPES.get(kind or "", "Any")
 
 
-def start(inp: ScriptStart) -> ScriptStep:
+class Sandboxes:
+    """The worker's warm sandbox processes, started at the first script and stopped with the worker
+    (`HostRegistry.close`). Each script run checks one out as a fresh session (nothing a script
+    leaves behind reaches the next); a process that dies is replaced, and each is recycled after
+    `RECYCLE` sessions. Spawning a process per run cost more than the rest of a script's call."""
+
+    RECYCLE = 200
+
+    def __init__(self) -> None:
+        self._pool: monty.Monty | None = None
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def session(self, limits: ScriptLimits) -> Iterator[tuple[monty.MontySession, monty.CollectString]]:
+        sandbox_limits: monty.ResourceLimits = {
+            "max_memory": limits.memory_mb * 1024 * 1024,
+            "max_feed_duration_secs": limits.timeout_s,
+        }
+        with self._lock:
+            if self._pool is None:
+                self._pool = monty.Monty(min_processes=1, max_checkouts_per_worker=self.RECYCLE)
+                self._pool.__enter__()
+            pool = self._pool
+        with pool.checkout(script_name="run_code.py", limits=sandbox_limits) as session:
+            yield session, monty.CollectString(max_bytes=STDOUT_BYTES)
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.__exit__(None, None, None)
+
+
+def start(inp: ScriptStart, sandboxes: Sandboxes) -> ScriptStep:
     """Run a script until it waits on tool calls or ends (blocking: call it in a thread)."""
-    with _session(inp.limits) as (session, printed):
+    with sandboxes.session(inp.limits) as (session, printed):
         try:
             return _drive(session.feed_start(inp.code, print_callback=printed), inp.functions, printed)
         except monty.MontyError as exc:
             return _failed(exc, printed)
 
 
-def resume(inp: ScriptResume) -> ScriptStep:
+def resume(inp: ScriptResume, sandboxes: Sandboxes) -> ScriptStep:
     """Resume a snapshot with the results of the calls it waited on (blocking: call it in a thread)."""
-    with _session(inp.limits) as (session, printed):
+    with sandboxes.session(inp.limits) as (session, printed):
         try:
             waiting = session.load_snapshot(inp.snapshot, print_callback=printed)
             if not isinstance(waiting, monty.FutureSnapshot):
@@ -127,21 +161,6 @@ def resume(inp: ScriptResume) -> ScriptStep:
             return _drive(waiting.resume(answers), inp.functions, printed)
         except monty.MontyError as exc:
             return _failed(exc, printed)
-
-
-@contextmanager
-def _session(limits: ScriptLimits) -> Iterator[tuple[monty.MontySession, monty.CollectString]]:
-    """A one-worker pool per run: starting it costs a few milliseconds, and no sandbox process
-    outlives the activity."""
-    sandbox_limits: monty.ResourceLimits = {
-        "max_memory": limits.memory_mb * 1024 * 1024,
-        "max_feed_duration_secs": limits.timeout_s,
-    }
-    with (
-        monty.Monty(min_processes=0, max_processes=1, request_timeout=limits.timeout_s + 10) as pool,
-        pool.checkout(script_name="run_code.py", limits=sandbox_limits) as session,
-    ):
-        yield session, monty.CollectString(max_bytes=STDOUT_BYTES)
 
 
 def _drive(

@@ -11,7 +11,7 @@ from temporalio.client import Client
 from temporalio.worker import Interceptor, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxRestrictions
 
-from agentwolf.activities.code import code_resume, code_start
+from agentwolf.activities.code import CodeActivities
 from agentwolf.activities.config import config_notify
 from agentwolf.activities.schedule import deliver_prompt, registry_job_session
 from agentwolf.activities.session import SessionActivities
@@ -77,8 +77,8 @@ def create_worker(
             activities.read_skill,
             activities.expand_command,
             activities.release_session,
-            code_start,
-            code_resume,
+            CodeActivities(hosts).code_start,
+            CodeActivities(hosts).code_resume,
             WebActivities(hosts).web,
             config_notify,
             deliver_prompt,
