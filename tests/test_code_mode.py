@@ -23,7 +23,7 @@ from tests.conftest import (
 )
 from tests.support.models import Script, sequence, text, tool
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
-from tests.support.polls import in_state, tool_returns
+from tests.support.polls import idle, in_state, tool_returns
 
 
 def _manifest(effects: Path | None = None, code_mode: dict[str, Any] | None = None, **agent: Any) -> Manifest:
@@ -243,3 +243,27 @@ def test_the_sandbox_has_no_files_environment_or_network():
     second = code_mode.start(ScriptStart(code="secret", functions={}, limits=limits), sandboxes)
     sandboxes.close()
     assert first.output == "a" and second.error and "NameError: name 'secret' is not defined" in second.error
+
+
+async def test_an_interrupt_stops_a_script_mid_call(wolf, run_worker):
+    """The script's call in flight is cancelled and `run_code` closes as interrupted."""
+    code = "await add(a=1, b=2)\nawait slow(seconds=600)\nawait add(a=3, b=4)"
+    script = Script(lambda s: tool("run_code", {"code": code}, "rc") if s.calls == 1 else text("ok"))
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.start_session("a", _manifest())
+        await wolf.prompt(sid, "go")
+        async for _, event in wolf.events(sid, live=False):
+            if event.kind == "tool_call_started" and event.tool == "slow":
+                break
+        await wolf.interrupt(sid, "stop")
+        await wait_for(lambda: idle(wolf, sid), timeout=120)
+        status = await wolf.status(sid)
+        transcript = await wolf.transcript(sid)
+        await wolf.close(sid)
+        await wolf.result(sid)
+        events = [e async for _, e in wolf.events(sid, live=False) if e.kind == "tool_call_finished"]
+    assert status.last_outcome == "interrupted"
+    closing = transcript[-1]
+    assert isinstance(closing, ModelRequest)
+    assert [(p.tool_name, p.outcome) for p in closing.parts] == [("run_code", "interrupted")]
+    assert [e.call_id for e in events if e.tool == "add"] == ["rc.1"]  # the script went no further

@@ -65,7 +65,7 @@ def create_worker(
     redact_logs()
     hosts = hosts or HostRegistry(local_models, plugins=plugins, policy=policy, tenant=tenant)
     hosts.notify = _signaller(client)
-    activities = SessionActivities(hosts)
+    activities, code = SessionActivities(hosts), CodeActivities(hosts)
     worker = Worker(
         client,
         task_queue=task_queue,
@@ -77,8 +77,8 @@ def create_worker(
             activities.read_skill,
             activities.expand_command,
             activities.release_session,
-            CodeActivities(hosts).code_start,
-            CodeActivities(hosts).code_resume,
+            code.code_start,
+            code.code_resume,
             WebActivities(hosts).web,
             config_notify,
             deliver_prompt,
