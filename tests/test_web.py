@@ -73,6 +73,14 @@ async def test_a_huge_page_is_capped_and_a_slow_one_timed_out():
     )
     with pytest.raises(WebError, match="web_fetch takes an http"):
         await fetch("file:///etc/passwd", 100, SETTINGS, WorkerPolicy())
+    with pytest.raises(WebError, match="Invalid port"):
+        await fetch("http://a:b:c/", 100, SETTINGS, WorkerPolicy())
+
+
+async def test_a_redirect_loop_ends():
+    with WebServer() as web, pytest.raises(WebError, match=f"more than 5 redirects from {web.url}/loop"):
+        await fetch(f"{web.url}/loop", 100, SETTINGS, _allowing(web))
+    assert web.hits == ["/loop"] * 6
 
 
 async def test_search_asks_the_configured_api_with_its_key(monkeypatch):

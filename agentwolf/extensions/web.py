@@ -28,6 +28,7 @@ from agentwolf.config.manifest import WebSearchSettings, WebSettings
 from agentwolf.config.policy import PolicyError, Secrets, WorkerPolicy, is_private
 
 MAX_REDIRECTS = 5
+ACCEPT = "text/html, text/*;q=0.9, */*;q=0.5"
 TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml+xml")
 
 
@@ -47,20 +48,22 @@ async def fetch(url: str, max_chars: int, settings: WebSettings, policy: WorkerP
 
 
 async def _fetch(url: str, max_chars: int, settings: WebSettings, policy: WorkerPolicy) -> str:
-    async with httpx.AsyncClient(trust_env=False, timeout=settings.timeout_s) as client:
-        for _ in range(MAX_REDIRECTS + 1):
+    """Each hop on a client of its own: a connection made for one checked name is never reused for
+    another at the same address."""
+    for _ in range(MAX_REDIRECTS + 1):
+        try:
             target = httpx.URL(url)
-            if target.scheme not in ("http", "https") or not target.host:
-                raise WebError(f"{url!r}: web_fetch takes an http:// or https:// URL")
-            address = await _checked_address(target, policy)
+        except httpx.InvalidURL as exc:
+            raise WebError(f"{url!r}: {exc}") from None
+        if target.scheme not in ("http", "https") or not target.host:
+            raise WebError(f"{url!r}: web_fetch takes an http:// or https:// URL")
+        address = await _checked_address(target, policy)
+        async with httpx.AsyncClient(trust_env=False, timeout=settings.timeout_s) as client:
             request = client.build_request(
                 "GET",
                 target.copy_with(host=address),
-                headers={
-                    "Host": target.netloc.decode("ascii"),
-                    "Accept": "text/html, text/*;q=0.9, */*;q=0.5",
-                },
-                extensions={"sni_hostname": target.host},
+                headers={"Host": target.netloc.decode("ascii"), "Accept": ACCEPT},
+                extensions={"sni_hostname": target.raw_host.decode("ascii")},
             )
             response = await client.send(request, stream=True)
             try:
@@ -70,7 +73,7 @@ async def _fetch(url: str, max_chars: int, settings: WebSettings, policy: Worker
                 body, whole = await _read(response, settings.max_bytes)
             finally:
                 await response.aclose()
-            return await asyncio.to_thread(_page, str(target), response, body, whole, max_chars)
+        return await asyncio.to_thread(_page, str(target), response, body, whole, max_chars)
     raise WebError(f"more than {MAX_REDIRECTS} redirects from {url}")
 
 

@@ -4,6 +4,7 @@
     /page            an HTML page (a heading, a link, a table, a script)
     /text            plain text
     /redirect?to=U   302 to U
+    /loop            302 to itself
     /huge            10 MB of text, streamed
     /slow            headers, then a byte every half second for a minute
     /binary          application/octet-stream
@@ -86,6 +87,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Location", query["to"][0])
         self.send_header("Content-Length", "0")
         self.end_headers()
+
+    def _loop(self, query: dict[str, list[str]]) -> None:
+        self._redirect({"to": ["/loop"]})
 
     def _huge(self, query: dict[str, list[str]]) -> None:
         self.send_response(200)
