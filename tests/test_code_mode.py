@@ -267,3 +267,16 @@ async def test_an_interrupt_stops_a_script_mid_call(wolf, run_worker):
     assert isinstance(closing, ModelRequest)
     assert [(p.tool_name, p.outcome) for p in closing.parts] == [("run_code", "interrupted")]
     assert [e.call_id for e in events if e.tool == "add"] == ["rc.1"]  # the script went no further
+
+
+def test_a_script_call_is_drawn_under_its_run_code():
+    from datetime import UTC, datetime
+
+    from agentwolf.client.live_view import event_line
+    from agentwolf.workflows.types import Event
+
+    at = datetime.now(UTC)
+    outer = Event(kind="tool_call_started", at=at, tool="run_code", call_id="rc", args={"code": "..."})
+    inner = Event(kind="tool_call_started", at=at, tool="add", call_id="rc.1", args={"a": 1}, parent="rc")
+    assert str(event_line(outer)).startswith("  -> run_code(")
+    assert str(event_line(inner)) == '    -> add({"a": 1})'
