@@ -86,10 +86,11 @@ class CodeRouting(WebRouting):
             step = await self._sandbox("wolf.code_resume", resume, settings)
             printed.append(step.stdout)
         text = "".join(printed)
+        ending = step.error if step.error is not None else step.output and f"-> {step.output}"
+        if ending:  # on a line of its own
+            text += ("" if not text or text.endswith("\n") else "\n") + ending
         if step.error is not None:
-            return ToolCallOutput(content=f"{text}\n{step.error}".lstrip("\n"), is_error=True)
-        if step.output is not None:
-            text += f"{'' if not text or text.endswith(chr(10)) else chr(10)}-> {step.output}"
+            return ToolCallOutput(content=text, is_error=True)
         return ToolCallOutput(content=text or "(no output: print results or end with an expression)")
 
     async def _script_call(
