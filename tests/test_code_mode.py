@@ -280,3 +280,16 @@ def test_a_script_call_is_drawn_under_its_run_code():
     inner = Event(kind="tool_call_started", at=at, tool="add", call_id="rc.1", args={"a": 1}, parent="rc")
     assert str(event_line(outer)).startswith("  -> run_code(")
     assert str(event_line(inner)) == '    -> add({"a": 1})'
+
+
+async def test_a_scripts_concurrent_calls_run_within_the_agents_parallel_limit(wolf, run_worker):
+    code = "import asyncio\nsum(await asyncio.gather(*[add(a=i, b=0) for i in range(6)]))"
+    manifest = _manifest(limits={"max_parallel_tools": 2})
+    result, events = await _run(wolf, run_worker, _script(code), manifest)
+    assert result.content == "-> 15"
+    running, most = 0, 0
+    for e in events:
+        if e.parent == "rc":
+            running += 1 if e.kind == "tool_call_started" else -1 if e.kind == "tool_call_finished" else 0
+            most = max(most, running)
+    assert most == 2

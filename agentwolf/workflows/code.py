@@ -8,6 +8,8 @@ Imported passed through, like tools.py: it calls only `workflow.*` and determini
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Coroutine
 from datetime import timedelta
 from typing import Any
 
@@ -37,6 +39,9 @@ class CodeRouting(WebRouting):
     running_scripts: int = 0
     """Scripts under way: a turn waiting for approval does not continue as new while one is (the
     next run would start the script again, and repeat its calls)."""
+    _script_gate: asyncio.Semaphore | None = None
+    """One gate for the calls of every script of the session: `max_parallel_tools` at once however
+    many scripts a step runs (pending activities stay far below Temporal's 2,000)."""
 
     async def _route_call(
         self,
@@ -76,10 +81,11 @@ class CodeRouting(WebRouting):
         while step.calls and step.snapshot is not None:
             results = await all_or_cancel(
                 [
-                    self._script_call(compiled, call, index, key, c, made + i + 1, settings.max_calls)
+                    self._gated(
+                        self._script_call(compiled, call, index, key, c, made + i + 1, settings.max_calls)
+                    )
                     for i, c in enumerate(step.calls)
-                ],
-                self._limits().max_parallel_tools,
+                ]
             )
             made += len(step.calls)
             resume = ScriptResume(snapshot=step.snapshot, functions=functions, results=results, limits=limits)
@@ -92,6 +98,15 @@ class CodeRouting(WebRouting):
         if step.error is not None:
             return ToolCallOutput(content=text, is_error=True)
         return ToolCallOutput(content=text or "(no output: print results or end with an expression)")
+
+    async def _gated(self, call: Coroutine[Any, Any, ScriptResult]) -> ScriptResult:
+        if self._script_gate is None:
+            self._script_gate = asyncio.Semaphore(self._limits().max_parallel_tools)
+        try:
+            async with self._script_gate:
+                return await call
+        finally:
+            call.close()  # cancelled at the gate: it never started
 
     async def _script_call(
         self,
