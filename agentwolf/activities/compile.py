@@ -14,7 +14,7 @@ from agentwolf.activities.servers import activate_skills, add_session_servers
 from agentwolf.activities.session_io import heartbeating
 from agentwolf.activities.tools import tool_specs
 from agentwolf.config.aliases import AliasError, resolve_model
-from agentwolf.config.manifest import CodeModeCapability, SubagentCapability, WebCapability
+from agentwolf.config.manifest import AgentConfig, CodeModeCapability, SubagentCapability, WebCapability
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError
 from agentwolf.extensions import code_mode
@@ -97,23 +97,15 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
         activity.logger.warning("skills: %s", problem)
     defaults = inp.manifest.host.models.defaults
     tools = tool_specs(dict(zip([s.server for s in servers], listed, strict=True)), inp.manifest)  # type: ignore[attr-defined]
-    tools = (
-        tools
-        + ([delegate_spec(subagents)] if subagents else [])
-        + (skill_tools([e.name for e in entries]) if entries else [])
-        + [READ_TOOL_OUTPUT]
-        + [t for c in agent.capabilities if isinstance(c, WebCapability) for t in web_tools(c.web)]
-    )
-    code = next((c.code_mode for c in agent.capabilities if isinstance(c, CodeModeCapability)), None)
-    tools, script_tools = code_mode.split_tools(tools, code) if code else (tools, [])
     compiled = CompiledAgent(
         agent=inp.agent,
         models=models,
         labels=[observe.model_label(spec, host.secrets) for spec in models],
         instructions="\n\n".join(part for part in (agent.instructions, catalog) if part),
-        tools=[code_mode.run_code_spec(script_tools, code), *tools] if code else tools,
-        script_tools=script_tools,
-        code_mode=code,
+        tools=tools
+        + ([delegate_spec(subagents)] if subagents else [])
+        + (skill_tools([e.name for e in entries]) if entries else [])
+        + [READ_TOOL_OUTPUT],
         temperature=agent.temperature if agent.temperature is not None else defaults.temperature,
         max_tokens=agent.max_tokens if agent.max_tokens is not None else defaults.max_tokens,
         tool_output_chars=agent.limits.tool_output_chars,
@@ -135,6 +127,7 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
         skill_servers=skill_servers,
         session_servers=session_servers,
     )
+    _built_in_capabilities(compiled, agent)
     digests = {source: await heartbeating(host.source_digest(source)) for source in compiled.sources}
     compiled.source_digests = {source: d for source, d in digests.items() if d is not None}
     host.keep(compiled)
@@ -150,3 +143,15 @@ async def _commands(host: AgentHost, scope: Scope) -> dict[str, str]:
     except (ExtensionError, McpUnavailable, MCPError, TimeoutError) as exc:
         activity.logger.warning("listing slash commands failed: %s", host.secrets.redact(str(exc)))
         return {}
+
+
+def _built_in_capabilities(compiled: CompiledAgent, agent: AgentConfig) -> None:
+    """Web adds its tools; code mode then offers `run_code` instead of the tools its scripts call."""
+    compiled.tools += [
+        t for c in agent.capabilities if isinstance(c, WebCapability) for t in web_tools(c.web)
+    ]
+    code = next((c.code_mode for c in agent.capabilities if isinstance(c, CodeModeCapability)), None)
+    if code is not None:
+        offered, compiled.script_tools = code_mode.split_tools(compiled.tools, code)
+        compiled.tools = [code_mode.run_code_spec(compiled.script_tools, code), *offered]
+        compiled.code_mode = code
