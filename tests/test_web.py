@@ -177,3 +177,11 @@ async def test_search_through_a_server_tool_and_through_an_api(wolf, run_worker,
             assert script.offered[0] == {"web_search"}
             (result,) = tool_returns(script.requests[1][-1:])
             assert result.outcome == "success" and result.content.startswith(expected)
+
+
+def test_a_search_server_the_host_does_not_have_is_a_config_error():
+    from agentwolf.config import parse_manifest
+    from agentwolf.config.loading import ManifestError
+
+    with pytest.raises(ManifestError, match=r"capabilities.0.web.search.mcp: unknown MCP server 'nope'"):
+        parse_manifest("agents:\n  a:\n    capabilities: [{web: {search: {mcp: nope}}}]\n", source="x.yaml")
