@@ -30,8 +30,13 @@ async def test_a_page_becomes_markdown():
         with pytest.raises(WebError, match="the PDF is larger than 1000 bytes"):
             await fetch(f"{web.url}/pdf", 10_000, WebSettings(max_bytes=1000), _allowing(web))
     assert page.startswith(f"[{web.url}/page]\n\n")
-    assert "# Grey wolves" in page and "[packs](/packs)" in page and "**six**" in page
-    assert "| north | 7    |" in page and "title: Wolves" in page and "alert" not in page
+    assert "# Grey wolves" in page and f"[packs]({web.url}/packs)" in page and "**six**" in page
+    assert (
+        "| north | 7    |" in page
+        and "title: Wolves" in page
+        and "alert" not in page
+        and "base64" not in page
+    )
     assert plain == f"[{web.url}/text]\n\njust text"
     assert document == f"[{web.url}/pdf]\n\nWolves hunt in packs"
 

@@ -116,7 +116,11 @@ def _page(url: str, response: httpx.Response, body: bytes, whole: bool, max_char
     else:
         text = body.decode(response.charset_encoding or "utf-8", errors="replace")
     if kind in ("text/html", "application/xhtml+xml") or (not kind and "<html" in text[:1000].lower()):
-        text = html_to_markdown.convert(text).content or ""
+        options = html_to_markdown.ConversionOptions(
+            base_url=url,  # links the model can follow
+            inline_data_media=html_to_markdown.InlineDataMedia.ALT_TEXT_ONLY,  # no base64 images
+        )
+        text = html_to_markdown.convert(text, options).content or ""
     if response.status_code >= 400:
         raise WebError(f"{url}: HTTP {response.status_code}\n{text[:500]}")
     notes = [] if whole else [f"the page is larger than {len(body)} bytes: only those were read"]

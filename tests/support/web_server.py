@@ -24,6 +24,7 @@ from urllib.parse import parse_qs, urlsplit
 
 PAGE = b"""<html><head><title>Wolves</title><script>alert('no')</script></head><body>
 <h1>Grey wolves</h1><p>They live in <a href="/packs">packs</a> of <b>six</b>.</p>
+<img alt="a wolf" src="data:image/png;base64,iVBORw0KGgo=">
 <table><tr><th>pack</th><th>size</th></tr><tr><td>north</td><td>7</td></tr></table></body></html>"""
 KEY = "search-key-123456"
 
