@@ -11,7 +11,8 @@ from pydantic_ai.messages import ModelRequest, ToolCallPart
 
 from agentwolf.config.manifest import Manifest, SessionSettings
 from agentwolf.extensions import code_mode
-from agentwolf.workflows.script import ScriptLimits, ScriptStart
+from agentwolf.workflows.contracts import ToolSpec
+from agentwolf.workflows.script import ScriptLimits, ScriptStart, function_name
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import (
     make_manifest,
@@ -293,3 +294,27 @@ async def test_a_scripts_concurrent_calls_run_within_the_agents_parallel_limit(w
             running += 1 if e.kind == "tool_call_started" else -1 if e.kind == "tool_call_finished" else 0
             most = max(most, running)
     assert most == 2
+
+
+def test_signatures_are_python_whatever_the_tool_names():
+    spec = ToolSpec(
+        name="get-weather",
+        server="s",
+        tool="get-weather",
+        description="The weather.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "units": {"enum": ["c", "f"], "default": "c"},
+                "city": {"type": "string"},
+                "days": {"type": ["integer", "null"]},
+                "tags": {"type": "array", "items": {"type": "string"}},
+            },
+            "required": ["city", "tags"],
+        },
+    )
+    assert code_mode.signature(spec) == (
+        "async def get_weather(city: str, tags: list[str], units: Literal['c', 'f'] = 'c', "
+        'days: int | None = None) -> Any:\n    """The weather."""'
+    )
+    assert function_name(spec.model_copy(update={"name": "class"})) == "class_"

@@ -28,6 +28,7 @@ from agentwolf.workflows.script import (
     ScriptResume,
     ScriptStart,
     ScriptStep,
+    function_name,
     parameter_order,
 )
 
@@ -89,7 +90,7 @@ def signature(spec: ToolSpec) -> str:
             params.append(f"{name}: {hint} = {schema.get('default')!r}")
     doc = spec.description.strip().replace('"""', "'''") or "(no description)"
     body = "\n    ".join(doc.splitlines())
-    return f'async def {spec.name}({", ".join(params)}) -> Any:\n    """{body}"""'
+    return f'async def {function_name(spec)}({", ".join(params)}) -> Any:\n    """{body}"""'
 
 
 def _hint(schema: dict[str, Any]) -> str:

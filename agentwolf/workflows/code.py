@@ -25,6 +25,7 @@ from agentwolf.workflows.script import (
     ScriptResume,
     ScriptStart,
     ScriptStep,
+    function_name,
     parameter_order,
 )
 from agentwolf.workflows.turn import TOOL_RETRY, all_or_cancel, short
@@ -72,7 +73,7 @@ class CodeRouting(WebRouting):
         """Start the script, then answer its calls and resume it until it ends; its printed output and
         value are the result, its traceback an error."""
         settings = compiled.code_mode or CodeModeSettings()
-        functions = {t.name: parameter_order(t) for t in compiled.script_tools}
+        functions = {function_name(t): parameter_order(t) for t in compiled.script_tools}
         limits = ScriptLimits(memory_mb=settings.memory_mb, timeout_s=settings.timeout_s)
         step = await self._sandbox(
             "wolf.code_start", ScriptStart(code=code, functions=functions, limits=limits), settings
@@ -125,8 +126,9 @@ class CodeRouting(WebRouting):
                 content=f"call limit: a script makes at most {max_calls} tool calls",
                 outcome=ToolOutcome.DENIED,
             )
+        spec = next(t for t in compiled.script_tools if function_name(t) == script_call.function)
         nested = ToolCallPart(
-            tool_name=script_call.function,
+            tool_name=spec.name,
             args=script_call.arguments,
             tool_call_id=f"{call.tool_call_id}.{number}",
         )

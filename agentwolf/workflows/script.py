@@ -10,6 +10,8 @@ last snapshot and repeats none of them.
 
 from __future__ import annotations
 
+import keyword
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -73,3 +75,9 @@ def parameter_order(spec: ToolSpec) -> list[str]:
     properties = list(spec.parameters.get("properties", {}))
     required = set(spec.parameters.get("required", ()))
     return [p for p in properties if p in required] + [p for p in properties if p not in required]
+
+
+def function_name(spec: ToolSpec) -> str:
+    """The tool's name as a script calls it: a Python identifier (`get-weather` -> `get_weather`)."""
+    name = re.sub(r"\W", "_", spec.name)
+    return f"{name}_" if keyword.iskeyword(name) or name[:1].isdigit() else name
