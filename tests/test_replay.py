@@ -90,6 +90,9 @@ def test_the_corpus_covers_every_feature():
         "acp_agent_turn",
         "acp_agent_loaded",
         "acp_agent_interrupt_release",
+        "code_mode",
+        "code_mode_approval",
+        "web_fetch",
     } <= names
 
 

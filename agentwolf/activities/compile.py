@@ -16,9 +16,16 @@ from agentwolf.activities.session_io import heartbeating
 from agentwolf.activities.tools import tool_specs
 from agentwolf.config.agent_files import AgentFileError, reread
 from agentwolf.config.aliases import AliasError, resolve_model
-from agentwolf.config.manifest import AgentConfig, Manifest, SubagentCapability
+from agentwolf.config.manifest import (
+    AgentConfig,
+    CodeModeCapability,
+    Manifest,
+    SubagentCapability,
+    WebCapability,
+)
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError
+from agentwolf.extensions import code_mode
 from agentwolf.extensions.pool import McpUnavailable
 from agentwolf.extensions.registry import Scope
 from agentwolf.extensions.skills import LocalSkillRoot
@@ -33,6 +40,7 @@ from agentwolf.workflows.contracts import (
     delegate_spec,
     skill_tools,
 )
+from agentwolf.workflows.web_tools import web_tools
 
 
 async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
@@ -139,6 +147,7 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
         skill_servers=skill_servers,
         session_servers=session_servers,
     )
+    _built_in_capabilities(compiled, agent)
     digests = {source: await heartbeating(host.source_digest(source)) for source in compiled.sources}
     compiled.source_digests = {source: d for source, d in digests.items() if d is not None}
     host.keep(compiled)
@@ -170,3 +179,15 @@ async def _commands(host: AgentHost, scope: Scope) -> dict[str, str]:
     except (ExtensionError, McpUnavailable, MCPError, TimeoutError) as exc:
         activity.logger.warning("listing slash commands failed: %s", host.secrets.redact(str(exc)))
         return {}
+
+
+def _built_in_capabilities(compiled: CompiledAgent, agent: AgentConfig) -> None:
+    """Web adds its tools; code mode then offers `run_code` instead of the tools its scripts call."""
+    compiled.tools += [
+        t for c in agent.capabilities if isinstance(c, WebCapability) for t in web_tools(c.web)
+    ]
+    code = next((c.code_mode for c in agent.capabilities if isinstance(c, CodeModeCapability)), None)
+    if code is not None:
+        offered, compiled.script_tools = code_mode.split_tools(compiled.tools, code)
+        compiled.tools = [code_mode.run_code_spec(compiled.script_tools, code), *offered]
+        compiled.code_mode = code

@@ -399,12 +399,13 @@ def event_line(event: Event, session_id: str = "SESSION") -> Text | None:
         return Text(f"> {text}", "bold")
     if k == "model_text":
         return Text(text)
+    pad = "    " if event.parent else "  "  # a code-mode script's calls sit under its run_code
     if k == "tool_call_started":
-        return Text(f"  -> {tool}({args})", "cyan")
+        return Text(f"{pad}-> {tool}({args})", "cyan")
     if k == "tool_call_finished":
         result = inert((event.text or "").replace("\n", " ")[:120])
         colour = "green" if event.outcome == "success" else "red"
-        return Text(f"  <- {tool} {event.outcome} in {event.duration_ms} ms: {result}", colour)
+        return Text(f"{pad}<- {tool} {event.outcome} in {event.duration_ms} ms: {result}", colour)
     if k == "turn_finished":
         usage = event.usage
         tokens = f", {usage.total_tokens} tokens, {usage.tool_calls} tool calls" if usage else ""

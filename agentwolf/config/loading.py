@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from agentwolf.config.aliases import AliasError, resolve_model
-from agentwolf.config.manifest import Manifest, McpCapability, SubagentCapability
+from agentwolf.config.manifest import Manifest, McpCapability, SubagentCapability, WebCapability
 
 if TYPE_CHECKING:
     import yaml
@@ -156,10 +156,14 @@ def _capability_problems(manifest: Manifest, name: str) -> Problems:
     problems: Problems = []
     for i, cap in enumerate(manifest.agents[name].capabilities):
         where = ("agents", name, "capabilities", str(i))
-        if isinstance(cap, McpCapability) and cap.mcp not in manifest.host.mcp_servers:
-            known = sorted(manifest.host.mcp_servers) or "none"
-            problems.append(((*where, "mcp"), f"unknown MCP server {cap.mcp!r} (known: {known})"))
-        elif isinstance(cap, SubagentCapability):
+        servers: dict[tuple[str, ...], str] = {("mcp",): cap.mcp} if isinstance(cap, McpCapability) else {}
+        if isinstance(cap, WebCapability) and cap.web.search and cap.web.search.mcp:
+            servers[("web", "search", "mcp")] = cap.web.search.mcp
+        for at, server in servers.items():
+            if server not in manifest.host.mcp_servers:
+                known = sorted(manifest.host.mcp_servers) or "none"
+                problems.append(((*where, *at), f"unknown MCP server {server!r} (known: {known})"))
+        if isinstance(cap, SubagentCapability):
             problems.extend(
                 ((*where, "subagent", str(j)), f"unknown agent {sub!r}")
                 for j, sub in enumerate(cap.subagent)

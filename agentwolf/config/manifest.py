@@ -132,7 +132,57 @@ class SkillsCapability(_Strict):
         return DEFAULT_SKILL_PATHS if self.skills == "default" else self.skills
 
 
-Capability = McpCapability | SubagentCapability | SkillsCapability
+class CodeModeSettings(_Strict):
+    """What a code-mode script may do: its tool calls, its time running in the sandbox, its memory."""
+
+    tools: list[str] | None = None
+    """Tool names (globs) the script may call; None: every tool of the agent's other capabilities."""
+    max_calls: int = Field(50, ge=1, le=1000)
+    timeout_s: float = Field(30.0, gt=0, le=600)
+    """Seconds the script may compute (waiting for its tool calls does not count)."""
+    memory_mb: int = Field(64, ge=1, le=4096)
+
+
+class CodeModeCapability(_Strict):
+    """`{code_mode: {max_calls: 50}}`: the model is offered `run_code(code)` instead of the tools; the
+    script calls them as Python functions, each an ordinary (recorded, permitted) tool call."""
+
+    code_mode: CodeModeSettings = CodeModeSettings()
+
+
+class WebSearchSettings(_Strict):
+    """Where `web_search` asks: an HTTP search API answering in Brave Search's JSON shape (`url`, its
+    key a `${VAR}` the worker policy allows), or a tool of an MCP server taking `query`."""
+
+    url: str | None = None
+    api_key: str | None = None
+    mcp: str | None = None
+    tool: str = "search"
+
+    @model_validator(mode="after")
+    def _one_provider(self) -> WebSearchSettings:
+        if (self.url is None) == (self.mcp is None):
+            raise ValueError("web search needs exactly one of `url` (an HTTP search API) or `mcp` (a server)")
+        return self
+
+
+class WebSettings(_Strict):
+    fetch: bool = True
+    search: WebSearchSettings | None = None
+    max_bytes: int = Field(5_000_000, ge=1000)
+    """A page is read up to this many bytes; the rest is left unread."""
+    timeout_s: float = Field(30.0, gt=0, le=300)
+    """A fetch (every redirect included) ends after this long."""
+
+
+class WebCapability(_Strict):
+    """`{web: {fetch: true, search: {url: ..., api_key: ${KEY}}}}`: `web_fetch(url, max_chars)` (the page as
+    Markdown) and `web_search(query)`. Where a fetch may go is the worker policy's call (`web_private`)."""
+
+    web: WebSettings = WebSettings()
+
+
+Capability = McpCapability | SubagentCapability | SkillsCapability | CodeModeCapability | WebCapability
 
 
 class SkillSettings(_Strict):

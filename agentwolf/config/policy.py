@@ -102,6 +102,9 @@ class WorkerPolicy(BaseModel):
     """Let MCP servers whose config the operator did not write (an editor's, a skill file's) reach
     loopback, link-local and private addresses (this machine's services, the internal network);
     manifest servers may unless `urls` says otherwise."""
+    web_private: list[str] = []
+    """Addresses (`ip:port` globs, e.g. `10.1.2.3:*`, `*` for all) `web_fetch` may reach although they
+    are loopback, link-local or private; checked on the address each request connects to, redirects too."""
     api_keys: list[ApiKeyEntry] = []
     """Keys `wolf serve` accepts (besides `WOLF_API_KEYS`)."""
     cors_origins: list[WebOrigin] = []
@@ -182,9 +185,7 @@ class WorkerPolicy(BaseModel):
         except OSError as exc:
             raise PolicyError(f"MCP server URL {url!r}: cannot resolve {host!r} ({exc})") from None
         for address in {str(info[4][0]) for info in found}:
-            ip = ipaddress.ip_address(address.partition("%")[0])
-            mapped = getattr(ip, "ipv4_mapped", None)
-            if not (mapped or ip).is_global or ip.is_multicast:
+            if is_private(address):
                 raise PolicyError(
                     f"MCP server URL {url!r}: {host} is {address}, a loopback, link-local or private "
                     f"address; servers from editors and skill files may not reach this machine or "
@@ -215,6 +216,13 @@ class WorkerPolicy(BaseModel):
             except (PolicyError, FileNotFoundError) as exc:
                 found.append(f"agents.{name}.acp: {exc}")
         return found
+
+
+def is_private(address: str) -> bool:
+    """Loopback, link-local, private or multicast (an IPv4-mapped IPv6 address as its IPv4 one)."""
+    ip = ipaddress.ip_address(address.partition("%")[0])
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return not (mapped or ip).is_global or ip.is_multicast
 
 
 def is_code_env(name: str) -> bool:

@@ -25,6 +25,7 @@ from pydantic_ai.models import Model
 
 from agentwolf.config.manifest import Manifest, McpCapability, SkillsCapability
 from agentwolf.config.policy import Secrets, WorkerPolicy
+from agentwolf.extensions.code_mode import Sandboxes
 from agentwolf.extensions.functions import FunctionToolsCap
 from agentwolf.extensions.mcp import McpServerCap
 from agentwolf.extensions.pool import McpPool, McpUnavailable
@@ -380,6 +381,8 @@ class HostRegistry:
         self.evicted = 0
         self.transcripts = TranscriptCache()
         """One transcript cache for every host: the worker's bound, not each host's."""
+        self.sandboxes = Sandboxes()
+        """Code mode's sandbox processes, for every host."""
         self._hosts: dict[tuple[str, str], AgentHost] = {}
         """By (config identity, tenant), least recently ensured first; configs whose `host:` sections
         match share a host, each under its own key (at most MAX_CONFIGS_PER_HOST of them)."""
@@ -499,4 +502,7 @@ class HostRegistry:
             self._reaper.cancel()
             self._reaper = None
         hosts, self._hosts = self.hosts(), {}
-        await asyncio.gather(*(h.close() for h in hosts))
+        try:
+            await asyncio.gather(*(h.close() for h in hosts))
+        finally:
+            await asyncio.to_thread(self.sandboxes.close)

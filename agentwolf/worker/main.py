@@ -13,9 +13,11 @@ from temporalio.worker import Interceptor, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxRestrictions
 
 from agentwolf.activities.acp import AcpActivities, home_queue
+from agentwolf.activities.code import CodeActivities
 from agentwolf.activities.config import config_notify
 from agentwolf.activities.schedule import deliver_prompt, registry_job_session
 from agentwolf.activities.session import SessionActivities
+from agentwolf.activities.web import WebActivities
 from agentwolf.config.policy import WorkerPolicy, redact_logs
 from agentwolf.defaults import TASK_QUEUE
 from agentwolf.hosts.host import HostRegistry, Notify
@@ -65,7 +67,7 @@ def create_worker(
     redact_logs()
     hosts = hosts or HostRegistry(local_models, plugins=plugins, policy=policy, tenant=tenant)
     hosts.notify = _signaller(client)
-    activities = SessionActivities(hosts)
+    activities, code = SessionActivities(hosts), CodeActivities(hosts)
     acp = AcpActivities(activities)
     options: dict[str, Any] = dict(
         interceptors=_interceptors(client),
@@ -93,6 +95,9 @@ def create_worker(
             activities.read_skill,
             activities.expand_command,
             activities.release_session,
+            code.code_start,
+            code.code_resume,
+            WebActivities(hosts).web,
             config_notify,
             deliver_prompt,
             registry_job_session,

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
 
-from agentwolf.config.manifest import Manifest, McpServerConfig
+from agentwolf.config.manifest import CodeModeSettings, Manifest, McpServerConfig
 from agentwolf.workflows.turn_settings import TurnSettings
 
 EMPTY_DIGEST = ""
@@ -57,6 +57,8 @@ SUBAGENTS = "@subagents"
 """The `server` of the `delegate` tool: the workflow runs it as child sessions, not over MCP."""
 SESSION = "@session"
 """The `server` of `read_tool_output`: the workflow answers it from the transcript."""
+CODE = "@code"
+"""The `server` of `run_code`: the workflow runs the script in the sandbox, its calls as tool calls."""
 
 READ_TOOL_OUTPUT = ToolSpec(
     name="read_tool_output",
@@ -158,6 +160,9 @@ class CompiledAgent(BaseModel):
     """MCP servers that active skills bring (`<skill>/<server>`): tool calls carry their config."""
     session_servers: dict[str, McpServerConfig] = {}
     """The session's own servers by label (`session:<name>@<digest>`): tool calls find their config here."""
+    script_tools: list[ToolSpec] = Field([], exclude_if=lambda v: not v)
+    """Code mode: the tools a `run_code` script may call (offered to the model as Python signatures)."""
+    code_mode: CodeModeSettings | None = Field(None, exclude_if=lambda v: v is None)
 
     @property
     def digest(self) -> str:
@@ -166,6 +171,9 @@ class CompiledAgent(BaseModel):
 
     def tool(self, name: str) -> ToolSpec | None:
         return next((t for t in self.tools if t.name == name), None)
+
+    def script_tool(self, name: str) -> ToolSpec | None:
+        return next((t for t in self.script_tools if t.name == name), None)
 
     def skill(self, name: str) -> SkillInfo | None:
         return next((s for s in self.skills if s.name == name), None)

@@ -22,6 +22,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_
 from agentwolf.config.manifest import Limits, Team
 from agentwolf.telemetry import metrics
 from agentwolf.workflows.acp import AcpTurns
+from agentwolf.workflows.code import CodeRouting
 from agentwolf.workflows.contracts import (
     CommandInput,
     CommandOutput,
@@ -60,7 +61,7 @@ SNAPSHOT_UNANSWERED = "snapshot-unanswered"  # patch: no waiting snapshot while 
 SNAPSHOT_STALE = "snapshot-stale"  # patch: a waiting turn continues as new with a stale agent too
 
 
-class TurnLoop(AcpTurns):
+class TurnLoop(AcpTurns, CodeRouting):
     """Runs a turn to its end, whatever ends it, and decides when the session continues as new."""
 
     async def _run_turn(self, prompt: Prompt) -> None:
@@ -383,7 +384,7 @@ class TurnLoop(AcpTurns):
         if self.state != "waiting_approval" or turn is None or self.turn_task is None:
             return False
         waiting = len(turn.open_calls) - len(turn.finished)
-        if waiting != len(self.pending_approvals):
+        if waiting != len(self.pending_approvals) or self.running_scripts:
             return False
         info = workflow.info()
         limit = self.inp.manifest.host.sessions.continue_as_new_bytes

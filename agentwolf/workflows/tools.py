@@ -109,10 +109,16 @@ class ToolRouting(SessionCore):
         index: int,
         key: str,
         finished: dict[int, ToolReturnPart],
+        parent: str | None = None,
     ) -> ToolReturnPart:
-        spec = compiled.tool(call.tool_name)
+        """`parent`: the `run_code` call of a code-mode script making this call (its events say so)."""
+        spec = compiled.script_tool(call.tool_name) if parent else compiled.tool(call.tool_name)
         self._publish(
-            "tool_call_started", tool=call.tool_name, call_id=call.tool_call_id, args=event_args(call)
+            "tool_call_started",
+            tool=call.tool_name,
+            call_id=call.tool_call_id,
+            args=event_args(call),
+            parent=parent,
         )
         started = workflow.now()
         outcome: ToolOutcome | None = None
@@ -136,6 +142,7 @@ class ToolRouting(SessionCore):
             duration_ms=int((workflow.now() - started).total_seconds() * 1000),
             outcome=outcome,
             text=result.content,
+            parent=parent,
         )
         return part
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from temporalio.common import SearchAttributeKey
 
 from agentwolf.config.manifest import Manifest
@@ -156,6 +156,8 @@ class Event(BaseModel):
     """Deltas: where `text` starts in the step's text (or thinking) of that attempt."""
     progress: float | None = None
     total: float | None = None
+    parent: str | None = Field(None, exclude_if=lambda v: v is None)
+    """Tool calls a code-mode script made: the `run_code` call they are nested in."""
 
 
 class Prompt(BaseModel):

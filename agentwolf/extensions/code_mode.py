@@ -1,0 +1,236 @@
+"""Code mode (RFC-0051's sixth capability): the model writes a short Python script that calls the
+agent's tools, and only what the script prints and returns comes back to the context.
+
+The script runs in pydantic-monty (a Python interpreter in Rust, run in a subprocess: no file system,
+network or imports beyond its standard modules, with memory and time limits). Execution pauses at
+every call of a tool; this module runs a script until all its tasks wait on tool calls (or it ends),
+and hands back the interpreter's snapshot with the calls, which the workflow runs as ordinary tool
+calls before resuming the snapshot with their results (workflows/code.py).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pydantic_monty as monty
+
+from agentwolf.config.manifest import CodeModeSettings
+from agentwolf.workflows.contracts import CODE, SESSION, SKILLS, SUBAGENTS, ToolOutcome, ToolSpec
+from agentwolf.workflows.script import (
+    ScriptCall,
+    ScriptLimits,
+    ScriptResult,
+    ScriptResume,
+    ScriptStart,
+    ScriptStep,
+    function_name,
+    parameter_order,
+)
+
+STDOUT_BYTES = 1 << 20
+"""What a script may print; past it, `print` raises MemoryError in the script."""
+
+RUN_CODE = "run_code"
+
+_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "None"}
+
+
+def split_tools(tools: list[ToolSpec], settings: CodeModeSettings) -> tuple[list[ToolSpec], list[ToolSpec]]:
+    """(offered to the model, callable from scripts): a script calls the agent's MCP and function
+    tools (or the `tools` globs of them); the built-ins (skills, subagents, read_tool_output) and the
+    tools left out stay offered directly, beside `run_code`."""
+    callable_ = [t for t in tools if t.server not in (SKILLS, SUBAGENTS, SESSION)]
+    if settings.tools is not None:
+        callable_ = [t for t in callable_ if any(fnmatch.fnmatchcase(t.name, p) for p in settings.tools)]
+    scripted = {t.name for t in callable_}
+    return [t for t in tools if t.name not in scripted], callable_
+
+
+def run_code_spec(script_tools: list[ToolSpec], settings: CodeModeSettings) -> ToolSpec:
+    """`run_code(code)`, its description carrying the typed signatures of the functions a script may call."""
+    stubs = "\n\n".join(signature(t) for t in script_tools) or "# (no tools: plain computation only)"
+    return ToolSpec(
+        name=RUN_CODE,
+        server=CODE,
+        tool=RUN_CODE,
+        description=(
+            "Run a Python script in a sandbox (no files, network or imports beyond the standard modules "
+            "such as asyncio, json, re, math). Use it for work needing several tool calls: loop, filter "
+            "and combine in the script, and only what it prints and its last expression come back. "
+            "The tools below are async functions: `await` each call, and use `asyncio.gather(...)` for "
+            "calls that may run at once. A call returns the tool's output (parsed when it is JSON, else "
+            "text); a failed or refused call raises an exception. Limits: "
+            f"{settings.max_calls} tool calls, {settings.timeout_s:g} s of computing, "
+            f"{settings.memory_mb} MB.\n\n```python\n{stubs}\n```"
+        ),
+        parameters={
+            "type": "object",
+            "properties": {"code": {"type": "string", "description": "The Python script."}},
+            "required": ["code"],
+        },
+    )
+
+
+def signature(spec: ToolSpec) -> str:
+    """`async def name(a: int, b: str = 'x') -> Any` with the tool's description as its docstring."""
+    properties: dict[str, Any] = spec.parameters.get("properties", {})
+    required = set(spec.parameters.get("required", ()))
+    params = []
+    for name in parameter_order(spec):
+        schema = properties[name]
+        hint = _hint(schema)
+        if name in required:
+            params.append(f"{name}: {hint}")
+        else:
+            params.append(f"{name}: {hint} = {schema.get('default')!r}")
+    doc = spec.description.strip().replace('"""', "'''") or "(no description)"
+    body = "\n    ".join(doc.splitlines())
+    return f'async def {function_name(spec)}({", ".join(params)}) -> Any:\n    """{body}"""'
+
+
+def _hint(schema: dict[str, Any]) -> str:
+    if "enum" in schema:
+        return f"Literal[{', '.join(repr(v) for v in schema['enum'])}]"
+    for union in ("anyOf", "oneOf"):
+        if union in schema:
+            return " | ".join(dict.fromkeys(_hint(s) for s in schema[union]))
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return " | ".join(_hint({**schema, "type": k}) for k in kind)
+    if kind == "array":
+        return f"list[{_hint(schema.get('items', {}))}]"
+    if kind == "object":
+        return "dict[str, Any]"
+    return _TYPES.get(kind or "", "Any")
+
+
+class Sandboxes:
+    """The worker's warm sandbox processes, started at the first script and stopped with the worker
+    (`HostRegistry.close`). Each script run checks one out as a fresh session (nothing a script
+    leaves behind reaches the next); a process that dies is replaced, and each is recycled after
+    `RECYCLE` sessions. Spawning a process per run cost more than the rest of a script's call."""
+
+    RECYCLE = 200
+
+    def __init__(self) -> None:
+        self._pool: monty.Monty | None = None
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def session(self, limits: ScriptLimits) -> Iterator[tuple[monty.MontySession, monty.CollectString]]:
+        sandbox_limits: monty.ResourceLimits = {
+            "max_memory": limits.memory_mb * 1024 * 1024,
+            "max_feed_duration_secs": limits.timeout_s,
+        }
+        with self._lock:
+            if self._pool is None:
+                self._pool = monty.Monty(min_processes=1, max_checkouts_per_worker=self.RECYCLE)
+                self._pool.__enter__()
+            pool = self._pool
+        with pool.checkout(script_name="run_code.py", limits=sandbox_limits) as session:
+            yield session, monty.CollectString(max_bytes=STDOUT_BYTES)
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.__exit__(None, None, None)
+
+
+def start(inp: ScriptStart, sandboxes: Sandboxes) -> ScriptStep:
+    """Run a script until it waits on tool calls or ends (blocking: call it in a thread)."""
+    with sandboxes.session(inp.limits) as (session, printed):
+        try:
+            return _drive(session.feed_start(inp.code, print_callback=printed), inp.functions, printed)
+        except monty.MontyError as exc:
+            return _failed(exc, printed)
+
+
+def resume(inp: ScriptResume, sandboxes: Sandboxes) -> ScriptStep:
+    """Resume a snapshot with the results of the calls it waited on (blocking: call it in a thread)."""
+    with sandboxes.session(inp.limits) as (session, printed):
+        try:
+            waiting = session.load_snapshot(inp.snapshot, print_callback=printed)
+            if not isinstance(waiting, monty.FutureSnapshot):
+                raise TypeError(f"a script's snapshot waits on futures, not {type(waiting).__name__}")
+            answers = {r.id: _answer(r) for r in inp.results}
+            return _drive(waiting.resume(answers), inp.functions, printed)
+        except monty.MontyError as exc:
+            return _failed(exc, printed)
+
+
+def _drive(
+    snapshot: monty.SyncSnapshot, functions: dict[str, list[str]], printed: monty.CollectString
+) -> ScriptStep:
+    """Answer what the host need not decide (file system: refused; unknown names: NameError; each
+    tool call: a future) until every task of the script waits on tool calls, or it ends."""
+    calls: list[ScriptCall] = []
+    while True:
+        if isinstance(snapshot, monty.MontyComplete):
+            return ScriptStep(stdout=printed.output, output=_render(snapshot.output))
+        if isinstance(snapshot, monty.FutureSnapshot):
+            waiting = set(snapshot.pending_call_ids)
+            return ScriptStep(
+                snapshot=snapshot.dump(), calls=[c for c in calls if c.id in waiting], stdout=printed.output
+            )
+        if isinstance(snapshot, monty.NameLookupSnapshot):
+            snapshot = snapshot.resume()  # NameError in the script
+        elif snapshot.is_os_function:
+            snapshot = snapshot.resume_not_handled()
+        elif (params := functions.get(snapshot.function_name)) is None:
+            snapshot = snapshot.resume(
+                {"exc_type": "NameError", "message": f"name {snapshot.function_name!r} is not defined"}
+            )
+        else:
+            name = snapshot.function_name
+            try:
+                arguments = _arguments(name, params, snapshot.args, snapshot.kwargs)
+            except TypeError as exc:
+                snapshot = snapshot.resume({"exc_type": "TypeError", "message": str(exc)})
+                continue
+            calls.append(ScriptCall(id=snapshot.call_id, function=name, arguments=arguments))
+            snapshot = snapshot.resume({"future": ...})
+
+
+def _arguments(name: str, params: list[str], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    if len(args) > len(params):
+        raise TypeError(f"{name}() takes {len(params)} arguments but {len(args)} were given")
+    arguments = dict(zip(params, args, strict=False))
+    for key, value in kwargs.items():
+        if key in arguments:
+            raise TypeError(f"{name}() got multiple values for argument {key!r}")
+        if key not in params:
+            raise TypeError(f"{name}() got an unexpected keyword argument {key!r}")
+        arguments[key] = value
+    return arguments
+
+
+def _answer(result: ScriptResult) -> monty.ExternalSettledResult:
+    """A tool's output for the script (JSON parsed), or the exception its failure raises there."""
+    if result.outcome == ToolOutcome.DENIED:
+        return {"exc_type": "PermissionError", "message": result.content}
+    if result.outcome != ToolOutcome.SUCCESS:
+        return {"exc_type": "RuntimeError", "message": result.content}
+    try:
+        return {"return_value": json.loads(result.content)}
+    except ValueError:
+        return {"return_value": result.content}
+
+
+def _render(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _failed(exc: monty.MontyError, printed: monty.CollectString) -> ScriptStep:
+    shown = exc.display() if isinstance(exc, monty.MontyRuntimeError | monty.MontySyntaxError) else str(exc)
+    return ScriptStep(stdout=printed.output, error=shown)

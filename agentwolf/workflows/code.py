@@ -1,0 +1,153 @@
+"""Code mode in the workflow: a `run_code` call runs its script in the sandbox (activities), and each
+tool call the script makes runs here as the session's ordinary tool call (rules, approvals, fast path,
+events nested under `run_code`), so every completed call is in history. Between calls the script is a
+snapshot: a worker lost mid-script resumes from the last one and repeats no call.
+
+Imported passed through, like tools.py: it calls only `workflow.*` and deterministic helpers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from datetime import timedelta
+from typing import Any
+
+from pydantic_ai.messages import ToolCallPart, ToolReturnPart
+from temporalio import workflow
+
+from agentwolf.config.manifest import CodeModeSettings
+from agentwolf.workflows.contracts import CODE, CompiledAgent, ToolCallOutput, ToolOutcome, ToolSpec
+from agentwolf.workflows.script import (
+    ScriptCall,
+    ScriptLimits,
+    ScriptResult,
+    ScriptResume,
+    ScriptStart,
+    ScriptStep,
+    function_name,
+    parameter_order,
+)
+from agentwolf.workflows.turn import TOOL_RETRY, all_or_cancel, short
+from agentwolf.workflows.web import WebRouting
+
+CODE_MODE = "code-mode"  # patch: `run_code` runs a script whose tool calls are the session's own
+
+
+class CodeRouting(WebRouting):
+    """Tool routing that also runs code-mode scripts."""
+
+    running_scripts: int = 0
+    """Scripts under way: a turn waiting for approval does not continue as new while one is (the
+    next run would start the script again, and repeat its calls)."""
+    _script_gate: asyncio.Semaphore | None = None
+    """One gate for the calls of every script of the session: `max_parallel_tools` at once however
+    many scripts a step runs (pending activities stay far below Temporal's 2,000)."""
+
+    async def _route_call(
+        self,
+        compiled: CompiledAgent,
+        spec: ToolSpec | None,
+        call: ToolCallPart,
+        index: int,
+        key: str,
+        arguments: dict[str, Any],
+    ) -> tuple[ToolCallOutput, ToolOutcome | None]:
+        if spec is None or spec.server != CODE or not workflow.patched(CODE_MODE):
+            return await super()._route_call(compiled, spec, call, index, key, arguments)
+        refusal = await self._permission(compiled, spec, call, key, arguments)
+        if refusal is not None:
+            return ToolCallOutput(content=refusal, is_error=True), ToolOutcome.DENIED
+        code = arguments.get("code")
+        if not isinstance(code, str) or not code.strip():
+            return ToolCallOutput(content="run_code needs `code`: a Python script", is_error=True), None
+        self.running_scripts += 1
+        try:
+            return await self._run_code(compiled, call, index, key, code), None
+        finally:
+            self.running_scripts -= 1
+
+    async def _run_code(
+        self, compiled: CompiledAgent, call: ToolCallPart, index: int, key: str, code: str
+    ) -> ToolCallOutput:
+        """Start the script, then answer its calls and resume it until it ends; its printed output and
+        value are the result, its traceback an error."""
+        settings = compiled.code_mode or CodeModeSettings()
+        functions = {function_name(t): parameter_order(t) for t in compiled.script_tools}
+        limits = ScriptLimits(memory_mb=settings.memory_mb, timeout_s=settings.timeout_s)
+        step = await self._sandbox(
+            "wolf.code_start", ScriptStart(code=code, functions=functions, limits=limits), settings
+        )
+        printed, made = [step.stdout], 0
+        while step.calls and step.snapshot is not None:
+            results = await all_or_cancel(
+                [
+                    self._gated(
+                        self._script_call(compiled, call, index, key, c, made + i + 1, settings.max_calls)
+                    )
+                    for i, c in enumerate(step.calls)
+                ]
+            )
+            made += len(step.calls)
+            resume = ScriptResume(snapshot=step.snapshot, functions=functions, results=results, limits=limits)
+            step = await self._sandbox("wolf.code_resume", resume, settings)
+            printed.append(step.stdout)
+        text = "".join(printed)
+        ending = step.error if step.error is not None else step.output and f"-> {step.output}"
+        if ending:  # on a line of its own
+            text += ("" if not text or text.endswith("\n") else "\n") + ending
+        if step.error is not None:
+            return ToolCallOutput(content=text, is_error=True)
+        return ToolCallOutput(content=text or "(no output: print results or end with an expression)")
+
+    async def _gated(self, call: Coroutine[Any, Any, ScriptResult]) -> ScriptResult:
+        if self._script_gate is None:
+            self._script_gate = asyncio.Semaphore(self._limits().max_parallel_tools)
+        try:
+            async with self._script_gate:
+                return await call
+        finally:
+            call.close()  # cancelled at the gate: it never started
+
+    async def _script_call(
+        self,
+        compiled: CompiledAgent,
+        call: ToolCallPart,
+        index: int,
+        key: str,
+        script_call: ScriptCall,
+        number: int,
+        max_calls: int,
+    ) -> ScriptResult:
+        """One call of the script, as the session's tool call `<run_code call id>.<number>`."""
+        if number > max_calls:
+            return ScriptResult(
+                id=script_call.id,
+                content=f"call limit: a script makes at most {max_calls} tool calls",
+                outcome=ToolOutcome.DENIED,
+            )
+        spec = next(t for t in compiled.script_tools if function_name(t) == script_call.function)
+        nested = ToolCallPart(
+            tool_name=spec.name,
+            args=script_call.arguments,
+            tool_call_id=f"{call.tool_call_id}.{number}",
+        )
+        part: ToolReturnPart = await self._call_tool(
+            compiled, nested, index, f"{key}.{number}", {}, parent=call.tool_call_id
+        )
+        return ScriptResult(id=script_call.id, content=str(part.content), outcome=ToolOutcome(part.outcome))
+
+    async def _sandbox(
+        self, activity: str, inp: ScriptStart | ScriptResume, settings: CodeModeSettings
+    ) -> ScriptStep:
+        """A local activity: the sandbox touches nothing outside, so a run lost with its worker is
+        simply run again from the same snapshot; only its result is recorded (a few ms, not a
+        server round trip per call of the script). Signals wait for it: at most `timeout_s`."""
+        return await workflow.execute_local_activity(
+            activity,
+            inp,
+            result_type=ScriptStep,
+            start_to_close_timeout=timedelta(seconds=settings.timeout_s + 30),
+            retry_policy=TOOL_RETRY,
+            summary=short(f"{activity.removeprefix('wolf.')} {self.turn_id} step {self.step}"),
+        )

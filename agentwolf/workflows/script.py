@@ -1,0 +1,83 @@
+"""What crosses the boundary between a code-mode `run_code` call in the workflow and the sandbox
+activities (`wolf.code_start`, `wolf.code_resume`): the script's pending tool calls, their results, and
+the interpreter's snapshot between them (opaque bytes; a large one goes to the payload store like any
+large payload).
+
+Each activity runs the script until it waits on tool calls (or ends), so every call the script makes
+is the workflow's ordinary tool call, recorded in history: a worker lost mid-script resumes from the
+last snapshot and repeats none of them.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from agentwolf.workflows.contracts import ToolOutcome, ToolSpec
+
+
+class ScriptCall(BaseModel):
+    """A tool call the script waits on: `id` is the sandbox's, `arguments` the tool's JSON object."""
+
+    id: int
+    function: str
+    arguments: dict[str, Any]
+
+
+class ScriptResult(BaseModel):
+    """How one of the script's calls ended: a value for the script, or an exception raised in it."""
+
+    id: int
+    content: str
+    outcome: ToolOutcome = ToolOutcome.SUCCESS
+
+
+class ScriptLimits(BaseModel):
+    memory_mb: int
+    timeout_s: float
+
+
+class ScriptStart(BaseModel):
+    code: str
+    functions: dict[str, list[str]]
+    """The tools the script may call, each with its parameters in signature order (for positional calls)."""
+    limits: ScriptLimits
+
+
+class ScriptResume(BaseModel):
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+
+    snapshot: bytes
+    functions: dict[str, list[str]]
+    results: list[ScriptResult]
+    limits: ScriptLimits
+
+
+class ScriptStep(BaseModel):
+    """Where the script stopped: waiting on `calls` (with its `snapshot`), or done (`output` or `error`)."""
+
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+
+    snapshot: bytes | None = None
+    calls: list[ScriptCall] = []
+    stdout: str = ""
+    output: str | None = None
+    """The script's last expression, rendered (JSON where it can be)."""
+    error: str | None = None
+    """The script raised (or broke a limit): its traceback, for the model to fix the script."""
+
+
+def parameter_order(spec: ToolSpec) -> list[str]:
+    """A tool's parameters as its Python signature lists them: required first, each group in schema order."""
+    properties = list(spec.parameters.get("properties", {}))
+    required = set(spec.parameters.get("required", ()))
+    return [p for p in properties if p in required] + [p for p in properties if p not in required]
+
+
+def function_name(spec: ToolSpec) -> str:
+    """The tool's name as a script calls it: a Python identifier (`get-weather` -> `get_weather`)."""
+    name = re.sub(r"\W", "_", spec.name)
+    return f"{name}_" if keyword.iskeyword(name) or name[:1].isdigit() else name

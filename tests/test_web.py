@@ -1,0 +1,192 @@
+"""The web capability: web_fetch converts, caps and refuses as the worker policy says (checked on
+the address each hop connects to, redirects included); web_search asks a configured search API."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentwolf.config.manifest import WebSearchSettings, WebSettings
+from agentwolf.config.policy import WorkerPolicy
+from agentwolf.extensions.web import WebError, fetch, search
+from agentwolf.plugins import PluginRegistry, Plugins
+from agentwolf.workflows.types import workflow_id
+from tests.conftest import make_manifest, record_history, tools_server
+from tests.support.models import Script, sequence, text, tool
+from tests.support.polls import tool_returns
+from tests.support.web_server import KEY, WebServer
+
+SETTINGS = WebSettings()
+
+
+def _allowing(*servers: WebServer) -> WorkerPolicy:
+    return WorkerPolicy(web_private=[f"127.0.0.1:{s.port}" for s in servers])
+
+
+async def test_a_page_becomes_markdown():
+    with WebServer() as web:
+        page = await fetch(f"{web.url}/page", 10_000, SETTINGS, _allowing(web))
+        plain = await fetch(f"{web.url}/text", 10_000, SETTINGS, _allowing(web))
+        document = await fetch(f"{web.url}/pdf", 10_000, SETTINGS, _allowing(web))
+        with pytest.raises(WebError, match="the PDF is larger than 1000 bytes"):
+            await fetch(f"{web.url}/pdf", 10_000, WebSettings(max_bytes=1000), _allowing(web))
+    assert page.startswith(f"[{web.url}/page]\n\n")
+    assert "# Grey wolves" in page and f"[packs]({web.url}/packs)" in page and "**six**" in page
+    assert (
+        "| north | 7    |" in page
+        and "title: Wolves" in page
+        and "alert" not in page
+        and "base64" not in page
+    )
+    assert plain == f"[{web.url}/text]\n\njust text"
+    assert document == f"[{web.url}/pdf]\n\nWolves hunt in packs"
+
+
+async def test_loopback_is_refused_unless_the_policy_names_it():
+    with WebServer() as web:
+        with pytest.raises(WebError, match=r"refused: .* leads to 127.0.0.1, a loopback"):
+            await fetch(f"{web.url}/page", 10_000, SETTINGS, WorkerPolicy())
+        with pytest.raises(WebError, match="refused: .* leads to 127.0.0.1"):  # a name is no way round
+            await fetch(f"http://localhost:{web.port}/page", 10_000, SETTINGS, WorkerPolicy())
+    assert web.hits == []
+
+
+async def test_a_redirect_to_a_forbidden_address_is_refused():
+    with WebServer() as web, WebServer() as inside:
+        target = f"{inside.url}/page"
+        with pytest.raises(WebError, match=f"refused: {inside.url}/page leads to 127.0.0.1"):
+            await fetch(f"{web.url}/redirect?to={target}", 10_000, SETTINGS, _allowing(web))
+        followed = await fetch(f"{web.url}/redirect?to={target}", 10_000, SETTINGS, _allowing(web, inside))
+    assert web.hits == ["/redirect", "/redirect"]
+    assert inside.hits == ["/page"]  # only when the policy allowed it
+    assert followed.startswith(f"[{inside.url}/page]")
+
+
+async def test_a_huge_page_is_capped_and_a_slow_one_timed_out():
+    with WebServer() as web:
+        capped = await fetch(f"{web.url}/huge", 1_000_000, WebSettings(max_bytes=200_000), _allowing(web))
+        short = await fetch(f"{web.url}/huge", 5_000, SETTINGS, _allowing(web))
+        with pytest.raises(WebError, match=r"took longer than 1s"):
+            await fetch(f"{web.url}/slow", 10_000, WebSettings(timeout_s=1), _allowing(web))
+        with pytest.raises(WebError, match="application/octet-stream is not a page"):
+            await fetch(f"{web.url}/binary", 10_000, SETTINGS, _allowing(web))
+    assert "w" * 200_000 in capped and "w" * 200_001 not in capped
+    assert capped.endswith("[cut: the page is larger than 200000 bytes: only those were read]")
+    assert (
+        "w" * 5_000 in short
+        and "w" * 5_001 not in short
+        and "[cut: 5000 of 5000000 characters shown]" in short
+    )
+    with pytest.raises(WebError, match="web_fetch takes an http"):
+        await fetch("file:///etc/passwd", 100, SETTINGS, WorkerPolicy())
+    with pytest.raises(WebError, match="Invalid port"):
+        await fetch("http://a:b:c/", 100, SETTINGS, WorkerPolicy())
+
+
+async def test_a_redirect_loop_ends():
+    with WebServer() as web, pytest.raises(WebError, match=f"more than 5 redirects from {web.url}/loop"):
+        await fetch(f"{web.url}/loop", 100, SETTINGS, _allowing(web))
+    assert web.hits == ["/loop"] * 6
+
+
+async def test_search_asks_the_configured_api_with_its_key(monkeypatch):
+    monkeypatch.setenv("SEARCH_KEY", KEY)
+    policy = WorkerPolicy(secrets={"*": ["SEARCH_KEY"]})
+    with WebServer() as web:
+        settings = WebSearchSettings(url=f"{web.url}/search", api_key="${SEARCH_KEY}")
+        found = await search("wolves", settings, 10, policy.secrets_for("default"))
+        with pytest.raises(WebError, match="not allowed for tenant"):
+            refused = WebSearchSettings(url=f"{web.url}/search", api_key="${HOME}")
+            await search("wolves", refused, 10, policy.secrets_for("default"))
+    assert found.split("\n\n") == [
+        "1. wolves 1\n   https://example.com/1\n   about wolves",
+        "2. wolves 2\n   https://example.com/2\n   about wolves",
+    ]
+
+
+async def _session(
+    wolf, run_worker, web: WebServer, script: Script, *capabilities: dict, record: str | None = None
+) -> None:
+    manifest = make_manifest(
+        {"capabilities": [{"mcp": "tools"}, *capabilities]}, mcp_servers={"tools": tools_server()}
+    )
+    async with run_worker(local_models={"m": script.model}, policy=_allowing(web)):
+        sid = await wolf.submit("read", "a", manifest)
+        await wolf.result(sid)
+        if record:
+            await record_history(wolf.client, workflow_id("default", sid), record)
+
+
+async def test_a_session_fetches_within_its_policy(wolf, run_worker):
+    with WebServer() as web, WebServer() as inside:
+        script = Script(
+            sequence(
+                tool("web_fetch", {"url": f"{web.url}/page"}, "f1"),
+                tool("web_fetch", {"url": f"{web.url}/redirect?to={inside.url}/page"}, "f2"),
+                text("done"),
+            )
+        )
+        await _session(wolf, run_worker, web, script, {"web": {}}, record="web_fetch")
+    assert {"web_fetch", "add"} <= script.offered[0] and "web_search" not in script.offered[0]
+    page, refused = (r for m in script.requests[1:] for r in tool_returns(m[-1:]))
+    assert page.outcome == "success" and "# Grey wolves" in page.content
+    assert refused.outcome == "failed" and "leads to 127.0.0.1" in refused.content
+    assert inside.hits == []
+
+
+async def test_a_script_fetches_pages_under_the_same_policy(wolf, run_worker):
+    code = """
+page = await web_fetch(url="{web}/text")
+print(page.splitlines()[-1])
+try:
+    await web_fetch("{web}/redirect?to={inside}/page")
+except RuntimeError as e:
+    print("refused" if "leads to 127.0.0.1" in str(e) else e)
+"""
+    with WebServer() as web, WebServer() as inside:
+        run = tool("run_code", {"code": code.format(web=web.url, inside=inside.url)}, "rc")
+        script = Script(sequence(run, text("done")))
+        await _session(wolf, run_worker, web, script, {"web": {}}, {"code_mode": {"tools": ["web_*"]}})
+    assert "web_fetch" not in script.offered[0]  # scripts call it
+    (result,) = tool_returns(script.requests[1][-1:])
+    assert result.content == "just text\nrefused\n"
+    assert inside.hits == []
+
+
+async def test_search_through_a_server_tool_and_through_an_api(wolf, run_worker, monkeypatch):
+    """`web_search` is an MCP (here: a plugin's) tool under that name, or `wolf.web` asking an API."""
+    monkeypatch.setenv("SEARCH_KEY", KEY)
+    registry = PluginRegistry("finder")
+
+    @registry.tool
+    def find(query: str) -> str:
+        """Search."""
+        return f"found {query}"
+
+    plugins = Plugins()
+    plugins.add(registry)
+    with WebServer() as web:
+        api = {"url": f"{web.url}/search", "api_key": "${SEARCH_KEY}"}
+        for search_settings, expected in (
+            ({"mcp": "finder", "tool": "find"}, "found wolves"),
+            (api, "1. wolves 1\n   https://example.com/1\n   about wolves"),
+        ):
+            script = Script(sequence(tool("web_search", {"query": "wolves"}, "s1"), text("done")))
+            manifest = make_manifest(
+                {"capabilities": [{"web": {"fetch": False, "search": search_settings}}]},
+                mcp_servers={"finder": {"plugin": "finder"}},
+            )
+            policy = WorkerPolicy(secrets={"*": ["SEARCH_KEY"]})
+            async with run_worker(local_models={"m": script.model}, plugins=plugins, policy=policy):
+                sid = await wolf.submit("find", "a", manifest)
+                await wolf.result(sid)
+            assert script.offered[0] == {"web_search"}
+            (result,) = tool_returns(script.requests[1][-1:])
+            assert result.outcome == "success" and result.content.startswith(expected)
+
+
+def test_a_search_server_the_host_does_not_have_is_a_config_error():
+    from agentwolf.config import parse_manifest
+    from agentwolf.config.loading import ManifestError
+
+    with pytest.raises(ManifestError, match=r"capabilities.0.web.search.mcp: unknown MCP server 'nope'"):
+        parse_manifest("agents:\n  a:\n    capabilities: [{web: {search: {mcp: nope}}}]\n", source="x.yaml")
