@@ -21,6 +21,8 @@ from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_
 
 from agentwolf.config.manifest import Limits, Team
 from agentwolf.telemetry import metrics
+from agentwolf.workflows.compaction import ContextView
+from agentwolf.workflows.context import ContextKeeping
 from agentwolf.workflows.contracts import (
     CommandInput,
     CommandOutput,
@@ -33,7 +35,6 @@ from agentwolf.workflows.contracts import (
 )
 from agentwolf.workflows.output import judge
 from agentwolf.workflows.session_input import SessionInput
-from agentwolf.workflows.tools import ToolRouting
 from agentwolf.workflows.turn import (
     COMPILE_RETRY,
     HEARTBEAT_TIMEOUT,
@@ -60,7 +61,7 @@ SNAPSHOT_UNANSWERED = "snapshot-unanswered"  # patch: no waiting snapshot while 
 SNAPSHOT_STALE = "snapshot-stale"  # patch: a waiting turn continues as new with a stale agent too
 
 
-class TurnLoop(ToolRouting):
+class TurnLoop(ContextKeeping):
     """Runs a turn to its end, whatever ends it, and decides when the session continues as new."""
 
     async def _run_turn(self, prompt: Prompt) -> None:
@@ -164,7 +165,7 @@ class TurnLoop(ToolRouting):
                 self.counters.steps += 1
                 self._show_details()
                 compiled = await self._current_compiled()
-                out = await self._model_request(compiled)
+                out = await self._request_fitting(compiled, turn)
                 response = out.response
                 self._append(response)
                 turn.open_calls = response.tool_calls
@@ -355,6 +356,7 @@ class TurnLoop(ToolRouting):
                 turn_id=self.turn_id or "",
                 step=self.step,
                 output=self.inp.output_schema,
+                view=self._sent_view(),
             ),
             result_type=ModelRequestOutput,
             start_to_close_timeout=MODEL_TIMEOUT,
@@ -406,6 +408,8 @@ class TurnLoop(ToolRouting):
     async def _continue_as_new(self, waiting: bool = False) -> None:
         """At idle, or (`waiting`) while the running turn waits for approval: then the turn goes along
         in `resume`, and a pushed config waits for the next turn boundary in `next_config`."""
+        if not waiting:
+            await self._compact_at_idle()
         self.counters.continued_as_new += 1
         if not waiting:
             self._apply_config()
@@ -442,6 +446,7 @@ class TurnLoop(ToolRouting):
                         "next_config": self.next_config,
                         "stream_state": stream_state,
                         "resume": resume,
+                        "context": None if self.view == ContextView() else self.view,
                     }
                 )
             ]

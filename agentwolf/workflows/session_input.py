@@ -11,6 +11,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequestPart, ToolCallPart, T
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from agentwolf.config.manifest import Manifest, McpServerConfig
+from agentwolf.workflows.compaction import ContextView
 from agentwolf.workflows.contracts import CompiledAgent
 from agentwolf.workflows.types import (
     Approval,
@@ -77,3 +78,5 @@ class SessionInput(BaseModel):
     stream_state: WorkflowStreamState | None = None
     resume: TurnSnapshot | None = None
     """A turn that continued as new while it waited for approval: it resumes where it was."""
+    context: ContextView | None = None
+    """The working context's view (workflows/compaction.py): stubs, summary, pinned notes."""

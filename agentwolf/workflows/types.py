@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from temporalio.common import SearchAttributeKey
 
 from agentwolf.config.manifest import Manifest
@@ -122,6 +122,7 @@ EventKind = Literal[
     "config_changed",
     "extensions_changed",
     "command_expanded",
+    "context_compacted",
     "error",
     "turn_finished",
     "session_closed",
@@ -154,6 +155,10 @@ class Event(BaseModel):
     """Deltas: where `text` starts in the step's text (or thinking) of that attempt."""
     progress: float | None = None
     total: float | None = None
+    tier: int | None = Field(None, exclude_if=lambda v: v is None)
+    """context_compacted: 1 (old tool results stubbed) or 2 (older turns summarised)."""
+    before_tokens: int | None = Field(None, exclude_if=lambda v: v is None)
+    after_tokens: int | None = Field(None, exclude_if=lambda v: v is None)
 
 
 class Prompt(BaseModel):
@@ -232,6 +237,11 @@ class SessionStatus(BaseModel):
     parent: str | None = None
     config_name: str | None = None
     config_version: int | None = None
+    context_tokens: int | None = None
+    """About how many tokens the next model request sends (its working context)."""
+    context_window: int | None = None
+    """The model's context window in tokens, when known."""
+    compactions: int = 0
 
 
 class SessionResult(BaseModel):

@@ -78,8 +78,16 @@ _Event = tuple[dict[str, Any], str | None, str]
 
 
 class ScriptedOpenAI:
-    def __init__(self, reply: Callable[[dict[str, Any]], Reply]) -> None:
+    def __init__(self, reply: Callable[[dict[str, Any]], Reply], window: int | None = None) -> None:
+        """`window`: a context window in tokens (a request's JSON length / 4): a request past it is
+        answered as OpenAI does, 400 `context_length_exceeded`, without asking `reply`, and answers
+        report the request's tokens as their input usage (non-streamed answers)."""
         self.reply = reply
+        self.window = window
+        self.tokens: list[int] = []
+        """Window mode: every request's size in tokens, refused ones too."""
+        self.refused = 0
+        """Window mode: requests answered 400 as too long."""
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         """Each request's HTTP headers (which API key arrived)."""
@@ -101,6 +109,13 @@ class ScriptedOpenAI:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append(body)
                 outer.headers.append({k.lower(): v for k, v in self.headers.items()})
+                tokens = len(json.dumps(body)) // 4
+                if outer.window is not None:
+                    outer.tokens.append(tokens)
+                    if tokens > outer.window:
+                        outer.refused += 1
+                        self._json(400, _too_long(outer.window, tokens))
+                        return
                 answer = outer.reply(body)
                 if answer.delay:
                     time.sleep(answer.delay)
@@ -121,8 +136,13 @@ class ScriptedOpenAI:
                     payload = outer._response(answer, model, n)
                 else:
                     payload = outer._completion(answer, model, n)
+                if outer.window is not None and "usage" in payload:
+                    payload["usage"]["input_tokens" if responses_api else "prompt_tokens"] = tokens
+                self._json(answer.status, payload)
+
+            def _json(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()
-                self.send_response(answer.status)
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -339,6 +359,19 @@ class ScriptedOpenAI:
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def _too_long(window: int, tokens: int) -> dict[str, Any]:
+    """OpenAI's answer to a request past the model's context window."""
+    return {
+        "error": {
+            "message": f"This model's maximum context length is {window} tokens. However, your messages "
+            f"resulted in {tokens} tokens. Please reduce the length of the messages.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
 
 
 def _reasoning_item(n: int, thinking: str) -> dict[str, Any]:
