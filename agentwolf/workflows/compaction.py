@@ -223,7 +223,7 @@ def plan(
     after1 = measure(working_context(messages, tier1))
     if after1 < before and after1 <= target:
         return Plan(tier1, 1, before, after1)
-    placeholder = "x" * (SUMMARY_TOKENS * CHARS_PER_TOKEN)
+    placeholder = "x" * (min(SUMMARY_TOKENS, target // 4) * CHARS_PER_TOKEN)
     end = len(messages) if until is None else until
     candidates = [c for c in turn_starts(messages) if view.summary_upto < c <= end]
     for i, cut in enumerate(candidates):

@@ -1,0 +1,162 @@
+"""Context compaction on a real dev server and worker, against the scripted OpenAI server in window
+mode (a request past the window is refused 400 `context_length_exceeded`, as OpenAI does)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+from agentwolf.config.manifest import Manifest
+from agentwolf.workflows.compaction import SUMMARY_INSTRUCTIONS
+from agentwolf.workflows.types import workflow_id
+from tests.conftest import record_history, tools_server, wait_for
+from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
+from tests.support.polls import idle, tool_returns
+
+INSTRUCTIONS = "You are the compaction test agent. Always answer in English."
+FACT = re.compile(r"fact-\d+")
+
+
+def manifest(base_url: str, window: int | None, model: str = "openai:gpt-4o-mini", **limits: Any) -> Manifest:
+    models: dict[str, Any] = {"providers": {"openai": {"api_key": "k", "base_url": base_url}}}
+    if window is not None:
+        models["context_windows"] = {model: window}
+    return Manifest.model_validate(
+        {
+            "host": {"models": models, "mcp_servers": {"tools": tools_server()}},
+            "agents": {
+                "a": {
+                    "model": model,
+                    "instructions": INSTRUCTIONS,
+                    "capabilities": [{"mcp": "tools"}],
+                    "stream": False,
+                    "limits": limits,
+                }
+            },
+        }
+    )
+
+
+def is_summary(request: dict[str, Any]) -> bool:
+    return SUMMARY_INSTRUCTIONS[:40] in (request.get("instructions") or "")
+
+
+def reply(request: dict[str, Any]) -> Reply:
+    """A turn: echo a long result naming a fact, then answer. A summary: the facts it read."""
+    if is_summary(request):
+        return Reply(
+            text="Summary. Facts found: " + ", ".join(sorted(set(FACT.findall(json.dumps(request)))))
+        )
+    last = request["input"][-1]
+    if last.get("type") == "function_call_output":
+        return Reply(text="noted")
+    prompt = json.dumps(last)
+    if "recall" in prompt:  # read back the first result, as its stub says
+        stub = next(o for o in tool_outputs(request) if "put aside" in o)
+        args = dict(re.findall(r"(\w+)=('[^']*'|\d+)", stub.split("recall(", 1)[1]))
+        return Reply(
+            tool_calls=[
+                ("recall", {k: v.strip("'") if v.startswith("'") else int(v) for k, v in args.items()})
+            ]
+        )
+    return Reply(tool_calls=[("big", {"size": 1800})])
+
+
+def requests_of(server: ScriptedOpenAI) -> list[dict[str, Any]]:
+    return [r for r in server.requests if not is_summary(r)]
+
+
+async def run_turns(wolf: Any, sid: str, start: int, count: int) -> None:
+    for i in range(start, start + count):
+        await wolf.prompt(sid, f"turn {i}: remember fact-{i}")
+        await wait_for(lambda n=i + 1: idle(wolf, sid, n), timeout=120)
+
+
+async def events_of(wolf: Any, sid: str) -> list[Any]:
+    await wolf.close(sid)
+    return [e async for _, e in wolf.events(sid, live=False)]
+
+
+async def test_a_long_session_compacts_in_both_tiers_and_loses_nothing(wolf, run_worker, client):
+    with ScriptedOpenAI(reply, window=3000) as server:
+        async with run_worker():
+            sid = await wolf.start_session("a", manifest(server.base_url, 3000))
+            await wolf.pin(sid, "The user's name is Ada; address her by name.")
+            await run_turns(wolf, sid, 0, 14)
+            status = await wolf.status(sid)
+            transcript = await wolf.transcript(sid)
+            await record_history(client, workflow_id("default", sid), "context_compaction")
+            events = await events_of(wolf, sid)
+    compacted = [e for e in events if e.kind == "context_compacted"]
+    finished = [e for e in events if e.kind == "turn_finished"]
+    assert [e.outcome for e in finished] == ["completed"] * 14
+    assert server.refused == 0  # compacted before any request overflowed
+    assert {e.tier for e in compacted} == {1, 2}
+    assert all(e.after_tokens < e.before_tokens for e in compacted)
+    assert status.compactions == len(compacted) and status.context_window == 3000
+    assert status.context_tokens is not None and status.context_tokens < 3000
+    # Instructions and the pinned note are in every request; every request fits the window.
+    assert all(INSTRUCTIONS in r["instructions"] and "Ada" in r["instructions"] for r in requests_of(server))
+    assert max(server.tokens) <= 3000
+    # The transcript is whole: every prompt and every result, as they were.
+    prompts = [
+        p.content
+        for m in transcript
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, UserPromptPart)
+    ]
+    assert prompts == [f"turn {i}: remember fact-{i}" for i in range(14)]
+    assert [r.content for r in tool_returns(transcript)] == ["x" * 1800] * 14
+    # Every fact reached the last request, verbatim or through the summary.
+    last = json.dumps(requests_of(server)[-1])
+    assert set(FACT.findall(last)) >= {f"fact-{i}" for i in range(14)}
+
+
+async def test_a_refused_request_compacts_and_the_step_is_asked_again(wolf, run_worker, client):
+    """The model's window is unknown (genai-prices does not know it, the manifest names none): the
+    provider's 400 tells it, the session compacts and asks again within the same step."""
+    with ScriptedOpenAI(reply, window=3000) as server:
+        async with run_worker():
+            sid = await wolf.start_session(
+                "a", manifest(server.base_url, None, model="openai:scripted-model")
+            )
+            await run_turns(wolf, sid, 0, 8)
+            status = await wolf.status(sid)
+            await record_history(client, workflow_id("default", sid), "context_compaction_reactive")
+            events = await events_of(wolf, sid)
+    finished = [e for e in events if e.kind == "turn_finished"]
+    assert [e.outcome for e in finished] == ["completed"] * 8
+    assert server.refused == 1  # once learnt, the window is kept: no second refusal
+    assert status.context_window == 3000  # as the provider named it
+    assert any(e.kind == "context_compacted" for e in events)
+
+
+async def test_compaction_off_sends_the_whole_transcript_and_fails_past_the_window(wolf, run_worker):
+    with ScriptedOpenAI(reply, window=3000) as server:
+        async with run_worker():
+            sid = await wolf.start_session("a", manifest(server.base_url, 3000, compaction="off"))
+            for i in range(6):
+                await wolf.prompt(sid, f"turn {i}: remember fact-{i}")
+                await wait_for(lambda n=i + 1: idle(wolf, sid, n), timeout=120)
+            events = await events_of(wolf, sid)
+    outcomes = [e.outcome for e in events if e.kind == "turn_finished"]
+    assert "failed" in outcomes and not any(e.kind == "context_compacted" for e in events)
+    error = next(e.text for e in events if e.kind == "error")
+    assert "context length" in error
+
+
+async def test_recall_reads_a_stubbed_result_back_whole(wolf, run_worker):
+    with ScriptedOpenAI(reply, window=3000) as server:
+        async with run_worker():
+            sid = await wolf.start_session("a", manifest(server.base_url, 3000))
+            await run_turns(wolf, sid, 0, 5)
+            await wolf.prompt(sid, "turn 5: recall the first result")
+            await wait_for(lambda: idle(wolf, sid, 6), timeout=120)
+            transcript = await wolf.transcript(sid)
+    recalled = tool_returns(transcript)[-1]
+    assert recalled.tool_name == "recall"
+    assert recalled.content == "[characters 0-1800 of 1800; that is the end]\n" + "x" * 1800
