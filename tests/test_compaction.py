@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import threading
 from typing import Any
 
 from pydantic_ai.messages import ModelRequest, UserPromptPart
 
+from agentwolf.activities.overflow import context_overflow
+from agentwolf.activities.window import known_window
 from agentwolf.config.manifest import Manifest
 from agentwolf.workflows.compaction import SUMMARY_INSTRUCTIONS
 from agentwolf.workflows.types import workflow_id
-from tests.conftest import record_history, tools_server, wait_for
+from tests.conftest import record_history, tools_server, wait_for, worker_process
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
 from tests.support.polls import idle, tool_returns
 
@@ -44,8 +48,8 @@ def is_summary(request: dict[str, Any]) -> bool:
     return SUMMARY_INSTRUCTIONS[:40] in (request.get("instructions") or "")
 
 
-def reply(request: dict[str, Any]) -> Reply:
-    """A turn: echo a long result naming a fact, then answer. A summary: the facts it read."""
+def reply(request: dict[str, Any], size: int = 1800) -> Reply:
+    """A turn: a tool call with a long result, then an answer. A summary: the facts it read."""
     if is_summary(request):
         return Reply(
             text="Summary. Facts found: " + ", ".join(sorted(set(FACT.findall(json.dumps(request)))))
@@ -62,7 +66,7 @@ def reply(request: dict[str, Any]) -> Reply:
                 ("recall", {k: v.strip("'") if v.startswith("'") else int(v) for k, v in args.items()})
             ]
         )
-    return Reply(tool_calls=[("big", {"size": 1800})])
+    return Reply(tool_calls=[("big", {"size": size})])
 
 
 def requests_of(server: ScriptedOpenAI) -> list[dict[str, Any]]:
@@ -160,3 +164,93 @@ async def test_recall_reads_a_stubbed_result_back_whole(wolf, run_worker):
     recalled = tool_returns(transcript)[-1]
     assert recalled.tool_name == "recall"
     assert recalled.content == "[characters 0-1800 of 1800; that is the end]\n" + "x" * 1800
+
+
+async def test_a_worker_killed_mid_summary_leaves_one_summary(env, wolf, client, task_queue):
+    """Results too short to stub: compaction goes to tier 2 at once. The first summary request
+    hangs; its worker is SIGKILLed; another worker's retry writes the summary, recorded once."""
+    asked = threading.Event()
+
+    def hanging(request: dict[str, Any]) -> Reply:
+        if is_summary(request) and not asked.is_set():
+            asked.set()
+            return Reply(text="never read", delay=30)
+        return reply(request, size=300)
+
+    with ScriptedOpenAI(hanging, window=1400) as server:
+        first, second = worker_process(env, task_queue), None
+        try:
+            sid = await wolf.start_session("a", manifest(server.base_url, 1400))
+            turns = 0
+            while not asked.is_set():
+                await wolf.prompt(sid, f"turn {turns}: remember fact-{turns}")
+                turns += 1
+                await wait_for(lambda n=turns: asked.is_set() or idle(wolf, sid, n), timeout=120)
+            first.send_signal(signal.SIGKILL)
+            first.wait()
+            second = worker_process(env, task_queue)
+            await wait_for(lambda: idle(wolf, sid, turns), timeout=120)
+            history = await client.get_workflow_handle(workflow_id("default", sid)).fetch_history()
+            events = await events_of(wolf, sid)
+        finally:
+            for proc in (first, second):
+                if proc is not None and proc.poll() is None:
+                    proc.terminate()
+                    proc.wait(10)
+    completed = [e for e in history.events if e.HasField("activity_task_completed_event_attributes")]
+    scheduled = {
+        e.event_id: e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    }
+    summaries = [
+        e
+        for e in completed
+        if scheduled[e.activity_task_completed_event_attributes.scheduled_event_id] == "wolf.compact_summary"
+    ]
+    assert len(summaries) == 1
+    assert sum(is_summary(r) for r in server.requests) == 2  # the killed attempt, then the retry
+    assert [e.tier for e in events if e.kind == "context_compacted"] == [2]
+    assert [e.outcome for e in events if e.kind == "turn_finished"] == ["completed"] * turns
+
+
+def test_context_length_errors_are_told_from_other_400s():
+    openai = {
+        "error": {
+            "message": "This model's maximum context length is 8192 tokens.",
+            "code": "context_length_exceeded",
+        }
+    }
+    anthropic = {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "prompt is too long: 210000 tokens > 200000 maximum",
+        },
+    }
+    gemini = {
+        "error": {
+            "message": "The input token count (1200000) exceeds the maximum number of tokens allowed "
+            "(1048576)."
+        }
+    }
+    responses = {
+        "error": {
+            "message": "Your input exceeds the context window of this model.",
+            "code": "context_length_exceeded",
+        }
+    }
+    assert context_overflow(openai) is not None and context_overflow(openai).window == 8192
+    assert context_overflow(anthropic).window == 200000
+    assert context_overflow(gemini).window == 1048576
+    assert context_overflow(responses).window is None
+    assert (
+        context_overflow({"error": {"message": "Invalid value for 'temperature'", "code": "invalid_value"}})
+        is None
+    )
+    assert context_overflow(None) is None
+
+
+def test_windows_come_from_genai_prices_for_known_models_only():
+    assert known_window("openai:gpt-4o-mini") == known_window("openai-chat:gpt-4o-mini") == 128_000
+    assert known_window("local:m") is None and known_window("openai:scripted-model") is None
