@@ -24,13 +24,19 @@ INSTRUCTIONS = "You are the compaction test agent. Always answer in English."
 FACT = re.compile(r"fact-\d+")
 
 
-def manifest(base_url: str, window: int | None, model: str = "openai:gpt-4o-mini", **limits: Any) -> Manifest:
+def manifest(
+    base_url: str,
+    window: int | None,
+    model: str = "openai:gpt-4o-mini",
+    sessions: dict[str, Any] | None = None,
+    **limits: Any,
+) -> Manifest:
     models: dict[str, Any] = {"providers": {"openai": {"api_key": "k", "base_url": base_url}}}
     if window is not None:
         models["context_windows"] = {model: window}
     return Manifest.model_validate(
         {
-            "host": {"models": models, "mcp_servers": {"tools": tools_server()}},
+            "host": {"models": models, "mcp_servers": {"tools": tools_server()}, "sessions": sessions or {}},
             "agents": {
                 "a": {
                     "model": model,
@@ -79,6 +85,22 @@ async def run_turns(wolf: Any, sid: str, start: int, count: int) -> None:
         await wait_for(lambda n=i + 1: idle(wolf, sid, n), timeout=120)
 
 
+async def closed_runs(client: Any, wid: str, count: int) -> list[str] | None:
+    """The run ids of the session's runs that continued as new, oldest first, once there are `count`."""
+    runs = [w async for w in client.list_workflows(f"WorkflowId = '{wid}'") if w.close_time is not None]
+    return [w.run_id for w in sorted(runs, key=lambda w: w.close_time)] if len(runs) >= count else None
+
+
+async def activities_of(client: Any, wid: str, run_id: str | None = None) -> list[str]:
+    """The activity types a run scheduled, in order."""
+    history = await client.get_workflow_handle(wid, run_id=run_id).fetch_history()
+    return [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+
+
 async def events_of(wolf: Any, sid: str) -> list[Any]:
     await wolf.close(sid)
     return [e async for _, e in wolf.events(sid, live=False)]
@@ -118,6 +140,33 @@ async def test_a_long_session_compacts_in_both_tiers_and_loses_nothing(wolf, run
     # Every fact reached the last request, verbatim or through the summary.
     last = json.dumps(requests_of(server)[-1])
     assert set(FACT.findall(last)) >= {f"fact-{i}" for i in range(14)}
+
+
+async def test_the_view_rides_continue_as_new_and_idle_points_compact(wolf, run_worker, client):
+    """Every idle point continues as new: compaction happens there, before the snapshot, and the
+    next run starts from the compacted view (it does not compact the same turns again)."""
+    with ScriptedOpenAI(reply, window=3000) as server:
+        async with run_worker():
+            config = manifest(server.base_url, 3000, sessions={"continue_as_new_bytes": 1})
+            sid = await wolf.start_session("a", config)
+            wid = workflow_id("default", sid)
+            await run_turns(wolf, sid, 0, 8)
+            status = await wolf.status(sid)
+            # The run that summarised at its idle point, before its snapshot: it carried a view in too.
+            runs = await wait_for(lambda: closed_runs(client, wid, 8), timeout=60)
+            summarising = [r for r in runs if "wolf.compact_summary" in await activities_of(client, wid, r)]
+            assert len(summarising) == 1
+            await record_history(client, wid, "context_compaction_continue_as_new", run_id=summarising[0])
+            events = await events_of(wolf, sid)
+    compacted = [e for e in events if e.kind == "context_compacted"]
+    assert [e.outcome for e in events if e.kind == "turn_finished"] == ["completed"] * 8
+    assert status.counters.continued_as_new >= 7 and status.compactions == len(compacted) >= 1
+    assert server.refused == 0 and max(server.tokens) <= 3000
+    # What one run compacted stays compacted in the requests of the runs after it.
+    compact = [
+        "put aside" in json.dumps(r) or "context-summary" in json.dumps(r) for r in requests_of(server)
+    ]
+    assert all(compact[compact.index(True) :])
 
 
 async def test_a_refused_request_compacts_and_the_step_is_asked_again(wolf, run_worker, client):

@@ -86,6 +86,9 @@ def test_the_corpus_covers_every_feature():
         "schedule_fire_steer_once",
         "turn_task_raised",
         "workflow_cancel_session_servers",
+        "context_compaction",
+        "context_compaction_reactive",
+        "context_compaction_continue_as_new",
     } <= names
 
 
