@@ -19,6 +19,7 @@ from agentwolf.workflows.types import workflow_id
 from tests.conftest import record_history, tools_server, wait_for, worker_process
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
 from tests.support.polls import idle, tool_returns
+from tests.test_cli import _wolf
 
 INSTRUCTIONS = "You are the compaction test agent. Always answer in English."
 FACT = re.compile(r"fact-\d+")
@@ -167,6 +168,31 @@ async def test_the_view_rides_continue_as_new_and_idle_points_compact(wolf, run_
         "put aside" in json.dumps(r) or "context-summary" in json.dumps(r) for r in requests_of(server)
     ]
     assert all(compact[compact.index(True) :])
+
+
+async def test_wolf_pin_compact_and_status_on_the_command_line(wolf, run_worker, client):
+    address = client.service_client.config.target_host
+    with ScriptedOpenAI(reply) as server:
+        async with run_worker():
+            sid = await wolf.start_session("a", manifest(server.base_url, 100_000))
+            await run_turns(wolf, sid, 0, 3)
+            pinned = await _wolf(address, "pin", sid, "the answer is 42")
+            compacted = await _wolf(address, "compact", sid)
+            await wait_for(lambda: wolf_status_compactions(wolf, sid), timeout=60)
+            status = await _wolf(address, "status", sid)
+            await run_turns(wolf, sid, 3, 1)
+            events = await events_of(wolf, sid)
+    assert pinned.returncode == compacted.returncode == status.returncode == 0, status.stderr
+    assert "/100,000 (" in status.stdout and "compactions=1" in status.stdout
+    assert [e.tier for e in events if e.kind == "context_compacted"] == [1]  # asked, between turns
+    last = server.requests[-1]
+    assert "the answer is 42" in last["instructions"] and INSTRUCTIONS in last["instructions"]
+    assert sum("put aside" in o for o in tool_outputs(last)) == 3  # the three earlier results
+    assert "recall" in {t["name"] for t in last["tools"]}
+
+
+async def wolf_status_compactions(wolf: Any, sid: str) -> bool:
+    return (await wolf.status(sid)).compactions >= 1
 
 
 async def test_a_refused_request_compacts_and_the_step_is_asked_again(wolf, run_worker, client):

@@ -56,6 +56,8 @@ CHAT_COMMANDS = {
         "send TEXT as a new prompt (per the agent's double_texting) instead of steering the running turn"
     ),
     "/interrupt": "interrupt the running turn",
+    "/compact": "compact the working context at the next safe point (the transcript stays whole)",
+    "/pin": "pin TEXT: sent with the instructions in every model request, never compacted",
     "/help": "what the chat understands",
 }
 HELP = (
@@ -268,6 +270,12 @@ class Chat:
         elif command == "/queue":
             if rest.strip():
                 await self._send(self.wolf.prompt(self.sid, rest))
+        elif command == "/compact":
+            if await self._send(self.wolf.compact(self.sid)):
+                self._say("(compacting at the next safe point)")
+        elif command == "/pin":
+            if rest.strip() and await self._send(self.wolf.pin(self.sid, rest.strip())):
+                self._say("(pinned)")
         elif self.view.running and not command.startswith("/"):
             if await self._send(self.wolf.steer(self.sid, text)):
                 self._say("(steering the running turn)")
