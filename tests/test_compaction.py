@@ -7,15 +7,17 @@ import json
 import re
 import signal
 import threading
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic_ai.messages import ModelRequest, UserPromptPart
 
 from agentwolf.activities.overflow import context_overflow
 from agentwolf.activities.window import known_window
+from agentwolf.client.live_view import event_line, json_line
 from agentwolf.config.manifest import Manifest
 from agentwolf.workflows.compaction import SUMMARY_INSTRUCTIONS
-from agentwolf.workflows.types import workflow_id
+from agentwolf.workflows.types import Event, workflow_id
 from tests.conftest import record_history, tools_server, wait_for, worker_process
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
 from tests.support.polls import idle, tool_returns
@@ -329,3 +331,21 @@ def test_context_length_errors_are_told_from_other_400s():
 def test_windows_come_from_genai_prices_for_known_models_only():
     assert known_window("openai:gpt-4o-mini") == known_window("openai-chat:gpt-4o-mini") == 128_000
     assert known_window("local:m") is None and known_window("openai:scripted-model") is None
+
+
+def test_follow_shows_a_compaction_as_one_line():
+    event = Event(
+        kind="context_compacted",
+        at=datetime.now(UTC),
+        text="context compacted (tier 1): about 25900 -> 13100 tokens of 32768",
+        tier=1,
+        before_tokens=25900,
+        after_tokens=13100,
+    )
+    line = event_line(event)
+    assert (
+        line is not None
+        and line.plain == "  context compacted (tier 1): about 25900 -> 13100 tokens of 32768"
+    )
+    record = json.loads(json_line(7, event))
+    assert record["tier"] == 1 and record["before_tokens"] == 25900 and record["after_tokens"] == 13100

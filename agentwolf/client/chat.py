@@ -240,6 +240,14 @@ class Chat:
             return True
         return False
 
+    async def _context_command(self, command: str, rest: str) -> None:
+        """`/compact`: compact at the next safe point; `/pin TEXT`: a note every request carries."""
+        if command == "/compact":
+            if await self._send(self.wolf.compact(self.sid)):
+                self._say("(compacting at the next safe point)")
+        elif rest and await self._send(self.wolf.pin(self.sid, rest)):
+            self._say("(pinned)")
+
     async def handle(self, line: str) -> bool:
         """One line the user entered; False: leave."""
         pending = self._pending()
@@ -270,12 +278,8 @@ class Chat:
         elif command == "/queue":
             if rest.strip():
                 await self._send(self.wolf.prompt(self.sid, rest))
-        elif command == "/compact":
-            if await self._send(self.wolf.compact(self.sid)):
-                self._say("(compacting at the next safe point)")
-        elif command == "/pin":
-            if rest.strip() and await self._send(self.wolf.pin(self.sid, rest.strip())):
-                self._say("(pinned)")
+        elif command in ("/compact", "/pin"):
+            await self._context_command(command, rest.strip())
         elif self.view.running and not command.startswith("/"):
             if await self._send(self.wolf.steer(self.sid, text)):
                 self._say("(steering the running turn)")

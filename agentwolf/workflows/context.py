@@ -29,7 +29,7 @@ from agentwolf.workflows.compaction import (
 from agentwolf.workflows.contracts import CompactInput, CompiledAgent, ModelRequestOutput
 from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.tools import ToolRouting
-from agentwolf.workflows.turn import HEARTBEAT_TIMEOUT, MODEL_RETRY, MODEL_TIMEOUT, Turn, short
+from agentwolf.workflows.turn import HEARTBEAT_TIMEOUT, MODEL_RETRY, MODEL_TIMEOUT, Turn, cause_message, short
 
 if TYPE_CHECKING:
     from agentwolf.workflows.stream import SessionStream
@@ -69,10 +69,10 @@ class ContextKeeping(ToolRouting):
         tools = sum(len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in compiled.tools)
         return len(instructions(compiled.instructions, self.view)) + tools
 
-    def _tokens(self, compiled: CompiledAgent, messages: list[ModelMessage]) -> int:
-        return int(
-            (self._fixed_chars(compiled) + chars(messages, compiled.tool_output_chars)) * self.tokens_per_char
-        )
+    def _tokens(self, compiled: CompiledAgent, messages: list[ModelMessage], fixed: int | None = None) -> int:
+        """The estimate: (what every request sends + `messages`) at the calibrated rate."""
+        fixed = self._fixed_chars(compiled) if fixed is None else fixed
+        return int((fixed + chars(messages, compiled.tool_output_chars)) * self.tokens_per_char)
 
     def _context_tokens(self, compiled: CompiledAgent | None) -> int | None:
         """About how many tokens the next request sends (for status)."""
@@ -123,8 +123,10 @@ class ContextKeeping(ToolRouting):
         if limits.compaction == "off" or window is None:
             return False
 
+        fixed = self._fixed_chars(compiled)
+
         def measure(messages: list[ModelMessage]) -> int:
-            return self._tokens(compiled, messages)
+            return self._tokens(compiled, messages, fixed)
 
         decided = plan(
             self.transcript,
@@ -184,4 +186,7 @@ class ContextKeeping(ToolRouting):
         compiled = self.compiled
         if compiled is None or self.stale.reason:
             return
-        await self._fit(compiled, None, force=requested)
+        try:
+            await self._fit(compiled, None, force=requested)
+        except ActivityError as err:  # no turn to fail: said, and the next request compacts again
+            self._publish("error", text=f"compaction failed: {cause_message(err)}")
