@@ -42,6 +42,11 @@ KEPT_TOOLS = frozenset({"load_skill", "read_skill_file"})
 """Their results are the loaded skills' instructions: never stubbed."""
 SUMMARY_TOKENS = 1500
 """Room a summary is planned with, before its text is known."""
+MAX_MESSAGES = 160
+"""A working context of more messages is summarised down to half as many, whatever its tokens:
+provider clients build a request item by item (the OpenAI SDK's request transform took about 4 ms
+per input item here, bench/longrun.py), so a long tail of stubbed turns slows every request.
+Like every constant here it decides what workflow code does: a change is gated by a patch."""
 CHARS_PER_TOKEN = 4
 MESSAGE_CHARS = 16
 """A message's own cost (role, separators), in characters."""
@@ -213,15 +218,16 @@ def plan(
     until: int | None = None,
 ) -> Plan | None:
     """The cheapest compaction that brings the context from past `limit` to `target` tokens (by
-    `measure`); `force` (the provider refused the request, or a user asked): shrink even if the
-    estimate fits. `until`: summaries end there at the latest (what the worker holds). None: nothing
-    to do, or nothing left to compact."""
+    `measure`), or from past `MAX_MESSAGES` messages to half that; `force` (the provider refused the
+    request, or a user asked): shrink even if the estimate fits. `until`: summaries end there at the
+    latest (what the worker holds). None: nothing to do, or nothing left to compact."""
     before = measure(working_context(messages, view))
-    if before <= limit and not force:
+    crowded = len(messages) - view.summary_upto > MAX_MESSAGES
+    if before <= limit and not (force or crowded):
         return None
     tier1 = view.model_copy(update={"stub_before": max(view.stub_before, latest_step(messages))})
     after1 = measure(working_context(messages, tier1))
-    if after1 < before and after1 <= target:
+    if after1 < before and after1 <= target and not crowded:
         return Plan(tier1, 1, before, after1)
     placeholder = "x" * (min(SUMMARY_TOKENS, target // 4) * CHARS_PER_TOKEN)
     end = len(messages) if until is None else until
@@ -229,7 +235,8 @@ def plan(
     for i, cut in enumerate(candidates):
         tier2 = tier1.model_copy(update={"summary_upto": cut, "summary": placeholder})
         after2 = measure(working_context(messages, tier2))
-        if after2 <= target or i == len(candidates) - 1:
+        fits = after2 <= target and len(messages) - cut <= MAX_MESSAGES // 2
+        if fits or i == len(candidates) - 1:
             return Plan(tier2, 2, before, after2, (view.summary_upto, cut))
     if after1 < before:
         return Plan(tier1, 1, before, after1)
