@@ -93,6 +93,9 @@ def test_the_corpus_covers_every_feature():
         "code_mode",
         "code_mode_approval",
         "web_fetch",
+        "context_compaction",
+        "context_compaction_reactive",
+        "context_compaction_continue_as_new",
     } <= names
 
 

@@ -14,6 +14,7 @@ from agentwolf.activities import observe
 from agentwolf.activities.servers import activate_skills, add_session_servers
 from agentwolf.activities.session_io import heartbeating
 from agentwolf.activities.tools import tool_specs
+from agentwolf.activities.window import context_window
 from agentwolf.config.agent_files import AgentFileError, reread
 from agentwolf.config.aliases import AliasError, resolve_model
 from agentwolf.config.manifest import (
@@ -33,6 +34,7 @@ from agentwolf.extensions.types import ExtensionError, ToolEntry
 from agentwolf.hosts.host import AgentHost
 from agentwolf.workflows.contracts import (
     READ_TOOL_OUTPUT,
+    RECALL_SPEC,
     CompiledAgent,
     CompileInput,
     SkillInfo,
@@ -61,7 +63,13 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
         # (it is recorded in history) and are resolved when the model is built. Checked now, so a
         # refused or unset variable fails here, clearly.
         models = resolve_model(inp.manifest.host.models, agent.model)
-        for spec in models:
+        resolved = [host.secrets.resolve(spec) for spec in models]
+        compact_models = (
+            resolve_model(inp.manifest.host.models, agent.limits.compact_model)
+            if agent.limits.compact_model
+            else []
+        )
+        for spec in compact_models:
             host.secrets.resolve(spec)
     except (AliasError, MissingVariable, PolicyError) as exc:
         raise ApplicationError(str(exc), type="ConfigError", non_retryable=True) from None
@@ -124,10 +132,12 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
             for t in (skill_tools([e.name for e in entries]) if entries else [])
             if agent.tools is None or _offered(t, agent.tools)
         ]
-        + [READ_TOOL_OUTPUT],
+        + [READ_TOOL_OUTPUT, RECALL_SPEC],
         temperature=agent.temperature if agent.temperature is not None else defaults.temperature,
         max_tokens=agent.max_tokens if agent.max_tokens is not None else defaults.max_tokens,
         tool_output_chars=agent.limits.tool_output_chars,
+        context_window=context_window(inp.manifest.host.models, models, resolved),
+        compact_models=compact_models,
         stream=agent.stream,
         commands=commands,
         sources=sorted(

@@ -11,6 +11,9 @@ The result travels in the activity's output, so the workflow's sums and budgets 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TypeVar
+
 from pydantic_ai.messages import ModelResponse
 from pydantic_ai.models import Model
 from pydantic_ai.models.fallback import FallbackModel
@@ -18,6 +21,8 @@ from pydantic_ai.models.fallback import FallbackModel
 from agentwolf.config.aliases import AliasError, resolve_model
 from agentwolf.config.manifest import ModelPrice, ModelsConfig
 from agentwolf.telemetry import metrics
+
+V = TypeVar("V")
 
 
 def used_spec(model: Model, specs: list[str], response: ModelResponse) -> str | None:
@@ -52,12 +57,18 @@ def attempts_cost(model: Model, specs: list[str], response: ModelResponse, model
 
 def manifest_price(models: ModelsConfig, spec: str) -> ModelPrice | None:
     """The manifest's price for `spec`: its own entry, else an alias's whose chain holds it."""
-    if spec in models.prices:
-        return models.prices[spec]
-    for name, price in models.prices.items():
+    return for_model(models, models.prices, spec)
+
+
+def for_model(models: ModelsConfig, table: Mapping[str, V], spec: str) -> V | None:
+    """A manifest table's entry for `spec` (`prices`, `context_windows`): its own, else an alias's
+    whose chain holds it."""
+    if spec in table:
+        return table[spec]
+    for name, value in table.items():
         try:
             if spec in resolve_model(models, name):
-                return price
+                return value
         except AliasError:
             continue
     return None

@@ -6,26 +6,30 @@ from __future__ import annotations
 import dataclasses
 
 from pydantic_ai.exceptions import ModelHTTPError, UserError
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest
-from pydantic_ai.models import ModelRequestParameters
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ModelResponse
+from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import ToolDefinition
 from temporalio.exceptions import ApplicationError
 
 from agentwolf.activities import live, observe, turn_settings
 from agentwolf.activities.cost import attempts_cost, record, request_cost, used_spec
+from agentwolf.activities.overflow import CONTEXT_LENGTH_EXCEEDED, context_overflow
 from agentwolf.activities.session_io import heartbeating, query
 from agentwolf.activities.tools import cut_tool_outputs
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError
 from agentwolf.hosts.host import AgentHost, HostRegistry
 from agentwolf.hosts.transcripts import CachedTranscript
+from agentwolf.workflows.compaction import instructions, stubs_any, working_context
 from agentwolf.workflows.contracts import (
     COMPILED_QUERY,
     EMPTY_DIGEST,
+    RECALL_SPEC,
     SESSION,
     TRANSCRIPT_QUERY,
     CompiledAgent,
+    HostRef,
     ModelRequestInput,
     ModelRequestOutput,
     chain_digest,
@@ -37,17 +41,7 @@ _PERMANENT_HTTP = {400, 401, 403, 404, 422}
 
 async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestInput) -> ModelRequestOutput:
     """One model request; the transcript arrives as a delta against this worker's copy."""
-    compiled = host.compiled.get(inp.compiled_digest)
-    if compiled is None:
-        # A cache miss comes after a worker restart: answering may replay a long run (heartbeat on).
-        compiled = await heartbeating(query(inp.ref, COMPILED_QUERY, CompiledAgent))
-        if compiled is None or compiled.digest != inp.compiled_digest:
-            raise ApplicationError(
-                f"the session's compiled agent does not match the digest {inp.compiled_digest} it was "
-                "sent with",
-                type="CompiledMismatch",
-            )
-        host.keep(compiled)
+    compiled = await compiled_agent(host, inp.ref, inp.compiled_digest)
     if inp.ref.workflow_id not in host.sessions:
         host.track(inp.ref.workflow_id, compiled.sources)
         manifest = hosts.manifests[inp.ref.config_id]
@@ -56,28 +50,17 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
         compiled.tools if inp.tool_names is None else [t for t in compiled.tools if t.name in inp.tool_names]
     )
     limit = compiled.tool_output_chars
-    cached = host.transcript(inp.ref.workflow_id, inp.base_len, inp.base_digest) if inp.base_len else None
-    cache_hit = cached is not None or not inp.base_len
-    if cached is not None:
-        base, base_sent, base_size = cached.messages, cached.sent, cached.size
-    else:
-        base = []
-        if inp.base_len:
-            # The transcript is append-only, so the workflow's current copy starts with our prefix;
-            # checked against the digest the workflow sent, like a cached copy.
-            base = (await heartbeating(query(inp.ref, TRANSCRIPT_QUERY, list[ModelMessage])))[: inp.base_len]
-            if len(base) != inp.base_len or chain_digest(EMPTY_DIGEST, base) != inp.base_digest:
-                raise ApplicationError(
-                    f"the session's transcript prefix ({len(base)} messages) does not match the digest "
-                    "it was sent with",
-                    type="TranscriptMismatch",
-                )
-        base_sent = cut_tool_outputs(base, limit)
-        base_size = _size(base)
+    cached = await cached_transcript(host, inp.ref, inp.base_len, inp.base_digest, limit)
+    cache_hit = cached.cache_hit
+    base, base_sent, base_size = cached.messages, cached.sent, cached.size
     messages = [*base, *inp.delta]
     sent = [*base_sent, *cut_tool_outputs(inp.delta, limit, start=len(base))]
-    if not any(m is not s for m, s in zip(messages, sent, strict=True)):  # nothing cut: nothing to read on
-        offered = [t for t in offered if t.server != SESSION]
+    cut = any(m is not s for m, s in zip(messages, sent, strict=True))
+    stubbed = stubs_any(messages, inp.view)
+    offered = [  # nothing cut or put aside: nothing to read on
+        t for t in offered if t.server != SESSION or (cut if t.name != RECALL_SPEC.name else stubbed)
+    ]
+    context = working_context(messages, inp.view, sent) if inp.view is not None else sent
     try:
         model = host.model(compiled.models)
         answer_mode, answer_object = turn_settings.answer_format(inp.settings, model.profile)
@@ -85,7 +68,10 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
         response = await heartbeating(
             live.request(
                 model,
-                _with_instructions(sent, turn_settings.instructions(compiled.instructions, inp.settings)),
+                _with_instructions(
+                    context,
+                    instructions(turn_settings.instructions(compiled.instructions, inp.settings), inp.view),
+                ),
                 turn_settings.merged_settings(_settings(compiled), inp.settings),
                 ModelRequestParameters(
                     function_tools=[
@@ -114,29 +100,92 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
             details=(lambda: (streamed.current(),)) if streamed else tuple,
         )
     except ModelHTTPError as exc:
-        raise ApplicationError(
-            host.secrets.redact(f"model request failed: {exc}"),
-            type="ModelHTTPError",
-            non_retryable=exc.status_code in _PERMANENT_HTTP,
-        ) from None
+        raise model_http_error(exc, host) from None
     except (UserError, LookupError, MissingVariable, PolicyError) as exc:
         message = host.secrets.redact(f"model configuration: {exc}")
         raise ApplicationError(message, type="ConfigError", non_retryable=True) from None
-    spec = used_spec(model, compiled.models, response)
+    out = answered(host, inp.ref, model, compiled.models, response, cache_hit)
+    digest = chain_digest(chain_digest(inp.base_digest, inp.delta), [out.response])
+    size = base_size + _size(inp.delta) + _size([out.response])
+    host.remember(
+        inp.ref.workflow_id,
+        CachedTranscript([*messages, out.response], digest, [*sent, out.response], size),
+    )
+    return out
+
+
+async def compiled_agent(host: AgentHost, ref: HostRef, digest: str) -> CompiledAgent:
+    """The session's compiled agent: this worker's copy, else the workflow's (checked by digest)."""
+    compiled = host.compiled.get(digest)
+    if compiled is None:
+        # A cache miss comes after a worker restart: answering may replay a long run (heartbeat on).
+        compiled = await heartbeating(query(ref, COMPILED_QUERY, CompiledAgent))
+        if compiled is None or compiled.digest != digest:
+            raise ApplicationError(
+                f"the session's compiled agent does not match the digest {digest} it was sent with",
+                type="CompiledMismatch",
+            )
+        host.keep(compiled)
+    return compiled
+
+
+def answered(
+    host: AgentHost, ref: HostRef, model: Model, specs: list[str], response: ModelResponse, cache_hit: bool
+) -> ModelRequestOutput:
+    """A response as the workflow will see it (after a trip through the data converter), redacted
+    (a provider echoes the model name and its URL, which may be resolved placeholders), with the
+    label of the model that answered and its cost, counted in the worker's metrics."""
+    spec = used_spec(model, specs, response)
     label = observe.answered_label(spec, response, host.secrets)
-    observe.model_answered(label, inp.ref.tenant, response, cache_hit)
-    # Cache the response as the workflow will see it (after a trip through the data converter),
-    # redacted: a provider echoes the model name and its URL, which may be resolved placeholders.
+    observe.model_answered(label, ref.tenant, response, cache_hit)
     answer = host.secrets.redact(ModelMessagesTypeAdapter.dump_json([response]).decode())
-    stored = ModelMessagesTypeAdapter.validate_json(answer)
-    digest = chain_digest(chain_digest(inp.base_digest, inp.delta), stored)
-    size = base_size + _size(inp.delta) + len(answer)
-    host.remember(inp.ref.workflow_id, CachedTranscript([*messages, *stored], digest, [*sent, *stored], size))
+    stored = ModelMessagesTypeAdapter.validate_json(answer)[0]
+    assert isinstance(stored, ModelResponse)
     cost = request_cost(response, spec, host.manifest.host.models)
     if cost is not None:
-        cost += attempts_cost(model, compiled.models, response, host.manifest.host.models)
-    record(inp.ref.tenant, label, cost)
-    return ModelRequestOutput(response=stored[0], cache_hit=cache_hit, model=label, cost_usd=cost)
+        cost += attempts_cost(model, specs, response, host.manifest.host.models)
+    record(ref.tenant, label, cost)
+    return ModelRequestOutput(response=stored, cache_hit=cache_hit, model=label, cost_usd=cost)
+
+
+def model_http_error(exc: ModelHTTPError, host: AgentHost) -> ApplicationError:
+    """A provider's HTTP error as the workflow sees it: a request too long for the model's window is
+    `ContextLengthExceeded` (the window it names, if any, as details), which the session answers by
+    compacting; the other permanent statuses are not retried."""
+    message = host.secrets.redact(f"model request failed: {exc}")
+    if exc.status_code in (400, 413) and (found := context_overflow(exc.body, exc.provider_error_code)):
+        return ApplicationError(message, found.window, type=CONTEXT_LENGTH_EXCEEDED, non_retryable=True)
+    return ApplicationError(message, type="ModelHTTPError", non_retryable=exc.status_code in _PERMANENT_HTTP)
+
+
+@dataclasses.dataclass
+class CachedPrefix:
+    messages: list[ModelMessage]
+    sent: list[ModelMessage]
+    size: int
+    cache_hit: bool
+
+
+async def cached_transcript(
+    host: AgentHost, ref: HostRef, base_len: int, base_digest: str, limit: int
+) -> CachedPrefix:
+    """The session's first `base_len` messages (and as cut for the model): this worker's copy, else
+    the workflow's, checked against `base_digest`."""
+    cached = host.transcript(ref.workflow_id, base_len, base_digest) if base_len else None
+    if cached is not None:
+        return CachedPrefix(cached.messages, cached.sent, cached.size, True)
+    base: list[ModelMessage] = []
+    if base_len:
+        # The transcript is append-only, so the workflow's current copy starts with our prefix;
+        # checked against the digest the workflow sent, like a cached copy.
+        base = (await heartbeating(query(ref, TRANSCRIPT_QUERY, list[ModelMessage])))[:base_len]
+        if len(base) != base_len or chain_digest(EMPTY_DIGEST, base) != base_digest:
+            raise ApplicationError(
+                f"the session's transcript prefix ({len(base)} messages) does not match the digest "
+                "it was sent with",
+                type="TranscriptMismatch",
+            )
+    return CachedPrefix(base, cut_tool_outputs(base, limit), _size(base), not base_len)
 
 
 def _size(messages: list[ModelMessage]) -> int:

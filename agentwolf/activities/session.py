@@ -1,4 +1,5 @@
-"""The activities a session runs: compile, model_request, call_tool, read_skill, expand_command.
+"""The activities a session runs: compile, model_request, compact_summary, call_tool, read_skill,
+expand_command.
 
 Thin by design: each looks up the host for (config, tenant) and delegates to it. Whatever a worker
 lacks (a manifest it never saw, a compiled agent, a transcript prefix) it fetches from the session
@@ -24,6 +25,7 @@ from agentwolf.activities.compile import compile_agent
 from agentwolf.activities.model_request import request_model
 from agentwolf.activities.servers import SESSION_SERVER, restore_session_server, restore_skill_server
 from agentwolf.activities.session_io import heartbeating, query
+from agentwolf.activities.summary import summarise
 from agentwolf.activities.tools import render
 from agentwolf.config.manifest import Manifest
 from agentwolf.extensions.pool import McpUnavailable
@@ -36,6 +38,7 @@ from agentwolf.workflows.contracts import (
     MANIFEST_QUERY,
     CommandInput,
     CommandOutput,
+    CompactInput,
     CompiledAgent,
     CompileInput,
     HostRef,
@@ -50,7 +53,9 @@ from agentwolf.workflows.types import tenant_of
 T = TypeVar("T")
 
 
-A = TypeVar("A", bound=CompileInput | ModelRequestInput | ToolCallInput | SkillReadInput | CommandInput)
+A = TypeVar(
+    "A", bound=CompileInput | ModelRequestInput | ToolCallInput | SkillReadInput | CommandInput | CompactInput
+)
 
 
 def _serving(
@@ -160,6 +165,12 @@ class SessionActivities:
     async def model_request(self, inp: ModelRequestInput) -> ModelRequestOutput:
         """One model request; the transcript arrives as a delta against this worker's copy."""
         return await request_model(self.hosts, await self._host(inp.ref), inp)
+
+    @activity.defn(name="wolf.compact_summary")
+    @_serving
+    async def compact_summary(self, inp: CompactInput) -> ModelRequestOutput:
+        """Summarise older turns of the session (tier 2 of compaction, activities/summary.py)."""
+        return await summarise(await self._host(inp.ref), inp)
 
     @activity.defn(name="wolf.call_tool")
     @_serving

@@ -14,11 +14,11 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 
 from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.extensions.types import ToolEntry
-from agentwolf.workflows.contracts import READ_TOOL_OUTPUT, ToolSpec
+from agentwolf.workflows.contracts import READ_TOOL_OUTPUT, RECALL_SPEC, ToolSpec
 
 _TOOL_NAME = re.compile(r"[^a-zA-Z0-9_-]")
 
-_BUILT_IN = ("delegate", "load_skill", "read_skill_file", READ_TOOL_OUTPUT.name)
+_BUILT_IN = ("delegate", "load_skill", "read_skill_file", READ_TOOL_OUTPUT.name, RECALL_SPEC.name)
 
 
 def tool_specs(listed: dict[str, list[ToolEntry]], manifest: Manifest) -> list[ToolSpec]:

@@ -56,6 +56,8 @@ CHAT_COMMANDS = {
         "send TEXT as a new prompt (per the agent's double_texting) instead of steering the running turn"
     ),
     "/interrupt": "interrupt the running turn",
+    "/compact": "compact the working context at the next safe point (the transcript stays whole)",
+    "/pin": "pin TEXT: sent with the instructions in every model request, never compacted",
     "/help": "what the chat understands",
 }
 HELP = (
@@ -238,6 +240,14 @@ class Chat:
             return True
         return False
 
+    async def _context_command(self, command: str, rest: str) -> None:
+        """`/compact`: compact at the next safe point; `/pin TEXT`: a note every request carries."""
+        if command == "/compact":
+            if await self._send(self.wolf.compact(self.sid)):
+                self._say("(compacting at the next safe point)")
+        elif rest and await self._send(self.wolf.pin(self.sid, rest)):
+            self._say("(pinned)")
+
     async def handle(self, line: str) -> bool:
         """One line the user entered; False: leave."""
         pending = self._pending()
@@ -268,6 +278,8 @@ class Chat:
         elif command == "/queue":
             if rest.strip():
                 await self._send(self.wolf.prompt(self.sid, rest))
+        elif command in ("/compact", "/pin"):
+            await self._context_command(command, rest.strip())
         elif self.view.running and not command.startswith("/"):
             if await self._send(self.wolf.steer(self.sid, text)):
                 self._say("(steering the running turn)")

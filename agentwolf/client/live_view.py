@@ -38,7 +38,7 @@ from agentwolf.workflows.types import Event
 
 RESTARTED = "(answer restarted: the model request is retried)"
 WAITING = "waiting for the model"
-ASIDES = frozenset({"compiled", "limit_warning", "config_changed", "extensions_changed"})
+ASIDES = frozenset({"compiled", "limit_warning", "config_changed", "extensions_changed", "context_compacted"})
 """Durable events that do not end the text being streamed: on a terminal their line goes above the
 unfinished one (a follower may read `compiled` after the step's first delta), and a superseded
 attempt is still taken back (the aside is printed again)."""
@@ -429,6 +429,7 @@ def event_line(event: Event, session_id: str = "SESSION") -> Text | None:
         return Text(f"session closed{f' ({inert(event.outcome)})' if event.outcome else ''}", "dim")
     prose = {
         "compiled": "",
+        "context_compacted": "",
         "steer_applied": "steered: ",
         "limit_warning": "warning: ",
         "config_changed": "config changed: ",

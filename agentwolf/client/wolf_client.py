@@ -389,6 +389,14 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
     async def close(self, session_id: str) -> None:
         await (await self._handle(session_id)).signal("close")
 
+    async def compact(self, session_id: str) -> None:
+        """Compact the session's working context at its next safe point (between steps or turns)."""
+        await (await self._handle(session_id)).signal("compact")
+
+    async def pin(self, session_id: str, text: str) -> None:
+        """Pin a note: sent with the instructions in every model request, never compacted."""
+        await (await self._handle(session_id)).signal("pin", text)
+
     async def status(self, session_id: str) -> SessionStatus:
         """The session's own account; `done` whatever it says once its workflow has ended (a terminated
         workflow never got to say so)."""

@@ -53,6 +53,9 @@ class ModelsConfig(_Strict):
     prices: dict[str, ModelPrice] = Field({}, exclude_if=lambda v: not v)
     """By model spec (`local:demo`) or alias name (its models); left out of the dump when empty, so
     configs written before it keep their identity."""
+    context_windows: dict[str, int] = Field({}, exclude_if=lambda v: not v)
+    """Tokens a model takes, by model spec or alias name (its models), for models genai-prices does
+    not know or to override its figure: compaction keeps requests under it."""
 
 
 class McpServerConfig(_Strict):
@@ -315,6 +318,12 @@ class Limits(_Strict):
     to batch. Temporal fails a workflow task that leaves more than 2,000 activities (or children)
     pending, for ever; both limits keep a step far below. Defaults are left out of the dump, so
     configs written before them keep their identity."""
+    compaction: Literal["auto", "off"] = Field("auto", exclude_if=lambda v: v == "auto")
+    """`off`: the model is always sent the whole transcript (a request past the window fails)."""
+    compact_at: float = Field(0.8, gt=0, le=1, exclude_if=lambda v: v == 0.8)
+    """Compact before a request would pass this share of the model's context window."""
+    compact_model: str | None = Field(None, exclude_if=lambda v: v is None)
+    """The model (spec or alias) that summarises older turns; default: the agent's own."""
 
 
 class AcpAgentConfig(_Strict):

@@ -91,6 +91,7 @@ def create_worker(
         activities=[
             activities.compile,
             activities.model_request,
+            activities.compact_summary,
             activities.call_tool,
             activities.read_skill,
             activities.expand_command,

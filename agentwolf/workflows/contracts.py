@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
 
 from agentwolf.config.manifest import CodeModeSettings, Manifest, McpServerConfig
+from agentwolf.workflows.compaction import RECALL, ContextView
 from agentwolf.workflows.turn_settings import TurnSettings
 
 EMPTY_DIGEST = ""
@@ -76,6 +77,16 @@ READ_TOOL_OUTPUT = ToolSpec(
         "required": ["call_id", "offset"],
     },
 )
+
+RECALL_SPEC = READ_TOOL_OUTPUT.model_copy(
+    update={
+        "name": RECALL,
+        "tool": RECALL,
+        "description": "Read back, page by page from `offset`, a tool result that was put aside to save "
+        "context (its stub names the call id and message) or cut.",
+    }
+)
+"""Offered while the working context stubs a result; answered like `read_tool_output`."""
 
 
 def delegate_spec(agents: list[str]) -> ToolSpec:
@@ -148,6 +159,11 @@ class CompiledAgent(BaseModel):
     stream: bool = True
     tool_output_chars: int = 65_536
     """Tool results longer than this reach the model cut (`read_tool_output` reads on)."""
+    context_window: int | None = Field(None, exclude_if=lambda v: v is None)
+    """Tokens the model chain takes (its smallest member's), from the manifest or genai-prices;
+    None: unknown until a provider refuses a request as too long."""
+    compact_models: list[str] = Field([], exclude_if=lambda v: not v)
+    """`limits.compact_model` resolved: the chain that writes summaries (empty: the agent's own)."""
     sources: list[str] = []
     """What the tools and skills came from (`mcp:<server>`, `skills:<root>`): changes to these recompile."""
     source_digests: dict[str, str] = {}
@@ -235,6 +251,23 @@ class ModelRequestInput(BaseModel):
     """A job's output schema: offered as the output tool, and text answers are not allowed."""
     settings: TurnSettings | None = None
     """The turn's own settings, laid over the agent's (activities/turn_settings.py)."""
+    view: ContextView | None = None
+    """The working context (workflows/compaction.py), applied on the worker to its whole copy."""
+
+
+class CompactInput(BaseModel):
+    """Summarise messages [start, end) of the transcript the worker holds (`base_len`, `base_digest`:
+    as for a model request), as `view` shows them, in at most `budget` characters of source."""
+
+    ref: HostRef
+    compiled_digest: str
+    base_len: int
+    base_digest: str
+    view: ContextView
+    start: int
+    end: int
+    budget: int
+    turn_id: str = ""
 
 
 class ModelRequestOutput(BaseModel):

@@ -23,6 +23,8 @@ from agentwolf.config.manifest import Limits, Team
 from agentwolf.telemetry import metrics
 from agentwolf.workflows.acp import AcpTurns
 from agentwolf.workflows.code import CodeRouting
+from agentwolf.workflows.compaction import ContextView
+from agentwolf.workflows.context import ContextKeeping
 from agentwolf.workflows.contracts import (
     CommandInput,
     CommandOutput,
@@ -61,7 +63,7 @@ SNAPSHOT_UNANSWERED = "snapshot-unanswered"  # patch: no waiting snapshot while 
 SNAPSHOT_STALE = "snapshot-stale"  # patch: a waiting turn continues as new with a stale agent too
 
 
-class TurnLoop(AcpTurns, CodeRouting):
+class TurnLoop(AcpTurns, CodeRouting, ContextKeeping):
     """Runs a turn to its end, whatever ends it, and decides when the session continues as new."""
 
     async def _run_turn(self, prompt: Prompt) -> None:
@@ -167,7 +169,7 @@ class TurnLoop(AcpTurns, CodeRouting):
                 self.counters.steps += 1
                 self._show_details()
                 compiled = await self._current_compiled()
-                out = await self._model_request(compiled)
+                out = await self._request_fitting(compiled, turn)
                 response = out.response
                 self._append(response)
                 turn.open_calls = response.tool_calls
@@ -360,6 +362,7 @@ class TurnLoop(AcpTurns, CodeRouting):
                 step=self.step,
                 output=self.inp.output_schema,
                 settings=self.prompt_running.settings if self.prompt_running else None,
+                view=self._sent_view(),
             ),
             result_type=ModelRequestOutput,
             start_to_close_timeout=MODEL_TIMEOUT,
@@ -411,6 +414,8 @@ class TurnLoop(AcpTurns, CodeRouting):
     async def _continue_as_new(self, waiting: bool = False) -> None:
         """At idle, or (`waiting`) while the running turn waits for approval: then the turn goes along
         in `resume`, and a pushed config waits for the next turn boundary in `next_config`."""
+        if not waiting:
+            await self._compact_at_idle()
         self.counters.continued_as_new += 1
         if not waiting:
             self._apply_config()
@@ -447,6 +452,7 @@ class TurnLoop(AcpTurns, CodeRouting):
                         "next_config": self.next_config,
                         "stream_state": stream_state,
                         "resume": resume,
+                        "context": None if self.view == ContextView() else self.view,
                     }
                 )
             ]

@@ -75,6 +75,9 @@ class SessionWorkflow(TurnLoop):
                 else:
                     if not await self._idle():
                         break
+                    if self.compact_requested and not (self.queue or self.steers):
+                        await self._compact_at_idle()  # `wolf compact` between turns
+                        continue
                     if not (self.queue or self.steers):
                         await self._continue_as_new()
                     if self.queue:
@@ -117,7 +120,12 @@ class SessionWorkflow(TurnLoop):
         limit = self.inp.manifest.host.sessions.idle_close_after or self.inp.idle_close_after
         try:
             await workflow.wait_condition(
-                lambda: bool(self.queue or self.steers) or self.closing or self._should_snapshot(),
+                lambda: (
+                    bool(self.queue or self.steers)
+                    or self.closing
+                    or self.compact_requested
+                    or self._should_snapshot()
+                ),
                 timeout=limit if limit and workflow.patched(IDLE_CLOSE) else None,
                 timeout_summary="idle close",
             )
@@ -281,6 +289,20 @@ class SessionWorkflow(TurnLoop):
     def interrupt(self, reason: str | None = None) -> None:
         self._interrupt(reason or "interrupted by the user")
 
+    @workflow.signal(
+        description="Compact the working context at the next safe point (between steps or turns)."
+    )
+    def compact(self) -> None:
+        if not self.closing:
+            self.compact_requested = True
+
+    @workflow.signal(
+        description="Pin a note: sent with the instructions in every model request, never compacted."
+    )
+    def pin(self, text: str) -> None:
+        if text.strip() and text not in self.view.pinned:
+            self.view = self.view.model_copy(update={"pinned": [*self.view.pinned, text]})
+
     @workflow.signal(description="Finish the session (a running turn is interrupted first).")
     def close(self) -> None:
         self.closing = True
@@ -306,6 +328,9 @@ class SessionWorkflow(TurnLoop):
             parent=self.inp.parent,
             config_name=self.inp.config_name,
             config_version=self.inp.config_version,
+            context_tokens=self._context_tokens(self.compiled),
+            context_window=self._window(self.compiled),
+            compactions=self.view.compactions,
         )
 
     @workflow.query(name=TRANSCRIPT_QUERY, description="The whole transcript (pydantic-ai messages).")

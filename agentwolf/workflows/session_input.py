@@ -13,6 +13,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.workflows.acp_types import AcpSession
+from agentwolf.workflows.compaction import ContextView
 from agentwolf.workflows.contracts import CompiledAgent
 from agentwolf.workflows.turn_settings import TurnSettings
 from agentwolf.workflows.types import (
@@ -90,3 +91,5 @@ class SessionInput(BaseModel):
     acp_session: AcpSession | None = Field(None, exclude_if=lambda v: v is None)
     """An ACP agent's session there. Both are kept on the input (workflows/acp.py), so a
     continue-as-new carries them; left out of the dump when unset."""
+    context: ContextView | None = None
+    """The working context's view (workflows/compaction.py): stubs, summary, pinned notes."""

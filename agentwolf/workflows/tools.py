@@ -260,8 +260,10 @@ class ToolRouting(SessionCore):
             names = [t.name, f"{t.server}:{t.tool}", *([] if t.tool in shared else [t.tool])]
             return any(fnmatch.fnmatchcase(n, p) for n in names for p in patterns)
 
-        return [
-            t.name for t in compiled.tools if t.server == SKILLS or t.server.startswith(brought) or allowed(t)
+        return [  # the session's own readers (read_tool_output, recall) read only its transcript
+            t.name
+            for t in compiled.tools
+            if t.server in (SKILLS, SESSION) or t.server.startswith(brought) or allowed(t)
         ]
 
     async def _mcp_call(

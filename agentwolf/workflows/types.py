@@ -124,6 +124,7 @@ EventKind = Literal[
     "extensions_changed",
     "command_expanded",
     "agent_resumed",
+    "context_compacted",
     "error",
     "turn_finished",
     "session_closed",
@@ -158,6 +159,10 @@ class Event(BaseModel):
     total: float | None = None
     parent: str | None = Field(None, exclude_if=lambda v: v is None)
     """Tool calls a code-mode script made: the `run_code` call they are nested in."""
+    tier: int | None = Field(None, exclude_if=lambda v: v is None)
+    """context_compacted: 1 (old tool results stubbed) or 2 (older turns summarised)."""
+    before_tokens: int | None = Field(None, exclude_if=lambda v: v is None)
+    after_tokens: int | None = Field(None, exclude_if=lambda v: v is None)
 
 
 class Prompt(BaseModel):
@@ -238,6 +243,11 @@ class SessionStatus(BaseModel):
     parent: str | None = None
     config_name: str | None = None
     config_version: int | None = None
+    context_tokens: int | None = None
+    """About how many tokens the next model request sends (its working context)."""
+    context_window: int | None = None
+    """The model's context window in tokens, when known."""
+    compactions: int = 0
 
 
 class SessionResult(BaseModel):

@@ -33,6 +33,7 @@ tests = [
     "tests/test_schedules.py::test_a_session_or_thread_named_like_a_future_run_cannot_block_it",
     "tests/test_fanout.py::test_calls_past_the_manifest_limits_are_refused_and_the_rest_run_few_at_once",
     "tests/test_replay.py::test_a_session_whose_tool_output_went_to_external_storage_replays",
+    "tests/test_compaction.py",
 ]
 env = {**os.environ, "WOLF_RECORD_HISTORIES": "1"}
 recorded = subprocess.call([sys.executable, "-m", "pytest", "-q", *tests], cwd=root, env=env)

@@ -17,6 +17,7 @@ in `disconnects`."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 import threading
@@ -40,6 +41,10 @@ class Reply:
     into word-sized chunks (each word with its surrounding whitespace)."""
     interval: float = 0.0
     """Streaming only: seconds between consecutive deltas (thinking, text and tool arguments)."""
+    code: str | None = None
+    """Not 200: the error's `code` (OpenAI's `context_length_exceeded`, ...)."""
+    input_tokens: int | None = None
+    """The usage's input tokens (default: a fixed figure)."""
     thinking: str | None = None
     """Reasoning before the text: streamed as reasoning summary deltas (Responses) or
     `reasoning_content` deltas (Chat Completions), both in word-sized chunks; non-streaming, a
@@ -78,8 +83,16 @@ _Event = tuple[dict[str, Any], str | None, str]
 
 
 class ScriptedOpenAI:
-    def __init__(self, reply: Callable[[dict[str, Any]], Reply]) -> None:
+    def __init__(self, reply: Callable[[dict[str, Any]], Reply], window: int | None = None) -> None:
+        """`window`: a context window in tokens (a request's JSON length / 4): a request past it is
+        answered as OpenAI does, 400 `context_length_exceeded`, without asking `reply`, and answers
+        report the request's tokens as their input usage."""
         self.reply = reply
+        self.window = window
+        self.tokens: list[int] = []
+        """Window mode: every request's size in tokens, refused ones too."""
+        self.refused = 0
+        """Window mode: requests answered 400 as too long."""
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         """Each request's HTTP headers (which API key arrived)."""
@@ -101,7 +114,7 @@ class ScriptedOpenAI:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append(body)
                 outer.headers.append({k.lower(): v for k, v in self.headers.items()})
-                answer = outer.reply(body)
+                answer = outer._answer(body)
                 if answer.delay:
                     time.sleep(answer.delay)
                 with outer._lock:
@@ -161,6 +174,22 @@ class ScriptedOpenAI:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
+    def _answer(self, body: dict[str, Any]) -> Reply:
+        """`reply`'s answer; in window mode, OpenAI's refusal of a request past the window."""
+        if self.window is None:
+            return self.reply(body)
+        tokens = len(json.dumps(body)) // 4
+        self.tokens.append(tokens)
+        if tokens <= self.window:
+            return dataclasses.replace(self.reply(body), input_tokens=tokens)
+        self.refused += 1
+        return Reply(
+            status=400,
+            code="context_length_exceeded",
+            text=f"This model's maximum context length is {self.window} tokens. However, your messages "
+            f"resulted in {tokens} tokens. Please reduce the length of the messages.",
+        )
+
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
@@ -170,7 +199,7 @@ class ScriptedOpenAI:
     def _response(self, answer: Reply, model: str, n: int | None = None) -> dict[str, Any]:
         n = self._calls if n is None else n
         if answer.status != 200:
-            return {"error": {"message": answer.text or "scripted failure", "type": "invalid_request_error"}}
+            return _error(answer)
         output: list[dict[str, Any]] = []
         if answer.thinking is not None:
             output.append(_reasoning_item(n, answer.thinking))
@@ -188,7 +217,7 @@ class ScriptedOpenAI:
             "parallel_tool_calls": True,
             "tool_choice": "auto",
             "tools": [],
-            "usage": dict(USAGE_RESPONSES),
+            "usage": _usage(USAGE_RESPONSES, "input_tokens", answer),
         }
 
     def _response_events(self, answer: Reply, model: str, n: int) -> Iterator[_Event]:
@@ -266,7 +295,7 @@ class ScriptedOpenAI:
     def _completion(self, answer: Reply, model: str, n: int | None = None) -> dict[str, Any]:
         n = self._calls if n is None else n
         if answer.status != 200:
-            return {"error": {"message": answer.text or "scripted failure", "type": "invalid_request_error"}}
+            return _error(answer)
         message: dict[str, Any] = {"role": "assistant", "content": answer.text}
         if answer.thinking is not None:
             message["reasoning_content"] = answer.thinking
@@ -291,7 +320,7 @@ class ScriptedOpenAI:
                     "finish_reason": "tool_calls" if answer.tool_calls else "stop",
                 }
             ],
-            "usage": dict(USAGE_CHAT),
+            "usage": _usage(USAGE_CHAT, "prompt_tokens", answer),
         }
 
     def _completion_events(self, answer: Reply, model: str, n: int, include_usage: bool) -> Iterator[_Event]:
@@ -330,7 +359,7 @@ class ScriptedOpenAI:
                 )
         yield chunk({}, "tool_calls" if answer.tool_calls else "stop"), None, ""
         if include_usage:
-            yield {**chunk({}), "choices": [], "usage": dict(USAGE_CHAT)}, None, ""
+            yield {**chunk({}), "choices": [], "usage": _usage(USAGE_CHAT, "prompt_tokens", answer)}, None, ""
 
     def __enter__(self) -> ScriptedOpenAI:  # noqa: PYI034
         self._thread.start()
@@ -339,6 +368,15 @@ class ScriptedOpenAI:
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def _error(answer: Reply) -> dict[str, Any]:
+    error = {"message": answer.text or "scripted failure", "type": "invalid_request_error"}
+    return {"error": error | ({"code": answer.code} if answer.code else {})}
+
+
+def _usage(usage: dict[str, Any], input_key: str, answer: Reply) -> dict[str, Any]:
+    return usage | ({input_key: answer.input_tokens} if answer.input_tokens is not None else {})
 
 
 def _reasoning_item(n: int, thinking: str) -> dict[str, Any]:

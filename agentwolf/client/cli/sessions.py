@@ -16,6 +16,7 @@ from agentwolf.client.cli.sources import check_agent, config_source, source_args
 
 if TYPE_CHECKING:
     from agentwolf.client.wolf_client import WolfClient
+    from agentwolf.workflows.types import SessionStatus
 
 app = typer.Typer()
 
@@ -158,8 +159,19 @@ async def status(
         inert(
             f"{st.session_id} [{st.agent}] {st.state}  turns={c.turns} steps={c.steps} "
             f"tokens={c.usage.total_tokens} tool_calls={c.usage.tool_calls} last={st.last_outcome}"
+            + _context_use(st)
         )
     )
+
+
+def _context_use(st: SessionStatus) -> str:
+    """` context=12,400/128,000 (10%) compactions=2`: the next request's size against the window."""
+    if st.context_tokens is None:
+        return ""
+    window = (
+        f"/{st.context_window:,} ({st.context_tokens / st.context_window:.0%})" if st.context_window else ""
+    )
+    return f" context={st.context_tokens:,}{window} compactions={st.compactions}"
 
 
 async def _signal(
@@ -269,6 +281,32 @@ async def close(session_id: str, conn: Connection, tenant: Tenant = "default", a
             raise
         done = {"ok": True, "session_id": session_id, "already_finished": True}
         out().print(json.dumps(done) if as_json else f"session {session_id} has already finished")
+
+
+@app.command()
+@verb
+async def compact(
+    session_id: str, conn: Connection, tenant: Tenant = "default", as_json: Json = False
+) -> None:
+    """Compact the session's working context at its next safe point (between steps or turns); the
+    transcript stays whole. `wolf follow` shows a `context compacted` line when it is done.
+
+    Example: wolf compact 3f2a9c1b7d4e
+    """
+    await _signal(conn, tenant, session_id, as_json, lambda w: w.compact(session_id))
+
+
+@app.command()
+@verb
+async def pin(
+    session_id: str, text: str, conn: Connection, tenant: Tenant = "default", as_json: Json = False
+) -> None:
+    """Pin a note to the session: sent with the instructions in every model request, never compacted.
+
+    Example: wolf pin 3f2a9c1b7d4e "the production database is read-only"
+    """
+    note = _prompt(text, "note")
+    await _signal(conn, tenant, session_id, as_json, lambda w: w.pin(session_id, note))
 
 
 class State(StrEnum):

@@ -1,0 +1,275 @@
+"""The working context: what a model request sends, derived from the session's whole transcript by a
+small recorded `ContextView`. The transcript is never edited (clients, forks and evals read it
+whole); compaction only moves the view forward, so replays, forks and the worker that sends the
+request all derive the same context from the same two things.
+
+Two tiers, the cheaper first: old tool results become stubs the model can `recall`, then older
+turns become one summary (a recorded model request). Cuts fall where a turn starts (a request with
+a user prompt and no tool results), so a tool call and its result are never separated; the
+instructions, loaded skills, pinned notes and the current turn are never compacted.
+
+Pure, like turn.py: imported passed through, no `workflow.*`, no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import BaseModel
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+
+COMPACTION = "context-compaction"  # patch: the working context is compacted before it overflows the window
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+COMPACT_AT = 0.8
+TARGET = 0.5
+"""Compaction aims at this share of the window, so the next steps do not compact again at once."""
+STUB_MIN = 400
+"""Tool results shorter than this stay whole: a stub would save little."""
+KEPT_TOOLS = frozenset({"load_skill", "read_skill_file"})
+"""Their results are the loaded skills' instructions: never stubbed."""
+SUMMARY_TOKENS = 1500
+"""Room a summary is planned with, before its text is known."""
+MAX_MESSAGES = 160
+"""A working context of more messages is summarised down to half as many, whatever its tokens:
+provider clients build a request item by item (the OpenAI SDK's request transform took about 4 ms
+per input item here, bench/longrun.py), so a long tail of stubbed turns slows every request.
+Like every constant here it decides what workflow code does: a change is gated by a patch."""
+CHARS_PER_TOKEN = 4
+MESSAGE_CHARS = 16
+"""A message's own cost (role, separators), in characters."""
+CUT_NOTE_CHARS = 160
+RECALL = "recall"
+CONTEXT_LENGTH_EXCEEDED = "ContextLengthExceeded"
+"""The error type of a model request the provider refused as too long (details: the window, if named)."""
+
+SUMMARY_INSTRUCTIONS = """\
+You compact an agent's conversation so it can continue with less context. Write a summary that \
+the agent will read instead of the earlier conversation. Keep, precisely and in past tense: the \
+user's goals and every correction or preference the user stated (verbatim where short); decisions \
+made and why; facts, names, identifiers, numbers, paths and URLs that were found; what was tried \
+and failed; open tasks and next steps. Drop chit-chat and anything superseded. Tool results that \
+were put aside can be read again with recall(call_id, offset, message): name the call ids of \
+results that matter. Answer with the summary only, at most about 800 words."""
+
+SUMMARY_NOTE = (
+    "<context-summary>\nEarlier turns of this conversation, summarised (they happened before; "
+    "this is not a new request):\n{}\n</context-summary>"
+)
+PINNED_NOTE = "Pinned by the user (always in force, whatever was said since):\n{}"
+
+
+class ContextView(BaseModel):
+    """How the working context differs from the transcript; carried over continue-as-new."""
+
+    stub_before: int = 0
+    """Tool results in messages before this index reach the model as stubs that `recall` reads."""
+    summary_upto: int = 0
+    """Messages before this index (a turn's start) reach the model as `summary`."""
+    summary: str = ""
+    pinned: list[str] = []
+    """Notes the user pinned: sent with the instructions in every request."""
+    window: int | None = None
+    """The window a provider's context-length error told (wins over the compiled agent's)."""
+    compactions: int = 0
+
+    @property
+    def plain(self) -> bool:
+        """The working context is the transcript itself (nothing stubbed, summarised or pinned)."""
+        return not (self.stub_before or self.summary_upto or self.pinned)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A compaction decided: the view to move to (tier 2: once `summarize` is summarised)."""
+
+    view: ContextView
+    tier: Literal[1, 2]
+    before: int
+    after: int
+    """Estimated tokens before and after (tier 2: with room for the summary)."""
+    summarize: tuple[int, int] | None = None
+    """Tier 2: the messages [start, end) the summary replaces (the old summary goes in too)."""
+
+
+def working_context(
+    messages: Sequence[ModelMessage], view: ContextView, shown: Sequence[ModelMessage] | None = None
+) -> list[ModelMessage]:
+    """What the model is sent: `shown` (the transcript as cut for the model; default `messages`)
+    from `summary_upto` on, stubbed before `stub_before`, after the summary. Stubs and their sizes
+    come from `messages`, the whole results."""
+    shown = messages if shown is None else shown
+    out: list[ModelMessage] = []
+    if view.summary and view.summary_upto < len(messages):
+        at = messages[view.summary_upto].timestamp or EPOCH  # a fixed time: workflow code runs this
+        note = UserPromptPart(SUMMARY_NOTE.format(view.summary), timestamp=at)
+        out.append(ModelRequest(parts=[note], timestamp=at))
+    for i in range(view.summary_upto, len(messages)):
+        message = shown[i]
+        if i < view.stub_before and isinstance(message, ModelRequest):
+            message = _stubbed(messages[i], message, i)  # type: ignore[arg-type]
+        out.append(message)
+    return out
+
+
+def instructions(base: str, view: ContextView | None) -> str:
+    """The agent's instructions with the pinned notes (never compacted: sent with every request)."""
+    if view is None or not view.pinned:
+        return base
+    pinned = PINNED_NOTE.format("\n".join(f"- {note}" for note in view.pinned))
+    return f"{base}\n\n{pinned}" if base else pinned
+
+
+def _stubbed(whole: ModelRequest, shown: ModelRequest, index: int) -> ModelRequest:
+    ids = Counter(p.tool_call_id for p in whole.parts if isinstance(p, ToolReturnPart))
+    parts = list(shown.parts)
+    changed = False
+    for j, part in enumerate(whole.parts):
+        if stubbable(part):
+            assert isinstance(part, ToolReturnPart)
+            where = f"message={index}" + (f", part={j}" if ids[part.tool_call_id] > 1 else "")
+            size = len(part.model_response_str())
+            text = (
+                f"[tool result of call {part.tool_call_id!r} ({part.tool_name}, {size} characters), put "
+                f"aside to save context: {RECALL}(call_id={part.tool_call_id!r}, offset=0, {where}) reads it]"
+            )
+            parts[j] = dataclasses.replace(part, content=text)  # type: ignore[arg-type]
+            changed = True
+    return dataclasses.replace(shown, parts=parts) if changed else shown
+
+
+def stubbable(part: object) -> bool:
+    return (
+        isinstance(part, ToolReturnPart)
+        and part.tool_name not in KEPT_TOOLS
+        and len(part.model_response_str()) > STUB_MIN
+    )
+
+
+def stubs_any(messages: Sequence[ModelMessage], view: ContextView | None) -> bool:
+    """Whether the view stubs a result (then `recall` is offered)."""
+    if view is None:
+        return False
+    end = min(view.stub_before, len(messages))
+    return any(
+        isinstance(m, ModelRequest) and any(stubbable(p) for p in m.parts)
+        for m in messages[view.summary_upto : end]
+    )
+
+
+def chars(messages: Sequence[ModelMessage], tool_output_chars: int) -> int:
+    """About how many characters `messages` send (tool results as cut for the model)."""
+    total = 0
+    for message in messages:
+        total += MESSAGE_CHARS
+        for part in message.parts:
+            if isinstance(part, ToolReturnPart):
+                size = len(part.model_response_str())
+                total += size if size <= tool_output_chars else tool_output_chars + CUT_NOTE_CHARS
+            elif isinstance(part, ToolCallPart):
+                total += len(part.tool_name) + len(part.args_as_json_str())
+            elif isinstance(part, RetryPromptPart):
+                total += len(part.model_response())
+            else:
+                content = getattr(part, "content", "")
+                total += len(content) if isinstance(content, str) else len(str(content))
+    return total
+
+
+def turn_starts(messages: Sequence[ModelMessage]) -> list[int]:
+    """Where a cut may fall: requests with a user prompt that answer no tool call. Everything before
+    one is whole steps, so neither side of a cut holds a call without its result."""
+    return [
+        i
+        for i, m in enumerate(messages)
+        if isinstance(m, ModelRequest)
+        and any(isinstance(p, UserPromptPart) for p in m.parts)
+        and not any(isinstance(p, (ToolReturnPart, RetryPromptPart)) for p in m.parts)
+    ]
+
+
+def latest_step(messages: Sequence[ModelMessage]) -> int:
+    """The index of the last model response: it and what follows (the step under way) stay whole."""
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], ModelResponse):
+            return i
+    return len(messages)
+
+
+def plan(
+    messages: Sequence[ModelMessage],
+    view: ContextView,
+    measure: Callable[[list[ModelMessage]], int],
+    limit: int,
+    target: int,
+    force: bool = False,
+    until: int | None = None,
+) -> Plan | None:
+    """The cheapest compaction that brings the context from past `limit` to `target` tokens (by
+    `measure`), or from past `MAX_MESSAGES` messages to half that; `force` (the provider refused the
+    request, or a user asked): shrink even if the estimate fits. `until`: summaries end there at the
+    latest (what the worker holds). None: nothing to do, or nothing left to compact."""
+    before = measure(working_context(messages, view))
+    crowded = len(messages) - view.summary_upto > MAX_MESSAGES
+    if before <= limit and not (force or crowded):
+        return None
+    tier1 = view.model_copy(update={"stub_before": max(view.stub_before, latest_step(messages))})
+    after1 = measure(working_context(messages, tier1))
+    if after1 < before and after1 <= target and not crowded:
+        return Plan(tier1, 1, before, after1)
+    placeholder = "x" * (min(SUMMARY_TOKENS, target // 4) * CHARS_PER_TOKEN)
+    end = len(messages) if until is None else until
+    candidates = [c for c in turn_starts(messages) if view.summary_upto < c <= end]
+    for i, cut in enumerate(candidates):
+        tier2 = tier1.model_copy(update={"summary_upto": cut, "summary": placeholder})
+        after2 = measure(working_context(messages, tier2))
+        fits = after2 <= target and len(messages) - cut <= MAX_MESSAGES // 2
+        if fits or i == len(candidates) - 1:
+            return Plan(tier2, 2, before, after2, (view.summary_upto, cut))
+    if after1 < before:
+        return Plan(tier1, 1, before, after1)
+    return None
+
+
+def summary_source(
+    messages: Sequence[ModelMessage], view: ContextView, start: int, end: int, budget: int
+) -> str:
+    """What the summariser reads: the old summary, then messages [start, end) as the model saw them
+    (stubs stay stubs), as text of at most `budget` characters (the oldest cut first)."""
+    lines: list[str] = []
+    for message in working_context(
+        messages[:end], view.model_copy(update={"summary_upto": start, "summary": ""})
+    ):
+        lines.extend(_line(part) for part in message.parts)
+    body = "\n".join(lines)
+    if len(body) > budget:
+        body = "[earlier part omitted]\n" + body[len(body) - budget :]
+    old = f"Summary of what came before:\n{view.summary}\n\n" if view.summary else ""
+    return f"{old}Conversation to summarise:\n{body}"
+
+
+def _line(part: object) -> str:
+    clip = 2000
+    if isinstance(part, UserPromptPart):
+        return f"USER: {part.content if isinstance(part.content, str) else str(part.content)}"
+    if isinstance(part, ToolCallPart):
+        return f"TOOL CALL {part.tool_call_id} {part.tool_name}({part.args_as_json_str()[:clip]})"
+    if isinstance(part, ToolReturnPart):
+        return f"TOOL RESULT {part.tool_call_id}: {part.model_response_str()[:clip]}"
+    if isinstance(part, RetryPromptPart):
+        return f"RETRY: {part.model_response()[:clip]}"
+    content = getattr(part, "content", "")
+    kind = getattr(part, "part_kind", "part")
+    return f"ASSISTANT ({kind}): {str(content)[:clip]}" if kind != "text" else f"ASSISTANT: {content}"

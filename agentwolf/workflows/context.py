@@ -1,0 +1,192 @@
+"""The session's context manager: keeps each model request inside the model's window by moving the
+working context's view forward (workflows/compaction.py), before a request would overflow, when the
+provider refuses one as too long, when asked (`wolf compact`), and at idle before a continue-as-new.
+
+Imported passed through, like turn.py; calls only `workflow.*` and deterministic helpers.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from pydantic_ai.messages import ModelMessage
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+from agentwolf.workflows.compaction import (
+    CHARS_PER_TOKEN,
+    COMPACTION,
+    CONTEXT_LENGTH_EXCEEDED,
+    TARGET,
+    ContextView,
+    Plan,
+    chars,
+    instructions,
+    plan,
+    working_context,
+)
+from agentwolf.workflows.contracts import CompactInput, CompiledAgent, ModelRequestOutput
+from agentwolf.workflows.session_input import SessionInput
+from agentwolf.workflows.tools import ToolRouting
+from agentwolf.workflows.turn import HEARTBEAT_TIMEOUT, MODEL_RETRY, MODEL_TIMEOUT, Turn, cause_message, short
+
+if TYPE_CHECKING:
+    from agentwolf.workflows.stream import SessionStream
+
+LEARNT_MARGIN = 0.9
+"""A window learnt from a refusal that named none: this share of the refused request's estimate."""
+
+
+class ContextKeeping(ToolRouting):
+    """The working context's view, the token estimate behind it, and compaction."""
+
+    view: ContextView
+    tokens_per_char: float
+    """Calibrated on the provider's reported input tokens; never below chars/4."""
+    compact_requested: bool
+
+    if TYPE_CHECKING:  # the turn loop's (loop.py), which this layer sits under
+
+        async def _model_request(self, compiled: CompiledAgent) -> ModelRequestOutput: ...
+        def _count_request(self, turn: Turn, out: ModelRequestOutput) -> None: ...
+
+    def __init__(self, inp: SessionInput, stream: SessionStream) -> None:
+        super().__init__(inp, stream)
+        self.view = inp.context.model_copy(deep=True) if inp.context else ContextView()
+        self.tokens_per_char = 1 / CHARS_PER_TOKEN
+        self.compact_requested = False
+
+    def _sent_view(self) -> ContextView | None:
+        """What model requests carry: None while the working context is the transcript itself."""
+        return None if self.view.plain else self.view
+
+    def _window(self, compiled: CompiledAgent | None) -> int | None:
+        return self.view.window or (compiled.context_window if compiled else None)
+
+    def _fixed_chars(self, compiled: CompiledAgent) -> int:
+        """What every request sends besides its messages: instructions (pinned notes too), tools."""
+        tools = sum(len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in compiled.tools)
+        return len(instructions(compiled.instructions, self.view)) + tools
+
+    def _tokens(self, compiled: CompiledAgent, messages: list[ModelMessage], fixed: int | None = None) -> int:
+        """The estimate: (what every request sends + `messages`) at the calibrated rate."""
+        fixed = self._fixed_chars(compiled) if fixed is None else fixed
+        return int((fixed + chars(messages, compiled.tool_output_chars)) * self.tokens_per_char)
+
+    def _context_tokens(self, compiled: CompiledAgent | None) -> int | None:
+        """About how many tokens the next request sends (for status)."""
+        if compiled is None:
+            return None
+        return self._tokens(compiled, working_context(self.transcript, self.view))
+
+    def _calibrate(self, compiled: CompiledAgent, out: ModelRequestOutput, sent_chars: int) -> None:
+        reported = out.response.usage.input_tokens
+        if reported and sent_chars:
+            self.tokens_per_char = min(1.0, max(1 / CHARS_PER_TOKEN, reported / sent_chars))
+
+    async def _request_fitting(self, compiled: CompiledAgent, turn: Turn) -> ModelRequestOutput:
+        """The step's model request, its context compacted first if it would overflow; a provider's
+        refusal as too long compacts further and asks again, until nothing is left to compact."""
+        requested, self.compact_requested = self.compact_requested, False
+        await self._fit(compiled, turn, force=requested)
+        while True:
+            sent = self._fixed_chars(compiled) + chars(
+                working_context(self.transcript, self.view), compiled.tool_output_chars
+            )
+            try:
+                out = await self._model_request(compiled)
+            except ActivityError as err:
+                cause = err.cause
+                if not (
+                    isinstance(cause, ApplicationError)
+                    and cause.type == CONTEXT_LENGTH_EXCEEDED
+                    and self._limits().compaction != "off"
+                    and workflow.patched(COMPACTION)
+                ):
+                    raise
+                named = cause.details[0] if cause.details and isinstance(cause.details[0], int) else None
+                learnt = named or int(sent * self.tokens_per_char * LEARNT_MARGIN)
+                window = min(learnt, self._window(compiled) or learnt)
+                self.view = self.view.model_copy(update={"window": window})
+                if not await self._fit(compiled, turn, force=True):
+                    raise
+                continue
+            self._calibrate(compiled, out, sent)
+            return out
+
+    async def _fit(self, compiled: CompiledAgent, turn: Turn | None, force: bool = False) -> bool:
+        """Compact if the working context passes `limits.compact_at` of the window (`force`: shrink
+        it anyway, by the cheapest tier that helps). True when the view moved."""
+        limits = self._limits()
+        window = self._window(compiled)
+        if limits.compaction == "off" or window is None:
+            return False
+
+        fixed = self._fixed_chars(compiled)
+
+        def measure(messages: list[ModelMessage]) -> int:
+            return self._tokens(compiled, messages, fixed)
+
+        decided = plan(
+            self.transcript,
+            self.view,
+            measure,
+            limit=int(window * limits.compact_at),
+            target=int(window * TARGET),
+            force=force,
+            until=self.synced_len,
+        )
+        if decided is None or not workflow.patched(COMPACTION):
+            return False
+        view = decided.view
+        if decided.summarize is not None:
+            out = await self._summarise(compiled, decided, window)
+            self._count_request(turn or Turn(pending=[]), out)  # between turns: the session's only
+            view = view.model_copy(update={"summary": out.response.text or ""})
+        self.view = view.model_copy(update={"compactions": view.compactions + 1})
+        after = measure(working_context(self.transcript, self.view))
+        self._publish(
+            "context_compacted",
+            text=f"context compacted (tier {decided.tier}): about {decided.before} -> {after} tokens "
+            f"of {window}",
+            tier=decided.tier,
+            before_tokens=decided.before,
+            after_tokens=after,
+        )
+        return True
+
+    async def _summarise(self, compiled: CompiledAgent, decided: Plan, window: int) -> ModelRequestOutput:
+        assert decided.summarize is not None
+        start, end = decided.summarize
+        return await workflow.execute_activity(
+            "wolf.compact_summary",
+            CompactInput(
+                ref=self._ref(),
+                compiled_digest=compiled.digest,
+                base_len=self.synced_len,
+                base_digest=self.synced_digest,
+                view=self.view.model_copy(update={"stub_before": decided.view.stub_before}),
+                start=start,
+                end=end,
+                budget=int(window * TARGET * CHARS_PER_TOKEN),
+                turn_id=self.turn_id or "",
+            ),
+            result_type=ModelRequestOutput,
+            start_to_close_timeout=MODEL_TIMEOUT,
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            retry_policy=MODEL_RETRY,
+            summary=short(f"compact_summary messages {start}-{end}"),
+        )
+
+    async def _compact_at_idle(self) -> None:
+        """Between turns: what `wolf compact` asked for, or what the next request would need anyway
+        (before a continue-as-new, so the summary is not on the next prompt's path)."""
+        requested, self.compact_requested = self.compact_requested, False
+        compiled = self.compiled
+        if compiled is None or self.stale.reason:
+            return
+        try:
+            await self._fit(compiled, None, force=requested)
+        except ActivityError as err:  # no turn to fail: said, and the next request compacts again
+            self._publish("error", text=f"compaction failed: {cause_message(err)}")

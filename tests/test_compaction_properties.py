@@ -1,0 +1,129 @@
+"""Property: whatever the transcript (parallel tool calls, repeated call ids, retries, steers,
+interrupted turns) and wherever compaction cuts, the working context never holds a tool call without
+its result or a result without its call, and never compacts the current turn or a loaded skill."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+
+from agentwolf.workflows.compaction import (
+    ContextView,
+    chars,
+    plan,
+    turn_starts,
+    working_context,
+)
+
+TOOLS = ["echo", "big", "load_skill", "recall"]
+
+
+@st.composite
+def step(draw: st.DrawFn, turn: int, index: int) -> tuple[ModelResponse, list[ModelRequestPart]]:
+    """A response with parallel calls (ids may repeat) and the results, retries and steers after it."""
+    count = draw(st.integers(1, 4))
+    calls = [
+        ToolCallPart(
+            draw(st.sampled_from(TOOLS)),
+            {"n": i},
+            tool_call_id=draw(st.sampled_from([f"c{turn}.{index}.{i}", "dup"])),
+        )
+        for i in range(count)
+    ]
+    answers: list[ModelRequestPart] = []
+    for call in calls:
+        size = draw(st.sampled_from([10, 500, 3000]))
+        if draw(st.integers(0, 5)) == 0:
+            answers.append(
+                ToolReturnPart(
+                    call.tool_name, "bad arguments", tool_call_id=call.tool_call_id, outcome="retried"
+                )
+            )
+        else:
+            answers.append(ToolReturnPart(call.tool_name, "r" * size, tool_call_id=call.tool_call_id))
+    steers = draw(st.lists(st.sampled_from(["steer", "also this"]), max_size=2))
+    return ModelResponse(parts=[TextPart("thinking aloud"), *calls]), [
+        *answers,
+        *(UserPromptPart(s) for s in steers),
+    ]
+
+
+@st.composite
+def transcripts(draw: st.DrawFn) -> list[ModelMessage]:
+    messages: list[ModelMessage] = []
+    for turn in range(draw(st.integers(1, 6))):
+        messages.append(ModelRequest(parts=[UserPromptPart(f"turn {turn}")]))
+        for index in range(draw(st.integers(0, 3))):
+            response, answers = draw(step(turn, index))
+            messages.append(response)
+            messages.append(ModelRequest(parts=answers))
+        if draw(st.booleans()):  # answered; else interrupted after its last results
+            messages.append(ModelResponse(parts=[TextPart(f"answer {turn}")]))
+    return messages
+
+
+def assert_paired(context: list[ModelMessage]) -> None:
+    for i, message in enumerate(context):
+        if isinstance(message, ModelResponse):
+            calls = Counter(p.tool_call_id for p in message.parts if isinstance(p, ToolCallPart))
+            if not calls:
+                continue
+            following = context[i + 1] if i + 1 < len(context) else None
+            assert isinstance(following, ModelRequest), "a call without its result"
+            answered = Counter(
+                p.tool_call_id for p in following.parts if isinstance(p, (ToolReturnPart, RetryPromptPart))
+            )
+            assert answered == calls
+        else:
+            answers = [p for p in message.parts if isinstance(p, (ToolReturnPart, RetryPromptPart))]
+            if answers:
+                before = context[i - 1] if i else None
+                assert isinstance(before, ModelResponse), "a result without its call"
+
+
+@settings(max_examples=1000, deadline=None)
+@given(transcripts(), st.data())
+def test_no_working_context_separates_a_call_from_its_result(messages, data):
+    assert_paired(messages)  # the generator's own transcripts are valid
+
+    def measure(context: list[ModelMessage]) -> int:
+        return chars(context, 65_536) // 4
+
+    view = ContextView()
+    whole = measure(messages)
+    for _ in range(data.draw(st.integers(1, 4))):
+        limit = data.draw(st.integers(0, max(whole, 1)))
+        decided = plan(messages, view, measure, limit, limit // 2, force=data.draw(st.booleans()))
+        if decided is None:
+            break
+        view = decided.view.model_copy(
+            update={"summary": "summary" if decided.summarize else decided.view.summary}
+        )
+        context = working_context(messages, view)
+        assert_paired(context)
+        assert isinstance(context[0], ModelRequest)
+        # The current prompt is never compacted, nor is the latest step (its results stay whole).
+        latest = turn_starts(messages)[-1]
+        tail = len(messages) - latest
+        assert context[-tail:][0] is messages[latest]
+        assert context[-1] is messages[-1] or not isinstance(messages[-1], ModelRequest)
+        kept = [
+            p
+            for m in context
+            for p in m.parts
+            if isinstance(p, ToolReturnPart) and p.tool_name == "load_skill"
+        ]
+        assert not any("put aside" in p.content for p in kept)  # loaded skills are never stubbed
