@@ -342,7 +342,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
         if answer.call_id not in waiting:
             raise ValueError(
                 f"no tool call {answer.call_id!r} waits for approval in session {session_id!r} (waiting: "
-                f"{sorted(waiting) or 'none'})"
+                f"{', '.join(sorted(waiting)) or 'none'})"
             )
         await (await self._handle(session_id)).signal(signal, answer)
 

@@ -84,14 +84,17 @@ def _exit_code(exc: BaseException) -> int:
     """Print what went wrong as a sentence (an exception's class name only for a bug); its exit code."""
     from temporalio.service import RPCError
 
-    from agentwolf.client.cli.errors import explain_rpc
+    from agentwolf.client.cli.errors import explain_rpc, explain_unreachable
     from agentwolf.client.cli.extras import extra_of, install_hint
     from agentwolf.client.local_stack import StackError
     from agentwolf.config.loading import ManifestError
+    from agentwolf.connection import TemporalUnreachable
     from agentwolf.telemetry.tracing import TracingUnavailable
 
     if isinstance(exc, Exit):
         return fail(str(exc), exc.code)
+    if isinstance(exc, TemporalUnreachable):  # any verb, `wolf worker` included
+        return fail(explain_unreachable(exc), 3)
     if isinstance(exc, StackError):
         return fail(str(exc), 3)
     if isinstance(exc, TracingUnavailable):

@@ -103,7 +103,7 @@ class Connection:
         self, tenant: str, *, start_local: bool = False, task_queue: str = TASK_QUEUE
     ) -> WolfClient:
         """Connect; with no server configured and `start_local`, bring the embedded local stack up."""
-        from agentwolf.client.cli.common import Exit, err
+        from agentwolf.client.cli.common import err
         from agentwolf.client.wolf_client import WolfClient
 
         target = self.configured_address()
@@ -122,18 +122,15 @@ class Connection:
                     err().print(f"server {status.address}, UI {status.ui}, worker pid {status.worker_pid}")
                 if status.kept_env:
                     err().print(f"note: {kept_env_note(status.kept_env)}")
-        try:
-            return await WolfClient.connect(
-                target,
-                namespace=self.namespace,
-                profile=self.profile,
-                api_key=self.api_key,
-                tls=self.tls,
-                tenant=tenant,
-                task_queue=task_queue,
-            )
-        except RuntimeError as exc:  # the bridge's connect error (TracingUnavailable is not one)
-            raise Exit(3, f"cannot reach Temporal at {target}: {exc}") from None
+        return await WolfClient.connect(  # TemporalUnreachable: said in words by common.run
+            target,
+            namespace=self.namespace,
+            profile=self.profile,
+            api_key=self.api_key,
+            tls=self.tls,
+            tenant=tenant,
+            task_queue=task_queue,
+        )
 
 
 def kept_env_note(names: list[str]) -> str:

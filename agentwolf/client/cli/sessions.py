@@ -145,6 +145,7 @@ async def status(
 
     Example: wolf status 3f2a9c1b7d4e
     """
+    from agentwolf.client.cli.pending import approval_lines
     from agentwolf.client.render import inert
 
     wolf = await conn.client(tenant)
@@ -154,12 +155,15 @@ async def status(
         out().print(st.model_dump_json(), soft_wrap=True)
         return
     c = st.counters
+    last = f" last={st.last_outcome}" if st.last_outcome else ""  # no turn has ended yet: nothing to say
     out().print(
         inert(
             f"{st.session_id} [{st.agent}] {st.state}  turns={c.turns} steps={c.steps} "
-            f"tokens={c.usage.total_tokens} tool_calls={c.usage.tool_calls} last={st.last_outcome}"
+            f"tokens={c.usage.total_tokens} tool_calls={c.usage.tool_calls}{last}"
         )
     )
+    for line in approval_lines(st, wolf.tenant):
+        out().print(inert(line))
 
 
 async def _signal(

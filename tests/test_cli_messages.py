@@ -1,0 +1,91 @@
+"""What the `wolf` CLI says when something is wrong or waits: one sentence in the user's words,
+never a Rust debug dump or a Python repr (issue 24, the first-day review's 9b-9d)."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+from agentwolf.connection import TemporalUnreachable, connect
+from tests.conftest import make_manifest, tools_server, wait_for
+from tests.support.models import Script, sequence, text, tool
+from tests.test_cli import _wolf
+
+
+def _refusing_address() -> str:
+    """A loopback port nothing listens on (bound and closed: refused, not filtered)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+@pytest.mark.parametrize(
+    "verb", [["status", "x"], ["list"], ["submit", "hi", "--config", "MANIFEST"], ["config", "list"]]
+)
+async def test_an_unreachable_server_is_one_sentence_that_says_what_to_do(verb, tmp_path):
+    address = _refusing_address()
+    manifest = tmp_path / "wolf.yaml"
+    manifest.write_text("agents:\n  assistant:\n    model: test\n")
+    args = [str(manifest) if a == "MANIFEST" else a for a in verb]
+    run = await _wolf(None, *args, "--address", address)
+    assert run.returncode == 3, run.stderr
+    said = " ".join(run.stderr.split())
+    assert said.startswith(f"error: cannot reach Temporal at {address}: connection refused")
+    assert "`wolf up`" in said and "--address" in said and "TEMPORAL_ADDRESS" in said
+    assert "tonic" not in said and "Os {" not in said and run.stderr.count("\n") == 1
+
+
+async def test_connect_names_why_for_a_host_that_does_not_resolve():
+    with pytest.raises(TemporalUnreachable) as caught:
+        await connect("no-such-host.invalid:7233")
+    assert (
+        str(caught.value)
+        == "cannot reach Temporal at no-such-host.invalid:7233: the host name does not resolve"
+    )
+    assert "tonic" in str(caught.value.__cause__)  # the bridge's dump stays reachable (WOLF_DEBUG, logs)
+
+
+async def test_human_status_shows_each_waiting_approval_and_how_to_answer_it(
+    client, wolf, run_worker, tmp_path
+):
+    address = client.service_client.config.target_host
+    rules = [{"tool": "record", "action": "confirm"}]
+    manifest = make_manifest(
+        {"permissions": {"rules": rules}},
+        mcp_servers={"tools": tools_server(WOLF_SIDE_EFFECTS=str(tmp_path / "effects"))},
+    )
+    script = Script(sequence(tool("record", {"tag": "x" * 300}, "call-7"), text("done")))
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.start_session("a", manifest)
+        fresh = await _wolf(address, "status", sid)
+        assert fresh.returncode == 0, fresh.stderr
+        assert "last=" not in fresh.stdout  # no turn has ended: not `last=None`
+        await wolf.prompt(sid, "record it")
+        await wait_for(lambda: _waiting(wolf, sid))
+        run = await _wolf(address, "status", sid)
+        assert run.returncode == 0, run.stderr
+        head, asked, how = run.stdout.splitlines()
+        assert "waiting_approval" in head and "last=" not in head
+        assert asked.startswith("  waits for approval since ") and ': record({"tag": "xxx' in asked
+        assert asked.endswith("...) call call-7") and len(asked) < 200  # long arguments are cut
+        assert f"approve: wolf approve {sid} call-7 " in how and f"deny: wolf deny {sid} call-7 " in how
+        wrong = await _wolf(address, "approve", sid, "call-0")
+        assert wrong.returncode == 2
+        assert f"no tool call 'call-0' waits for approval in session {sid!r} (waiting: call-7)" in " ".join(
+            wrong.stderr.split()
+        )
+        await wolf.approve(sid, "call-7")
+        await wait_for(lambda: _last(wolf, sid))
+        done = await _wolf(address, "status", sid, "--json")
+        assert json.loads(done.stdout)["pending_approvals"] == []
+        await wolf.close(sid)
+
+
+async def _waiting(wolf, sid):
+    return (await wolf.status(sid)).pending_approvals
+
+
+async def _last(wolf, sid):
+    return (await wolf.status(sid)).last_outcome
