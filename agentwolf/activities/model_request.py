@@ -14,6 +14,7 @@ from temporalio.exceptions import ApplicationError
 
 from agentwolf.activities import live, observe, turn_settings
 from agentwolf.activities.cost import attempts_cost, record, request_cost, used_spec
+from agentwolf.activities.provider_errors import SET_IT, config_failure, http_failure
 from agentwolf.activities.session_io import heartbeating, query
 from agentwolf.activities.tools import cut_tool_outputs
 from agentwolf.config.placeholders import MissingVariable
@@ -115,12 +116,15 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
         )
     except ModelHTTPError as exc:
         raise ApplicationError(
-            host.secrets.redact(f"model request failed: {exc}"),
+            host.secrets.redact(http_failure(exc)),
             type="ModelHTTPError",
             non_retryable=exc.status_code in _PERMANENT_HTTP,
         ) from None
-    except (UserError, LookupError, MissingVariable, PolicyError) as exc:
-        message = host.secrets.redact(f"model configuration: {exc}")
+    except MissingVariable as exc:
+        message = host.secrets.redact(f"model configuration: {exc}; {SET_IT}")
+        raise ApplicationError(message, type="ConfigError", non_retryable=True) from None
+    except (UserError, LookupError, PolicyError) as exc:
+        message = host.secrets.redact(f"model configuration: {config_failure(exc)}")
         raise ApplicationError(message, type="ConfigError", non_retryable=True) from None
     spec = used_spec(model, compiled.models, response)
     label = observe.answered_label(spec, response, host.secrets)
