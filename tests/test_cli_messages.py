@@ -89,3 +89,19 @@ async def _waiting(wolf, sid):
 
 async def _last(wolf, sid):
     return (await wolf.status(sid)).last_outcome
+
+
+async def test_the_manifest_schema_describes_every_key_for_users():
+    run = await _wolf(None, "config", "schema", "--json")
+    assert run.returncode == 0, run.stderr
+    schema = json.loads(run.stdout)
+    objects = [("Manifest", schema), *schema["$defs"].items()]
+    described = {
+        f"{name}.{key}": prop.get("description", "")
+        for name, obj in objects
+        for key, prop in obj.get("properties", {}).items()
+    }
+    assert len(described) > 80 and [k for k, d in described.items() if not d] == []
+    assert described["Limits.max_steps"] == "Model requests a turn may make before it stops."
+    developer_words = ("dump", "keep their identity", "local activity", "agentwolf/")
+    assert [k for k, d in described.items() if any(w in d for w in developer_words)] == []

@@ -33,7 +33,7 @@ class JobError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 def template_fields(template: str) -> list[str]:
@@ -62,8 +62,11 @@ def _text(value: object) -> str:
 
 class JobVar(_Strict):
     type: VarType = "string"
+    """`string`, `integer`, `number` or `boolean`."""
     default: str | int | float | bool | None = None
+    """Its value when none is given; without one, the variable is required."""
     description: str = ""
+    """What the variable means."""
 
     @model_validator(mode="after")
     def _default_fits(self) -> JobVar:
@@ -101,10 +104,15 @@ class Job(_Strict):
     against that schema."""
 
     agent: str
+    """The agent (or team) that runs it."""
     prompt: str = Field(min_length=1)
+    """The prompt, with `{var}` fields (`{{` and `}}` for braces)."""
     vars: dict[str, JobVar] = {}
+    """The variables `prompt` may use, by name."""
     output: dict[str, Any] | None = None
+    """A JSON Schema the result must match; the result is then a JSON object."""
     description: str = ""
+    """What the job does."""
 
     @field_validator("vars")
     @classmethod
@@ -181,11 +189,18 @@ class Hook(_Strict):
     worker policy, whose value signs the requests (HMAC-SHA256 of the raw body)."""
 
     job: str | None = None
+    """The job to run."""
     vars: dict[str, str] = {}
+    """The job's variables, as templates over the request's JSON body (`{body.pull_request.title}`)."""
     session: str | None = None
+    """The session to prompt, instead of a job."""
     prompt: str | None = None
+    """The prompt for `session`, a template over the body."""
     when_busy: BusyPolicy = "queue"
+    """When the session's turn is running: `queue`, `steer`, `interrupt` or `skip`."""
     secret: str
+    """The name of the variable (allowed by the worker's policy) whose value signs the requests
+    (HMAC-SHA256 of the body)."""
 
     @field_validator("secret")
     @classmethod
