@@ -105,3 +105,63 @@ async def test_the_manifest_schema_describes_every_key_for_users():
     assert described["Limits.max_steps"] == "Model requests a turn may make before it stops."
     developer_words = ("dump", "keep their identity", "local activity", "agentwolf/")
     assert [k for k, d in described.items() if any(w in d for w in developer_words)] == []
+
+
+async def test_config_errors_come_in_line_order_with_a_did_you_mean(tmp_path):
+    bad = tmp_path / "wolf.yaml"
+    # pydantic checks `host` before `agents`: the file says them the other way round.
+    bad.write_text("agents:\n  a:\n    limits: {max_step: 3}\n    modle: x\nhost:\n  sesions: {}\n")
+    run = await _wolf("127.0.0.1:1", "config", "validate", str(bad))
+    assert run.returncode == 2
+    assert run.stderr.splitlines() == [
+        f"config error: {bad}:3: agents.a.limits.max_step: unknown key (did you mean 'max_steps'?)",
+        f"{bad}:4: agents.a.modle: unknown key (did you mean 'model'?)",
+        f"{bad}:6: host.sesions: unknown key (did you mean 'sessions'?)",
+    ]
+    as_json = await _wolf("127.0.0.1:1", "config", "validate", str(bad), "--json")
+    assert as_json.returncode == 2
+    assert json.loads(as_json.stdout) == {
+        "ok": False,
+        "errors": [
+            {
+                "line": 3,
+                "path": "agents.a.limits.max_step",
+                "message": "unknown key (did you mean 'max_steps'?)",
+            },
+            {"line": 4, "path": "agents.a.modle", "message": "unknown key (did you mean 'model'?)"},
+            {"line": 6, "path": "host.sesions", "message": "unknown key (did you mean 'sessions'?)"},
+        ],
+    }
+
+
+async def test_a_bare_model_name_and_a_misspelt_agent_get_a_did_you_mean(tmp_path):
+    manifest = tmp_path / "wolf.yaml"
+    manifest.write_text("agents:\n  assistant:\n    model: gpt-4o\n")
+    run = await _wolf("127.0.0.1:1", "config", "validate", str(manifest))
+    assert run.returncode == 2
+    assert (
+        "agents.assistant.model: unknown model alias 'gpt-4o': a model is `provider:name`, did you mean "
+        in (run.stderr)
+    )
+    assert "'openai:gpt-4o'? (aliases in this config: none)" in run.stderr
+    manifest.write_text("agents:\n  assistant:\n    model: test\n  coder:\n    model: test\n")
+    typo = await _wolf("127.0.0.1:1", "submit", "hi", "--agent", "asistant", "--config", str(manifest))
+    assert typo.returncode == 2
+    assert typo.stderr.strip() == (
+        "error: unknown agent 'asistant' (did you mean 'assistant'?) (agents and teams in this config: "
+        "assistant, coder)"
+    )
+
+
+async def test_a_bad_choice_is_said_without_pydantic_s_words():
+    run = await _wolf("127.0.0.1:1", "list", "--state", "bogus")
+    assert run.returncode == 2
+    assert "Invalid value for '--state': 'bogus' is not one of 'idle', 'running'" in run.stderr
+    assert "Value error" not in run.stderr
+
+
+async def test_following_an_unknown_session_prints_only_the_error(client):
+    run = await _wolf(client.service_client.config.target_host, "follow", "no-such-session")
+    assert run.returncode == 2, run.stderr
+    assert run.stdout == ""
+    assert "session 'no-such-session' not found in tenant 'default'" in run.stderr

@@ -17,6 +17,7 @@ from agentwolf.config.aliases import AliasError, resolve_model
 from agentwolf.config.manifest import SubagentCapability
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError
+from agentwolf.config.suggest import did_you_mean, listing
 from agentwolf.extensions.pool import McpUnavailable
 from agentwolf.extensions.registry import Scope
 from agentwolf.extensions.skills import LocalSkillRoot
@@ -37,7 +38,8 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
     agent = inp.manifest.agents.get(inp.agent)
     if agent is None:
         raise ApplicationError(
-            f"unknown agent {inp.agent!r} (agents in this config: {sorted(inp.manifest.agents) or 'none'})",
+            f"unknown agent {inp.agent!r}{did_you_mean(inp.agent, inp.manifest.agents)}"
+            f" (agents in this config: {listing(inp.manifest.agents)})",
             type="UnknownAgent",
             non_retryable=True,
         )

@@ -43,6 +43,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agentwolf.config.jobs import BusyPolicy, Hook
 from agentwolf.config.manifest import Manifest
+from agentwolf.config.suggest import listing
 from agentwolf.tenants import TenantError
 from agentwolf.workflows.registry import check_config_name
 from agentwolf.workflows.types import (
@@ -167,7 +168,7 @@ class ScheduleMethods:
         if (job is None) == (session is None):
             raise ValueError("a schedule runs exactly one of a job or a prompt for a session")
         if overlap not in _OVERLAP:
-            raise ValueError(f"unknown overlap policy {overlap!r} (known: {sorted(_OVERLAP)})")
+            raise ValueError(f"unknown overlap policy {overlap!r} (known: {listing(_OVERLAP)})")
         if timezone is not None:
             try:
                 ZoneInfo(timezone)

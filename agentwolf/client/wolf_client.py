@@ -130,6 +130,11 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
         )
         return cls(client, tenant=tenant, task_queue=task_queue)
 
+    async def check_session(self, session_id: str) -> None:
+        """Raise SessionNotFound or TenantError unless `session_id` is a session of this tenant (one
+        describe, remembered: the calls that follow do not ask again)."""
+        await self._checked(session_id)
+
     async def _handle(self, session_id: str) -> WorkflowHandle[Any, SessionResult]:
         """A handle on one of this tenant's sessions. `session_id` may be a full workflow id
         (`wolf/<tenant>/<id>`); another tenant's, or a session whose WolfTenant differs, is refused."""

@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agentwolf.config.suggest import listing
+
 VarType = Literal["string", "integer", "number", "boolean"]
 BusyPolicy = Literal["queue", "steer", "interrupt", "skip"]
 """What a prompt for a session whose turn is running does: wait its turn, join the running turn as
@@ -144,7 +146,7 @@ class Job(_Strict):
         unknown = [f for f in template_fields(self.prompt) if f not in self.vars]
         if unknown:
             raise ValueError(
-                f"the prompt uses undeclared variables {unknown} (declared: {sorted(self.vars) or 'none'})"
+                f"the prompt uses undeclared variables {', '.join(unknown)} (declared: {listing(self.vars)})"
             )
         return self
 

@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentwolf.config.jobs import Hook, Job
+from agentwolf.config.suggest import did_you_mean, listing
 
 
 class _Strict(BaseModel):
@@ -358,7 +359,8 @@ class Manifest(_Strict):
     def job(self, name: str) -> Job:
         """The job `name`, or a ValueError listing the known ones."""
         if name not in self.jobs:
-            raise ValueError(f"unknown job {name!r} (jobs in this config: {sorted(self.jobs) or 'none'})")
+            hint = did_you_mean(name, self.jobs)
+            raise ValueError(f"unknown job {name!r}{hint} (jobs in this config: {listing(self.jobs)})")
         return self.jobs[name]
 
     def permissions(self, agent: str) -> Permissions:

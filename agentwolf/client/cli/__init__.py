@@ -13,9 +13,13 @@ VERB_MODULES.
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperGroup
+
+if TYPE_CHECKING:
+    from typer._click.core import Context  # typer's own click, whose Context its commands take
 
 from agentwolf.client.cli import configs, editor, interactive, jobs, mcp, payloads, sessions, stack, usage
 
@@ -26,7 +30,20 @@ the embedded local stack.
 
 Exit codes: 0 ok, 1 the session failed, 2 usage or config error, 3 Temporal or a worker unreachable."""
 
+
+class _Group(TyperGroup):
+    """typer checks choices with pydantic, whose message starts "Value error, ": say only the error."""
+
+    def invoke(self, ctx: Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except typer.BadParameter as exc:
+            exc.message = exc.message.removeprefix("Value error, ")
+            raise
+
+
 app = typer.Typer(
+    cls=_Group,
     help=HELP,
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},

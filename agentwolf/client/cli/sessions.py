@@ -35,6 +35,7 @@ async def follow_events(wolf: WolfClient, session_id: str, as_json: bool, until_
     from agentwolf.client import live_view
     from agentwolf.client.render import inert
 
+    await wolf.check_session(session_id)  # an unknown id is an error, before any output
     if as_json:
         err().print(inert(f"session {session_id}"))
     else:
