@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import uuid
 
 import pytest
 
@@ -165,3 +166,25 @@ async def test_following_an_unknown_session_prints_only_the_error(client):
     assert run.returncode == 2, run.stderr
     assert run.stdout == ""
     assert "session 'no-such-session' not found in tenant 'default'" in run.stderr
+
+
+async def test_wolf_list_is_newest_first_running_or_not(client, task_queue, run_worker):
+    from agentwolf.client.wolf_client import WolfClient
+
+    tenant = f"order-{uuid.uuid4().hex[:6]}"
+    wolf = WolfClient(client, tenant=tenant, task_queue=task_queue)
+    address = client.service_client.config.target_host
+    async with run_worker(local_models={"m": Script(lambda s: text("ok")).model}):
+        older = await wolf.start_session("a", make_manifest())  # stays running
+        newer = await wolf.submit("hi", "a", make_manifest())  # done: visibility lists it after `older`
+        await wolf.result(newer)
+        await wait_for(lambda: _listed(wolf, 2))
+        run = await _wolf(address, "list", "--tenant", tenant, "--json")
+        limited = await _wolf(address, "list", "--tenant", tenant, "--limit", "1", "--json")
+        await wolf.close(older)
+    assert [s["session_id"] for s in json.loads(run.stdout)] == [newer, older]
+    assert [s["session_id"] for s in json.loads(limited.stdout)] == [newer]
+
+
+async def _listed(wolf, count: int) -> bool:
+    return len(await wolf.list_sessions()) == count
