@@ -214,7 +214,7 @@ async def serve(
     from agentwolf.config.origins import web_origin
     from agentwolf.config.policy import load_policy
     from agentwolf.protocols.auth import ApiKeys
-    from agentwolf.protocols.main import BindingRefused, check_binding
+    from agentwolf.protocols.main import BindingRefused, CannotListen, check_binding
     from agentwolf.protocols.main import serve as run_server
     from agentwolf.telemetry import logs
 
@@ -228,8 +228,23 @@ async def serve(
         raise Exit(2, str(exc)) from None
     source = config_source(config)
     wolf = await conn.client(tenant, start_local=True, task_queue=task_queue)
-    err().print(f"serving on http://{host}:{port} (OpenAI: /v1, AG-UI: /agui/AGENT); Ctrl-C stops")
-    await run_server(wolf, source, keys, host=host, port=port, no_auth=no_auth, cors_origins=origins)
+
+    def listening(front_ends: list[str]) -> None:
+        err().print(f"serving on http://{host}:{port} ({', '.join(front_ends)}); Ctrl-C stops")
+
+    try:
+        await run_server(
+            wolf,
+            source,
+            keys,
+            host=host,
+            port=port,
+            no_auth=no_auth,
+            cors_origins=origins,
+            listening=listening,
+        )
+    except CannotListen as exc:
+        raise Exit(2, f"{exc}: another process uses it? Pick another --port") from None
 
 
 @app.command()
