@@ -61,3 +61,36 @@ async def test_a_provider_without_any_key_says_which_variable_and_where(wolf, ru
     assert "no API key for this model's provider: OPENAI_API_KEY is not set" in said
     assert "wolf up --restart" in said and "host.models.providers" in said
     assert "Pydantic AI" not in said and "OpenAIProvider(" not in said
+
+
+async def test_the_cli_says_a_failure_once_without_type_names(client, run_worker, tmp_path):
+    import yaml
+
+    from agentwolf.defaults import TASK_QUEUE
+    from tests.test_cli import _wolf
+
+    address = client.service_client.config.target_host
+    reason = "the provider refused the request for model gpt-4o-mini (401 Unauthorized): Incorrect API key"
+    with ScriptedOpenAI(lambda r: Reply(text="Incorrect API key", status=401)) as server:
+        manifest = tmp_path / "wolf.yaml"
+        provider = {"openai": {"api_key": "bad", "base_url": server.base_url}}
+        manifest.write_text(
+            yaml.safe_dump(
+                {
+                    "host": {"models": {"providers": provider}},
+                    "agents": {"a": {"model": "openai:gpt-4o-mini"}},
+                }
+            )
+        )
+        async with run_worker(task_queue=TASK_QUEUE):
+            waited = await _wolf(address, "submit", "hi", "-a", "a", "-c", str(manifest), "--wait")
+            followed = await _wolf(address, "submit", "hi", "-a", "a", "-c", str(manifest), "--follow")
+    assert waited.returncode == 1
+    (line,) = waited.stderr.splitlines()
+    assert line.startswith("error: session ") and f" failed: {reason}; check the API key" in line
+    assert followed.returncode == 1
+    said = followed.stdout + followed.stderr
+    assert said.count(reason) == 1 and f"error: {reason}" in followed.stdout
+    assert followed.stderr.strip().endswith("failed (the error is above)")
+    for jargon in ("TurnFailed", "ModelHTTPError", "the task failed"):
+        assert jargon not in said and jargon not in waited.stderr

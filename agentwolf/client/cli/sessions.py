@@ -52,13 +52,18 @@ async def follow_events(wolf: WolfClient, session_id: str, as_json: bool, until_
 
 async def _print_result(wolf: WolfClient, sid: str, as_json: bool, *, quiet: bool = False) -> None:
     from temporalio.client import WorkflowFailureError
+    from temporalio.exceptions import FailureError
 
     from agentwolf.client.render import inert
+    from agentwolf.workflows.types import TASK_FAILED
 
     try:
         result = await wolf.result(sid)
     except WorkflowFailureError as exc:
-        raise Exit(1, f"session {sid} failed: {exc.cause}") from None
+        if quiet:  # followed: the error event already said why
+            raise Exit(1, f"session {sid} failed (the error is above)") from None
+        cause = exc.cause.message if isinstance(exc.cause, FailureError) else str(exc.cause)
+        raise Exit(1, f"session {sid} failed: {cause.removeprefix(TASK_FAILED)}") from None
     if as_json:
         out().print(result.model_dump_json(), soft_wrap=True)
     elif not quiet:
