@@ -188,3 +188,31 @@ async def test_wolf_list_is_newest_first_running_or_not(client, task_queue, run_
 
 async def _listed(wolf, count: int) -> bool:
     return len(await wolf.list_sessions()) == count
+
+
+async def test_help_groups_the_verbs_and_cuts_no_description():
+    run = await _wolf(None, "--help", COLUMNS="200")
+    assert run.returncode == 0, run.stderr
+    sections = {}
+    for block in run.stdout.split("\n\n"):
+        head, _, body = block.partition(":\n")
+        sections[head.strip()] = [
+            line.split()[0]
+            for line in body.splitlines()
+            if line.startswith("  ") and not line.startswith("   ")
+        ]
+    assert sections["Sessions"][:3] == ["submit", "follow", "result"] and "chat" in sections["Sessions"]
+    assert sections["Front ends"] == ["serve", "mcp", "acp"]
+    assert {"up", "down", "worker"} <= set(sections["Running AgentWolf"])
+    assert "..." not in run.stdout.partition("\n")[2]  # (the usage line says `[ARGS]...`)
+    assert "Live stream of a session's events; Ctrl-C detaches and leaves the session running." in " ".join(
+        run.stdout.split()
+    )
+
+
+async def test_options_and_arguments_read_as_names():
+    submit = " ".join((await _wolf(None, "submit", "--help")).stdout.split())
+    for shown in ("PROMPT", "--agent AGENT", "--config NAME|FILE", "--address HOST:PORT", "--tenant TENANT"):
+        assert shown in submit
+    follow = " ".join((await _wolf(None, "follow", "--help")).stdout.split())
+    assert "--json Machine-readable output: JSON Lines, one JSON object per event." in follow

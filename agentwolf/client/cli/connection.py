@@ -32,7 +32,10 @@ CONNECTION_OPTIONS = [
         Annotated[
             str | None,
             typer.Option(
-                "--address", help="Temporal frontend HOST:PORT (else the profile's).", rich_help_panel=_PANEL
+                "--address",
+                metavar="HOST:PORT",
+                help="Temporal frontend HOST:PORT (else the profile's).",
+                rich_help_panel=_PANEL,
             ),
         ],
     ),
@@ -40,7 +43,9 @@ CONNECTION_OPTIONS = [
         "namespace",
         Annotated[
             str | None,
-            typer.Option("--namespace", "-n", help="Temporal namespace.", rich_help_panel=_PANEL),
+            typer.Option(
+                "--namespace", "-n", metavar="NAMESPACE", help="Temporal namespace.", rich_help_panel=_PANEL
+            ),
         ],
     ),
     _option(
@@ -48,7 +53,10 @@ CONNECTION_OPTIONS = [
         Annotated[
             str | None,
             typer.Option(
-                "--profile", help="Profile in the Temporal config file (TOML).", rich_help_panel=_PANEL
+                "--profile",
+                metavar="PROFILE",
+                help="Profile in the Temporal config file (TOML).",
+                rich_help_panel=_PANEL,
             ),
         ],
     ),
@@ -66,7 +74,11 @@ CONNECTION_OPTIONS = [
         Annotated[
             str | None,
             typer.Option(
-                "--api-key", help="API key (implies TLS).", show_default=False, rich_help_panel=_PANEL
+                "--api-key",
+                metavar="KEY",
+                help="API key (implies TLS).",
+                show_default=False,
+                rich_help_panel=_PANEL,
             ),
         ],
     ),

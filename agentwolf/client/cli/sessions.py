@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from agentwolf.client.cli.common import Agent, ConfigOpt, Exit, Json, Tenant, err, out, verb
+from agentwolf.client.cli.common import Agent, ConfigOpt, Exit, Json, JsonLines, Tenant, err, out, verb
 from agentwolf.client.cli.connection import Connection
 from agentwolf.client.cli.errors import check_worker
 from agentwolf.client.cli.sources import check_agent, config_source, source_args
@@ -115,7 +115,7 @@ async def submit(
 @app.command()
 @verb
 async def follow(
-    session_id: str, conn: Connection, tenant: Tenant = "default", as_json: Json = False
+    session_id: str, conn: Connection, tenant: Tenant = "default", as_json: JsonLines = False
 ) -> None:
     """Live stream of a session's events; Ctrl-C detaches and leaves the session running.
 

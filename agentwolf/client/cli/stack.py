@@ -174,7 +174,7 @@ async def dev(
         out().print(f"stopped: {', '.join(local_stack.down(timeout=DEV_STOP_GRACE)) or 'nothing'}")
 
 
-@app.command()
+@app.command(rich_help_panel="Front ends")
 @verb
 async def serve(
     conn: Connection,
@@ -202,8 +202,8 @@ async def serve(
     log_level: LogLevel = "INFO",
     log_format: LogFormat = "text",
 ) -> None:
-    """Serve agents over HTTP: OpenAI-compatible /v1 and AG-UI /agui (API keys from WOLF_API_KEYS or
-    the policy; browser pages of --cors-origin origins).
+    """Serve agents over HTTP: OpenAI-compatible /v1, AG-UI /agui, MCP /mcp, A2A /a2a and webhooks
+    /hooks (API keys from WOLF_API_KEYS or the policy; browser pages of --cors-origin origins).
 
     Example: wolf serve --no-auth --port 8088 --cors-origin http://localhost:3000
     """
