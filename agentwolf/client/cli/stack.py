@@ -116,6 +116,7 @@ async def up(
         "started": st.started,
         "data": str(local_stack.data_dir()),
         "plugins": st.plugins,
+        "metrics": st.metrics,
     }
     if st.changed:
         info["restarted_worker_because"] = f"{', '.join(st.changed)} changed since it started"
@@ -128,6 +129,7 @@ async def up(
         return
     info["started"] = ", ".join(st.started) or "nothing (all running)"
     info["plugins"] = ", ".join(st.plugins) or "none"
+    info["metrics"] = st.metrics or "off (--metrics-port PORT serves them)"
     out().print("\n".join(f"{k}: {v}" for k, v in info.items()))
 
 
