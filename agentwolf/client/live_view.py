@@ -38,6 +38,12 @@ from agentwolf.workflows.types import Event
 
 RESTARTED = "(answer restarted: the model request is retried)"
 WAITING = "waiting for the model"
+DEMO_MODEL = "local:demo"
+DEMO_NOTE = (
+    "(offline demo model; for a real one: WOLF_MODEL=openai:gpt-4o-mini and OPENAI_API_KEY,"
+    " then `wolf up --restart`)"
+)
+"""Said under the "is ready" line of an agent on the demo model: to the person, not in the answer."""
 ASIDES = frozenset({"compiled", "limit_warning", "config_changed", "extensions_changed"})
 """Durable events that do not end the text being streamed: on a terminal their line goes above the
 unfinished one (a follower may read `compiled` after the step's first delta), and a superseded
@@ -426,6 +432,8 @@ def event_line(event: Event, session_id: str = "SESSION") -> Text | None:
         return None
     if k == "session_closed":
         return Text(f"session closed{f' ({inert(event.outcome)})' if event.outcome else ''}", "dim")
+    if k == "compiled" and f"model {DEMO_MODEL}" in text:
+        return Text(f"  {text}\n  {DEMO_NOTE}", "dim")
     prose = {
         "compiled": "",
         "steer_applied": "steered: ",
