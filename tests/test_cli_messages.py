@@ -216,3 +216,11 @@ async def test_options_and_arguments_read_as_names():
         assert shown in submit
     follow = " ".join((await _wolf(None, "follow", "--help")).stdout.split())
     assert "--json Machine-readable output: JSON Lines, one JSON object per event." in follow
+
+
+async def test_wolf_debug_also_prints_the_connection_library_s_own_error():
+    run = await _wolf(None, "status", "x", "--address", _refusing_address(), WOLF_DEBUG="1")
+    assert run.returncode == 3
+    first, sentence = run.stderr.strip().split("\n", 1)
+    assert first.startswith("the connection library said: Failed client connect") and "tonic" in first
+    assert sentence.startswith("error: cannot reach Temporal at ")

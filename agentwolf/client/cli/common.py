@@ -102,6 +102,8 @@ def _exit_code(exc: BaseException) -> int:
     if isinstance(exc, Exit):
         return fail(str(exc), exc.code)
     if isinstance(exc, TemporalUnreachable):  # any verb, `wolf worker` included
+        if os.environ.get("WOLF_DEBUG") == "1":
+            err().print(f"the connection library said: {exc.__cause__}")
         return fail(explain_unreachable(exc), 3)
     if isinstance(exc, StackError):
         return fail(str(exc), 3)
