@@ -48,9 +48,9 @@ async def test_a_refused_key_is_one_line_with_the_provider_s_message(wolf, run_w
     assert (
         "the provider refused the request for model gpt-4o-mini (401 Unauthorized): "
         "Incorrect API key provided: sk-bad.; check the API key the worker uses"
-    ) in said
-    assert "{" not in said and "body:" not in said and "\n" not in said
-    assert len(server.requests) == 1
+    ) in said, said
+    assert "{" not in said and "body:" not in said and "\n" not in said, said
+    assert len(server.requests) == 1, said  # a 401 is not retried
 
 
 async def test_a_provider_without_any_key_says_which_variable_and_where(wolf, run_worker, monkeypatch):
