@@ -307,6 +307,8 @@ class LiveView:
             self.approvals[event.call_id] = event
         elif k == "approval_resolved":
             self.approvals.pop(event.call_id or "", None)
+            if (answered := self.tools.get(event.call_id or "")) is not None:
+                answered.started = event.at  # the tool runs from the answer: the wait was not its time
         elif k in ("turn_finished", "session_closed"):
             self.running, self.streaming = False, False
             self.tools.clear()
@@ -382,6 +384,9 @@ class LiveView:
                     )
                 message = Text(inert((tool.message or "") + _fraction(tool)), "dim")
                 name = Text(inert(tool.tool), "cyan")
+                if tool.call_id in self.approvals:  # not running yet: no clock
+                    table.add_row(tool.spinner, name, Text("waits for approval", "yellow"), bar, message)
+                    continue
                 table.add_row(tool.spinner, name, Text(_elapsed(tool.elapsed(now)), "dim"), bar, message)
             rows.append(table)
         return Group(*rows)
