@@ -56,8 +56,35 @@ async def connect(
             return await Client.connect(**config, data_converter=data_converter(), interceptors=interceptors)
         except RuntimeError as exc:
             if STARTING not in str(exc) or time.monotonic() > deadline:
-                raise
+                raise TemporalUnreachable(config["target_host"], str(exc)) from exc
             await asyncio.sleep(0.2)
+
+
+class TemporalUnreachable(RuntimeError):
+    """Connecting failed. Says why in words (the bridge's message is a Rust debug dump, kept as the
+    `__cause__`); a RuntimeError, as the bridge's own connect error is."""
+
+    def __init__(self, target: str, bridge_message: str) -> None:
+        self.target = target
+        self.reason = _reason(bridge_message)
+        super().__init__(f"cannot reach Temporal at {target}: {self.reason}")
+
+
+_REASONS = (  # (what the bridge's message contains, lowercased; what it means)
+    ("connection refused", "connection refused, no server listens there"),
+    ("dns error", "the host name does not resolve"),
+    ("timed out", "no answer in time"),
+    ("unauthenticated", "the server refused the credentials"),
+    ("permission", "the server refused the credentials"),
+    ("certificate", "the TLS handshake failed"),
+    ("tls", "the TLS handshake failed"),
+    ("get_system_info", "something answers there, but not a Temporal frontend"),
+)
+
+
+def _reason(bridge_message: str) -> str:
+    lowered = bridge_message.lower()
+    return next((meaning for key, meaning in _REASONS if key in lowered), "the connection failed")
 
 
 # A server that just started listens before its frontend serves: its first connects say so, and

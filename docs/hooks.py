@@ -28,6 +28,10 @@ Conventions every verb keeps:
   `--tls/--no-tls` and `--api-key`, read as every Temporal tool reads them
   ([Deploying to a cluster](../features/deploy.md)). When none names a server, verbs use the
   embedded local stack, and `submit`, `chat`, `config push` and `serve` start it.
+- Durations, wherever a verb takes one (`payloads gc --older-than`, `schedule create --every` and
+  `--jitter`, `usage --since`): `90s`, `15m`, `1h30m`, `7d`, `2w`, `250ms`, or ISO 8601 (`PT8H`).
+- A verb that cannot reach Temporal says why (connection refused, unknown host, TLS, credentials)
+  and what to do (`wolf up`, `--address`/`TEMPORAL_ADDRESS`), exit 3.
 - A verb that needs a worker and finds none polling says so, with the fix (`wolf up` or
   `wolf worker`). `-h` is `--help`; every verb's help ends with an example;
   `wolf --install-completion` installs shell completion.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from agentwolf.client.cli.sources import BUNDLED_CONFIG
+from agentwolf.client.live_view import DEMO_NOTE, event_line
 from agentwolf.config.loading import load_manifest
 
 
@@ -26,8 +27,13 @@ async def test_the_demo_answers_with_the_city_s_time(wolf, run_worker, monkeypat
     assert re.match(r"It is \d\d:\d\d on \w+day in Asia/Tokyo \(UTC\+09:00\)\.", result.output or ""), (
         result.output
     )
-    assert "Offline demo model" in (result.output or "")
-    assert sum(e.kind == "text_delta" and e.attempt is not None for e in events) > 3  # it streams
+    assert "demo model" not in (result.output or "")  # /v1 and MCP clients get the answer alone
+    ready = next(e for e in events if e.kind == "compiled")
+    shown = str(event_line(ready))
+    assert shown.splitlines()[1] == f"  {DEMO_NOTE}" and "model local:demo" in shown  # the person sees it
+    assert (
+        sum(e.kind == "text_delta" and e.attempt is not None for e in events) > 1
+    )  # it streams (a short answer: a few batches)
     kinds = [e.kind for e in events]
     # Live text of the last step comes after the durable end of the step before it.
     assert kinds.index("text_delta") > max(i for i, k in enumerate(kinds) if k == "tool_call_finished")

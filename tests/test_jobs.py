@@ -121,7 +121,7 @@ async def test_a_job_without_output_returns_text_and_tools_still_run(wolf, run_w
 @pytest.mark.parametrize(
     ("job", "variables", "error", "message"),
     [
-        ("nope", {}, ValueError, r"unknown job 'nope' \(jobs in this config: \['plain', 'triage'\]\)"),
+        ("nope", {}, ValueError, r"unknown job 'nope' \(jobs in this config: plain, triage\)"),
         ("triage", {"issue": "#1", "priority": "high"}, JobError, "'high' is not an integer"),
         ("triage", {"issue": "#1", "colour": "red"}, JobError, "unknown variable 'colour'"),
         ("triage", {}, JobError, "missing variable 'issue'"),

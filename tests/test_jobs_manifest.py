@@ -64,7 +64,7 @@ def test_bad_variables_are_refused_with_the_reason(values: dict[str, object], pr
 
 
 def test_an_unknown_job_names_the_known_ones() -> None:
-    with pytest.raises(ValueError, match=r"unknown job 'nope' \(jobs in this config: \['triage'\]\)"):
+    with pytest.raises(ValueError, match=r"unknown job 'nope' \(jobs in this config: triage\)"):
         parse_manifest(MANIFEST).job("nope")
 
 
@@ -81,13 +81,16 @@ def test_an_unknown_job_names_the_known_ones() -> None:
             r"jobs\.triage\.output: .*not a valid JSON Schema",
         ),
         (("output:\n      type: object", "output:\n      type: array"), "the schema needs `type: object`"),
-        (("{issue_url} for", "{ghost} for"), r"undeclared variables \['ghost'\]"),
+        (
+            ("{issue_url} for", "{ghost} for"),
+            r"undeclared variables ghost \(declared: count, issue_url, repo, urgent\)",
+        ),
         (("{issue_url} for", "{issue_url.__class__} for"), "undeclared variables"),
         (("default: main", "default: 5"), r"jobs\.triage\.vars\.repo: .*5 is not a string"),
         (("{type: integer, default: 3}", "{type: date}"), r"jobs\.triage\.vars\.count\.type"),
         (("secret: HOOK_SECRET\n  poke", "secret: 's3cr3t value'\n  poke"), "name the secret"),
         (('repo: "{body.repository.name}"', 'ghost: "x"'), r"job 'triage' has no variable 'ghost'"),
-        (('issue_url: "{body.issue.html_url}", ', ""), r"job 'triage' needs \['issue_url'\]"),
+        (('issue_url: "{body.issue.html_url}", ', ""), r"job 'triage' needs issue_url: give them here"),
         (("session: s1\n", "session: s1\n    job: triage\n"), "exactly one of `job` or `session`"),
         (('"New issue {body.issue.title}"', '"{env.HOME}"'), "read the request body only"),
     ],

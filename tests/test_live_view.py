@@ -304,3 +304,23 @@ def test_on_a_terminal_an_aside_read_during_an_attempt_is_kept_and_the_attempt_t
     assert _terminal(after_a_line) == kept
     # Without the announcement (the retry's first delta comes first) too.
     assert _terminal([e for e in after_a_line if e.kind != "attempt_superseded"]) == kept
+
+
+def test_a_call_waiting_for_approval_shows_no_clock_and_runs_from_the_answer():
+    started = ev("tool_call_started", step=1, tool="record", call_id="c1", args={}, at=T0)
+    asked = ev("approval_requested", step=1, tool="record", call_id="c1", args={}, at=T0)
+    answered = ev(
+        "approval_resolved",
+        step=1,
+        tool="record",
+        call_id="c1",
+        outcome="approved",
+        at=T0 + timedelta(minutes=5),
+    )
+    _, view = lines([ev("turn_started", text="hi"), started, asked])
+    region = io.StringIO()
+    Console(file=region, width=100, color_system=None).print(view.region())
+    assert "record" in region.getvalue() and "waits for approval" in region.getvalue()
+    assert not re.search(r"\d", region.getvalue().split("record", 1)[1])  # no clock while it waits
+    _, view = lines([ev("turn_started", text="hi"), started, asked, answered])
+    assert view.tools["c1"].elapsed(T0 + timedelta(minutes=5, seconds=2)) == 2  # not 302

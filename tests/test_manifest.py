@@ -70,7 +70,7 @@ def test_flat_layout_loads_with_a_deprecation_warning():
         ),
         (
             "host:\n  mcp_servers:\n    s: {args: [x]}\n",
-            "f.yaml:3: host.mcp_servers.s: Value error, an MCP server needs exactly one",
+            "f.yaml:3: host.mcp_servers.s: an MCP server needs exactly one",
         ),
         (
             "agents:\n  a:\n    limits: {max_steps: 0}\n",

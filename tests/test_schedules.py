@@ -19,7 +19,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
 from agentwolf.activities.schedule import deliver
-from agentwolf.client.schedules import ScheduleNotFound, parse_duration
+from agentwolf.client.durations import parse_duration
+from agentwolf.client.schedules import ScheduleNotFound
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
 from agentwolf.config.jobs import JobError
 from agentwolf.config.manifest import Manifest
@@ -404,6 +405,8 @@ async def test_hostile_input_creates_nothing(wolf, client, run_worker, task_queu
 def test_durations() -> None:
     assert parse_duration("1h30m").total_seconds() == 5400
     assert parse_duration("250ms").total_seconds() == 0.25
-    for bad in ("", "5", "0s", "1h 30m", "-1s", "1w"):
+    assert parse_duration("2w") == parse_duration("14d") == parse_duration("P14D")
+    assert parse_duration("PT8H").total_seconds() == 8 * 3600
+    for bad in ("", "5", "0s", "1h 30m", "-1s", "1y", "P", "PT0S", "7 days"):
         with pytest.raises(ValueError, match="invalid duration"):
             parse_duration(bad)

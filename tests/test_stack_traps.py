@@ -225,3 +225,19 @@ def test_the_extras_table_names_the_modules_of_each_extras_packages():
             origin = Path(spec.origin).resolve()
             found |= {canonical(d) for d in top[module.split(".")[0]] if provides(d, origin)}
         assert found == wanted, extra
+
+
+def test_up_prints_where_the_worker_serves_metrics(stack):
+    import httpx
+
+    port = free_port()
+    here = {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}  # this tree's code, when it is not installed
+    up = stack.run("up", "--metrics-port", str(port), **here)
+    assert up.returncode == 0, up.stderr
+    url = f"http://127.0.0.1:{port}/metrics"
+    assert f"metrics: {url}" in up.stdout.splitlines()
+    assert httpx.get(url, timeout=10).status_code == 200
+    again = json.loads(stack.run("up", "--metrics-port", str(port), "--json", **here).stdout)
+    assert again["started"] == [] and again["metrics"] == url  # the running worker's
+    plain = stack.run("up", **here)  # other options: the worker restarts without metrics
+    assert "metrics: off (--metrics-port PORT serves them)" in plain.stdout.splitlines()

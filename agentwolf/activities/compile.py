@@ -26,6 +26,7 @@ from agentwolf.config.manifest import (
 )
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError
+from agentwolf.config.suggest import did_you_mean, listing
 from agentwolf.extensions import code_mode
 from agentwolf.extensions.pool import McpUnavailable
 from agentwolf.extensions.registry import Scope
@@ -50,7 +51,8 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
     agent = inp.manifest.agents.get(inp.agent)
     if agent is None:
         raise ApplicationError(
-            f"unknown agent {inp.agent!r} (agents in this config: {sorted(inp.manifest.agents) or 'none'})",
+            f"unknown agent {inp.agent!r}{did_you_mean(inp.agent, inp.manifest.agents)}"
+            f" (agents in this config: {listing(inp.manifest.agents)})",
             type="UnknownAgent",
             non_retryable=True,
         )

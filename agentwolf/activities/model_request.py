@@ -15,6 +15,7 @@ from temporalio.exceptions import ApplicationError
 from agentwolf.activities import live, observe, turn_settings
 from agentwolf.activities.cost import attempts_cost, record, request_cost, used_spec
 from agentwolf.activities.overflow import CONTEXT_LENGTH_EXCEEDED, context_overflow
+from agentwolf.activities.provider_errors import SET_IT, config_failure, http_failure
 from agentwolf.activities.session_io import heartbeating, query
 from agentwolf.activities.tools import cut_tool_outputs
 from agentwolf.config.placeholders import MissingVariable
@@ -101,8 +102,11 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
         )
     except ModelHTTPError as exc:
         raise model_http_error(exc, host) from None
-    except (UserError, LookupError, MissingVariable, PolicyError) as exc:
-        message = host.secrets.redact(f"model configuration: {exc}")
+    except MissingVariable as exc:
+        message = host.secrets.redact(f"model configuration: {exc}; {SET_IT}")
+        raise ApplicationError(message, type="ConfigError", non_retryable=True) from None
+    except (UserError, LookupError, PolicyError) as exc:
+        message = host.secrets.redact(f"model configuration: {config_failure(exc)}")
         raise ApplicationError(message, type="ConfigError", non_retryable=True) from None
     out = answered(host, inp.ref, model, compiled.models, response, cache_hit)
     digest = chain_digest(chain_digest(inp.base_digest, inp.delta), [out.response])
@@ -152,7 +156,7 @@ def model_http_error(exc: ModelHTTPError, host: AgentHost) -> ApplicationError:
     """A provider's HTTP error as the workflow sees it: a request too long for the model's window is
     `ContextLengthExceeded` (the window it names, if any, as details), which the session answers by
     compacting; the other permanent statuses are not retried."""
-    message = host.secrets.redact(f"model request failed: {exc}")
+    message = host.secrets.redact(http_failure(exc))
     if exc.status_code in (400, 413) and (found := context_overflow(exc.body, exc.provider_error_code)):
         return ApplicationError(message, found.window, type=CONTEXT_LENGTH_EXCEEDED, non_retryable=True)
     return ApplicationError(message, type="ModelHTTPError", non_retryable=exc.status_code in _PERMANENT_HTTP)

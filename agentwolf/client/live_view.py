@@ -38,6 +38,12 @@ from agentwolf.workflows.types import Event
 
 RESTARTED = "(answer restarted: the model request is retried)"
 WAITING = "waiting for the model"
+DEMO_MODEL = "local:demo"
+DEMO_NOTE = (
+    "(offline demo model; for a real one: WOLF_MODEL=openai:gpt-4o-mini and OPENAI_API_KEY,"
+    " then `wolf up --restart`)"
+)
+"""Said under the "is ready" line of an agent on the demo model: to the person, not in the answer."""
 ASIDES = frozenset({"compiled", "limit_warning", "config_changed", "extensions_changed", "context_compacted"})
 """Durable events that do not end the text being streamed: on a terminal their line goes above the
 unfinished one (a follower may read `compiled` after the step's first delta), and a superseded
@@ -301,6 +307,8 @@ class LiveView:
             self.approvals[event.call_id] = event
         elif k == "approval_resolved":
             self.approvals.pop(event.call_id or "", None)
+            if (answered := self.tools.get(event.call_id or "")) is not None:
+                answered.started = event.at  # the tool runs from the answer: the wait was not its time
         elif k in ("turn_finished", "session_closed"):
             self.running, self.streaming = False, False
             self.tools.clear()
@@ -376,6 +384,9 @@ class LiveView:
                     )
                 message = Text(inert((tool.message or "") + _fraction(tool)), "dim")
                 name = Text(inert(tool.tool), "cyan")
+                if tool.call_id in self.approvals:  # not running yet: no clock
+                    table.add_row(tool.spinner, name, Text("waits for approval", "yellow"), bar, message)
+                    continue
                 table.add_row(tool.spinner, name, Text(_elapsed(tool.elapsed(now)), "dim"), bar, message)
             rows.append(table)
         return Group(*rows)
@@ -427,6 +438,8 @@ def event_line(event: Event, session_id: str = "SESSION") -> Text | None:
         return None
     if k == "session_closed":
         return Text(f"session closed{f' ({inert(event.outcome)})' if event.outcome else ''}", "dim")
+    if k == "compiled" and f"model {DEMO_MODEL}" in text:
+        return Text(f"  {text}\n  {DEMO_NOTE}", "dim")
     prose = {
         "compiled": "",
         "context_compacted": "",

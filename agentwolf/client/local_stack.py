@@ -151,6 +151,8 @@ class StackStatus:
     """Where this start's lines begin in worker.log."""
     plugins: list[str] = field(default_factory=list)
     """The worker's plugin modules (remembered ones included)."""
+    metrics: str | None = None
+    """Where the worker serves Prometheus metrics (its `--metrics-port`, remembered ones included)."""
 
 
 WATCHED_ENV = ("WOLF_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "WOLF_POLICY")
@@ -253,8 +255,24 @@ def up(
         (home / "worker.env").write_text(json.dumps({**launch, "env": _watched_env()}))
         started.append("worker")
     return StackStatus(
-        address, ui_url(address), server_pid, worker_pid, started, changed, differs, log_offset, plugins
+        address,
+        ui_url(address),
+        server_pid,
+        worker_pid,
+        started,
+        changed,
+        differs,
+        log_offset,
+        plugins,
+        metrics_url(flags),
     )
+
+
+def metrics_url(flags: Sequence[str]) -> str | None:
+    """The worker's metrics endpoint, when its flags ask for one (it listens on every interface)."""
+    if "--metrics-port" not in flags:
+        return None
+    return f"http://127.0.0.1:{flags[flags.index('--metrics-port') + 1]}/metrics"
 
 
 async def start(

@@ -35,8 +35,6 @@ from agentwolf.payloads import DIGEST, TEMP
 REFERENCE = re.compile(rb"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
 """A digest in serialized history: a claim is a JSON string, so no hex character borders it."""
 SHARD = re.compile(r"[0-9a-f]{2}")
-DURATION = re.compile(r"([1-9][0-9]*)([smhdw])")
-UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 class GcReport(BaseModel):
@@ -52,16 +50,6 @@ class GcReport(BaseModel):
     kept_referenced_bytes: int = 0
     kept_young: int = 0
     kept_young_bytes: int = 0
-
-
-def parse_duration(text: str) -> int:
-    """`7d`, `12h`, `30m`, `45s` or `2w`, in seconds."""
-    match = DURATION.fullmatch(text.strip())
-    if match is None:
-        raise ValueError(
-            f"--older-than {text!r}: give a positive whole number and a unit (s, m, h, d, w), e.g. 7d or 12h"
-        )
-    return int(match[1]) * UNITS[match[2]]
 
 
 async def _namespaces(client: Client) -> AsyncIterator[str]:

@@ -9,7 +9,6 @@ job and its variables, the target session, the time zone; the server checks the 
 from __future__ import annotations
 
 import hashlib
-import re
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -41,8 +40,10 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from agentwolf.client.durations import parse_duration
 from agentwolf.config.jobs import BusyPolicy, Hook
 from agentwolf.config.manifest import Manifest
+from agentwolf.config.suggest import listing
 from agentwolf.tenants import TenantError
 from agentwolf.workflows.registry import check_config_name
 from agentwolf.workflows.types import (
@@ -64,24 +65,11 @@ _OVERLAP = {
     "buffer_one": ScheduleOverlapPolicy.BUFFER_ONE,
     "allow_all": ScheduleOverlapPolicy.ALLOW_ALL,
 }
-_DURATION = re.compile(r"(\d+)(ms|s|m|h|d)")
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 MEMO = "wolf"
 
 
 class ScheduleNotFound(ValueError):
     pass
-
-
-def parse_duration(text: str) -> timedelta:
-    """`90s`, `15m`, `1h30m`, `2d`: a positive duration, or a ValueError saying the form."""
-    parts = _DURATION.findall(text.strip())
-    if not parts or "".join(n + u for n, u in parts) != text.strip():
-        raise ValueError(f"invalid duration {text!r}: use forms like 30s, 15m, 1h30m, 2d")
-    seconds = sum(int(n) * _UNITS[u] for n, u in parts)
-    if seconds <= 0:
-        raise ValueError(f"invalid duration {text!r}: it must be longer than zero")
-    return timedelta(seconds=seconds)
 
 
 class ScheduleSummary(BaseModel):
@@ -167,14 +155,14 @@ class ScheduleMethods:
         if (job is None) == (session is None):
             raise ValueError("a schedule runs exactly one of a job or a prompt for a session")
         if overlap not in _OVERLAP:
-            raise ValueError(f"unknown overlap policy {overlap!r} (known: {sorted(_OVERLAP)})")
+            raise ValueError(f"unknown overlap policy {overlap!r} (known: {listing(_OVERLAP)})")
         if timezone is not None:
             try:
                 ZoneInfo(timezone)
             except (ZoneInfoNotFoundError, ValueError):
                 raise ValueError(f"unknown time zone {timezone!r} (use IANA names: Europe/Berlin)") from None
-        interval = parse_duration(every) if isinstance(every, str) else every
-        spread = parse_duration(jitter) if isinstance(jitter, str) else jitter
+        interval = parse_duration(every, "every") if isinstance(every, str) else every
+        spread = parse_duration(jitter, "jitter") if isinstance(jitter, str) else jitter
         if job is not None:
             if prompt is not None:
                 raise ValueError("a job schedule runs the job's prompt: give variables, not a prompt")

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -129,6 +129,11 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
             address, namespace or namespace_for(check_tenant(tenant)), profile, api_key=api_key, tls=tls
         )
         return cls(client, tenant=tenant, task_queue=task_queue)
+
+    async def check_session(self, session_id: str) -> None:
+        """Raise SessionNotFound or TenantError unless `session_id` is a session of this tenant (one
+        describe, remembered: the calls that follow do not ask again)."""
+        await self._checked(session_id)
 
     async def _handle(self, session_id: str) -> WorkflowHandle[Any, SessionResult]:
         """A handle on one of this tenant's sessions. `session_id` may be a full workflow id
@@ -342,7 +347,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
         if answer.call_id not in waiting:
             raise ValueError(
                 f"no tool call {answer.call_id!r} waits for approval in session {session_id!r} (waiting: "
-                f"{sorted(waiting) or 'none'})"
+                f"{', '.join(sorted(waiting)) or 'none'})"
             )
         await (await self._handle(session_id)).signal(signal, answer)
 
@@ -457,7 +462,11 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
         config: str | None = None,
         limit: int = 100,
     ) -> list[SessionSummary]:
-        """This tenant's sessions, newest first, filtered through the search attributes."""
+        """This tenant's sessions, newest (by start) first, filtered through the search attributes.
+
+        Temporal's SQL visibility cannot ORDER BY and lists running workflows before closed ones:
+        both groups are asked for (running ones come newest first, closed ones by close time) and
+        merged by start time."""
         clauses = [
             f"WorkflowType = '{SESSION_WORKFLOW}'",
             f"{TENANT_ATTR.name} = {quote(self.tenant)}",
@@ -470,22 +479,30 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
             clauses.append(f"{AGENT_ATTR.name} = {quote(agent)}")
         if config:
             clauses.append(f"{CONFIG_ATTR.name} = {quote(config)}")
-        sessions = []
-        async for wf in self.client.list_workflows(" AND ".join(clauses), limit=limit):
+        query = " AND ".join(clauses)
+        groups = (
+            [query]
+            if state
+            else [f"{query} AND ExecutionStatus = 'Running'", f"{query} AND ExecutionStatus != 'Running'"]
+        )
+        sessions = [summary for group in groups async for summary in self._summaries(group, limit)]
+        sessions.sort(key=lambda s: s.started or datetime.min.replace(tzinfo=UTC), reverse=True)
+        return sessions[:limit]
+
+    async def _summaries(self, query: str, limit: int) -> AsyncIterator[SessionSummary]:
+        """The sessions one visibility query lists, as summaries."""
+        async for wf in self.client.list_workflows(query, limit=limit):
             attrs = wf.typed_search_attributes
-            sessions.append(
-                SessionSummary(
-                    session_id=wf.id.split("/", 2)[-1],
-                    tenant=attrs.get(TENANT_ATTR),
-                    agent=attrs.get(AGENT_ATTR),
-                    state=attrs.get(STATE_ATTR) if wf.status == WorkflowExecutionStatus.RUNNING else "done",
-                    parent=attrs.get(PARENT_ATTR),
-                    status=wf.status.name.lower() if wf.status else "unknown",
-                    started=wf.start_time,
-                    config=attrs.get(CONFIG_ATTR),
-                )
+            yield SessionSummary(
+                session_id=wf.id.split("/", 2)[-1],
+                tenant=attrs.get(TENANT_ATTR),
+                agent=attrs.get(AGENT_ATTR),
+                state=attrs.get(STATE_ATTR) if wf.status == WorkflowExecutionStatus.RUNNING else "done",
+                parent=attrs.get(PARENT_ATTR),
+                status=wf.status.name.lower() if wf.status else "unknown",
+                started=wf.start_time,
+                config=attrs.get(CONFIG_ATTR),
             )
-        return sessions
 
     async def usage(
         self, *, since: datetime | None = None, by: UsageKey = "agent", all_tenants: bool = False

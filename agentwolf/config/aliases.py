@@ -4,6 +4,7 @@ to a concrete spec: one `provider:model` string, or a fallback chain of them."""
 from __future__ import annotations
 
 from agentwolf.config.manifest import FallbackAlias, ModelsConfig
+from agentwolf.config.suggest import did_you_mean, listing, model_spec
 
 # Names pydantic-ai (or the worker) understands without a provider prefix.
 BUILTIN_MODELS = frozenset({"test"})
@@ -28,7 +29,12 @@ def _expand(models: ModelsConfig, name: str, seen: tuple[str, ...]) -> list[str]
     if target is None:
         if ":" in name or name in BUILTIN_MODELS:
             return [name]
-        raise AliasError(f"unknown model alias {name!r} (known: {sorted(models.aliases) or 'none'})")
+        hint = did_you_mean(name, models.aliases)
+        if not hint and (spec := model_spec(name)):
+            hint = f": a model is `provider:name`, did you mean {spec!r}?"
+        raise AliasError(
+            f"unknown model alias {name!r}{hint} (aliases in this config: {listing(models.aliases)})"
+        )
     if isinstance(target, FallbackAlias):
         return [spec for member in target.models for spec in _expand(models, member, (*seen, name))]
     return _expand(models, target, (*seen, name))

@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agentwolf.config.suggest import listing
+
 VarType = Literal["string", "integer", "number", "boolean"]
 BusyPolicy = Literal["queue", "steer", "interrupt", "skip"]
 """What a prompt for a session whose turn is running does: wait its turn, join the running turn as
@@ -33,7 +35,7 @@ class JobError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 def template_fields(template: str) -> list[str]:
@@ -62,8 +64,11 @@ def _text(value: object) -> str:
 
 class JobVar(_Strict):
     type: VarType = "string"
+    """`string`, `integer`, `number` or `boolean`."""
     default: str | int | float | bool | None = None
+    """Its value when none is given; without one, the variable is required."""
     description: str = ""
+    """What the variable means."""
 
     @model_validator(mode="after")
     def _default_fits(self) -> JobVar:
@@ -101,10 +106,15 @@ class Job(_Strict):
     against that schema."""
 
     agent: str
+    """The agent (or team) that runs it."""
     prompt: str = Field(min_length=1)
+    """The prompt, with `{var}` fields (`{{` and `}}` for braces)."""
     vars: dict[str, JobVar] = {}
+    """The variables `prompt` may use, by name."""
     output: dict[str, Any] | None = None
+    """A JSON Schema the result must match; the result is then a JSON object."""
     description: str = ""
+    """What the job does."""
 
     @field_validator("vars")
     @classmethod
@@ -136,7 +146,7 @@ class Job(_Strict):
         unknown = [f for f in template_fields(self.prompt) if f not in self.vars]
         if unknown:
             raise ValueError(
-                f"the prompt uses undeclared variables {unknown} (declared: {sorted(self.vars) or 'none'})"
+                f"the prompt uses undeclared variables {', '.join(unknown)} (declared: {listing(self.vars)})"
             )
         return self
 
@@ -181,11 +191,18 @@ class Hook(_Strict):
     worker policy, whose value signs the requests (HMAC-SHA256 of the raw body)."""
 
     job: str | None = None
+    """The job to run."""
     vars: dict[str, str] = {}
+    """The job's variables, as templates over the request's JSON body (`{body.pull_request.title}`)."""
     session: str | None = None
+    """The session to prompt, instead of a job."""
     prompt: str | None = None
+    """The prompt for `session`, a template over the body."""
     when_busy: BusyPolicy = "queue"
+    """When the session's turn is running: `queue`, `steer`, `interrupt` or `skip`."""
     secret: str
+    """The name of the variable (allowed by the worker's policy) whose value signs the requests
+    (HMAC-SHA256 of the body)."""
 
     @field_validator("secret")
     @classmethod

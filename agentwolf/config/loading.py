@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard, get_args, get_origin
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from agentwolf.config.aliases import AliasError, resolve_model
 from agentwolf.config.manifest import Manifest, McpCapability, SubagentCapability, WebCapability
+from agentwolf.config.suggest import did_you_mean, listing
 
 if TYPE_CHECKING:
     import yaml
@@ -18,7 +20,21 @@ _LEGACY_KEYS = ("models", "mcp_servers", "sessions")
 
 
 class ManifestError(ValueError):
-    """A manifest that cannot be used; the message lists `file:line: key.path: problem` lines."""
+    """A manifest that cannot be used; the message lists `file:line: key.path: problem` lines, and
+    `problems` holds them as data (`wolf config validate --json`)."""
+
+    def __init__(self, message: str, problems: list[Problem] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or []
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong in a manifest file: where (line, key path) and what."""
+
+    line: int
+    path: str
+    message: str
 
 
 def load_manifest(path: str | Path, *, anchor: bool = True) -> Manifest:
@@ -75,12 +91,15 @@ def parse_manifest(text: str, source: str = "<manifest>", base_dir: Path | None 
         problems = []
         for err in exc.errors():
             loc = tuple(str(p) for p in err["loc"] if not _is_union_tag(p))
-            message = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            if err["type"] == "extra_forbidden":
+                message = "unknown key" + did_you_mean(loc[-1], _keys_at(loc[:-1]))
+            else:
+                message = err["msg"].removeprefix("Value error, ")
             problems.append((loc, message))
-        raise ManifestError(_format(source, lines, problems)) from exc
+        raise _format(source, lines, problems) from exc
     problems = _check_references(manifest)
     if problems:
-        raise ManifestError(_format(source, lines, problems))
+        raise _format(source, lines, problems)
     return manifest
 
 
@@ -143,7 +162,11 @@ def _check_references(manifest: Manifest) -> Problems:
         if name in manifest.agents:
             problems.append((("teams", name), "a team and an agent share this name"))
         problems.extend(
-            (("teams", name, "members", str(j)), f"unknown agent {member!r} (teams have agents as members)")
+            (
+                ("teams", name, "members", str(j)),
+                f"unknown agent {member!r}{did_you_mean(member, manifest.agents)}"
+                " (teams have agents as members)",
+            )
             for j, member in enumerate(team.members)
             if member not in manifest.agents
         )
@@ -159,13 +182,16 @@ def _capability_problems(manifest: Manifest, name: str) -> Problems:
         servers: dict[tuple[str, ...], str] = {("mcp",): cap.mcp} if isinstance(cap, McpCapability) else {}
         if isinstance(cap, WebCapability) and cap.web.search and cap.web.search.mcp:
             servers[("web", "search", "mcp")] = cap.web.search.mcp
+        known = manifest.host.mcp_servers
         for at, server in servers.items():
-            if server not in manifest.host.mcp_servers:
-                known = sorted(manifest.host.mcp_servers) or "none"
-                problems.append(((*where, *at), f"unknown MCP server {server!r} (known: {known})"))
+            if server not in known:
+                hint = did_you_mean(server, known)
+                problems.append(
+                    ((*where, *at), f"unknown MCP server {server!r}{hint} (known: {listing(known)})")
+                )
         if isinstance(cap, SubagentCapability):
             problems.extend(
-                ((*where, "subagent", str(j)), f"unknown agent {sub!r}")
+                ((*where, "subagent", str(j)), f"unknown agent {sub!r}{did_you_mean(sub, manifest.agents)}")
                 for j, sub in enumerate(cap.subagent)
                 if sub not in manifest.agents
             )
@@ -176,10 +202,13 @@ def _job_problems(manifest: Manifest) -> Problems:
     """Jobs name an agent or team (a team's job has no `output`); hooks name a job (giving only its
     variables, and every one without a default) or a session."""
     problems: Problems = []
-    runnable = sorted([*manifest.agents, *manifest.teams]) or "none"
+    runnable = [*manifest.agents, *manifest.teams]
     for name, job in manifest.jobs.items():
-        if job.agent not in manifest.agents and job.agent not in manifest.teams:
-            problems.append((("jobs", name, "agent"), f"unknown agent {job.agent!r} (known: {runnable})"))
+        if job.agent not in runnable:
+            unknown = (
+                f"unknown agent {job.agent!r}{did_you_mean(job.agent, runnable)} (known: {listing(runnable)})"
+            )
+            problems.append((("jobs", name, "agent"), unknown))
         elif job.output is not None and job.agent in manifest.teams:
             problems.append(
                 (
@@ -197,7 +226,8 @@ def _job_problems(manifest: Manifest) -> Problems:
             problems.append(
                 (
                     ("hooks", name, "job"),
-                    f"unknown job {hook.job!r} (known: {sorted(manifest.jobs) or 'none'})",
+                    f"unknown job {hook.job!r}{did_you_mean(hook.job, manifest.jobs)}"
+                    f" (known: {listing(manifest.jobs)})",
                 )
             )
             continue
@@ -206,18 +236,51 @@ def _job_problems(manifest: Manifest) -> Problems:
                 problems.append((("hooks", name, "vars", var), f"job {hook.job!r} has no variable {var!r}"))
         missing = [v for v, spec in target.vars.items() if spec.default is None and v not in hook.vars]
         if missing:
-            problems.append((("hooks", name, "vars"), f"job {hook.job!r} needs {missing}: give them here"))
+            problems.append(
+                (("hooks", name, "vars"), f"job {hook.job!r} needs {', '.join(missing)}: give them here")
+            )
     return problems
 
 
-def _format(
-    source: str, lines: dict[tuple[str, ...], int], problems: list[tuple[tuple[str, ...], str]]
-) -> str:
-    out = []
-    for loc, message in problems:
-        line = _nearest_line(lines, loc)
-        out.append(f"{source}:{line}: {'.'.join(loc) or '<root>'}: {message}")
-    return "\n".join(out)
+def _format(source: str, lines: dict[tuple[str, ...], int], problems: Problems) -> ManifestError:
+    """One `file:line: key.path: problem` line per problem, in the file's order."""
+    unique = dict.fromkeys(problems)  # a union's members repeat the same complaint
+    located = sorted(
+        (Problem(_nearest_line(lines, loc), ".".join(loc) or "<root>", message) for loc, message in unique),
+        key=lambda p: p.line,
+    )
+    return ManifestError("\n".join(f"{source}:{p.line}: {p.path}: {p.message}" for p in located), located)
+
+
+def _keys_at(loc: tuple[str, ...]) -> set[str]:
+    """The keys the manifest allows at `loc` (the fields of the models found there, walking through
+    maps, lists and unions), for "did you mean"."""
+    kinds: list[Any] = [Manifest]
+    for part in loc:
+        kinds = [inner for kind in _members(kinds) if (inner := _inside(kind, part)) is not None]
+    return {name for kind in _members(kinds) if _is_model(kind) for name in kind.model_fields}
+
+
+def _members(kinds: list[Any]) -> list[Any]:
+    """Unions (`X | None` too) as their members; a Literal's values are dropped on the way."""
+    out: list[Any] = []
+    for kind in kinds:
+        out += (
+            [kind] if _is_model(kind) or get_origin(kind) in (dict, list) else _members(list(get_args(kind)))
+        )
+    return out
+
+
+def _inside(kind: Any, part: str) -> Any:
+    """The type at key `part` of a model, or of a map's value or a list's item."""
+    if _is_model(kind):
+        field = kind.model_fields.get(part)
+        return field.annotation if field else None
+    return get_args(kind)[-1]
+
+
+def _is_model(kind: Any) -> TypeGuard[type[BaseModel]]:
+    return isinstance(kind, type) and issubclass(kind, BaseModel)
 
 
 def _nearest_line(lines: dict[tuple[str, ...], int], loc: tuple[str, ...]) -> int:

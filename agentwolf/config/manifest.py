@@ -16,26 +16,36 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentwolf.config.jobs import Hook, Job
+from agentwolf.config.suggest import did_you_mean, listing
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class ProviderConfig(_Strict):
     api_key: str | None = None
+    """The provider's API key, as a placeholder (`${OPENAI_API_KEY}`): the worker resolves it, within its
+    policy."""
     base_url: str | None = None
+    """The provider's endpoint, for OpenAI-compatible servers (Ollama, vLLM, a proxy). A manifest that sets
+    it gets only the `api_key` it names, never the worker's own key."""
 
 
 class FallbackAlias(_Strict):
     type: Literal["fallback"]
+    """Always `fallback`."""
     models: list[str] = Field(min_length=1)
+    """Model specs or aliases tried in order: the next one answers when one fails."""
 
 
 class ModelDefaults(_Strict):
     model: str | None = None
+    """The model of agents that name none: a spec (`openai:gpt-4o-mini`) or an alias."""
     temperature: float | None = None
+    """Sampling temperature of agents that set none."""
     max_tokens: int | None = None
+    """Most tokens of a model answer, for agents that set none."""
 
 
 class ModelPrice(_Strict):
@@ -43,16 +53,24 @@ class ModelPrice(_Strict):
     override its figure."""
 
     input_per_mtok: float = Field(ge=0)
+    """USD per million input tokens."""
     output_per_mtok: float = Field(ge=0)
+    """USD per million output tokens."""
 
 
 class ModelsConfig(_Strict):
     providers: dict[str, ProviderConfig] = {}
+    """Provider settings by provider name (`openai`, `anthropic`...): key and endpoint. A provider without
+    an entry reads its usual variable (OPENAI_API_KEY...) on the worker."""
     aliases: dict[str, str | FallbackAlias] = {}
+    """Names for model specs (`fast: openai:gpt-4o-mini`) or fallback chains, usable wherever a model is
+    named."""
     defaults: ModelDefaults = ModelDefaults()
+    """Model settings for agents that set none."""
+    # Left out of the dump when empty, so configs written before it keep their identity.
     prices: dict[str, ModelPrice] = Field({}, exclude_if=lambda v: not v)
-    """By model spec (`local:demo`) or alias name (its models); left out of the dump when empty, so
-    configs written before it keep their identity."""
+    """Prices by model spec (`local:demo`) or alias, for models genai-prices does not know or to
+    override its figure."""
     context_windows: dict[str, int] = Field({}, exclude_if=lambda v: not v)
     """Tokens a model takes, by model spec or alias name (its models), for models genai-prices does
     not know or to override its figure: compaction keeps requests under it."""
@@ -60,26 +78,38 @@ class ModelsConfig(_Strict):
 
 class McpServerConfig(_Strict):
     """One tool source: an MCP server (a stdio `command` or a streamable HTTP `url`), or a worker
-    `plugin`'s Python function tools (agentwolf/plugins.py)."""
+    `plugin`'s Python function tools."""
 
     command: str | None = None
+    """The program of a stdio MCP server (it must be allowed by the worker's policy and
+    `allowed_commands`)."""
     args: list[str] = []
+    """Its arguments."""
     env: dict[str, str] = {}
+    """Environment variables for the server (placeholders allowed); of the worker's own it sees only
+    basic ones such as HOME and PATH."""
     cwd: str | None = None
+    """Its working directory."""
     url: str | None = None
+    """The URL of a streamable HTTP MCP server."""
     headers: dict[str, str] = {}
+    """HTTP headers sent to a `url` server (placeholders allowed, e.g. an Authorization header)."""
     connect_timeout: float = 15.0
+    """Seconds to wait for the server to start and answer."""
     call_timeout: float = 300.0
+    """Seconds a tool call may take."""
+    # Local activities: no server round trip; a result is durable only when the workflow task
+    # completes, so a worker lost meanwhile runs the call again (hence: only repeat-safe tools).
     fast_call_ms: int = 200
-    """A tool safe to run twice whose last call took less than this runs next time as a local
-    activity (no server round trip; its result is durable only when the workflow task completes, so
-    a worker lost meanwhile runs it again); 0 always uses regular activities."""
+    """Milliseconds: a tool safe to run twice whose last call took less runs next time without a
+    round trip through Temporal; 0: never."""
     repeat_safe: list[str] | None = None
     """Tool names (globs) safe to run twice; None trusts the server's annotations (`readOnlyHint`,
     `idempotentHint`); `[]` declares none safe."""
+    # Left out of the dump when unset, so configs written before it keep their identity.
     plugin: str | None = Field(None, exclude_if=lambda v: v is None)
-    """A plugin loaded on the worker (its module or entry point name): its function tools run in the
-    worker. Left out of the dump when unset, so configs written before it keep their identity."""
+    """A plugin loaded on the worker (its module or entry point name), instead of a server: its
+    function tools run in the worker."""
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
@@ -92,9 +122,10 @@ class McpServerConfig(_Strict):
 
 
 class SessionSettings(_Strict):
-    """When a session snapshots itself with continue-as-new (at idle points only)."""
+    """Limits of each session, and when it snapshots itself into a fresh run (at idle points only)."""
 
     continue_as_new_bytes: int = 4_000_000
+    """History size (bytes) past which an idle session snapshots itself into a fresh run."""
     events_kept: int = Field(1000, ge=0)
     """Events a continue-as-new carries over; older offsets are truncated."""
     max_queued: int = Field(100, ge=1)
@@ -102,20 +133,23 @@ class SessionSettings(_Strict):
     max_steers: int = Field(100, ge=1)
     """Steers waiting for the next model request; more are refused."""
     max_subagent_depth: int = Field(3, ge=0)
+    """How deep subagents may delegate to their own subagents."""
+    # Left out of the dump when unset, so configs written before it keep their identity.
     idle_close_after: timedelta | None = Field(None, gt=timedelta(0), exclude_if=lambda v: v is None)
-    """Close a session that has been idle this long (seconds or ISO 8601, `PT8H`); unset: never. Counted
-    by a timer while no turn runs or waits; a continue-as-new starts the count again. Left out of the
-    dump when unset, so configs written before it keep their identity."""
+    """Close a session that has been idle this long (seconds or ISO 8601, `PT8H`); unset: never. The
+    count starts again after each turn and each snapshot."""
 
 
 class McpCapability(_Strict):
     mcp: str
+    """The name of a server under `host.mcp_servers`: the agent gets its tools."""
 
 
 class SubagentCapability(_Strict):
     """`{subagent: [reviewer, tester]}`: a `delegate(agent, task)` tool running them as child sessions."""
 
     subagent: list[str] = Field(min_length=1)
+    """Agents this agent may delegate tasks to."""
 
 
 DEFAULT_SKILL_PATHS = [".claude/skills", "~/.claude/skills"]
@@ -129,6 +163,7 @@ class SkillsCapability(_Strict):
     """
 
     skills: list[str] | Literal["default"]
+    """Skill folders (SKILL.md folders), or `default`."""
 
     @property
     def paths(self) -> list[str]:
@@ -192,6 +227,7 @@ class SkillSettings(_Strict):
     """Skill folders every agent of the host sees (after its own), and how skills are presented."""
 
     paths: list[str] = []
+    """Skill folders every agent sees, after its own."""
     catalog_bytes: int = Field(50_000, ge=200)
     """Budget of the `<available-skills>` catalog in the instructions."""
     max_composition_depth: int = Field(3, ge=1)
@@ -205,8 +241,11 @@ class PermissionRule(_Strict):
     """`tool` (and each `args` value, as text) must fully match its regular expression."""
 
     tool: str
+    """A regular expression for the tool's name (`write_file`, `git:.*`)."""
     args: dict[str, str] = {}
+    """Regular expressions by argument name; the rule applies only when each matches the argument's text."""
     action: Literal["allow", "confirm", "deny"]
+    """`allow` runs the call, `confirm` waits for a person (`wolf approve`/`wolf deny`), `deny` refuses it."""
 
     @field_validator("tool")
     @classmethod
@@ -231,10 +270,13 @@ class Permissions(_Strict):
     """Ordered rules; of the rules that match, deny beats confirm beats allow; else `default`."""
 
     default: Literal["allow", "confirm", "deny"] = "allow"
+    """The action for a call no rule matches."""
     rules: list[PermissionRule] = []
+    """The rules, checked against every tool call."""
     approval_timeout: float | None = Field(None, gt=0)
     """Seconds to wait for a person; None waits for as long as it takes."""
     timeout_outcome: Literal["allow", "deny"] = "deny"
+    """What happens when `approval_timeout` passes without an answer."""
 
     def decide(
         self,
@@ -274,10 +316,15 @@ SERVER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 class HostConfig(_Strict):
     models: ModelsConfig = ModelsConfig()
+    """Providers, aliases, defaults and prices of models."""
     mcp_servers: dict[str, McpServerConfig] = {}
+    """Tool sources by name, for agents' `{mcp: name}` capabilities."""
     sessions: SessionSettings = SessionSettings()
+    """Session limits and snapshots."""
     permissions: Permissions = Permissions()
+    """Tool-call rules for agents without their own."""
     skills: SkillSettings = SkillSettings()
+    """Skill folders for every agent, and how skills are presented."""
     allowed_commands: list[str] | None = None
     """When set, the only stdio commands MCP servers (also those skills bring) may run; it can only
     narrow the worker's policy, never widen it."""
@@ -296,28 +343,35 @@ class Team(_Strict):
     """Members run as child sessions: in turn (each gets the previous output) or all at once."""
 
     mode: Literal["sequential", "parallel"] = "sequential"
+    """`sequential`: each member gets the previous one's output; `parallel`: all at once."""
     members: list[str] = Field(min_length=1)
+    """The agents of the team."""
 
 
 class Limits(_Strict):
     max_steps: int = Field(40, ge=1)
+    """Model requests a turn may make before it stops."""
     tool_output_chars: int = Field(65_536, ge=1000)
     """Longer tool results reach the model cut, with a note; the transcript keeps them whole and the
     model reads on with `read_tool_output(call_id, offset)`."""
     token_budget: int | None = Field(None, ge=1)
+    """Tokens a turn may use before it stops; unset: no limit."""
     usd_budget_turn: float | None = Field(None, gt=0, exclude_if=lambda v: v is None)
     """USD a turn may spend, its subagents included (a warning at 80 %, a clean stop at 100 %)."""
     usd_budget_session: float | None = Field(None, gt=0, exclude_if=lambda v: v is None)
     """USD the session may spend over all its turns, its subagents included."""
     loop_warn: int = Field(3, ge=1)
+    """The same tool call repeated this many times in a row: the model is warned."""
     loop_stop: int = Field(5, ge=1)
+    """The same tool call repeated this many times in a row: the turn stops."""
     max_parallel_tools: int = Field(16, ge=1, le=256, exclude_if=lambda v: v == 16)
     """A step's tool calls (subagents included) that run at once; the others wait their turn."""
+    # Temporal fails a workflow task that leaves more than 2,000 activities (or children) pending,
+    # for ever; both limits keep a step far below. Defaults are left out of the dump, so configs
+    # written before them keep their identity.
     max_tool_calls_per_step: int = Field(128, ge=1, le=1000, exclude_if=lambda v: v == 128)
-    """Calls past this many in one model answer are not run: each answers a tool error asking the model
-    to batch. Temporal fails a workflow task that leaves more than 2,000 activities (or children)
-    pending, for ever; both limits keep a step far below. Defaults are left out of the dump, so
-    configs written before them keep their identity."""
+    """Calls past this many in one model answer are not run: each answers a tool error asking the
+    model to batch them."""
     compaction: Literal["auto", "off"] = Field("auto", exclude_if=lambda v: v == "auto")
     """`off`: the model is always sent the whole transcript (a request past the window fails)."""
     compact_at: float = Field(0.8, gt=0, le=1, exclude_if=lambda v: v == 0.8)
@@ -339,14 +393,23 @@ class AcpAgentConfig(_Strict):
 
 class AgentConfig(_Strict):
     model: str | None = None
+    """A model spec (`openai:gpt-4o-mini`, `anthropic:claude-sonnet-4-5`) or an alias; unset:
+    `host.models.defaults.model`."""
     instructions: str = ""
+    """The system instructions."""
     capabilities: list[Capability] = []
+    """What the agent can use: `{mcp: server}`, `{skills: [folders]}`, `{subagent: [agents]}`."""
     permissions: Permissions | None = None
     """Overrides `host.permissions` for this agent."""
     limits: Limits = Limits()
+    """Steps, tokens, money and tool calls a turn may use."""
     double_texting: Literal["queue", "reject", "interrupt"] = "queue"
+    """A prompt that arrives while a turn runs: `queue` it, `reject` it, or `interrupt` the turn and run it
+    next."""
     temperature: float | None = None
+    """Sampling temperature."""
     max_tokens: int | None = None
+    """Most tokens of a model answer."""
     stream: bool = True
     """Stream model responses to followers as they come (providers that cannot stream answer whole)."""
     description: str = Field("", exclude_if=lambda v: not v)
@@ -364,10 +427,15 @@ class AgentConfig(_Strict):
 
 class Manifest(_Strict):
     host: HostConfig = HostConfig()
+    """What the worker runs for this config: models, MCP servers, sessions, permissions, skills."""
     agents: dict[str, AgentConfig] = {}
+    """Agents by name."""
     teams: dict[str, Team] = {}
+    """Teams of agents by name; a team is started like an agent."""
     jobs: dict[str, Job] = {}
+    """Prompt templates with typed variables, run by `wolf run`, schedules and hooks."""
     hooks: dict[str, Hook] = {}
+    """Webhooks (`POST /hooks/<name>` on `wolf serve`) that run a job or prompt a session."""
     agents_from: list[str] | Literal["default"] = Field([], exclude_if=lambda v: not v)
     """Folders of Markdown agent files (`*.md`, Claude Code's format) read at load into `agents`
     (agents written here win a name clash); `default` is `.claude/agents`, then `~/.claude/agents`."""
@@ -375,7 +443,8 @@ class Manifest(_Strict):
     def job(self, name: str) -> Job:
         """The job `name`, or a ValueError listing the known ones."""
         if name not in self.jobs:
-            raise ValueError(f"unknown job {name!r} (jobs in this config: {sorted(self.jobs) or 'none'})")
+            hint = did_you_mean(name, self.jobs)
+            raise ValueError(f"unknown job {name!r}{hint} (jobs in this config: {listing(self.jobs)})")
         return self.jobs[name]
 
     def permissions(self, agent: str) -> Permissions:

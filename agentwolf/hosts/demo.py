@@ -1,7 +1,9 @@
 """The offline demo model (`local:demo`): a deterministic script that shows the product working
 without a provider. For "what time is it in <city>?" it does what a real model would with the
 bundled config: loads the `time-zones` skill, reads its zone table, calls the time tool with the
-city's zone and answers in a sentence. It streams its answer like a real provider."""
+city's zone and answers in a sentence. It streams its answer like a real provider. How to use a real
+model is said by the live view (client/live_view.py), never in the answer: /v1 and MCP clients get
+the answer alone."""
 
 from __future__ import annotations
 
@@ -26,9 +28,6 @@ WORD_EVERY = 0.03
 """Seconds between streamed words: the demo streams at a pace people can see."""
 SKILL = "time-zones"
 ZONES_FILE = "zones.md"
-NOTE = (
-    "(Offline demo model. For a real one: WOLF_MODEL=openai:gpt-4o-mini and OPENAI_API_KEY, then `wolf up`.)"
-)
 
 
 def demo_model() -> FunctionModel:
@@ -43,7 +42,7 @@ def _answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     if time_tool is None or city is None:
         return _text(
             "I am AgentWolf's offline demo model: I can tell the time in a city "
-            '(try: wolf submit "What time is it in Tokyo?" --follow).\n\n' + NOTE
+            '(try: wolf submit "What time is it in Tokyo?" --follow).'
         )
     step = len(messages)
     if "load_skill" in tools and "load_skill" not in results:
@@ -53,7 +52,7 @@ def _answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     if time_tool not in results:
         zone = _zone(city, results.get("read_skill_file", ""))
         return _call(time_tool, {"timezone": zone}, step)
-    return _text(_sentence(results[time_tool], city) + "\n\n" + NOTE)
+    return _text(_sentence(results[time_tool], city))
 
 
 async def _stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:

@@ -11,6 +11,7 @@ from pydantic_ai.providers import Provider, infer_provider, infer_provider_class
 
 from agentwolf.config.manifest import ProviderConfig
 from agentwolf.config.policy import Secrets
+from agentwolf.config.suggest import listing
 from agentwolf.plugins import LocalModel
 
 LOCAL_PREFIX = "local:"
@@ -41,8 +42,7 @@ def _build_one(
             local = local_models[name]
         except KeyError:
             raise LookupError(
-                f"model {spec!r} is not registered on this worker (registered: "
-                f"{sorted(local_models) or 'none'})"
+                f"model {spec!r} is not registered on this worker (registered: {listing(local_models)})"
             ) from None
         return local if isinstance(local, Model) else local()  # a plugin's factory, called per host
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 import uvicorn
+from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp
 
@@ -80,15 +81,51 @@ async def serve(
     port: int,
     no_auth: bool,
     cors_origins: Sequence[str] = (),
+    listening: Callable[[list[str]], None] = lambda front_ends: None,
 ) -> None:
     check_binding(host, keys, no_auth, cors_origins)
     served = served_by(wolf, source, keys, no_auth=no_auth, cors_origins=cors_origins)
-    await serve_app(served, host=host, port=port)
+    await serve_app(served, host=host, port=port, listening=listening)
 
 
-async def serve_app(served: Served, *, host: str, port: int, routes: list[BaseRoute] | None = None) -> None:
-    """`create_app(served, routes)` with uvicorn until stopped."""
-    await uvicorn.Server(server_config(create_app(served, routes), host=host, port=port)).serve()
+class CannotListen(OSError):
+    """The address is taken, or not this machine's."""
+
+
+FRONT_ENDS = (  # (path prefix, how the banner names it)
+    ("/v1/", "OpenAI /v1"),
+    ("/agui/", "AG-UI /agui/AGENT"),
+    ("/mcp", "MCP /mcp"),
+    ("/a2a/", "A2A /a2a/AGENT"),
+    ("/hooks/", "webhooks /hooks/NAME"),
+)
+
+
+def front_ends(app: Starlette) -> list[str]:
+    """The front ends `app` mounts, named as the banner says them."""
+    paths = [getattr(route, "path", "") for route in app.routes]
+    return [name for prefix, name in FRONT_ENDS if any(p.startswith(prefix) for p in paths)]
+
+
+async def serve_app(
+    served: Served,
+    *,
+    host: str,
+    port: int,
+    routes: list[BaseRoute] | None = None,
+    listening: Callable[[list[str]], None] = lambda front_ends: None,
+) -> None:
+    """`create_app(served, routes)` with uvicorn until stopped; `listening(front_ends)` once the socket
+    is bound (a taken port is a CannotListen, before anything says "serving")."""
+    app = create_app(served, routes)
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.create_server((host, port), family=family)
+    except OSError as exc:
+        raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    with sock:
+        listening(front_ends(app))
+        await uvicorn.Server(server_config(app, host=host, port=port)).serve(sockets=[sock])
 
 
 def server_config(

@@ -70,9 +70,7 @@ async def _connect_patiently(address: str | None, namespace: str | None, give_up
         except RuntimeError as exc:
             if time.monotonic() + delay > deadline:
                 raise
-            log.warning(
-                "cannot reach Temporal yet (%s); retrying in %.1fs", str(exc).splitlines()[0][:120], delay
-            )
+            log.warning("%s; retrying in %.1fs", str(exc).splitlines()[0][:160], delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 

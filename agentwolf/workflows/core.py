@@ -45,6 +45,8 @@ from agentwolf.workflows.types import (
 RESUME_INTERRUPT = "resume-interrupt"  # patch: an interrupt or close as a waiting turn resumes ends it
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from agentwolf.workflows.stream import SessionStream
 
 
@@ -80,6 +82,8 @@ class SessionCore:
         self.interrupt_reason: str | None = None
         self.interrupt_requested: str | None = None
         self.tool_ms: dict[str, int] = {}  # each tool's last call duration (workflow time: replay-safe)
+        self.answered_at: dict[str, datetime] = {}
+        """When each call that waited for approval was answered: its duration counts from there."""
         self.resume = inp.resume
         """A turn to resume first: it continued as new while waiting for approval."""
         self.turn: Turn | None = None

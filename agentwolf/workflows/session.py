@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from agentwolf.workflows.turn_settings import TurnSettings
     from agentwolf.workflows.types import (
         SESSION_WORKFLOW,
+        TASK_FAILED,
         Approval,
         ConfigUpdate,
         ExtensionsChanged,
@@ -104,7 +105,7 @@ class SessionWorkflow(TurnLoop):
         await workflow.wait_condition(workflow.all_handlers_finished)
         if inp.background and self.last_outcome == "failed":
             raise ApplicationError(  # the counters go along: a parent counts what its child spent
-                f"the task failed: {self.last_output}", self.counters, type="TurnFailed", non_retryable=True
+                f"{TASK_FAILED}{self.last_output}", self.counters, type="TurnFailed", non_retryable=True
             )
         return SessionResult(
             session_id=inp.session_id,

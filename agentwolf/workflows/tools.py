@@ -132,6 +132,7 @@ class ToolRouting(SessionCore):
             )
         else:
             result, outcome = await self._route_call(compiled, spec, call, index, key, arguments)
+        started = self.answered_at.pop(key, started)  # a person's time to answer is not the tool's
         outcome = outcome or result.outcome
         part = self._tool_return(call, result.content, outcome)
         finished[index] = part
@@ -402,6 +403,7 @@ class ToolRouting(SessionCore):
             self._approval_ended(call_id)
             raise
         self._approval_ended(call_id)
+        self.answered_at[call_id] = workflow.now()
         if approved and answer.always:
             self.always_allowed.add(tool)
         self._publish(

@@ -202,10 +202,11 @@ def failed_counters(err: BaseException) -> Counters | None:
 
 
 def cause_message(err: BaseException) -> str:
-    """The innermost error message (an ActivityError wraps the activity's ApplicationError)."""
+    """The innermost error message (an ActivityError wraps the activity's ApplicationError), without
+    its type (`ConfigError: ...`): that is for logs, the message is for people."""
     while err.__cause__ is not None:
         err = err.__cause__
-    return str(err)
+    return err.message if isinstance(err, ApplicationError) else str(err)
 
 
 _SHARED: weakref.WeakValueDictionary[tuple[type, bytes], BaseModel] = weakref.WeakValueDictionary()

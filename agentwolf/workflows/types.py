@@ -18,6 +18,8 @@ SessionState = Literal["idle", "running", "waiting_approval", "done"]
 TurnOutcome = Literal["completed", "interrupted", "limit", "failed"]
 
 EVENTS_TOPIC = "events"
+TASK_FAILED = "the task failed: "
+"""How a background task's failure message begins (the failed turn's output follows)."""
 
 TENANT_ATTR = SearchAttributeKey.for_keyword("WolfTenant")
 AGENT_ATTR = SearchAttributeKey.for_keyword("WolfAgent")

@@ -13,7 +13,7 @@ import inspect
 import os
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, get_origin
 
 import typer
 
@@ -22,15 +22,23 @@ from agentwolf.client.cli.connection import CONNECTION_OPTIONS, Connection
 if TYPE_CHECKING:
     from rich.console import Console
 
-Agent = Annotated[str, typer.Option("--agent", "-a", help="Agent name from the config.")]
+Agent = Annotated[str, typer.Option("--agent", "-a", metavar="AGENT", help="Agent name from the config.")]
 ConfigOpt = Annotated[
     str | None,
     typer.Option(
-        "--config", "-c", help="Registry config NAME, or a manifest file (has a '.' or '/', or exists)."
+        "--config",
+        "-c",
+        metavar="NAME|FILE",
+        help="Registry config NAME, or a manifest file (has a '.' or '/', or exists).",
     ),
 ]
-Tenant = Annotated[str, typer.Option("--tenant", envvar="WOLF_TENANT", help="Tenant owning the session.")]
+Tenant = Annotated[
+    str, typer.Option("--tenant", envvar="WOLF_TENANT", metavar="TENANT", help="Tenant owning the session.")
+]
 Json = Annotated[bool, typer.Option("--json", help="Machine-readable output: one JSON document.")]
+JsonLines = Annotated[
+    bool, typer.Option("--json", help="Machine-readable output: JSON Lines, one JSON object per event.")
+]
 
 
 class Exit(Exception):
@@ -84,14 +92,19 @@ def _exit_code(exc: BaseException) -> int:
     """Print what went wrong as a sentence (an exception's class name only for a bug); its exit code."""
     from temporalio.service import RPCError
 
-    from agentwolf.client.cli.errors import explain_rpc
+    from agentwolf.client.cli.errors import explain_rpc, explain_unreachable
     from agentwolf.client.cli.extras import extra_of, install_hint
     from agentwolf.client.local_stack import StackError
     from agentwolf.config.loading import ManifestError
+    from agentwolf.connection import TemporalUnreachable
     from agentwolf.telemetry.tracing import TracingUnavailable
 
     if isinstance(exc, Exit):
         return fail(str(exc), exc.code)
+    if isinstance(exc, TemporalUnreachable):  # any verb, `wolf worker` included
+        if os.environ.get("WOLF_DEBUG") == "1":
+            err().print(f"the connection library said: {exc.__cause__}")
+        return fail(explain_unreachable(exc), 3)
     if isinstance(exc, StackError):
         return fail(str(exc), 3)
     if isinstance(exc, TracingUnavailable):
@@ -138,6 +151,14 @@ def run(main: Callable[[], Awaitable[object]]) -> NoReturn:
     os._exit(code)
 
 
+def _named_argument(param: inspect.Parameter) -> inspect.Parameter:
+    """A plain positional parameter (`session_id: str`) as an argument shown by its name in capitals
+    (`SESSION_ID`), not typer's `<str>`."""
+    if param.default is not inspect.Parameter.empty or get_origin(param.annotation) is Annotated:
+        return param
+    return param.replace(annotation=Annotated[param.annotation, typer.Argument(metavar=param.name.upper())])
+
+
 def verb(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
     """Make an async verb a Typer command that runs it with `run`.
 
@@ -145,7 +166,7 @@ def verb(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
     `--profile`, `--tls`, `--api-key`, read through temporalio.envconfig) and arrives as a `Connection`."""
     signature = inspect.signature(fn, eval_str=True)
     takes_conn = "conn" in signature.parameters
-    params = [p for p in signature.parameters.values() if p.name != "conn"]
+    params = [_named_argument(p) for p in signature.parameters.values() if p.name != "conn"]
     if takes_conn:
         params += CONNECTION_OPTIONS
 

@@ -98,12 +98,20 @@ async def config_validate(
 
     Example: wolf config validate wolf.yaml --tenant acme
     """
+    from dataclasses import asdict
+
     from agentwolf.client.render import inert
-    from agentwolf.config.loading import load_manifest
+    from agentwolf.config.loading import ManifestError, load_manifest
     from agentwolf.config.policy import load_policy
     from agentwolf.tenants import check_tenant
 
-    manifest = load_manifest(file)
+    try:
+        manifest = load_manifest(file)
+    except ManifestError as exc:  # --json: the problems as data too (the sentence still goes to stderr)
+        if as_json:
+            errors = [asdict(p) for p in exc.problems] or [{"message": str(exc)}]
+            out().print(json.dumps({"ok": False, "errors": errors}))
+        raise
     worker_policy = load_policy(policy)
     refused = worker_policy.problems(manifest, check_tenant(tenant))
     agents = sorted(manifest.agents)

@@ -32,7 +32,10 @@ CONNECTION_OPTIONS = [
         Annotated[
             str | None,
             typer.Option(
-                "--address", help="Temporal frontend HOST:PORT (else the profile's).", rich_help_panel=_PANEL
+                "--address",
+                metavar="HOST:PORT",
+                help="Temporal frontend HOST:PORT (else the profile's).",
+                rich_help_panel=_PANEL,
             ),
         ],
     ),
@@ -40,7 +43,9 @@ CONNECTION_OPTIONS = [
         "namespace",
         Annotated[
             str | None,
-            typer.Option("--namespace", "-n", help="Temporal namespace.", rich_help_panel=_PANEL),
+            typer.Option(
+                "--namespace", "-n", metavar="NAMESPACE", help="Temporal namespace.", rich_help_panel=_PANEL
+            ),
         ],
     ),
     _option(
@@ -48,7 +53,10 @@ CONNECTION_OPTIONS = [
         Annotated[
             str | None,
             typer.Option(
-                "--profile", help="Profile in the Temporal config file (TOML).", rich_help_panel=_PANEL
+                "--profile",
+                metavar="PROFILE",
+                help="Profile in the Temporal config file (TOML).",
+                rich_help_panel=_PANEL,
             ),
         ],
     ),
@@ -66,7 +74,11 @@ CONNECTION_OPTIONS = [
         Annotated[
             str | None,
             typer.Option(
-                "--api-key", help="API key (implies TLS).", show_default=False, rich_help_panel=_PANEL
+                "--api-key",
+                metavar="KEY",
+                help="API key (implies TLS).",
+                show_default=False,
+                rich_help_panel=_PANEL,
             ),
         ],
     ),
@@ -103,7 +115,7 @@ class Connection:
         self, tenant: str, *, start_local: bool = False, task_queue: str = TASK_QUEUE
     ) -> WolfClient:
         """Connect; with no server configured and `start_local`, bring the embedded local stack up."""
-        from agentwolf.client.cli.common import Exit, err
+        from agentwolf.client.cli.common import err
         from agentwolf.client.wolf_client import WolfClient
 
         target = self.configured_address()
@@ -122,18 +134,15 @@ class Connection:
                     err().print(f"server {status.address}, UI {status.ui}, worker pid {status.worker_pid}")
                 if status.kept_env:
                     err().print(f"note: {kept_env_note(status.kept_env)}")
-        try:
-            return await WolfClient.connect(
-                target,
-                namespace=self.namespace,
-                profile=self.profile,
-                api_key=self.api_key,
-                tls=self.tls,
-                tenant=tenant,
-                task_queue=task_queue,
-            )
-        except RuntimeError as exc:  # the bridge's connect error (TracingUnavailable is not one)
-            raise Exit(3, f"cannot reach Temporal at {target}: {exc}") from None
+        return await WolfClient.connect(  # TemporalUnreachable: said in words by common.run
+            target,
+            namespace=self.namespace,
+            profile=self.profile,
+            api_key=self.api_key,
+            tls=self.tls,
+            tenant=tenant,
+            task_queue=task_queue,
+        )
 
 
 def kept_env_note(names: list[str]) -> str:

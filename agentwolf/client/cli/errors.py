@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from temporalio.service import RPCError
 
     from agentwolf.client.wolf_client import WolfClient
+    from agentwolf.connection import TemporalUnreachable
 
 START_A_WORKER = "start one with `wolf up` (the embedded local stack) or `wolf worker` (any cluster)"
 
@@ -22,6 +23,18 @@ def explain_rpc(exc: RPCError) -> tuple[str, int]:
     if "no poller seen" in message:
         return f"no worker polls this session's task queue: {START_A_WORKER}", 3
     return message, 2
+
+
+def explain_unreachable(exc: TemporalUnreachable) -> str:
+    """Why Temporal cannot be reached and what to do, in one sentence (exit 3)."""
+    if "credentials" in exc.reason or "TLS" in exc.reason:
+        fix = "check --api-key/TEMPORAL_API_KEY and --tls/TEMPORAL_TLS (or the --profile's)"
+    else:
+        fix = (
+            "start the embedded local stack with `wolf up`, or name your server with"
+            " --address HOST:PORT (or TEMPORAL_ADDRESS, or a --profile)"
+        )
+    return f"{exc}; {fix}"
 
 
 async def worker_polls(wolf: WolfClient, task_queue: str) -> bool:

@@ -45,7 +45,7 @@ async def mcp(
     from agentwolf.client.cli.sources import config_source
     from agentwolf.config.policy import load_policy
     from agentwolf.protocols.auth import ApiKeys, Principal
-    from agentwolf.protocols.main import BindingRefused, check_binding, serve_app, served_by
+    from agentwolf.protocols.main import BindingRefused, CannotListen, check_binding, serve_app, served_by
     from agentwolf.protocols.mcp_server import WolfMCP, http_routes
 
     keys, origins = ApiKeys([]), list[str]()
@@ -62,5 +62,13 @@ async def mcp(
     if transport == "stdio":
         await WolfMCP(served, Principal(wolf.tenant)).run_stdio_async()
         return
-    err().print(f"serving MCP on http://{host}:{port}/mcp; Ctrl-C stops")
-    await serve_app(served, host=host, port=port, routes=http_routes(served))
+    try:
+        await serve_app(
+            served,
+            host=host,
+            port=port,
+            routes=http_routes(served),
+            listening=lambda _: err().print(f"serving MCP on http://{host}:{port}/mcp; Ctrl-C stops"),
+        )
+    except CannotListen as exc:
+        raise Exit(2, f"{exc}: another process uses it? Pick another --port") from None

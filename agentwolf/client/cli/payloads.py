@@ -23,7 +23,7 @@ async def payloads_gc(
     older_than: Annotated[
         str,
         typer.Option(
-            "--older-than", help="Only payloads stored longer ago than this: 7d, 12h, 30m, 45s, 2w."
+            "--older-than", help="Only payloads stored longer ago than this: 7d, 12h, 30m, 2w, PT8H."
         ),
     ] = "7d",
     dry_run: Annotated[
@@ -35,10 +35,11 @@ async def payloads_gc(
 
     Example: wolf payloads gc --older-than 30d --dry-run
     """
-    from agentwolf.client.payload_gc import collect_garbage, parse_duration
+    from agentwolf.client.durations import parse_duration
+    from agentwolf.client.payload_gc import collect_garbage
     from agentwolf.payloads import filesystem_root, store_location
 
-    age = parse_duration(older_than)
+    age = int(parse_duration(older_than, "--older-than").total_seconds())
     root = filesystem_root()
     if root is None:
         raise Exit(

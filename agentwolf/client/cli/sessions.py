@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from agentwolf.client.cli.common import Agent, ConfigOpt, Exit, Json, Tenant, err, out, verb
+from agentwolf.client.cli.common import Agent, ConfigOpt, Exit, Json, JsonLines, Tenant, err, out, verb
 from agentwolf.client.cli.connection import Connection
 from agentwolf.client.cli.errors import check_worker
 from agentwolf.client.cli.sources import check_agent, config_source, source_args
@@ -36,6 +36,7 @@ async def follow_events(wolf: WolfClient, session_id: str, as_json: bool, until_
     from agentwolf.client import live_view
     from agentwolf.client.render import inert
 
+    await wolf.check_session(session_id)  # an unknown id is an error, before any output
     if as_json:
         err().print(inert(f"session {session_id}"))
     else:
@@ -52,13 +53,18 @@ async def follow_events(wolf: WolfClient, session_id: str, as_json: bool, until_
 
 async def _print_result(wolf: WolfClient, sid: str, as_json: bool, *, quiet: bool = False) -> None:
     from temporalio.client import WorkflowFailureError
+    from temporalio.exceptions import FailureError
 
     from agentwolf.client.render import inert
+    from agentwolf.workflows.types import TASK_FAILED
 
     try:
         result = await wolf.result(sid)
     except WorkflowFailureError as exc:
-        raise Exit(1, f"session {sid} failed: {exc.cause}") from None
+        if quiet:  # followed: the error event already said why
+            raise Exit(1, f"session {sid} failed (the error is above)") from None
+        cause = exc.cause.message if isinstance(exc.cause, FailureError) else str(exc.cause)
+        raise Exit(1, f"session {sid} failed: {cause.removeprefix(TASK_FAILED)}") from None
     if as_json:
         out().print(result.model_dump_json(), soft_wrap=True)
     elif not quiet:
@@ -110,7 +116,7 @@ async def submit(
 @app.command()
 @verb
 async def follow(
-    session_id: str, conn: Connection, tenant: Tenant = "default", as_json: Json = False
+    session_id: str, conn: Connection, tenant: Tenant = "default", as_json: JsonLines = False
 ) -> None:
     """Live stream of a session's events; Ctrl-C detaches and leaves the session running.
 
@@ -146,6 +152,7 @@ async def status(
 
     Example: wolf status 3f2a9c1b7d4e
     """
+    from agentwolf.client.cli.pending import approval_lines
     from agentwolf.client.render import inert
 
     wolf = await conn.client(tenant)
@@ -155,13 +162,15 @@ async def status(
         out().print(st.model_dump_json(), soft_wrap=True)
         return
     c = st.counters
+    last = f" last={st.last_outcome}" if st.last_outcome else ""  # no turn has ended yet: nothing to say
     out().print(
         inert(
             f"{st.session_id} [{st.agent}] {st.state}  turns={c.turns} steps={c.steps} "
-            f"tokens={c.usage.total_tokens} tool_calls={c.usage.tool_calls} last={st.last_outcome}"
-            + _context_use(st)
+            f"tokens={c.usage.total_tokens} tool_calls={c.usage.tool_calls}{last}" + _context_use(st)
         )
     )
+    for line in approval_lines(st, wolf.tenant):
+        out().print(inert(line))
 
 
 def _context_use(st: SessionStatus) -> str:

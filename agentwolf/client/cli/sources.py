@@ -56,6 +56,9 @@ def source_args(source: Manifest | str) -> dict[str, Any]:
 
 
 def check_agent(manifest: Manifest, agent: str) -> None:
-    if agent not in manifest.agents and agent not in manifest.teams:
-        known = ", ".join(sorted([*manifest.agents, *manifest.teams]))
-        raise Exit(2, f"unknown agent {agent!r} (agents and teams in this config: {known})")
+    from agentwolf.config.suggest import did_you_mean, listing
+
+    known = [*manifest.agents, *manifest.teams]
+    if agent not in known:
+        hint = did_you_mean(agent, known)
+        raise Exit(2, f"unknown agent {agent!r}{hint} (agents and teams in this config: {listing(known)})")

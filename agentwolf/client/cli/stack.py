@@ -116,6 +116,7 @@ async def up(
         "started": st.started,
         "data": str(local_stack.data_dir()),
         "plugins": st.plugins,
+        "metrics": st.metrics,
     }
     if st.changed:
         info["restarted_worker_because"] = f"{', '.join(st.changed)} changed since it started"
@@ -128,6 +129,7 @@ async def up(
         return
     info["started"] = ", ".join(st.started) or "nothing (all running)"
     info["plugins"] = ", ".join(st.plugins) or "none"
+    info["metrics"] = st.metrics or "off (--metrics-port PORT serves them)"
     out().print("\n".join(f"{k}: {v}" for k, v in info.items()))
 
 
@@ -174,7 +176,7 @@ async def dev(
         out().print(f"stopped: {', '.join(local_stack.down(timeout=DEV_STOP_GRACE)) or 'nothing'}")
 
 
-@app.command()
+@app.command(rich_help_panel="Front ends")
 @verb
 async def serve(
     conn: Connection,
@@ -202,8 +204,8 @@ async def serve(
     log_level: LogLevel = "INFO",
     log_format: LogFormat = "text",
 ) -> None:
-    """Serve agents over HTTP: OpenAI-compatible /v1 and AG-UI /agui (API keys from WOLF_API_KEYS or
-    the policy; browser pages of --cors-origin origins).
+    """Serve agents over HTTP: OpenAI-compatible /v1, AG-UI /agui, MCP /mcp, A2A /a2a and webhooks
+    /hooks (API keys from WOLF_API_KEYS or the policy; browser pages of --cors-origin origins).
 
     Example: wolf serve --no-auth --port 8088 --cors-origin http://localhost:3000
     """
@@ -214,7 +216,7 @@ async def serve(
     from agentwolf.config.origins import web_origin
     from agentwolf.config.policy import load_policy
     from agentwolf.protocols.auth import ApiKeys
-    from agentwolf.protocols.main import BindingRefused, check_binding
+    from agentwolf.protocols.main import BindingRefused, CannotListen, check_binding
     from agentwolf.protocols.main import serve as run_server
     from agentwolf.telemetry import logs
 
@@ -228,8 +230,23 @@ async def serve(
         raise Exit(2, str(exc)) from None
     source = config_source(config)
     wolf = await conn.client(tenant, start_local=True, task_queue=task_queue)
-    err().print(f"serving on http://{host}:{port} (OpenAI: /v1, AG-UI: /agui/AGENT); Ctrl-C stops")
-    await run_server(wolf, source, keys, host=host, port=port, no_auth=no_auth, cors_origins=origins)
+
+    def listening(front_ends: list[str]) -> None:
+        err().print(f"serving on http://{host}:{port} ({', '.join(front_ends)}); Ctrl-C stops")
+
+    try:
+        await run_server(
+            wolf,
+            source,
+            keys,
+            host=host,
+            port=port,
+            no_auth=no_auth,
+            cors_origins=origins,
+            listening=listening,
+        )
+    except CannotListen as exc:
+        raise Exit(2, f"{exc}: another process uses it? Pick another --port") from None
 
 
 @app.command()

@@ -22,15 +22,22 @@ class By(StrEnum):
 
 
 def _since(text: str | None) -> datetime | None:
-    """An ISO date or date-time; without a zone it is UTC (visibility's time)."""
+    """An ISO date or date-time (without a zone: UTC, visibility's time), or a duration ago (`7d`)."""
     if text is None:
         return None
     from datetime import UTC
 
+    from agentwolf.client.durations import FORMS, parse_duration
+
     try:
         when = datetime.fromisoformat(text)
     except ValueError:
-        raise Exit(2, f"--since {text!r} is not a date (YYYY-MM-DD or an ISO date-time)") from None
+        try:
+            return datetime.now(UTC) - parse_duration(text, "--since")
+        except ValueError:
+            raise Exit(
+                2, f"--since {text!r} is neither a date (YYYY-MM-DD, ISO date-time) nor a duration ({FORMS})"
+            ) from None
     return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
@@ -39,7 +46,12 @@ def _since(text: str | None) -> datetime | None:
 async def usage(
     conn: Connection,
     since: Annotated[
-        str | None, typer.Option("--since", help="Only sessions whose current run started then or later.")
+        str | None,
+        typer.Option(
+            "--since",
+            help="Only sessions whose current run started then or later: a date (2026-11-01), an ISO"
+            " date-time, or a duration ago (7d, 12h).",
+        ),
     ] = None,
     by: Annotated[By, typer.Option("--by", help="Group by agent, model, session or tenant.")] = By.agent,
     all_tenants: Annotated[
@@ -56,7 +68,7 @@ async def usage(
     the worker's metrics. A table in a terminal; tab-separated values with a header line when
     piped; --json: one document (rows, total, unreadable).
 
-    Example: wolf usage --since 2026-11-01 --by model
+    Example: wolf usage --since 7d --by model
     """
     when = _since(since)
     wolf = await conn.client(tenant)
