@@ -379,6 +379,12 @@ class Limits(_Strict):
     compact_model: str | None = Field(None, exclude_if=lambda v: v is None)
     """The model (spec or alias) that summarises older turns; default: the agent's own."""
 
+    @field_validator("compaction", mode="before")
+    @classmethod
+    def _yaml_switch(cls, value: object) -> object:
+        """YAML reads a bare `off` (and `on`) as a boolean: take it as the word written."""
+        return {False: "off", True: "auto"}.get(value, value) if isinstance(value, bool) else value
+
 
 class AcpAgentConfig(_Strict):
     """An external agent (Claude Code, Gemini CLI, Codex, ...) driven over the Agent Client Protocol:
