@@ -176,9 +176,11 @@ class CodeModeSettings(_Strict):
     tools: list[str] | None = None
     """Tool names (globs) the script may call; None: every tool of the agent's other capabilities."""
     max_calls: int = Field(50, ge=1, le=1000)
+    """Tool calls one script may make; the next one raises inside the script."""
     timeout_s: float = Field(30.0, gt=0, le=600)
     """Seconds the script may compute (waiting for its tool calls does not count)."""
     memory_mb: int = Field(64, ge=1, le=4096)
+    """Memory the script's interpreter may use, in MB."""
 
 
 class CodeModeCapability(_Strict):
@@ -186,6 +188,7 @@ class CodeModeCapability(_Strict):
     script calls them as Python functions, each an ordinary (recorded, permitted) tool call."""
 
     code_mode: CodeModeSettings = CodeModeSettings()
+    """The script's limits and the tools it may call."""
 
 
 class WebSearchSettings(_Strict):
@@ -193,9 +196,13 @@ class WebSearchSettings(_Strict):
     key a `${VAR}` the worker policy allows), or a tool of an MCP server taking `query`."""
 
     url: str | None = None
+    """An HTTP search API's endpoint, answering in Brave Search's JSON shape."""
     api_key: str | None = None
+    """Its key: a `${VAR}` placeholder the worker policy allows."""
     mcp: str | None = None
+    """Or: an MCP server of `host.mcp_servers` with a search tool."""
     tool: str = "search"
+    """That server's tool, taking `query`."""
 
     @model_validator(mode="after")
     def _one_provider(self) -> WebSearchSettings:
@@ -206,7 +213,9 @@ class WebSearchSettings(_Strict):
 
 class WebSettings(_Strict):
     fetch: bool = True
+    """Offer `web_fetch(url, max_chars)`: a page as Markdown, where the worker policy lets it go."""
     search: WebSearchSettings | None = None
+    """Offer `web_search(query)` through this provider; none: no search."""
     max_bytes: int = Field(5_000_000, ge=1000)
     """A page is read up to this many bytes; the rest is left unread."""
     timeout_s: float = Field(30.0, gt=0, le=300)
@@ -218,6 +227,7 @@ class WebCapability(_Strict):
     Markdown) and `web_search(query)`. Where a fetch may go is the worker policy's call (`web_private`)."""
 
     web: WebSettings = WebSettings()
+    """What the agent may do on the web: fetch, search, and their limits."""
 
 
 Capability = McpCapability | SubagentCapability | SkillsCapability | CodeModeCapability | WebCapability
@@ -391,8 +401,11 @@ class AcpAgentConfig(_Strict):
     the stdio command of its ACP adapter, held to the worker policy like an MCP server's."""
 
     command: str
+    """The agent's ACP adapter (`claude-agent-acp`, `gemini`, `codex-acp`), run over stdio."""
     args: list[str] = []
+    """Its arguments (`[--acp]` for Gemini CLI)."""
     env: dict[str, str] = {}
+    """Variables it is given (`${VAR}` placeholders the worker policy allows), like an MCP server's."""
     cwd: str | None = None
     """The working directory of its ACP session (and process); default: the worker's."""
 
