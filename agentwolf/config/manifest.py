@@ -438,10 +438,11 @@ class AgentConfig(_Strict):
     None offers every tool its capabilities bring. Set by a Markdown agent's `tools`."""
     acp: AcpAgentConfig | None = Field(None, exclude_if=lambda v: v is None)
     """Set: the agent is an external ACP agent; its turns run in its process, not a model loop."""
+    # description, tools, acp and file are left out of the dump when unset, so configs written
+    # before them keep their identity.
     file: str | None = Field(None, exclude_if=lambda v: v is None)
     """The Markdown file the agent came from (`agents_from`): the worker reads it again at compile,
-    so an edit reaches the next turn. These four are left out of the dump when unset, so configs
-    written before them keep their identity."""
+    so an edit reaches the next turn."""
 
 
 class Manifest(_Strict):
