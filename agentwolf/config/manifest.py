@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentwolf.config.jobs import Hook, Job
+from agentwolf.config.limits import EndpointLimits
 
 
 class _Strict(BaseModel):
@@ -53,6 +54,8 @@ class ModelsConfig(_Strict):
     prices: dict[str, ModelPrice] = Field({}, exclude_if=lambda v: not v)
     """By model spec (`local:demo`) or alias name (its models); left out of the dump when empty, so
     configs written before it keep their identity."""
+    limits: list[EndpointLimits] = Field([], exclude_if=lambda v: not v)
+    """Provider limits by model pattern (agentwolf/config/limits.py); the worker policy's win."""
 
 
 class McpServerConfig(_Strict):

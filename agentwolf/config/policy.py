@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agentwolf.config.limits import FlowPolicy
 from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.config.placeholders import has_placeholder, names, resolve, substitute
 from agentwolf.paths import data_dir
@@ -103,6 +104,8 @@ class WorkerPolicy(BaseModel):
     manifest servers may unless `urls` says otherwise."""
     api_keys: list[ApiKeyEntry] = []
     """Keys `wolf serve` accepts (besides `WOLF_API_KEYS`)."""
+    flow: FlowPolicy = FlowPolicy()
+    """Provider limits, tenant weights and how long a turn may wait for them."""
     source: str = "built-in default policy"
 
     @field_validator("commands")

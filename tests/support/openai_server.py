@@ -17,6 +17,7 @@ in `disconnects`."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 import threading
@@ -25,6 +26,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.support.rate_limit import RateLimit
 
 
 @dataclass
@@ -44,6 +47,8 @@ class Reply:
     """Reasoning before the text: streamed as reasoning summary deltas (Responses) or
     `reasoning_content` deltas (Chat Completions), both in word-sized chunks; non-streaming, a
     reasoning item / `reasoning_content` field."""
+    input_tokens: int | None = None
+    """The usage's input tokens (default: USAGE_*'s)."""
 
     def __post_init__(self) -> None:
         if self.chunks is not None:
@@ -78,8 +83,10 @@ _Event = tuple[dict[str, Any], str | None, str]
 
 
 class ScriptedOpenAI:
-    def __init__(self, reply: Callable[[dict[str, Any]], Reply]) -> None:
+    def __init__(self, reply: Callable[[dict[str, Any]], Reply], limit: RateLimit | None = None) -> None:
         self.reply = reply
+        self.limit = limit
+        """Provider rate limits (tests/support/rate_limit.py): refused requests never reach `reply`."""
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         """Each request's HTTP headers (which API key arrived)."""
@@ -101,7 +108,10 @@ class ScriptedOpenAI:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append(body)
                 outer.headers.append({k.lower(): v for k, v in self.headers.items()})
-                answer = outer.reply(body)
+                answer, refused = outer._answer(body, self.headers.get("Authorization", ""))
+                if refused:
+                    self._refuse(refused)
+                    return
                 if answer.delay:
                     time.sleep(answer.delay)
                 with outer._lock:
@@ -124,6 +134,16 @@ class ScriptedOpenAI:
                 data = json.dumps(payload).encode()
                 self.send_response(answer.status)
                 self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _refuse(self, headers: dict[str, str]) -> None:
+                error = {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}
+                data = json.dumps({"error": error}).encode()
+                self.send_response(429)
+                for name, value in {**headers, "Content-Type": "application/json"}.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -161,6 +181,15 @@ class ScriptedOpenAI:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
+    def _answer(self, body: dict[str, Any], key: str) -> tuple[Reply, dict[str, str]]:
+        """The scripted answer, or (under `limit`) the 429 headers of a refusal."""
+        if self.limit is None:
+            return self.reply(body), {}
+        tokens, refused = self.limit.admit(body, key)
+        if refused:
+            return Reply(), refused
+        return dataclasses.replace(self.reply(body), input_tokens=tokens), {}
+
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
@@ -188,7 +217,7 @@ class ScriptedOpenAI:
             "parallel_tool_calls": True,
             "tool_choice": "auto",
             "tools": [],
-            "usage": dict(USAGE_RESPONSES),
+            "usage": _usage(USAGE_RESPONSES, "input_tokens", answer.input_tokens),
         }
 
     def _response_events(self, answer: Reply, model: str, n: int) -> Iterator[_Event]:
@@ -291,7 +320,7 @@ class ScriptedOpenAI:
                     "finish_reason": "tool_calls" if answer.tool_calls else "stop",
                 }
             ],
-            "usage": dict(USAGE_CHAT),
+            "usage": _usage(USAGE_CHAT, "prompt_tokens", answer.input_tokens),
         }
 
     def _completion_events(self, answer: Reply, model: str, n: int, include_usage: bool) -> Iterator[_Event]:
@@ -330,7 +359,8 @@ class ScriptedOpenAI:
                 )
         yield chunk({}, "tool_calls" if answer.tool_calls else "stop"), None, ""
         if include_usage:
-            yield {**chunk({}), "choices": [], "usage": dict(USAGE_CHAT)}, None, ""
+            usage = _usage(USAGE_CHAT, "prompt_tokens", answer.input_tokens)
+            yield {**chunk({}), "choices": [], "usage": usage}, None, ""
 
     def __enter__(self) -> ScriptedOpenAI:  # noqa: PYI034
         self._thread.start()
@@ -339,6 +369,10 @@ class ScriptedOpenAI:
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def _usage(usage: dict[str, Any], input_key: str, input_tokens: int | None) -> dict[str, Any]:
+    return dict(usage) if input_tokens is None else {**usage, input_key: input_tokens}
 
 
 def _reasoning_item(n: int, thinking: str) -> dict[str, Any]:
