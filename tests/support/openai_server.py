@@ -49,6 +49,8 @@ class Reply:
     reasoning item / `reasoning_content` field."""
     input_tokens: int | None = None
     """The usage's input tokens (default: USAGE_*'s)."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """Extra response headers (not streamed answers)."""
 
     def __post_init__(self) -> None:
         if self.chunks is not None:
@@ -108,10 +110,7 @@ class ScriptedOpenAI:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append(body)
                 outer.headers.append({k.lower(): v for k, v in self.headers.items()})
-                answer, refused = outer._answer(body, self.headers.get("Authorization", ""))
-                if refused:
-                    self._refuse(refused)
-                    return
+                answer = outer._answer(body, self.headers.get("Authorization", ""))
                 if answer.delay:
                     time.sleep(answer.delay)
                 with outer._lock:
@@ -133,17 +132,8 @@ class ScriptedOpenAI:
                     payload = outer._completion(answer, model, n)
                 data = json.dumps(payload).encode()
                 self.send_response(answer.status)
+                _send_headers(self, answer.headers)
                 self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _refuse(self, headers: dict[str, str]) -> None:
-                error = {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}
-                data = json.dumps({"error": error}).encode()
-                self.send_response(429)
-                for name, value in {**headers, "Content-Type": "application/json"}.items():
-                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -181,14 +171,14 @@ class ScriptedOpenAI:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
-    def _answer(self, body: dict[str, Any], key: str) -> tuple[Reply, dict[str, str]]:
-        """The scripted answer, or (under `limit`) the 429 headers of a refusal."""
+    def _answer(self, body: dict[str, Any], key: str) -> Reply:
+        """The scripted answer, or (under `limit`) a 429 with the limit's headers."""
         if self.limit is None:
-            return self.reply(body), {}
+            return self.reply(body)
         tokens, refused = self.limit.admit(body, key)
         if refused:
-            return Reply(), refused
-        return dataclasses.replace(self.reply(body), input_tokens=tokens), {}
+            return Reply(text="Rate limit reached", status=429, headers=refused)
+        return dataclasses.replace(self.reply(body), input_tokens=tokens)
 
     @property
     def base_url(self) -> str:
@@ -369,6 +359,11 @@ class ScriptedOpenAI:
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def _send_headers(handler: BaseHTTPRequestHandler, headers: dict[str, str]) -> None:
+    for name, value in headers.items():
+        handler.send_header(name, value)
 
 
 def _usage(usage: dict[str, Any], input_key: str, input_tokens: int | None) -> dict[str, Any]:

@@ -76,6 +76,4 @@ class RateLimit:
     def sent_in_cooldowns(self, slack: float = 0.0) -> list[Logged]:
         """Requests that arrived inside an announced cooldown (after its refusal by more than `slack`
         seconds: requests already on the wire when the 429 left are not the clients' doing)."""
-        return [
-            e for e in self.log if any(at + slack < e.at < at + retry for at, retry in self.cooldowns)
-        ]
+        return [e for e in self.log if any(at + slack < e.at < at + retry for at, retry in self.cooldowns)]
