@@ -57,6 +57,8 @@ from agentwolf.workflows.types import (
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
 
+    from agentwolf.client.limits import SessionWait
+
 
 class SessionSummary(BaseModel):
     """One session as Temporal visibility sees it (`wolf list`)."""
@@ -380,6 +382,12 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
         ):
             status.state = "done"
         return status
+
+    async def waiting(self, session_id: str) -> SessionWait | None:
+        """What the session's model request waits for (its provider's limits), or None."""
+        from agentwolf.client.limits import session_wait
+
+        return await session_wait(self.client, (await self._handle(session_id)).id)
 
     async def transcript(self, session_id: str) -> list[ModelMessage]:
         from pydantic_ai.messages import ModelMessage

@@ -17,9 +17,20 @@ from typing import Annotated
 
 import typer
 
-from agentwolf.client.cli import configs, editor, interactive, jobs, mcp, payloads, sessions, stack, usage
+from agentwolf.client.cli import (
+    configs,
+    editor,
+    interactive,
+    jobs,
+    limits,
+    mcp,
+    payloads,
+    sessions,
+    stack,
+    usage,
+)
 
-VERB_MODULES = (sessions, interactive, configs, jobs, stack, payloads, mcp, editor, usage)
+VERB_MODULES = (sessions, interactive, configs, jobs, stack, payloads, mcp, editor, usage, limits)
 
 HELP = """Durable AI agent sessions on Temporal: submit, follow, steer and interrupt them; run workers;
 the embedded local stack.

@@ -150,8 +150,10 @@ async def status(
     wolf = await conn.client(tenant)
     await check_worker(wolf, required=True, session_id=session_id)
     st = await wolf.status(session_id)
+    wait = await wolf.waiting(session_id) if st.state == "running" else None
     if as_json:
-        out().print(st.model_dump_json(), soft_wrap=True)
+        data = st.model_dump(mode="json") | ({"waiting": wait.model_dump(mode="json")} if wait else {})
+        out().print(json.dumps(data), soft_wrap=True)
         return
     c = st.counters
     out().print(
@@ -160,6 +162,8 @@ async def status(
             f"tokens={c.usage.total_tokens} tool_calls={c.usage.tool_calls} last={st.last_outcome}"
         )
     )
+    if wait is not None:
+        out().print(wait.line())
 
 
 async def _signal(
