@@ -1,14 +1,36 @@
 """Provider flow control (agentwolf/hosts/flow.py, agentwolf/workflows/limiter.py) on a real dev
-server, against the scripted provider enforcing its own limits (tests/support/rate_limit.py)."""
+server, against the scripted provider enforcing its own limits (tests/support/rate_limit.py), with
+two worker processes sharing one budget."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
+import pytest
+from temporalio.client import Client, WorkflowFailureError
+
+from agentwolf.client.limits import endpoints
+from agentwolf.config.limits import FlowPolicy
 from agentwolf.config.manifest import Manifest
+from agentwolf.config.policy import WorkerPolicy
+from agentwolf.defaults import TASK_QUEUE
+from agentwolf.workflows.limiter import LimiterStatus
+from agentwolf.workflows.types import workflow_id
+from tests.conftest import wait_for, worker_process
 from tests.support.openai_server import Reply, ScriptedOpenAI
 from tests.support.rate_limit import RateLimit
+
+WOLF = str(Path(sys.executable).parent / "wolf")
 
 
 def limited_manifest(base_url: str, **limits: Any) -> Manifest:
@@ -26,13 +48,167 @@ def limited_manifest(base_url: str, **limits: Any) -> Manifest:
     )
 
 
-async def test_sessions_share_the_budget_and_none_is_refused(wolf, run_worker):
+@pytest.fixture
+def two_workers(env, task_queue, process_mark) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Two worker processes on this test's queue."""
+    procs = [worker_process(env, task_queue, process_mark) for _ in range(2)]
+    yield procs
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+async def _polling(client: Client, task_queue: str, procs: list[subprocess.Popen[bytes]]) -> None:
+    """Until every worker process polls the queue for activities."""
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    request = DescribeTaskQueueRequest(
+        namespace=client.namespace,
+        task_queue=TaskQueue(name=task_queue),
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+    )
+
+    async def all_poll() -> bool:
+        described = await client.workflow_service.describe_task_queue(request)
+        pids = {poller.identity.split("@")[0] for poller in described.pollers}
+        return {str(p.pid) for p in procs} <= pids
+
+    await wait_for(all_poll, timeout=90, interval=0.5)
+
+
+async def _limiter(client: Client, base_url: str) -> LimiterStatus:
+    (found,) = [s for s in await endpoints(client, None) if base_url in s.label]
+    return found
+
+
+async def _workers_that_ran_model_requests(client: Client, sids: list[str]) -> set[str]:
+    identities = set()
+    for sid in sids:
+        history = await client.get_workflow_handle(workflow_id("default", sid)).fetch_history()
+        scheduled = {
+            e.event_id
+            for e in history.events
+            if e.HasField("activity_task_scheduled_event_attributes")
+            and e.activity_task_scheduled_event_attributes.activity_type.name == "wolf.model_request"
+        }
+        identities |= {
+            e.activity_task_started_event_attributes.identity
+            for e in history.events
+            if e.HasField("activity_task_started_event_attributes")
+            and e.activity_task_started_event_attributes.scheduled_event_id in scheduled
+        }
+    return identities
+
+
+async def test_two_worker_processes_share_one_budget(wolf, client, task_queue, two_workers):
+    await _polling(client, task_queue, two_workers)
     limit = RateLimit(rpm=3, window=4.0)
     with ScriptedOpenAI(lambda r: Reply(text="ok"), limit=limit) as server:
         manifest = limited_manifest(server.base_url, rpm=3, window=4.0)
-        async with run_worker():
-            sids = [await wolf.submit(f"hi {i}", "a", manifest) for i in range(7)]
-            results = await asyncio.gather(*(wolf.result(s) for s in sids))
-    assert [r.outcome for r in results] == ["completed"] * 7
-    assert len(limit.accepted()) == 7
-    assert limit.refusals() == []
+        sids = [await wolf.submit(f"hi {i}", "a", manifest) for i in range(10)]
+        results = await asyncio.gather(*(wolf.result(s) for s in sids))
+        status = await _limiter(client, server.base_url)
+    assert [r.outcome for r in results] == ["completed"] * 10
+    assert len(limit.accepted()) == 10 and limit.refusals() == []  # paced, never refused
+    assert status.requests == 10 and status.rpm == 3
+    assert len(await _workers_that_ran_model_requests(client, sids)) == 2
+
+
+async def test_a_429_cooldown_stops_every_worker(wolf, client, task_queue, two_workers):
+    await _polling(client, task_queue, two_workers)
+    limit = RateLimit(blocked_until=time.time() + 4)  # the provider refuses everything at first
+    with ScriptedOpenAI(lambda r: Reply(text="ok"), limit=limit) as server:
+        manifest = limited_manifest(server.base_url, concurrency=1)
+        sids = [await wolf.submit(f"hi {i}", "a", manifest) for i in range(6)]
+        results = await asyncio.gather(*(wolf.result(s) for s in sids))
+    assert [r.outcome for r in results] == ["completed"] * 6
+    assert limit.refusals(), "the provider should have refused the first request"
+    assert limit.sent_in_cooldowns() == []  # nobody sent while a Retry-After said to wait
+    assert len(await _workers_that_ran_model_requests(client, sids)) == 2
+
+
+async def test_a_worker_killed_holding_a_lease_does_not_leak_it(env, wolf, client, task_queue, process_mark):
+    calls = 0
+
+    def reply(request: dict[str, Any]) -> Reply:
+        nonlocal calls
+        calls += 1
+        return Reply(text="ok", delay=30 if calls == 1 else 0)  # the first one hangs until its worker dies
+
+    with ScriptedOpenAI(reply) as server:
+        manifest = limited_manifest(server.base_url, concurrency=1, lease_ttl=3, window=1)
+        first = worker_process(env, task_queue, process_mark)
+        try:
+            sid = await wolf.submit("hi", "a", manifest)
+            await wait_for(lambda: len(server.requests) == 1, timeout=90)
+            held = await _limiter(client, server.base_url)
+            assert held.use.active == 1
+            first.send_signal(signal.SIGKILL)
+            first.wait()
+        finally:
+            first.kill()
+        second = worker_process(env, task_queue, process_mark)
+        try:
+            other = await wolf.submit("hello", "a", manifest)
+            results = [await wolf.result(sid), await wolf.result(other)]
+            freed = await _limiter(client, server.base_url)
+        finally:
+            second.kill()
+            second.wait()
+    assert [r.outcome for r in results] == ["completed", "completed"]
+    assert freed.use.active == 0  # the dead worker's lease expired; nothing holds the budget
+
+
+async def test_a_turn_waits_out_a_long_refusal_and_status_shows_it(wolf, client, run_worker):
+    """The provider refuses for longer than the old retry schedule (6 attempts, ~31 s of backoff),
+    saying to come back in at most 5 s each time: the turn waits and completes."""
+
+    class Capped(RateLimit):
+        def admit(self, body: dict[str, Any], key: str) -> tuple[int, dict[str, str]]:
+            tokens, refused = super().admit(body, key)
+            if refused:
+                refused["retry-after"] = str(min(5, int(refused["retry-after"])))
+                self.cooldowns[-1] = (self.cooldowns[-1][0], float(refused["retry-after"]))
+            return tokens, refused
+
+    limit = Capped(blocked_until=time.time() + 45)
+    address = client.service_client.config.target_host
+    with ScriptedOpenAI(lambda r: Reply(text="finally"), limit=limit) as server:
+        manifest = limited_manifest(server.base_url)
+        async with run_worker(task_queue=TASK_QUEUE):
+            from agentwolf.client.wolf_client import WolfClient
+
+            wolf = WolfClient(client, task_queue=TASK_QUEUE)
+            sid = await wolf.submit("hi", "a", manifest)
+            wait = await wait_for(lambda: wolf.waiting(sid), timeout=60)
+            assert wait.waiting.startswith("rate_limited") and wait.resumes_in() is not None
+            shown = await _wolf(address, "status", sid)
+            assert "waiting: rate_limited, resumes in" in shown.stdout, shown.stderr
+            listed = json.loads((await _wolf(address, "limits", "--json")).stdout)
+            (mine,) = [e for e in listed if server.base_url in e["label"]]
+            assert mine["cooldown_until"] is not None
+            result = await wolf.result(sid)
+    assert result.outcome == "completed" and result.output == "finally"
+    assert len(limit.refusals()) > 6  # more refusals than the old policy had attempts
+    assert limit.sent_in_cooldowns() == []
+
+
+async def test_a_wait_past_rate_wait_max_fails_the_turn_saying_why(wolf, run_worker):
+    limit = RateLimit(blocked_until=time.time() + 600)
+    policy = WorkerPolicy(flow=FlowPolicy(rate_wait_max=timedelta(seconds=3)))
+    with ScriptedOpenAI(lambda r: Reply(text="never"), limit=limit) as server:
+        async with run_worker(policy=policy):
+            sid = await wolf.submit("hi", "a", limited_manifest(server.base_url))
+            with pytest.raises(WorkflowFailureError) as failure:
+                await wolf.result(sid)
+    assert "rate_wait_max" in str(failure.value.cause)
+    assert len(limit.log) <= 2  # it waited out the cooldown instead of resending
+
+
+async def _wolf(address: str, *args: str) -> subprocess.CompletedProcess[str]:
+    environ = {**os.environ, "NO_COLOR": "1", "TEMPORAL_ADDRESS": address}
+    return await asyncio.to_thread(
+        subprocess.run, [WOLF, *args], capture_output=True, text=True, env=environ, timeout=120
+    )

@@ -194,27 +194,31 @@ class Flow:
 
     def release(self, endpoint: Endpoint, release: Release) -> None:
         """Give a lease back, in the background: it must go out even when the activity is cancelled."""
-        self._send(endpoint, LimiterWorkflow.release, release)
+        self._send(endpoint, [(LimiterWorkflow.release, release)])
 
-    def rate_limited(self, endpoint: Endpoint, exc: ModelHTTPError) -> None:
-        """A 429: stop this worker at once, and every other through the limiter."""
+    def rate_limited(self, endpoint: Endpoint, exc: ModelHTTPError, release: Release) -> None:
+        """A 429: stop this worker at once, and every other through the limiter; the cooldown reaches
+        the limiter before the lease comes back (no grant in between)."""
         wait = exc.retry_after if exc.retry_after is not None else _reset_seconds(exc.headers or {})
         until = datetime.now(UTC) + timedelta(seconds=wait if wait is not None else RETRY_AFTER_DEFAULT)
         self.cooldowns[endpoint.id] = max(until, self.cooldowns.get(endpoint.id, until))
-        self._send(
-            endpoint, LimiterWorkflow.cooldown, Cooldown(until=until, reason=f"429 from {endpoint.label}")
-        )
+        cooldown = Cooldown(until=until, reason=f"429 from {endpoint.label}")
+        signals: list[tuple[Any, Any]] = [(LimiterWorkflow.cooldown, cooldown)]
+        self._send(endpoint, [*signals, (LimiterWorkflow.release, release)])
 
-    def _send(self, endpoint: Endpoint, signal: Any, arg: Any) -> None:
+    def _send(self, endpoint: Endpoint, signals: list[tuple[Any, Any]]) -> None:
+        """Signal the limiter, in order, in the background (a few tries while the server is busy)."""
+
         async def send() -> None:
             handle = self.client.get_workflow_handle(limiter_id(endpoint.id))
-            for _ in range(5):
-                try:
-                    await handle.signal(signal, arg)
-                    return
-                except RPCError as exc:
-                    log.debug("limiter signal failed: %s", exc)
-                    await asyncio.sleep(0.5)
+            for signal, arg in signals:
+                for _ in range(5):
+                    try:
+                        await handle.signal(signal, arg)
+                        break
+                    except RPCError as exc:
+                        log.debug("limiter signal failed: %s", exc)
+                        await asyncio.sleep(0.5)
 
         task = asyncio.get_running_loop().create_task(send())
         self._tasks.add(task)
@@ -344,11 +348,9 @@ class FlowModel(WrapperModel):
 
     def _refused(self, ask: Ask, exc: ModelHTTPError) -> None:
         """A 429: the cooldown for everyone, the lease back (the request reached the provider)."""
-        self.flow.rate_limited(self.endpoint, exc)
-        self.flow.release(
-            self.endpoint,
-            Release(lease_id=ask.lease_id, input_tokens=ask.input_tokens, learned=learned(exc.headers or {})),
-        )
+        learnt = learned(exc.headers or {})
+        release = Release(lease_id=ask.lease_id, input_tokens=ask.input_tokens, learned=learnt)
+        self.flow.rate_limited(self.endpoint, exc, release)
 
     async def request(
         self,
@@ -408,8 +410,9 @@ class FlowModel(WrapperModel):
                 yield stream
         except ModelHTTPError as exc:
             if exc.status_code == 429:  # refused mid-stream: cool down; the activity's retry sends again
-                self.flow.rate_limited(self.endpoint, exc)
-            self._done(ask, None)
+                self._refused(ask, exc)
+            else:
+                self._done(ask, None)
             raise
         except BaseException:
             self._done(ask, None)
