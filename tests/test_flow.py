@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +20,21 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 
 from agentwolf.client.limits import endpoints
-from agentwolf.config.limits import FlowPolicy
+from agentwolf.config.limits import EndpointLimits, FlowPolicy
 from agentwolf.config.manifest import Manifest
 from agentwolf.config.policy import WorkerPolicy
 from agentwolf.defaults import TASK_QUEUE
-from agentwolf.workflows.limiter import LimiterStatus
+from agentwolf.workflows.limiter import (
+    Ask,
+    Grant,
+    LimiterState,
+    LimiterStatus,
+    LimiterWorkflow,
+    Release,
+    limiter_id,
+)
 from agentwolf.workflows.types import workflow_id
-from tests.conftest import wait_for, worker_process
+from tests.conftest import record_history, wait_for, worker_process
 from tests.support.openai_server import Reply, ScriptedOpenAI
 from tests.support.rate_limit import RateLimit
 
@@ -212,3 +220,93 @@ async def _wolf(address: str, *args: str) -> subprocess.CompletedProcess[str]:
     return await asyncio.to_thread(
         subprocess.run, [WOLF, *args], capture_output=True, text=True, env=environ, timeout=120
     )
+
+
+async def _ask(
+    client: Client, wid: str, task_queue: str, ask: Ask, state: LimiterState | None = None
+) -> Grant:
+    """Ask the limiter `wid` until granted (what a worker's Flow does, without a model request)."""
+    from temporalio.client import WithStartWorkflowOperation
+    from temporalio.common import WorkflowIDConflictPolicy
+
+    state = state or LimiterState(endpoint=wid, label="test", limits=ask.limits)
+    for attempt in range(100):
+        start = WithStartWorkflowOperation(
+            LimiterWorkflow.run,
+            state,
+            id=wid,
+            task_queue=task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )
+        grant: Grant = await client.execute_update_with_start_workflow(
+            LimiterWorkflow.acquire, ask, start_workflow_operation=start, id=f"{ask.lease_id}-{attempt}"
+        )
+        if grant.granted:
+            return grant
+    raise AssertionError("never granted")
+
+
+async def test_leases_go_by_priority_then_by_tenant_weight(client, run_worker, task_queue):
+    """One request at a time: a held lease, then waiters of three priorities and two tenants
+    (weights 1 and 2); each granted lease is released at once. Interactive goes first, background
+    last, and among jobs tenant `b` gets two grants for each of `a`'s."""
+    limits = EndpointLimits(concurrency=1)
+    wid = limiter_id(f"test-{task_queue}")
+    now = datetime.now(UTC)
+    order: list[str] = []
+
+    def ask(name: str, tenant: str, priority: int, weight: float = 1.0, offset: float = 0.0) -> Ask:
+        return Ask(
+            lease_id=name,
+            session=name,
+            tenant=tenant,
+            weight=weight,
+            priority=priority,
+            since=now + timedelta(seconds=offset),
+            limits=limits,
+        )
+
+    async def take(a: Ask) -> None:
+        await _ask(client, wid, task_queue, a)
+        order.append(a.lease_id)
+        await client.get_workflow_handle(wid).signal(LimiterWorkflow.release, Release(lease_id=a.lease_id))
+
+    async with run_worker():
+        await _ask(client, wid, task_queue, ask("held", "a", 2))
+        waiters = [ask("background", "a", 3)]
+        waiters += [ask(f"a{i}", "a", 2, 1.0, i) for i in range(4)]
+        waiters += [ask(f"b{i}", "b", 2, 2.0, i) for i in range(4)]
+        waiters += [ask("interactive", "b", 1, 2.0, 10)]
+        tasks = [asyncio.create_task(take(w)) for w in waiters]
+        handle = client.get_workflow_handle(wid)
+        await wait_for(lambda: _waiting(handle, len(waiters)))
+        await handle.signal(LimiterWorkflow.release, Release(lease_id="held"))
+        await asyncio.gather(*tasks)
+        await record_history(client, wid, "limiter_priority_weights")
+    assert order[0] == "interactive" and order[-1] == "background"
+    jobs = order[1:-1]
+    assert jobs[:3].count("b0") + jobs[:3].count("b1") == 2 and "a0" in jobs[:3]  # 2:1 for weight 2:1
+    assert [j for j in jobs if j.startswith("a")] == ["a0", "a1", "a2", "a3"]  # in arrival order
+
+
+async def _waiting(handle: Any, n: int) -> bool:
+    return len((await handle.query(LimiterWorkflow.status)).waiting) == n
+
+
+async def test_the_limiter_continues_as_new_keeping_its_ledger(client, run_worker, task_queue):
+    """Past its history bound the limiter moves to a new run mid-stream of asks; the leases granted
+    before still count (rpm 40 in a long window: all 40 are in it)."""
+    limits = EndpointLimits(rpm=40, window=timedelta(minutes=10))
+    wid = limiter_id(f"test-can-{task_queue}")
+    state = LimiterState(endpoint=wid, label="test", limits=limits, history_events=60)
+    async with run_worker():
+        for i in range(40):
+            ask = Ask(lease_id=f"l{i}", session="s", tenant="t", since=datetime.now(UTC), limits=limits)
+            await _ask(client, wid, task_queue, ask, state)
+            await client.get_workflow_handle(wid).signal(LimiterWorkflow.release, Release(lease_id=f"l{i}"))
+        handle = client.get_workflow_handle(wid)
+        status = await handle.query(LimiterWorkflow.status)
+        runs = [e async for e in client.list_workflows(f"WorkflowId = '{wid}'")]
+        await record_history(client, wid, "limiter_continue_as_new", run_id=runs[-1].run_id)
+    assert status.use.requests == 40 and status.requests == 40
+    assert len(runs) > 1

@@ -86,6 +86,8 @@ def test_the_corpus_covers_every_feature():
         "schedule_fire_steer_once",
         "turn_task_raised",
         "workflow_cancel_session_servers",
+        "limiter_priority_weights",
+        "limiter_continue_as_new",
     } <= names
 
 

@@ -135,6 +135,9 @@ class Flow:
                 attempt += 1
                 if grant.granted:
                     return grant
+                if grant.reason == "moving":  # to a new run: ask again in a moment
+                    await asyncio.sleep(0.05)
+                    continue
                 if grant.reason == "cooldown" and grant.resumes_at is not None:
                     self.cooldowns[endpoint.id] = grant.resumes_at
                 self._check_budget(endpoint, Wait(grant.reason, grant.resumes_at), waits)

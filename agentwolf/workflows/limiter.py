@@ -35,8 +35,6 @@ POLL = timedelta(seconds=10)
 IDLE_END = timedelta(hours=1)
 """A limiter with no lease in its window and no waiter for this long ends (the next acquire starts it
 again, with what the workers configure)."""
-HISTORY_EVENTS = 5000
-"""Continue as new past this many events (or when Temporal suggests it)."""
 
 
 def limiter_id(endpoint: str) -> str:
@@ -124,6 +122,8 @@ class LimiterState(BaseModel):
     requests: int = 0
     cooldowns: int = 0
     last_active: datetime | None = None
+    history_events: int = 5000
+    """Continue as new past this many events (or when Temporal suggests it)."""
 
 
 class Usage(BaseModel):
@@ -393,4 +393,7 @@ class LimiterWorkflow:
 
     def _should_move(self) -> bool:
         info = workflow.info()
-        return info.is_continue_as_new_suggested() or info.get_current_history_length() > HISTORY_EVENTS
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() > self.state.history_events
+        )
