@@ -19,6 +19,14 @@ runs, background tasks (`wolf submit`)."""
 DEFAULT_PRIORITY = 2
 
 
+def session_priority(background: bool, trigger: str | None) -> int:
+    """A session's priority key: runs a job or schedule started go before background tasks; a
+    session a person talks to goes first (its subagents inherit it)."""
+    if trigger is not None:
+        return 2
+    return 3 if background else 1
+
+
 class EndpointLimits(BaseModel):
     """The budgets of the models a `match` pattern names (`openai:gpt-4o*`, `*`), per endpoint (base
     URL and API key) and model; None: unknown until a provider header says."""
