@@ -47,6 +47,8 @@ from agentwolf.workflows.limiter import (
     Learned,
     LimiterState,
     LimiterWorkflow,
+    Poll,
+    Polled,
     Release,
     limiter_id,
 )
@@ -95,6 +97,25 @@ def endpoint_id(base_url: str, api_key: str, model: str) -> str:
 
 
 @dataclass
+class _Waiting:
+    """One request of this worker waiting for a lease."""
+
+    ask: Ask
+    grant: asyncio.Future[Grant]
+    latest: Grant | None = None
+    """The limiter's last word on why it waits."""
+
+
+@dataclass
+class _Queue:
+    """This worker's requests waiting on one endpoint, and its poll."""
+
+    endpoint: Endpoint
+    waiting: dict[str, _Waiting] = field(default_factory=dict)
+    poller: asyncio.Task[None] | None = None
+
+
+@dataclass
 class Flow:
     """One worker's access to the fleet's limiters."""
 
@@ -103,6 +124,9 @@ class Flow:
     policy: FlowPolicy
     cooldowns: dict[str, datetime] = field(default_factory=dict)
     """Endpoint -> the end of a cooldown this worker saw (a 429 here, or a limiter's answer)."""
+    worker: str = field(default_factory=lambda: uuid.uuid4().hex)
+    """This process, to the limiters (its polls collect its grants)."""
+    _queues: dict[str, _Queue] = field(default_factory=dict)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
     def wrap(self, model: Model, spec: str, manifest_limits: list[EndpointLimits], tenant: str) -> Model:
@@ -122,26 +146,29 @@ class Flow:
         """A lease, waiting (and saying why in `WAITS`) as long as it takes, up to the policy's
         `rate_wait_max` since the request was first scheduled."""
         waits = WAITS.get()
-        attempt = 0
+        queue = self._queues.setdefault(endpoint.id, _Queue(endpoint))
+        ask = ask.model_copy(update={"worker": self.worker})
         try:
+            while (cooling := self.cooldowns.get(endpoint.id)) and cooling > datetime.now(UTC):
+                self._check_budget(endpoint, Wait("cooldown", cooling), waits)
+                await asyncio.sleep(min((cooling - datetime.now(UTC)).total_seconds(), 1.0))
+            waiting = _Waiting(ask, asyncio.get_running_loop().create_future())
+            queue.waiting[ask.lease_id] = waiting
+            if queue.poller is None or queue.poller.done():
+                queue.poller = asyncio.create_task(self._poll(queue))
+            else:  # a poll is in flight: announce this one now rather than at the next poll
+                self._send(endpoint, [(LimiterWorkflow.enqueue, Poll(worker=self.worker, asks=[ask]))])
             while True:
-                now = datetime.now(UTC)
-                cooling = self.cooldowns.get(endpoint.id)
-                if cooling is not None and cooling > now:
-                    self._check_budget(endpoint, Wait("cooldown", cooling), waits)
-                    await asyncio.sleep(min((cooling - now).total_seconds(), 1.0))
-                    continue
-                grant = await self._ask(endpoint, ask, attempt)
-                attempt += 1
-                if grant.granted:
-                    return grant
-                if grant.reason == "moving":  # to a new run: ask again in a moment
-                    await asyncio.sleep(0.05)
-                    continue
-                if grant.reason == "cooldown" and grant.resumes_at is not None:
-                    self.cooldowns[endpoint.id] = grant.resumes_at
-                self._check_budget(endpoint, Wait(grant.reason, grant.resumes_at), waits)
+                await asyncio.wait({waiting.grant}, timeout=0.5)
+                if waiting.grant.done():
+                    return waiting.grant.result()
+                latest = waiting.latest
+                wait = Wait(latest.reason, latest.resumes_at) if latest else Wait("queued", None)
+                if latest is not None and latest.reason == "cooldown" and latest.resumes_at is not None:
+                    self.cooldowns[endpoint.id] = latest.resumes_at
+                self._check_budget(endpoint, wait, waits)
         finally:
+            queue.waiting.pop(ask.lease_id, None)
             if waits is not None:
                 waits.now = None
 
@@ -163,37 +190,58 @@ class Flow:
             )
         timeout = info.start_to_close_timeout
         if timeout is not None and now + ATTEMPT_MARGIN > info.started_time + timeout:
-            delay = (
-                (wait.resumes_at - now) if wait.resumes_at and wait.resumes_at > now else timedelta(seconds=1)
-            )
+            resumes = wait.resumes_at
+            delay = (resumes - now) if resumes and resumes > now else timedelta(seconds=1)
             raise ApplicationError(
                 f"rate limited ({endpoint.label}: {wait.reason}); waiting on in the next attempt",
                 type="RateLimited",
                 next_retry_delay=delay,
             )
 
-    async def _ask(self, endpoint: Endpoint, ask: Ask, attempt: int) -> Grant:
-        wid = limiter_id(endpoint.id)
-        start = WithStartWorkflowOperation(
-            LimiterWorkflow.run,
-            LimiterState(endpoint=endpoint.id, label=endpoint.label, limits=endpoint.limits),
-            id=wid,
-            task_queue=self.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        )
+    async def _poll(self, queue: _Queue) -> None:
+        """This worker's one poll in flight for an endpoint, while any of its requests waits; if it
+        fails for good, so do they."""
         try:
-            result: Grant = await self.client.execute_update_with_start_workflow(
-                LimiterWorkflow.acquire,
-                ask,
-                start_workflow_operation=start,
-                id=f"{ask.lease_id}-{attempt}",
+            await self._polling(queue)
+        except Exception as exc:
+            for waiting in queue.waiting.values():
+                if not waiting.grant.done():
+                    waiting.grant.set_exception(exc)
+            raise
+
+    async def _polling(self, queue: _Queue) -> None:
+        endpoint = queue.endpoint
+        state = LimiterState(endpoint=endpoint.id, label=endpoint.label, limits=endpoint.limits)
+        backoff = 0.1
+        while queue.waiting:
+            start = WithStartWorkflowOperation(  # one per request: the SDK refuses to reuse one
+                LimiterWorkflow.run,
+                state,
+                id=limiter_id(endpoint.id),
+                task_queue=self.task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             )
-            return result
-        except (RPCError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError) as exc:
-            # a limiter moving to a new run, or the server busy
-            log.debug("limiter %s: %s; asking again", wid, exc)
-            await asyncio.sleep(0.2)
-            return Grant(lease_id=ask.lease_id, granted=False, reason="moving")
+            poll = Poll(worker=self.worker, asks=[w.ask for w in queue.waiting.values()])
+            try:
+                polled: Polled = await self.client.execute_update_with_start_workflow(
+                    LimiterWorkflow.poll, poll, start_workflow_operation=start, id=uuid.uuid4().hex
+                )
+            except (RPCError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError) as exc:
+                # the server busy (too many updates in flight), or the limiter moving to a new run
+                log.debug("limiter %s: %s; polling again", endpoint.label, exc)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+                continue
+            backoff = 0.1
+            for grant in polled.grants:
+                waiting = queue.waiting.get(grant.lease_id)
+                if not grant.granted:
+                    if waiting is not None:
+                        waiting.latest = grant
+                elif waiting is not None and not waiting.grant.done():
+                    waiting.grant.set_result(grant)
+                else:  # granted after its request stopped waiting: give it back
+                    self.release(endpoint, Release(lease_id=grant.lease_id, sent=False))
 
     def release(self, endpoint: Endpoint, release: Release) -> None:
         """Give a lease back, in the background: it must go out even when the activity is cancelled."""

@@ -2,18 +2,22 @@
 concurrent requests), shared by every worker of the namespace, as a long-lived workflow.
 
 Workflow id `wolf-limiter/<endpoint>` (a digest of base URL, API key and model: never the key).
-Workers take a lease through the `acquire` update before each model request and give it back with
-the `release` signal, carrying the real usage (reserve, then reconcile). A lease counts in the
-window from its grant until a window after its release, so the provider, which saw the request
-somewhere in between, never counts more than the limiter did. A lease never released (its worker
-was SIGKILLed) ends at its TTL. A 429 posts a `cooldown` that holds every grant back until it
-passes.
+Each worker process keeps one `poll` update in flight per endpoint, carrying every request of that
+worker that waits for a lease; the update answers as soon as one of them is granted (with every
+grant ready for that worker), else within POLL. A request that starts waiting while a poll is in
+flight is announced with the `enqueue` signal, so it need not wait for the next poll. Temporal
+bounds the updates in flight per workflow (`history.maxInFlightUpdates`, 10 by default): one per
+worker, not one per request, keeps a fleet of workers within it. A lease goes back with the `release`
+signal, carrying the real usage (reserve, then reconcile). A lease counts in the window from its
+grant until a window after its release, so the provider, which saw the request somewhere in
+between, never counts more than the limiter did. A lease never released (its worker was SIGKILLed)
+ends at its TTL; a worker that stops polling loses its waiting requests after STALE. A 429 posts a
+`cooldown` that holds every grant back until it passes.
 
 Waiters are served by priority (Temporal priority key: interactive 1, jobs 2, background 3), then by
 tenant share (start-time fair queuing: each grant advances the tenant's virtual time by its cost
-over its weight, and the waiter with the smallest start goes next), then in arrival order. An
-`acquire` answers within POLL, granted or not, and the worker asks again keeping its place (its
-`since`); the limiter holds no caller for long and continues as new when its history grows.
+over its weight, and the waiter with the smallest start goes next), then in arrival order (`since`).
+The limiter continues as new when its history grows, carrying its ledger and its queue.
 Deterministic code only.
 """
 
@@ -31,7 +35,9 @@ with workflow.unsafe.imports_passed_through():
 
 LIMITER_WORKFLOW = "Limiter"
 POLL = timedelta(seconds=10)
-"""An `acquire` not granted by then answers `granted=False`; the worker asks again."""
+"""A `poll` with nothing granted answers by then (with why its requests wait); the worker polls again."""
+STALE = timedelta(seconds=30)
+"""A worker that has not polled for this long is gone: its waiting requests leave the queue."""
 IDLE_END = timedelta(hours=1)
 """A limiter with no lease in its window and no waiter for this long ends (the next acquire starts it
 again, with what the workers configure)."""
@@ -51,6 +57,8 @@ class Learned(BaseModel):
 
 class Ask(BaseModel):
     lease_id: str
+    worker: str = ""
+    """The asking worker process (its polls collect the grant)."""
     session: str
     """The asking session's workflow id (shown by `wolf limits` while it waits)."""
     tenant: str
@@ -71,7 +79,21 @@ class Grant(BaseModel):
     resumes_at: datetime | None = None
     """Not granted: the earliest time it could be (an estimate past a cooldown or a window)."""
     reason: str = ""
-    """Not granted: `cooldown`, `rpm`, `input_tpm`, `output_tpm`, `concurrency`, `queued`, `moving`."""
+    """Not granted: `cooldown`, `rpm`, `input_tpm`, `output_tpm`, `concurrency`, `queued`."""
+
+
+class Poll(BaseModel):
+    worker: str
+    asks: list[Ask]
+    """Every request of the worker that waits (the limiter adds those it does not hold: a lost signal,
+    a new run)."""
+
+
+class Polled(BaseModel):
+    grants: list[Grant]
+    """Granted leases ready for the worker, and for its other requests why they still wait."""
+    moving: bool = False
+    """The limiter continues as new: poll again at once."""
 
 
 class Release(BaseModel):
@@ -90,6 +112,7 @@ class Cooldown(BaseModel):
 
 class Lease(BaseModel):
     lease_id: str
+    worker: str = ""
     session: str
     tenant: str
     priority: int
@@ -122,6 +145,12 @@ class LimiterState(BaseModel):
     requests: int = 0
     cooldowns: int = 0
     last_active: datetime | None = None
+    queue: list[Ask] = []
+    """Requests waiting for a lease."""
+    ready: list[Grant] = []
+    """Grants their worker has not collected yet."""
+    seen: dict[str, datetime] = {}
+    """Worker -> its last poll or enqueue."""
     history_events: int = 5000
     """Continue as new past this many events (or when Temporal suggests it)."""
 
@@ -159,10 +188,10 @@ class LimiterStatus(BaseModel):
 
 
 @dataclass
-class _Waiter:
-    ask: Ask
+class _Poll:
+    worker: str
     deadline: datetime
-    grant: Grant | None = None
+    answer: Polled | None = None
 
 
 @workflow.defn(name=LIMITER_WORKFLOW)
@@ -170,7 +199,7 @@ class LimiterWorkflow:
     @workflow.init
     def __init__(self, state: LimiterState) -> None:
         self.state = state
-        self.waiters: dict[str, _Waiter] = {}
+        self.polls: dict[str, _Poll] = {}
         self.changed = False
         self.moving = False
 
@@ -182,8 +211,8 @@ class LimiterWorkflow:
             self._serve(now)
             if self._should_move():
                 self.moving = True
-                for waiter in list(self.waiters.values()):
-                    self._answer(waiter, Grant(lease_id=waiter.ask.lease_id, granted=False, reason="moving"))
+                for poll in list(self.polls.values()):
+                    self._answer(poll, Polled(grants=[], moving=True))
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self.state)
             if self._idle(now) and workflow.all_handlers_finished():
@@ -194,28 +223,43 @@ class LimiterWorkflow:
                 await workflow.wait_condition(lambda: self.changed, timeout=wake)
 
     @workflow.update
-    async def acquire(self, ask: Ask) -> Grant:
-        """A lease for one request, or `granted=False` within POLL (ask again with the same `since`)."""
-        known = next((lease for lease in self.state.leases if lease.lease_id == ask.lease_id), None)
-        if known is not None:  # the grant's answer was lost: the same lease again
-            return Grant(lease_id=ask.lease_id, granted=True, expires_at=known.expires_at)
+    async def poll(self, poll: Poll) -> Polled:
+        """The worker's grants, as soon as one is ready, else within POLL its requests' reasons."""
         if self.moving:
-            return Grant(lease_id=ask.lease_id, granted=False, reason="moving")
-        if (old := self.waiters.get(ask.lease_id)) is not None:
-            self._answer(old, Grant(lease_id=ask.lease_id, granted=False, reason="queued"))
-        self.state.limits = ask.limits
-        waiter = _Waiter(ask, workflow.now() + POLL)
-        self.waiters[ask.lease_id] = waiter
+            return Polled(grants=[], moving=True)
+        if (old := self.polls.get(poll.worker)) is not None:
+            self._answer(old, Polled(grants=[]))
+        self._enqueue(poll.worker, poll.asks)
+        mine = _Poll(poll.worker, workflow.now() + POLL)
+        self.polls[poll.worker] = mine
         self.changed = True
-        await workflow.wait_condition(lambda: waiter.grant is not None)
-        assert waiter.grant is not None
-        return waiter.grant
+        await workflow.wait_condition(lambda: mine.answer is not None)
+        assert mine.answer is not None
+        return mine.answer
+
+    @workflow.signal
+    def enqueue(self, poll: Poll) -> None:
+        """Requests that started waiting while their worker's poll was in flight."""
+        self._enqueue(poll.worker, poll.asks)
+        self.changed = True
+
+    def _enqueue(self, worker: str, asks: list[Ask]) -> None:
+        s = self.state
+        s.seen[worker] = workflow.now()
+        held = {a.lease_id for a in s.queue} | {g.lease_id for g in s.ready} | {x.lease_id for x in s.leases}
+        for ask in asks:
+            if ask.lease_id not in held:
+                s.queue.append(ask.model_copy(update={"worker": worker}))
+                s.limits = ask.limits  # the latest asker's configuration applies
+        if asks:
+            s.last_active = workflow.now()
 
     @workflow.signal
     def release(self, release: Release) -> None:
         """A lease's request is done (or was never sent): reconcile its tokens with the real usage."""
-        if (waiter := self.waiters.get(release.lease_id)) is not None:  # cancelled while it waited
-            self._answer(waiter, Grant(lease_id=release.lease_id, granted=False, reason="released"))
+        s = self.state
+        s.queue = [a for a in s.queue if a.lease_id != release.lease_id]  # cancelled while it waited
+        s.ready = [g for g in s.ready if g.lease_id != release.lease_id]
         for lease in self.state.leases:
             if lease.lease_id == release.lease_id and lease.ended_at is None:
                 lease.ended_at = workflow.now()
@@ -253,10 +297,8 @@ class LimiterWorkflow:
             cooldown_until=cooling,
             cooldown_reason=s.cooldown_reason if cooling else "",
             waiting=[
-                Waiting(
-                    session=w.ask.session, tenant=w.ask.tenant, priority=w.ask.priority, since=w.ask.since
-                )
-                for w in self._queue()
+                Waiting(session=a.session, tenant=a.tenant, priority=a.priority, since=a.since)
+                for a in self._queue()
             ],
             requests=s.requests,
             cooldowns=s.cooldowns,
@@ -305,16 +347,15 @@ class LimiterWorkflow:
             return "concurrency"
         return ""
 
-    def _queue(self) -> list[_Waiter]:
-        """Waiters in the order they are served: priority, tenant's fair start, arrival."""
-        waiting = [w for w in self.waiters.values() if w.grant is None]
+    def _queue(self) -> list[Ask]:
+        """Waiting requests in the order they are served: priority, tenant's fair start, arrival."""
         return sorted(
-            waiting,
-            key=lambda w: (
-                w.ask.priority,
-                max(self.state.clock, self.state.virtual.get(w.ask.tenant, 0.0)),
-                w.ask.since,
-                w.ask.lease_id,
+            self.state.queue,
+            key=lambda a: (
+                a.priority,
+                max(self.state.clock, self.state.virtual.get(a.tenant, 0.0)),
+                a.since,
+                a.lease_id,
             ),
         )
 
@@ -325,18 +366,23 @@ class LimiterWorkflow:
         return max(costs) or 1.0
 
     def _serve(self, now: datetime) -> None:
-        """Drop leases out of the window, grant in queue order while the head fits, answer waiters
-        past their deadline."""
+        """Drop leases out of the window and gone workers' requests, grant in queue order while the
+        head fits, answer the polls that have grants or reached their deadline."""
         s = self.state
         s.leases = [lease for lease in s.leases if lease.end() + s.limits.window > now]
-        while (queue := self._queue()) and not self._refusal(queue[0].ask, now):
-            waiter = queue[0]
-            ask = waiter.ask
+        gone = {w for w, seen in s.seen.items() if seen + STALE <= now and w not in self.polls}
+        if gone:
+            s.queue = [a for a in s.queue if a.worker not in gone]
+            s.ready = [g for g in s.ready if self._worker_of(g) not in gone]
+            s.seen = {w: t for w, t in s.seen.items() if w not in gone}
+        while (queue := self._queue()) and not self._refusal(queue[0], now):
+            ask = queue[0]
             start = max(s.clock, s.virtual.get(ask.tenant, 0.0))
             s.clock = start
             s.virtual[ask.tenant] = start + self._cost(ask) / max(ask.weight, 1e-6)
             lease = Lease(
                 lease_id=ask.lease_id,
+                worker=ask.worker,
                 session=ask.session,
                 tenant=ask.tenant,
                 priority=ask.priority,
@@ -346,23 +392,34 @@ class LimiterWorkflow:
                 output_tokens=ask.output_tokens,
             )
             s.leases.append(lease)
+            s.queue.remove(ask)
+            s.ready.append(Grant(lease_id=ask.lease_id, granted=True, expires_at=lease.expires_at))
             s.requests += 1
+        if s.queue:
             s.last_active = now
-            self._answer(waiter, Grant(lease_id=ask.lease_id, granted=True, expires_at=lease.expires_at))
-        for waiter in self._queue():
-            if waiter.deadline <= now:
-                reason = self._refusal(waiter.ask, now) or "queued"
-                resumes = self._next_free(now) if reason != "cooldown" else s.cooldown_until
-                self._answer(
-                    waiter,
-                    Grant(lease_id=waiter.ask.lease_id, granted=False, resumes_at=resumes, reason=reason),
-                )
-        if self.waiters:
-            s.last_active = now
+        for poll in list(self.polls.values()):
+            ready = [g for g in s.ready if self._worker_of(g) == poll.worker]
+            if ready or poll.deadline <= now:
+                s.ready = [g for g in s.ready if self._worker_of(g) != poll.worker]
+                self._answer(poll, Polled(grants=ready + self._reasons(poll.worker, now)))
 
-    def _answer(self, waiter: _Waiter, grant: Grant) -> None:
-        waiter.grant = grant
-        self.waiters.pop(waiter.ask.lease_id, None)
+    def _worker_of(self, grant: Grant) -> str:
+        return next((lease.worker for lease in self.state.leases if lease.lease_id == grant.lease_id), "")
+
+    def _reasons(self, worker: str, now: datetime) -> list[Grant]:
+        """Why the worker's waiting requests wait, and until about when."""
+        out = []
+        for ask in self.state.queue:
+            if ask.worker == worker:
+                reason = self._refusal(ask, now) or "queued"
+                resumes = self.state.cooldown_until if reason == "cooldown" else self._next_free(now)
+                out.append(Grant(lease_id=ask.lease_id, granted=False, resumes_at=resumes, reason=reason))
+        return out
+
+    def _answer(self, poll: _Poll, polled: Polled) -> None:
+        poll.answer = polled
+        if self.polls.get(poll.worker) is poll:
+            del self.polls[poll.worker]
 
     def _next_free(self, now: datetime) -> datetime:
         """When the window next frees room: a lease leaving it, or one expiring."""
@@ -375,8 +432,9 @@ class LimiterWorkflow:
 
     def _next_wake(self, now: datetime) -> timedelta:
         """How long until something changes by itself: room freed, a cooldown's end, a deadline."""
-        times = [w.deadline for w in self.waiters.values()]
-        if self.waiters:
+        times = [p.deadline for p in self.polls.values()]
+        times += [seen + STALE for seen in self.state.seen.values()]
+        if self.state.queue:
             times.append(self._next_free(now))
         times = [t for t in times if t > now]
         if not times:
@@ -387,9 +445,8 @@ class LimiterWorkflow:
 
     def _idle(self, now: datetime) -> bool:
         s = self.state
-        return (
-            not self.waiters and not s.leases and (s.last_active is None or s.last_active + IDLE_END <= now)
-        )
+        quiet = not s.queue and not s.leases and not s.ready and not self.polls
+        return quiet and (s.last_active is None or s.last_active + IDLE_END <= now)
 
     def _should_move(self) -> bool:
         info = workflow.info()

@@ -10,6 +10,7 @@ import json
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,7 @@ class Logged:
     key: str
     input_tokens: int
     refused: bool
+    tag: str = ""
 
 
 @dataclass
@@ -27,6 +29,8 @@ class RateLimit:
     rpm: int | None = None
     input_tpm: int | None = None
     window: float = 60.0
+    tag: Callable[[dict[str, Any]], str] | None = None
+    """Labels each logged request (a bench's tenant, read from the prompt)."""
     blocked_until: float = 0.0
     """Refuse everything until this `time.time()` (a provider's outage of its own)."""
     log: list[Logged] = field(default_factory=list)
@@ -54,7 +58,7 @@ class RateLimit:
                     i += 1
                 wait = kept[i - 1].at + self.window - now
             refused = wait > 0
-            self.log.append(Logged(now, key, tokens, refused))
+            self.log.append(Logged(now, key, tokens, refused, self.tag(body) if self.tag else ""))
             headers = {
                 "x-ratelimit-limit-requests": str(self.rpm or 0),
                 "x-ratelimit-remaining-requests": str(max(0, (self.rpm or 0) - requests - (not refused))),
