@@ -261,6 +261,7 @@ async def test_leases_go_by_priority_then_by_tenant_weight(client, run_worker, t
         await handle.signal(LimiterWorkflow.release, Release(lease_id="held"))
         await asyncio.gather(*tasks)
         await record_history(client, wid, "limiter_priority_weights")
+        await handle.terminate()  # no run left for the worker to finish after the test
     assert order[0] == "interactive" and order[-1] == "background"
     jobs = order[1:-1]
     assert jobs[:3].count("b0") + jobs[:3].count("b1") == 2 and "a0" in jobs[:3]  # 2:1 for weight 2:1
@@ -289,5 +290,6 @@ async def test_the_limiter_continues_as_new_keeping_its_ledger(client, run_worke
         status = await handle.query(LimiterWorkflow.status)
         runs = [e async for e in client.list_workflows(f"WorkflowId = '{wid}'")]
         await record_history(client, wid, "limiter_continue_as_new", run_id=runs[-1].run_id)
+        await handle.terminate()
     assert status.use.requests == 40 and status.requests == 40
     assert len(runs) > 1
