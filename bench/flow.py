@@ -44,6 +44,7 @@ ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT))
 
 from agentwolf.client.devserver import dynamic_config_args, temporal_binary  # noqa: E402
+from agentwolf.client.limits import endpoints  # noqa: E402
 from agentwolf.client.wolf_client import WolfClient  # noqa: E402
 from agentwolf.config.manifest import Manifest  # noqa: E402
 from agentwolf.payloads import data_converter  # noqa: E402
@@ -143,26 +144,31 @@ async def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
                 delay = rng.uniform(5, args.sessions / args.rpm * args.window * 0.6) if interactive else 0.0
                 plan.append(_session(env.client, queue, manifest, tenant, interactive, delay))
             outcomes = await asyncio.wait_for(asyncio.gather(*plan), timeout=args.timeout)
+            found = await endpoints(env.client, None)
+            lease_p95 = found[0].wait_p95.get(1) if found else None
         finally:
             for proc in procs:
                 proc.kill()
                 proc.wait()
             await env.shutdown()
-    return _figures(mode, limit, outcomes, args)
+    return {**_figures(limit, outcomes, args), "mode": mode, "lease_p95_s": lease_p95}
 
 
-def _figures(mode: str, limit: RateLimit, outcomes: list[Any], args: argparse.Namespace) -> dict[str, Any]:
+def _figures(limit: RateLimit, outcomes: list[Any], args: argparse.Namespace) -> dict[str, Any]:
     log = limit.log
     accepted = limit.accepted()
     failed = sum(1 for o in outcomes if o[3])
     interactive = sorted(o[2] for o in outcomes if o[1] and not o[3])
-    # The span where work waited: from the first accepted request to the last.
+    # Budget use over the span work waited (first accepted request to the last); tenant shares over
+    # the span every tenant still had work (until the first tenant's last request).
     start, end = (accepted[0].at, accepted[-1].at) if accepted else (0.0, 0.0)
     windows = max((end - start) / args.window, 1e-9)
-    used = sum(e.input_tokens for e in accepted) / (args.input_tpm * windows) if accepted else 0.0
-    shares = Counter(e.tag for e in accepted)
+    inside = [e for e in accepted if e.at < end]  # the last window's worth is still in the provider's
+    used = sum(e.input_tokens for e in inside) / (args.input_tpm * windows) if accepted else 0.0
+    last = {t: max((e.at for e in accepted if e.tag == t), default=0.0) for t in TENANTS}
+    shares = Counter(e.tag for e in accepted if e.at <= min(last.values()))
+    counted = max(1, sum(shares.values()))
     return {
-        "mode": mode,
         "requests": len(log),
         "refused_429": len(limit.refusals()),
         "ratio_429": len(limit.refusals()) / max(1, len(log)),
@@ -170,7 +176,7 @@ def _figures(mode: str, limit: RateLimit, outcomes: list[Any], args: argparse.Na
         "failed_turns": failed,
         "turns": len(outcomes),
         "budget_used": min(used, 9.99),
-        "shares": {t: shares[t] / max(1, len(accepted)) for t in TENANTS},
+        "shares": {t: shares[t] / counted for t in TENANTS},
         "interactive_p95_s": statistics.quantiles(interactive, n=20)[-1] if len(interactive) >= 2 else None,
     }
 
@@ -188,12 +194,17 @@ def _print(figures: dict[str, Any], off: dict[str, Any] | None) -> None:
         f"{figures['mode']:>8}: {figures['requests']} requests, 429s {figures['refused_429']} "
         f"({figures['ratio_429']:.1%}), sent in a cooldown {figures['in_cooldown']}, failed turns "
         f"{figures['failed_turns']}/{figures['turns']}, input budget used {figures['budget_used']:.0%}, "
-        f"shares {shares}, interactive p95 prompt->answer {f'{p95:.2f}s' if p95 is not None else '-'}"
+        f"shares {shares}, interactive p95 prompt->answer {_seconds(p95)}, lease wait "
+        f"{_seconds(figures['lease_p95_s'])}"
     )
     if off is not None and figures is not off:
         ratio_failed = figures["failed_turns"] / off["failed_turns"] if off["failed_turns"] else float("nan")
         ratio_429 = figures["refused_429"] / off["refused_429"] if off["refused_429"] else float("nan")
         print(f"{'':>10}against off: failed turns x{ratio_failed:.2f}, 429s x{ratio_429:.2f}")
+
+
+def _seconds(value: float | None) -> str:
+    return f"{value:.2f}s" if value is not None else "-"
 
 
 def worker(address: str, queue: str, mode: str, extra: str) -> None:

@@ -38,6 +38,7 @@ POLL = timedelta(seconds=10)
 """A `poll` with nothing granted answers by then (with why its requests wait); the worker polls again."""
 STALE = timedelta(seconds=30)
 """A worker that has not polled for this long is gone: its waiting requests leave the queue."""
+WAITS_KEPT = 200
 IDLE_END = timedelta(hours=1)
 """A limiter with no lease in its window and no waiter for this long ends (the next acquire starts it
 again, with what the workers configure)."""
@@ -151,6 +152,8 @@ class LimiterState(BaseModel):
     """Grants their worker has not collected yet."""
     seen: dict[str, datetime] = {}
     """Worker -> its last poll or enqueue."""
+    waits: dict[int, list[float]] = {}
+    """Priority -> seconds the last WAITS_KEPT granted requests waited (since they first asked)."""
     history_events: int = 5000
     """Continue as new past this many events (or when Temporal suggests it)."""
 
@@ -185,6 +188,8 @@ class LimiterStatus(BaseModel):
     waiting: list[Waiting]
     requests: int
     cooldowns: int
+    wait_p95: dict[int, float] = {}
+    """Priority -> the 95th percentile of the recent grants' waits, in seconds."""
 
 
 @dataclass
@@ -302,6 +307,7 @@ class LimiterWorkflow:
             ],
             requests=s.requests,
             cooldowns=s.cooldowns,
+            wait_p95={p: sorted(w)[int(0.95 * (len(w) - 1))] for p, w in s.waits.items() if w},
         )
 
     # -- the ledger --------------------------------------------------------------------------------
@@ -394,6 +400,8 @@ class LimiterWorkflow:
             s.leases.append(lease)
             s.queue.remove(ask)
             s.ready.append(Grant(lease_id=ask.lease_id, granted=True, expires_at=lease.expires_at))
+            waits = s.waits.setdefault(ask.priority, [])
+            waits[:] = [*waits[-(WAITS_KEPT - 1) :], max(0.0, (now - ask.since).total_seconds())]
             s.requests += 1
         if s.queue:
             s.last_active = now
