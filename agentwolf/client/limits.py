@@ -7,16 +7,17 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
-from agentwolf.workflows.contracts import LiveText
 from agentwolf.workflows.limiter import LIMITER_WORKFLOW, LimiterStatus, LimiterWorkflow
 
 
 class SessionWait(BaseModel):
-    """A session's model request waiting for its provider's limits."""
+    """A session's model request waiting for its provider's limits (from its `LiveText` details)."""
+
+    model_config = ConfigDict(extra="ignore")
 
     waiting: str
     """`rate_limited: <what>` (cooldown, rpm, input_tpm, output_tpm, concurrency, queued)."""
@@ -42,12 +43,12 @@ async def session_wait(client: Client, workflow_id: str) -> SessionWait | None:
         beat = pending.heartbeat_details.payloads
         if pending.activity_type.name != "wolf.model_request" or not beat:
             continue
-        try:
-            (details,) = await client.data_converter.decode(beat, [LiveText])
+        try:  # a LiveText (workflows/contracts.py), read as JSON: the client never imports pydantic-ai
+            (details,) = await client.data_converter.decode(beat, [dict])
+            if details.get("waiting"):
+                return SessionWait.model_validate(details, strict=False)
         except Exception:  # noqa: BLE001, S112 - another version's details: nothing to show
             continue
-        if details.waiting:
-            return SessionWait(waiting=details.waiting, resumes_at=details.resumes_at)
     return None
 
 
