@@ -132,12 +132,12 @@ class Flow:
     def wrap(self, model: Model, spec: str, manifest_limits: list[EndpointLimits], tenant: str) -> Model:
         """`model` under flow control when a `limits` entry matches `spec`, else as it is."""
         limits = limits_for(spec, self.policy.limits, manifest_limits)
-        if limits is None:
+        if limits is None or model.base_url is None:  # in-process models (`local:`) have no provider
             return model
         client = getattr(model, "client", None)
         if client is not None and hasattr(client, "max_retries"):
             client.max_retries = 0  # the SDK's hidden retries would resend during a shared cooldown
-        base_url = model.base_url or ""
+        base_url = model.base_url
         key = str(getattr(client, "api_key", "") or "")
         endpoint = Endpoint(endpoint_id(base_url, key, model.model_name), f"{spec} @ {base_url}", limits)
         return FlowModel(model, self, endpoint, tenant)
