@@ -190,6 +190,7 @@ async def test_a_turn_waits_out_a_long_refusal_and_status_shows_it(wolf, client,
 
             wolf = WolfClient(client, task_queue=TASK_QUEUE)
             sid = await wolf.submit("hi", "a", manifest)
+            follower = asyncio.create_task(_events(wolf, sid))
             wait = await wait_for(lambda: wolf.waiting(sid), timeout=60)
             assert wait.waiting.startswith("rate_limited") and wait.resumes_in() is not None
             shown = await _wolf(address, "status", sid)
@@ -198,7 +199,9 @@ async def test_a_turn_waits_out_a_long_refusal_and_status_shows_it(wolf, client,
             (mine,) = [e for e in listed if server.base_url in e["label"]]
             assert mine["cooldown_until"] is not None
             result = await wolf.result(sid)
+            kinds = [e.kind for e in await follower]
     assert result.outcome == "completed" and result.output == "finally"
+    assert "rate_limited" in kinds  # followers see the wait too
     assert len(limit.refusals()) > 6  # more refusals than the old policy had attempts
     assert limit.sent_in_cooldowns() == []
 
@@ -213,6 +216,10 @@ async def test_a_wait_past_rate_wait_max_fails_the_turn_saying_why(wolf, run_wor
                 await wolf.result(sid)
     assert "rate_wait_max" in str(failure.value.cause)
     assert len(limit.log) <= 2  # it waited out the cooldown instead of resending
+
+
+async def _events(wolf: Any, sid: str) -> list[Any]:
+    return [event async for _, event in wolf.events(sid)]
 
 
 async def _wolf(address: str, *args: str) -> subprocess.CompletedProcess[str]:

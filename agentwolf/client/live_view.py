@@ -433,6 +433,7 @@ def event_line(event: Event, session_id: str = "SESSION") -> Text | None:
         "config_changed": "config changed: ",
         "extensions_changed": "tools or skills changed: ",
         "command_expanded": f"{tool} expanded: ",
+        "rate_limited": "waiting: ",
     }
     return Text(f"  {prose.get(k, k + ': ')}{text}", "dim")
 

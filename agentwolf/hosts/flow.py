@@ -128,6 +128,7 @@ class Flow:
     """This process, to the limiters (its polls collect its grants)."""
     _queues: dict[str, _Queue] = field(default_factory=dict)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    """Signals being sent (`close` waits for them)."""
 
     def wrap(self, model: Model, spec: str, manifest_limits: list[EndpointLimits], tenant: str) -> Model:
         """`model` under flow control when a `limits` entry matches `spec`, else as it is."""
@@ -171,6 +172,13 @@ class Flow:
             queue.waiting.pop(ask.lease_id, None)
             if waits is not None:
                 waits.now = None
+
+    async def close(self) -> None:
+        """Stop polling and let the last signals (releases) go out."""
+        pollers = [q.poller for q in self._queues.values() if q.poller is not None]
+        for poller in pollers:
+            poller.cancel()
+        await asyncio.gather(*pollers, *self._tasks, return_exceptions=True)
 
     def _check_budget(self, endpoint: Endpoint, wait: Wait, waits: Waits | None) -> None:
         """Note the wait; past `rate_wait_max` fail for good, past this attempt's time end it with

@@ -486,3 +486,5 @@ class HostRegistry:
             self._reaper = None
         hosts, self._hosts = self.hosts(), {}
         await asyncio.gather(*(h.close() for h in hosts))
+        if self.flow is not None:
+            await self.flow.close()

@@ -229,7 +229,8 @@ class LimiterWorkflow:
 
     @workflow.update
     async def poll(self, poll: Poll) -> Polled:
-        """The worker's grants, as soon as one is ready, else within POLL its requests' reasons."""
+        """The worker's grants as soon as one is ready, at once when none of its requests waits, else
+        within POLL with why they wait."""
         if self.moving:
             return Polled(grants=[], moving=True)
         if (old := self.polls.get(poll.worker)) is not None:
@@ -407,7 +408,8 @@ class LimiterWorkflow:
             s.last_active = now
         for poll in list(self.polls.values()):
             ready = [g for g in s.ready if self._worker_of(g) == poll.worker]
-            if ready or poll.deadline <= now:
+            waiting = any(a.worker == poll.worker for a in s.queue)
+            if ready or not waiting or poll.deadline <= now:  # nothing to wait for: answer at once
                 s.ready = [g for g in s.ready if self._worker_of(g) != poll.worker]
                 self._answer(poll, Polled(grants=ready + self._reasons(poll.worker, now)))
 
