@@ -159,14 +159,14 @@ def _figures(limit: RateLimit, outcomes: list[Any], args: argparse.Namespace) ->
     accepted = limit.accepted()
     failed = sum(1 for o in outcomes if o[3])
     interactive = sorted(o[2] for o in outcomes if o[1] and not o[3])
-    # Budget use over the span work waited (first accepted request to the last); tenant shares over
-    # the span every tenant still had work (until the first tenant's last request).
-    start, end = (accepted[0].at, accepted[-1].at) if accepted else (0.0, 0.0)
-    windows = max((end - start) / args.window, 1e-9)
-    inside = [e for e in accepted if e.at < end]  # the last window's worth is still in the provider's
-    used = sum(e.input_tokens for e in inside) / (args.input_tpm * windows) if accepted else 0.0
+    # Budget use and tenant shares over the span every tenant still had work waiting: from the first
+    # accepted request to the first tenant's last.
     last = {t: max((e.at for e in accepted if e.tag == t), default=0.0) for t in TENANTS}
-    shares = Counter(e.tag for e in accepted if e.at <= min(last.values()))
+    start, end = (accepted[0].at, min(last.values())) if accepted else (0.0, 0.0)
+    windows = max((end - start) / args.window, 1e-9)
+    inside = [e for e in accepted if e.at < end]
+    used = sum(e.input_tokens for e in inside) / (args.input_tpm * windows) if accepted else 0.0
+    shares = Counter(e.tag for e in accepted if e.at <= end)
     counted = max(1, sum(shares.values()))
     return {
         "requests": len(log),

@@ -121,6 +121,7 @@ async def test_two_worker_processes_share_one_budget(wolf, client, task_queue, t
     assert [r.outcome for r in results] == ["completed"] * 10
     assert len(limit.accepted()) == 10 and limit.refusals() == []  # paced, never refused
     assert status.requests >= 10 and status.rpm == 3  # grants (a retried attempt gives one back unused)
+    assert set(status.wait_p95) == {3}  # `wolf submit` sessions are background work (priority 3)
     assert len(await _workers_that_ran_model_requests(client, sids)) == 2
 
 

@@ -57,6 +57,8 @@ log = logging.getLogger(__name__)
 
 RETRY_AFTER_DEFAULT = 1.0
 """Seconds of cooldown after a 429 that says nothing about when to come back."""
+PRIORITIES_KEPT = 10_000
+"""Sessions whose priority key a worker remembers (oldest out first)."""
 ATTEMPT_MARGIN = timedelta(seconds=30)
 """A wait that would run past the attempt's start-to-close timeout less this ends the attempt with
 `next_retry_delay` instead (a fresh attempt waits on)."""
@@ -127,6 +129,7 @@ class Flow:
     worker: str = field(default_factory=lambda: uuid.uuid4().hex)
     """This process, to the limiters (its polls collect its grants)."""
     _queues: dict[str, _Queue] = field(default_factory=dict)
+    _priorities: dict[str, int] = field(default_factory=dict)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     """Signals being sent (`close` waits for them)."""
 
@@ -179,6 +182,27 @@ class Flow:
         for poller in pollers:
             poller.cancel()
         await asyncio.gather(*pollers, *self._tasks, return_exceptions=True)
+
+    async def priority(self, info: activity.Info) -> int:
+        """The asking session's priority key: the activity's own when it has one, else the one its
+        workflow started with (activities inherit it, but their info shows only their own); one
+        describe per session, remembered."""
+        if info.priority and info.priority.priority_key:
+            return info.priority.priority_key
+        wid = info.workflow_id
+        if wid is None:
+            return DEFAULT_PRIORITY
+        if (known := self._priorities.get(wid)) is not None:
+            return known
+        try:
+            described = await self.client.get_workflow_handle(wid).describe()
+            key = described.raw_description.workflow_execution_info.priority.priority_key
+        except RPCError:
+            return DEFAULT_PRIORITY
+        if len(self._priorities) >= PRIORITIES_KEPT:
+            self._priorities.pop(next(iter(self._priorities)))
+        self._priorities[wid] = key = key or DEFAULT_PRIORITY
+        return key
 
     def _check_budget(self, endpoint: Endpoint, wait: Wait, waits: Waits | None) -> None:
         """Note the wait; past `rate_wait_max` fail for good, past this attempt's time end it with
@@ -353,7 +377,7 @@ class FlowModel(WrapperModel):
         self.endpoint = endpoint
         self.tenant = tenant
 
-    def _ask(
+    async def _ask(
         self,
         messages: list[ModelMessage],
         settings: ModelSettings | None,
@@ -361,9 +385,8 @@ class FlowModel(WrapperModel):
         since: datetime,
         lease_id: str,
     ) -> Ask:
-        in_activity = activity.in_activity()
-        info = activity.info() if in_activity else None
-        priority = (info.priority.priority_key if info and info.priority else None) or DEFAULT_PRIORITY
+        info = activity.info() if activity.in_activity() else None
+        priority = await self.flow.priority(info) if info else DEFAULT_PRIORITY
         max_tokens = (settings or {}).get("max_tokens")
         return Ask(
             lease_id=lease_id,
@@ -384,7 +407,7 @@ class FlowModel(WrapperModel):
         params: ModelRequestParameters,
         since: datetime,
     ) -> Ask:
-        ask = self._ask(messages, settings, params, since, uuid.uuid4().hex)
+        ask = await self._ask(messages, settings, params, since, uuid.uuid4().hex)
         try:
             await self.flow.acquire(self.endpoint, ask)
         except BaseException:
