@@ -35,7 +35,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.common import Priority, WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
@@ -252,6 +252,8 @@ class Flow:
                 id=limiter_id(endpoint.id),
                 task_queue=self.task_queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                # first in the queue: its tasks must not wait behind the sessions it paces
+                priority=Priority(priority_key=1),
             )
             poll = Poll(worker=self.worker, asks=[w.ask for w in queue.waiting.values()])
             try:
