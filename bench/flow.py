@@ -13,7 +13,7 @@ Modes, each on a fresh dev server:
 - `limiter`: AgentWolf's limiter workflow (the worker policy's `flow.limits` and tenant weights).
 
 The provider's window is `--window` seconds (10 by default: 60 RPM and 40k input TPM scaled to 10 s,
-six times faster than a real minute, same shape). Each session's prompt carries ~500 tokens so
+six times faster than a real minute, same shape). Each session's prompt carries ~950 tokens so
 the token budget binds before the request budget. Printed per mode: requests, 429 ratio, requests
 sent inside an announced cooldown, failed turns, input-token budget used while work waited,
 each tenant's share of requests in that span, interactive turns' p95 time from prompt to answer (an
@@ -53,7 +53,7 @@ from tests.support.openai_server import Reply, ScriptedOpenAI  # noqa: E402
 from tests.support.rate_limit import RateLimit  # noqa: E402
 
 TENANTS = {"t1": 1.0, "t2": 1.0, "t3": 2.0}
-PADDING = "lorem ipsum dolor sit amet " * 75  # ~2,000 characters: ~500 tokens a request
+PADDING = "lorem ipsum dolor sit amet " * 135  # ~3,600 characters: ~950 tokens a request (tokens bind)
 
 
 def _manifest(base_url: str) -> Manifest:
