@@ -132,6 +132,7 @@ class Flow:
     _priorities: dict[str, int] = field(default_factory=dict)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     """Signals being sent (`close` waits for them)."""
+    _last_send: dict[str, asyncio.Task[None]] = field(default_factory=dict)
 
     def wrap(self, model: Model, spec: str, manifest_limits: list[EndpointLimits], tenant: str) -> Model:
         """`model` under flow control when a `limits` entry matches `spec`, else as it is."""
@@ -292,9 +293,13 @@ class Flow:
         self._send(endpoint, [*signals, (LimiterWorkflow.release, release)])
 
     def _send(self, endpoint: Endpoint, signals: list[tuple[Any, Any]]) -> None:
-        """Signal the limiter, in order, in the background (a few tries while the server is busy)."""
+        """Signal the limiter in the background, after every signal sent before to it (an enqueue
+        before the release that cancels it), a few tries each while the server is busy."""
+        before = self._last_send.get(endpoint.id)
 
         async def send() -> None:
+            if before is not None:
+                await asyncio.gather(before, return_exceptions=True)
             handle = self.client.get_workflow_handle(limiter_id(endpoint.id))
             for signal, arg in signals:
                 for _ in range(5):
@@ -306,6 +311,7 @@ class Flow:
                         await asyncio.sleep(0.5)
 
         task = asyncio.get_running_loop().create_task(send())
+        self._last_send[endpoint.id] = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

@@ -33,6 +33,8 @@ class RateLimit:
     """Labels each logged request (a bench's tenant, read from the prompt)."""
     blocked_until: float = 0.0
     """Refuse everything until this `time.time()` (a provider's outage of its own)."""
+    blocked_for: float = 0.0
+    """Refuse everything for this many seconds from the first request (`blocked_until` then)."""
     log: list[Logged] = field(default_factory=list)
     cooldowns: list[tuple[float, float]] = field(default_factory=list)
     """(refused at, retry after): the span the refusal told clients to stay away."""
@@ -44,6 +46,8 @@ class RateLimit:
         tokens = len(json.dumps(body)) // 4 + 1
         with self._lock:
             now = time.time()
+            if self.blocked_for and not self.log:
+                self.blocked_until = now + self.blocked_for
             kept = [e for e in self.log if not e.refused and e.key == key and e.at > now - self.window]
             requests, used = len(kept), sum(e.input_tokens for e in kept)
             wait = 0.0
