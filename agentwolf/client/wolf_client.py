@@ -23,7 +23,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowQueryFailedError,
 )
-from temporalio.common import Priority, SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentwolf.client.configs import ConfigMethods
@@ -31,7 +31,7 @@ from agentwolf.client.jobs import JobMethods
 from agentwolf.client.schedules import ScheduleMethods
 from agentwolf.client.transient import transient
 from agentwolf.client.usage import UsageKey, UsageReport, usage_report
-from agentwolf.config.limits import session_priority
+from agentwolf.config.limits import PRIORITY_MEMO, session_priority
 from agentwolf.config.loading import load_manifest
 from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.connection import connect
@@ -241,10 +241,11 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
             if unique
             else WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             static_summary=short(f"{agent}: {prompt}" if prompt else f"{agent} (interactive)"),
-            # Model requests inherit it: the limiter serves interactive sessions first (config/limits.py).
-            priority=Priority(priority_key=session_priority(background, trigger)),
             static_details=start_details(agent, manifest, config_name, version, prompt),
-            memo={OWNER_MEMO: owner} if owner is not None else None,
+            # The limiters serve interactive sessions first (config/limits.py). A memo, not a Temporal
+            # priority: the dev server (1.32) stalled a priority session's tasks after a worker restart.
+            memo={PRIORITY_MEMO: session_priority(background, trigger)}
+            | ({OWNER_MEMO: owner} if owner is not None else {}),
         )
         self._owned.add(wid)
         if config_name is not None and version is not None and not pinned:

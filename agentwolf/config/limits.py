@@ -14,9 +14,11 @@ from datetime import timedelta
 from pydantic import BaseModel, ConfigDict, Field
 
 PRIORITIES = {1: "interactive", 2: "job", 3: "background"}
-"""Temporal priority keys of sessions (lower first): `wolf chat`/`prompt` sessions, job and schedule
-runs, background tasks (`wolf submit`)."""
+"""Session priorities, lower first (Temporal's priority-key scale): `wolf chat`/`prompt` sessions, job
+and schedule runs (and sessions started without one: subagents), background tasks (`wolf submit`)."""
 DEFAULT_PRIORITY = 2
+PRIORITY_MEMO = "priority"
+"""The session's memo key holding its priority (set by `WolfClient.start_session`)."""
 
 
 def session_priority(background: bool, trigger: str | None) -> int:

@@ -39,7 +39,7 @@ from temporalio.common import Priority, WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from agentwolf.config.limits import DEFAULT_PRIORITY, EndpointLimits, FlowPolicy, limits_for
+from agentwolf.config.limits import DEFAULT_PRIORITY, PRIORITY_MEMO, EndpointLimits, FlowPolicy, limits_for
 from agentwolf.workflows.limiter import (
     Ask,
     Cooldown,
@@ -185,9 +185,8 @@ class Flow:
         await asyncio.gather(*pollers, *self._tasks, return_exceptions=True)
 
     async def priority(self, info: activity.Info) -> int:
-        """The asking session's priority key: the activity's own when it has one, else the one its
-        workflow started with (activities inherit it, but their info shows only their own); one
-        describe per session, remembered."""
+        """The asking session's priority: the activity's Temporal priority key when it has one, else
+        the one its session was started with (its memo); one describe per session, remembered."""
         if info.priority and info.priority.priority_key:
             return info.priority.priority_key
         wid = info.workflow_id
@@ -197,12 +196,12 @@ class Flow:
             return known
         try:
             described = await self.client.get_workflow_handle(wid).describe()
-            key = described.raw_description.workflow_execution_info.priority.priority_key
-        except RPCError:
+            key = int(await described.memo_value(PRIORITY_MEMO, DEFAULT_PRIORITY))
+        except (RPCError, TypeError, ValueError):
             return DEFAULT_PRIORITY
         if len(self._priorities) >= PRIORITIES_KEPT:
             self._priorities.pop(next(iter(self._priorities)))
-        self._priorities[wid] = key = key or DEFAULT_PRIORITY
+        self._priorities[wid] = key
         return key
 
     def _check_budget(self, endpoint: Endpoint, wait: Wait, waits: Waits | None) -> None:
