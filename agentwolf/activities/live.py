@@ -23,6 +23,7 @@ from pydantic_ai.settings import ModelSettings
 from temporalio import activity
 
 from agentwolf.config.policy import Secrets
+from agentwolf.hosts.flow import Wait
 from agentwolf.telemetry import tracing
 from agentwolf.workflows.contracts import LiveText, LiveTool
 
@@ -131,6 +132,20 @@ async def request(
             model_request_parameters=parameters,
             instrument=instrument,
         )
+
+
+def details(turn_id: str, step: int, live: LiveResponse | None, wait: Wait | None) -> tuple[LiveText, ...]:
+    """A model request's heartbeat details: its text so far, and what it waits for while it waits."""
+    if live is None and wait is None:
+        return ()
+    current = (
+        live.current() if live else LiveText(turn_id=turn_id, step=step, attempt=activity.info().attempt)
+    )
+    if wait is None:
+        return (current,)
+    return (
+        current.model_copy(update={"waiting": f"rate_limited: {wait.reason}", "resumes_at": wait.resumes_at}),
+    )
 
 
 def tool_progress(call_id: str, secrets: Secrets) -> tuple[ProgressFnT, Callable[[], tuple[LiveTool, ...]]]:

@@ -20,6 +20,7 @@ from agentwolf.activities.session_io import heartbeating, query
 from agentwolf.activities.tools import cut_tool_outputs
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError
+from agentwolf.hosts import flow
 from agentwolf.hosts.host import AgentHost, HostRegistry
 from agentwolf.hosts.transcripts import CachedTranscript
 from agentwolf.workflows.compaction import instructions, stubs_any, working_context
@@ -66,6 +67,8 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
         model = host.model(compiled.models)
         answer_mode, answer_object = turn_settings.answer_format(inp.settings, model.profile)
         streamed = live.LiveResponse(inp.turn_id, inp.step, host.secrets) if compiled.stream else None
+        waits = flow.Waits()
+        flow.WAITS.set(waits)
         response = await heartbeating(
             live.request(
                 model,
@@ -98,7 +101,7 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
                 ),
                 streamed,
             ),
-            details=(lambda: (streamed.current(),)) if streamed else tuple,
+            details=lambda: live.details(inp.turn_id, inp.step, streamed, waits.now),
         )
     except ModelHTTPError as exc:
         raise model_http_error(exc, host) from None

@@ -54,6 +54,7 @@ class _Shown:
     attempt: int
     text: str = ""
     thinking: int = 0
+    waiting: str | None = None
 
 
 @dataclass
@@ -140,6 +141,20 @@ class Merge:
             shown = self.shown[key] = _Shown(current)
         if live.attempt < current:  # the previous attempt's details, still on the pending activity
             return out
+        if live.waiting != shown.waiting:  # the request waits for its provider's limits (hosts/flow.py)
+            shown.waiting = live.waiting
+            if live.waiting:
+                until = f", resumes at {live.resumes_at:%H:%M:%S} UTC" if live.resumes_at else ""
+                out.append(
+                    Event(
+                        kind="rate_limited",
+                        at=at,
+                        turn_id=key[0],
+                        step=key[1],
+                        attempt=current,
+                        text=live.waiting + until,
+                    )
+                )
         text_end = live.text_start + len(live.text)
         if text_end > len(shown.text):
             start = max(len(shown.text), live.text_start)

@@ -449,6 +449,7 @@ def event_line(event: Event, session_id: str = "SESSION") -> Text | None:
         "extensions_changed": "tools or skills changed: ",
         "command_expanded": f"{tool} expanded: ",
         "agent_resumed": f"{tool} resumed: ",
+        "rate_limited": "waiting: ",
     }
     return Text(f"  {prose.get(k, k + ': ')}{text}", "dim")
 

@@ -31,6 +31,7 @@ from agentwolf.client.jobs import JobMethods
 from agentwolf.client.schedules import ScheduleMethods
 from agentwolf.client.transient import transient
 from agentwolf.client.usage import UsageKey, UsageReport, usage_report
+from agentwolf.config.limits import PRIORITY_MEMO, session_priority
 from agentwolf.config.loading import load_manifest
 from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.connection import connect
@@ -57,6 +58,8 @@ from agentwolf.workflows.types import (
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
+
+    from agentwolf.client.limits import SessionWait
 
 
 class SessionSummary(BaseModel):
@@ -259,7 +262,10 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
             else WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             static_summary=short(f"{agent}: {prompt}" if prompt else f"{agent} (interactive)"),
             static_details=start_details(agent, manifest, config_name, version, prompt),
-            memo={OWNER_MEMO: owner} if owner is not None else None,
+            # The limiters serve interactive sessions first (config/limits.py). A memo, not a Temporal
+            # priority: the dev server (1.32) stalled a priority session's tasks after a worker restart.
+            memo={PRIORITY_MEMO: session_priority(background, trigger)}
+            | ({OWNER_MEMO: owner} if owner is not None else {}),
         )
         self._owned.add(wid)
         if config_name is not None and version is not None and not pinned:
@@ -413,6 +419,12 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
         ):
             status.state = "done"
         return status
+
+    async def waiting(self, session_id: str) -> SessionWait | None:
+        """What the session's model request waits for (its provider's limits), or None."""
+        from agentwolf.client.limits import session_wait
+
+        return await session_wait(self.client, (await self._handle(session_id)).id)
 
     async def transcript(self, session_id: str) -> list[ModelMessage]:
         from pydantic_ai.messages import ModelMessage

@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentwolf.config.jobs import Hook, Job
+from agentwolf.config.limits import EndpointLimits
 from agentwolf.config.suggest import did_you_mean, listing
 
 
@@ -74,6 +75,9 @@ class ModelsConfig(_Strict):
     context_windows: dict[str, int] = Field({}, exclude_if=lambda v: not v)
     """Tokens a model takes, by model spec or alias name (its models), for models genai-prices does
     not know or to override its figure: compaction keeps requests under it."""
+    limits: list[EndpointLimits] = Field([], exclude_if=lambda v: not v)
+    """Provider limits (requests, tokens per window, concurrency) by model pattern; the worker
+    policy's win."""
 
 
 class McpServerConfig(_Strict):

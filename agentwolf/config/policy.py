@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agentwolf.config.limits import FlowPolicy
 from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.config.origins import WebOrigin
 from agentwolf.config.placeholders import has_placeholder, names, resolve, substitute
@@ -110,6 +111,8 @@ class WorkerPolicy(BaseModel):
     cors_origins: list[WebOrigin] = []
     """Web origins whose pages may call `wolf serve` from a browser (besides `--cors-origin`);
     `*` for any. None by default: no cross-origin access."""
+    flow: FlowPolicy = FlowPolicy()
+    """Provider limits, tenant weights and how long a turn may wait for them."""
     source: str = "built-in default policy"
 
     @field_validator("commands")

@@ -35,6 +35,7 @@ from agentwolf.extensions.types import ChangeEvent, ExtensionError, SkillResourc
 from agentwolf.extensions.watch import SkillRootWatcher
 from agentwolf.hosts.acp_agents import AcpRun
 from agentwolf.hosts.demo import demo_model
+from agentwolf.hosts.flow import Flow
 from agentwolf.hosts.models import build_model
 from agentwolf.hosts.transcripts import CachedTranscript, TranscriptCache
 from agentwolf.plugins import FunctionTool, LocalModel, Plugins
@@ -58,6 +59,8 @@ class AgentHost:
     secrets: Secrets
     """Resolves this tenant's placeholders under the worker policy; redacts what it resolved."""
     notify: Notify | None = None
+    flow: Flow | None = None
+    """The fleet's provider limiters (None: no flow control, as in tests without a Temporal client)."""
     plugin_tools: Mapping[str, Mapping[str, FunctionTool]] = field(default_factory=dict)
     """The worker's plugins' function tools (plugin -> tool name -> tool), for `{plugin: ...}` servers."""
     transcripts: TranscriptCache = field(default_factory=TranscriptCache)
@@ -307,8 +310,13 @@ class AgentHost:
     def model(self, specs: list[str]) -> Model:
         key = tuple(specs)
         if key not in self._models:
+            flow, limits = self.flow, self.manifest.host.models.limits
             self._models[key] = build_model(
-                specs, self.manifest.host.models.providers, self.local_models, self.secrets
+                specs,
+                self.manifest.host.models.providers,
+                self.local_models,
+                self.secrets,
+                wrap=(lambda model, spec: flow.wrap(model, spec, limits, self.tenant)) if flow else None,
             )
         return self._models[key]
 
@@ -373,6 +381,7 @@ class HostRegistry:
         self.tenant = tenant
         """The only tenant this worker serves (`wolf worker --tenant`); None serves any."""
         self.notify: Notify | None = None
+        self.flow: Flow | None = None
         self.manifests: dict[str, Manifest] = {}
         """The configs of the open hosts, by identity (a host may serve several); each goes with its host."""
         self.max_mcp_clients = max_mcp_clients
@@ -449,6 +458,7 @@ class HostRegistry:
                 pool,
                 secrets,
                 notify=self.notify,
+                flow=self.flow,
                 plugin_tools=self.plugins.tools,
                 transcripts=self.transcripts,
             )
@@ -506,3 +516,5 @@ class HostRegistry:
             await asyncio.gather(*(h.close() for h in hosts))
         finally:
             await asyncio.to_thread(self.sandboxes.close)
+            if self.flow is not None:
+                await self.flow.close()

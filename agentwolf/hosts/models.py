@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic_ai.models import Model, infer_model
@@ -22,11 +22,15 @@ def build_model(
     providers: Mapping[str, ProviderConfig],
     local_models: Mapping[str, LocalModel],
     secrets: Secrets,
+    wrap: Callable[[Model, str], Model] | None = None,
 ) -> Model:
-    """One model for a spec chain; several specs make a `FallbackModel` tried in order.
+    """One model for a spec chain; several specs make a `FallbackModel` tried in order. `wrap(model,
+    spec)` wraps each member (flow control, agentwolf/hosts/flow.py).
 
     Specs and provider settings keep their placeholders until here, the moment of use."""
     models = [_build_one(secrets.resolve(spec), providers, local_models, secrets) for spec in specs]
+    if wrap is not None:
+        models = [wrap(model, spec) for model, spec in zip(models, specs, strict=True)]
     return models[0] if len(models) == 1 else FallbackModel(*models)
 
 

@@ -20,12 +20,14 @@ from agentwolf.activities.session import SessionActivities
 from agentwolf.activities.web import WebActivities
 from agentwolf.config.policy import WorkerPolicy, redact_logs
 from agentwolf.defaults import TASK_QUEUE
+from agentwolf.hosts.flow import Flow
 from agentwolf.hosts.host import HostRegistry, Notify
 from agentwolf.isolation import protect_process
 from agentwolf.plugins import LocalModel, Plugins
 from agentwolf.telemetry import tracing
 from agentwolf.telemetry.interceptor import ActivityContext
 from agentwolf.worker.sandbox import CachingSandboxedWorkflowRunner
+from agentwolf.workflows.limiter import LimiterWorkflow
 from agentwolf.workflows.registry import ConfigRegistryWorkflow
 from agentwolf.workflows.schedule import ScheduleFireWorkflow
 from agentwolf.workflows.session import SessionWorkflow
@@ -35,7 +37,7 @@ log = logging.getLogger(__name__)
 
 HEARTBEAT_THROTTLE_MS = 100
 """At most one heartbeat per this many ms per activity reaches the server (the SDK sends the newest)."""
-WORKFLOWS = [SessionWorkflow, ConfigRegistryWorkflow, ScheduleFireWorkflow]
+WORKFLOWS = [SessionWorkflow, ConfigRegistryWorkflow, ScheduleFireWorkflow, LimiterWorkflow]
 
 # Workflow code runs in the sandbox, so a clock, random or I/O call in it fails the task instead of
 # breaking replay. Only pure-data modules pass through: the libraries here, and AgentWolf's own data
@@ -67,6 +69,7 @@ def create_worker(
     redact_logs()
     hosts = hosts or HostRegistry(local_models, plugins=plugins, policy=policy, tenant=tenant)
     hosts.notify = _signaller(client)
+    hosts.flow = Flow(client, task_queue, hosts.policy.flow)
     activities, code = SessionActivities(hosts), CodeActivities(hosts)
     acp = AcpActivities(activities)
     options: dict[str, Any] = dict(

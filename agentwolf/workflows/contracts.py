@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -295,6 +296,9 @@ class LiveText(BaseModel):
     text_start: int = 0
     thinking: str = ""
     thinking_start: int = 0
+    waiting: str | None = None
+    """Set while the request waits for its provider's limits (`rate_limited: rpm`, hosts/flow.py)."""
+    resumes_at: datetime | None = None
 
 
 class LiveTool(BaseModel):

@@ -135,8 +135,11 @@ EventKind = Literal[
     "thinking_delta",
     "attempt_superseded",
     "tool_progress",
+    "rate_limited",
 ]
-LIVE_KINDS = frozenset({"text_delta", "thinking_delta", "attempt_superseded", "tool_progress"})
+LIVE_KINDS = frozenset(
+    {"text_delta", "thinking_delta", "attempt_superseded", "tool_progress", "rate_limited"}
+)
 
 
 class Event(BaseModel):

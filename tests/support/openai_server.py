@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.support.rate_limit import RateLimit
+
 
 @dataclass
 class Reply:
@@ -49,6 +51,8 @@ class Reply:
     """Reasoning before the text: streamed as reasoning summary deltas (Responses) or
     `reasoning_content` deltas (Chat Completions), both in word-sized chunks; non-streaming, a
     reasoning item / `reasoning_content` field."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """Extra response headers (not streamed answers)."""
 
     def __post_init__(self) -> None:
         if self.chunks is not None:
@@ -83,12 +87,19 @@ _Event = tuple[dict[str, Any], str | None, str]
 
 
 class ScriptedOpenAI:
-    def __init__(self, reply: Callable[[dict[str, Any]], Reply], window: int | None = None) -> None:
+    def __init__(
+        self,
+        reply: Callable[[dict[str, Any]], Reply],
+        window: int | None = None,
+        limit: RateLimit | None = None,
+    ) -> None:
         """`window`: a context window in tokens (a request's JSON length / 4): a request past it is
         answered as OpenAI does, 400 `context_length_exceeded`, without asking `reply`, and answers
-        report the request's tokens as their input usage."""
+        report the request's tokens as their input usage. `limit`: provider rate limits
+        (tests/support/rate_limit.py): refused requests never reach `reply`."""
         self.reply = reply
         self.window = window
+        self.limit = limit
         self.tokens: list[int] = []
         """Window mode: every request's size in tokens, refused ones too."""
         self.refused = 0
@@ -114,7 +125,7 @@ class ScriptedOpenAI:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append(body)
                 outer.headers.append({k.lower(): v for k, v in self.headers.items()})
-                answer = outer._answer(body)
+                answer = outer._answer(body, self.headers.get("Authorization", ""))
                 if answer.delay:
                     time.sleep(answer.delay)
                 with outer._lock:
@@ -136,6 +147,7 @@ class ScriptedOpenAI:
                     payload = outer._completion(answer, model, n)
                 data = json.dumps(payload).encode()
                 self.send_response(answer.status)
+                _send_headers(self, answer.headers)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -174,21 +186,28 @@ class ScriptedOpenAI:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
-    def _answer(self, body: dict[str, Any]) -> Reply:
-        """`reply`'s answer; in window mode, OpenAI's refusal of a request past the window."""
-        if self.window is None:
+    def _answer(self, body: dict[str, Any], key: str) -> Reply:
+        """`reply`'s answer; in window mode, OpenAI's refusal of a request past the window; under
+        `limit`, a 429 with the limit's headers."""
+        if self.window is not None:
+            tokens = len(json.dumps(body)) // 4
+            self.tokens.append(tokens)
+            if tokens > self.window:
+                self.refused += 1
+                return Reply(
+                    status=400,
+                    code="context_length_exceeded",
+                    text=f"This model's maximum context length is {self.window} tokens. However, your "
+                    f"messages resulted in {tokens} tokens. Please reduce the length of the messages.",
+                )
+            if self.limit is None:
+                return dataclasses.replace(self.reply(body), input_tokens=tokens)
+        if self.limit is None:
             return self.reply(body)
-        tokens = len(json.dumps(body)) // 4
-        self.tokens.append(tokens)
-        if tokens <= self.window:
-            return dataclasses.replace(self.reply(body), input_tokens=tokens)
-        self.refused += 1
-        return Reply(
-            status=400,
-            code="context_length_exceeded",
-            text=f"This model's maximum context length is {self.window} tokens. However, your messages "
-            f"resulted in {tokens} tokens. Please reduce the length of the messages.",
-        )
+        tokens, refused = self.limit.admit(body, key)
+        if refused:
+            return Reply(text="Rate limit reached", status=429, headers=refused)
+        return dataclasses.replace(self.reply(body), input_tokens=tokens)
 
     @property
     def base_url(self) -> str:
@@ -217,7 +236,7 @@ class ScriptedOpenAI:
             "parallel_tool_calls": True,
             "tool_choice": "auto",
             "tools": [],
-            "usage": _usage(USAGE_RESPONSES, "input_tokens", answer),
+            "usage": _usage(USAGE_RESPONSES, "input_tokens", answer.input_tokens),
         }
 
     def _response_events(self, answer: Reply, model: str, n: int) -> Iterator[_Event]:
@@ -320,7 +339,7 @@ class ScriptedOpenAI:
                     "finish_reason": "tool_calls" if answer.tool_calls else "stop",
                 }
             ],
-            "usage": _usage(USAGE_CHAT, "prompt_tokens", answer),
+            "usage": _usage(USAGE_CHAT, "prompt_tokens", answer.input_tokens),
         }
 
     def _completion_events(self, answer: Reply, model: str, n: int, include_usage: bool) -> Iterator[_Event]:
@@ -359,7 +378,8 @@ class ScriptedOpenAI:
                 )
         yield chunk({}, "tool_calls" if answer.tool_calls else "stop"), None, ""
         if include_usage:
-            yield {**chunk({}), "choices": [], "usage": _usage(USAGE_CHAT, "prompt_tokens", answer)}, None, ""
+            usage = _usage(USAGE_CHAT, "prompt_tokens", answer.input_tokens)
+            yield {**chunk({}), "choices": [], "usage": usage}, None, ""
 
     def __enter__(self) -> ScriptedOpenAI:  # noqa: PYI034
         self._thread.start()
@@ -375,8 +395,13 @@ def _error(answer: Reply) -> dict[str, Any]:
     return {"error": error | ({"code": answer.code} if answer.code else {})}
 
 
-def _usage(usage: dict[str, Any], input_key: str, answer: Reply) -> dict[str, Any]:
-    return usage | ({input_key: answer.input_tokens} if answer.input_tokens is not None else {})
+def _send_headers(handler: BaseHTTPRequestHandler, headers: dict[str, str]) -> None:
+    for name, value in headers.items():
+        handler.send_header(name, value)
+
+
+def _usage(usage: dict[str, Any], input_key: str, input_tokens: int | None) -> dict[str, Any]:
+    return dict(usage) if input_tokens is None else {**usage, input_key: input_tokens}
 
 
 def _reasoning_item(n: int, thinking: str) -> dict[str, Any]:

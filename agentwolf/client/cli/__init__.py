@@ -22,9 +22,20 @@ if TYPE_CHECKING:
     from typer._click.core import Context  # typer's own click, whose Context its commands take
     from typer._click.formatting import HelpFormatter
 
-from agentwolf.client.cli import configs, editor, interactive, jobs, mcp, payloads, sessions, stack, usage
+from agentwolf.client.cli import (
+    configs,
+    editor,
+    interactive,
+    jobs,
+    limits,
+    mcp,
+    payloads,
+    sessions,
+    stack,
+    usage,
+)
 
-VERB_MODULES = (sessions, interactive, configs, jobs, stack, payloads, mcp, editor, usage)
+VERB_MODULES = (sessions, interactive, configs, jobs, stack, payloads, mcp, editor, usage, limits)
 PANELS = {  # `wolf --help` groups each module's verbs under its heading (a verb may name its own)
     sessions: "Sessions",
     interactive: "Sessions",
@@ -35,6 +46,7 @@ PANELS = {  # `wolf --help` groups each module's verbs under its heading (a verb
     mcp: "Front ends",
     editor: "Front ends",
     usage: "Spending",
+    limits: "Spending",
 }
 
 SHORT_HELP = 200

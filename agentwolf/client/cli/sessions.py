@@ -158,8 +158,10 @@ async def status(
     wolf = await conn.client(tenant)
     await check_worker(wolf, required=True, session_id=session_id)
     st = await wolf.status(session_id)
+    wait = await wolf.waiting(session_id) if st.state == "running" else None
     if as_json:
-        out().print(st.model_dump_json(), soft_wrap=True)
+        data = st.model_dump(mode="json") | ({"waiting": wait.model_dump(mode="json")} if wait else {})
+        out().print(json.dumps(data), soft_wrap=True)
         return
     c = st.counters
     last = f" last={st.last_outcome}" if st.last_outcome else ""  # no turn has ended yet: nothing to say
@@ -169,6 +171,8 @@ async def status(
             f"tokens={c.usage.total_tokens} tool_calls={c.usage.tool_calls}{last}" + _context_use(st)
         )
     )
+    if wait is not None:
+        out().print(wait.line())
     for line in approval_lines(st, wolf.tenant):
         out().print(inert(line))
 

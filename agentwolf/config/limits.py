@@ -1,0 +1,78 @@
+"""Provider limits: the budgets of a provider endpoint (requests, input and output tokens per minute,
+concurrent requests), shared by every worker of the namespace through its limiter workflow
+(agentwolf/workflows/limiter.py).
+
+They come from the worker policy (`flow.limits`) and the manifest (`host.models.limits`); for a
+model both name, the policy's entry wins. A limit left unset is learnt from the provider's
+`x-ratelimit-limit-*` headers."""
+
+from __future__ import annotations
+
+import fnmatch
+from datetime import timedelta
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PRIORITIES = {1: "interactive", 2: "job", 3: "background"}
+"""Session priorities, lower first (Temporal's priority-key scale): `wolf chat`/`prompt` sessions, job
+and schedule runs (and sessions started without one: subagents), background tasks (`wolf submit`)."""
+DEFAULT_PRIORITY = 2
+PRIORITY_MEMO = "priority"
+"""The session's memo key holding its priority (set by `WolfClient.start_session`)."""
+
+
+def session_priority(background: bool, trigger: str | None) -> int:
+    """A session's priority key: runs a job or schedule started go before background tasks; a
+    session a person talks to goes first (its subagents inherit it)."""
+    if trigger is not None:
+        return 2
+    return 3 if background else 1
+
+
+class EndpointLimits(BaseModel):
+    """The budgets of the models a `match` pattern names (`openai:gpt-4o*`, `*`), per endpoint (base
+    URL and API key) and model; None: unknown until a provider header says."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    match: str = "*"
+    """A glob over the model spec as written (`openai:gpt-4o-mini`)."""
+    rpm: int | None = Field(None, ge=1)
+    input_tpm: int | None = Field(None, ge=1)
+    output_tpm: int | None = Field(None, ge=1)
+    concurrency: int | None = Field(None, ge=1)
+    output_reserve: int = Field(1024, ge=1)
+    """Output tokens reserved per request when the agent sets no `max_tokens` (reconciled with the
+    real usage when the answer is in)."""
+    window: timedelta = Field(timedelta(minutes=1), gt=timedelta(0))
+    """The provider's window: 60 s for per-minute limits (shorter in tests)."""
+    lease_ttl: timedelta = Field(timedelta(minutes=2), gt=timedelta(0))
+    """A lease not released by then (its worker died) is freed: its request counts until the end of
+    the window after that."""
+
+    def matches(self, spec: str) -> bool:
+        return fnmatch.fnmatchcase(spec, self.match)
+
+
+class FlowPolicy(BaseModel):
+    """The worker policy's `flow:` section."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    limits: list[EndpointLimits] = []
+    """Checked in order before the manifest's `host.models.limits`: the first match wins."""
+    tenants: dict[str, float] = {}
+    """Tenant weights on a shared endpoint (default 1): a tenant with weight 2 gets twice the share of
+    one with weight 1 while both wait."""
+    rate_wait_max: timedelta = Field(timedelta(minutes=30), gt=timedelta(0))
+    """How long a model request may wait for its provider's limits before its turn fails."""
+
+    def weight(self, tenant: str) -> float:
+        return self.tenants.get(tenant, 1.0)
+
+
+def limits_for(
+    spec: str, policy: list[EndpointLimits], manifest: list[EndpointLimits]
+) -> EndpointLimits | None:
+    """The limits of a model spec: the policy's first match, else the manifest's."""
+    return next((entry for entry in [*policy, *manifest] if entry.matches(spec)), None)

@@ -1,0 +1,509 @@
+"""Provider flow control on the worker: every request to a limited endpoint takes a lease from the
+endpoint's limiter workflow (agentwolf/workflows/limiter.py) first, so every worker of the namespace
+draws from one budget, and a 429 stops them all until its `Retry-After` has passed.
+
+`Flow.wrap` puts a `FlowModel` around each model a `limits` entry matches (policy or manifest); the
+openai SDK's own retries are turned off for it (they would resend inside a cooldown the others
+keep). A request waits for its lease inside the activity, heartbeating, so waiting burns no retry
+attempt; what it waits for is in the activity's heartbeat details (`LiveText.waiting`), which
+`wolf status` and followers read. The wait fails the turn only after the policy's `rate_wait_max`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pydantic_ai.exceptions import ModelHTTPError
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
+from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.tools import RunContext
+from temporalio import activity
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.common import Priority, WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
+
+from agentwolf.config.limits import DEFAULT_PRIORITY, PRIORITY_MEMO, EndpointLimits, FlowPolicy, limits_for
+from agentwolf.workflows.limiter import (
+    Ask,
+    Cooldown,
+    Grant,
+    Learned,
+    LimiterState,
+    LimiterWorkflow,
+    Poll,
+    Polled,
+    Release,
+    limiter_id,
+)
+
+log = logging.getLogger(__name__)
+
+RETRY_AFTER_DEFAULT = 1.0
+"""Seconds of cooldown after a 429 that says nothing about when to come back."""
+PRIORITIES_KEPT = 10_000
+"""Sessions whose priority key a worker remembers (oldest out first)."""
+ATTEMPT_MARGIN = timedelta(seconds=30)
+"""A wait that would run past the attempt's start-to-close timeout less this ends the attempt with
+`next_retry_delay` instead (a fresh attempt waits on)."""
+
+
+@dataclass
+class Endpoint:
+    """One (base URL, API key, model): the unit a limiter budgets."""
+
+    id: str
+    label: str
+    limits: EndpointLimits
+
+
+@dataclass
+class Wait:
+    """What a model request waits for, for heartbeat details."""
+
+    reason: str
+    resumes_at: datetime | None
+
+
+@dataclass
+class Waits:
+    """The current activity's wait, if any (set by `FlowModel`, read by the heartbeat)."""
+
+    now: Wait | None = None
+
+
+WAITS: ContextVar[Waits | None] = ContextVar("wolf_flow_waits", default=None)
+"""Set by `wolf.model_request` before its request task starts (the task inherits it)."""
+
+
+def endpoint_id(base_url: str, api_key: str, model: str) -> str:
+    """A digest of what a provider budgets by; the key only as its own digest, never itself."""
+    key = hashlib.sha256(api_key.encode()).hexdigest()
+    return hashlib.sha256(f"{base_url}\0{key}\0{model}".encode()).hexdigest()[:24]
+
+
+@dataclass
+class _Waiting:
+    """One request of this worker waiting for a lease."""
+
+    ask: Ask
+    grant: asyncio.Future[Grant]
+    latest: Grant | None = None
+    """The limiter's last word on why it waits."""
+
+
+@dataclass
+class _Queue:
+    """This worker's requests waiting on one endpoint, and its poll."""
+
+    endpoint: Endpoint
+    waiting: dict[str, _Waiting] = field(default_factory=dict)
+    poller: asyncio.Task[None] | None = None
+
+
+@dataclass
+class Flow:
+    """One worker's access to the fleet's limiters."""
+
+    client: Client
+    task_queue: str
+    policy: FlowPolicy
+    cooldowns: dict[str, datetime] = field(default_factory=dict)
+    """Endpoint -> the end of a cooldown this worker saw (a 429 here, or a limiter's answer)."""
+    worker: str = field(default_factory=lambda: uuid.uuid4().hex)
+    """This process, to the limiters (its polls collect its grants)."""
+    _queues: dict[str, _Queue] = field(default_factory=dict)
+    _priorities: dict[str, int] = field(default_factory=dict)
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    """Signals being sent (`close` waits for them)."""
+    _last_send: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+
+    def wrap(self, model: Model, spec: str, manifest_limits: list[EndpointLimits], tenant: str) -> Model:
+        """`model` under flow control when a `limits` entry matches `spec`, else as it is."""
+        limits = limits_for(spec, self.policy.limits, manifest_limits)
+        if limits is None or model.base_url is None:  # in-process models (`local:`) have no provider
+            return model
+        client = getattr(model, "client", None)
+        if client is not None and hasattr(client, "max_retries"):
+            client.max_retries = 0  # the SDK's hidden retries would resend during a shared cooldown
+        base_url = model.base_url
+        key = str(getattr(client, "api_key", "") or "")
+        endpoint = Endpoint(endpoint_id(base_url, key, model.model_name), f"{spec} @ {base_url}", limits)
+        return FlowModel(model, self, endpoint, tenant)
+
+    async def acquire(self, endpoint: Endpoint, ask: Ask) -> Grant:
+        """A lease, waiting (and saying why in `WAITS`) as long as it takes, up to the policy's
+        `rate_wait_max` since the request was first scheduled."""
+        waits = WAITS.get()
+        queue = self._queues.setdefault(endpoint.id, _Queue(endpoint))
+        ask = ask.model_copy(update={"worker": self.worker})
+        try:
+            while (cooling := self.cooldowns.get(endpoint.id)) and cooling > datetime.now(UTC):
+                self._check_budget(endpoint, Wait("cooldown", cooling), waits)
+                await asyncio.sleep(min((cooling - datetime.now(UTC)).total_seconds(), 1.0))
+            waiting = _Waiting(ask, asyncio.get_running_loop().create_future())
+            queue.waiting[ask.lease_id] = waiting
+            if queue.poller is None or queue.poller.done():
+                queue.poller = asyncio.create_task(self._poll(queue))
+            else:  # a poll is in flight: announce this one now rather than at the next poll
+                self._send(endpoint, [(LimiterWorkflow.enqueue, Poll(worker=self.worker, asks=[ask]))])
+            while True:
+                await asyncio.wait({waiting.grant}, timeout=0.5)
+                if waiting.grant.done():
+                    return waiting.grant.result()
+                latest = waiting.latest
+                wait = Wait(latest.reason, latest.resumes_at) if latest else Wait("queued", None)
+                if latest is not None and latest.reason == "cooldown" and latest.resumes_at is not None:
+                    self.cooldowns[endpoint.id] = latest.resumes_at
+                self._check_budget(endpoint, wait, waits)
+        finally:
+            queue.waiting.pop(ask.lease_id, None)
+            if waits is not None:
+                waits.now = None
+
+    async def close(self) -> None:
+        """Stop polling and let the last signals (releases) go out."""
+        pollers = [q.poller for q in self._queues.values() if q.poller is not None]
+        for poller in pollers:
+            poller.cancel()
+        await asyncio.gather(*pollers, *self._tasks, return_exceptions=True)
+
+    async def priority(self, info: activity.Info) -> int:
+        """The asking session's priority: the activity's Temporal priority key when it has one, else
+        the one its session was started with (its memo); one describe per session, remembered."""
+        if info.priority and info.priority.priority_key:
+            return info.priority.priority_key
+        wid = info.workflow_id
+        if wid is None:
+            return DEFAULT_PRIORITY
+        if (known := self._priorities.get(wid)) is not None:
+            return known
+        try:
+            described = await self.client.get_workflow_handle(wid).describe()
+            key = int(await described.memo_value(PRIORITY_MEMO, DEFAULT_PRIORITY))
+        except (RPCError, TypeError, ValueError):
+            return DEFAULT_PRIORITY
+        if len(self._priorities) >= PRIORITIES_KEPT:
+            self._priorities.pop(next(iter(self._priorities)))
+        self._priorities[wid] = key
+        return key
+
+    def _check_budget(self, endpoint: Endpoint, wait: Wait, waits: Waits | None) -> None:
+        """Note the wait; past `rate_wait_max` fail for good, past this attempt's time end it with
+        `next_retry_delay` (the next attempt waits on)."""
+        if waits is not None:
+            waits.now = wait
+        if not activity.in_activity():
+            return
+        info = activity.info()
+        now = datetime.now(UTC)
+        if now - info.scheduled_time > self.policy.rate_wait_max:
+            raise ApplicationError(
+                f"waited {self.policy.rate_wait_max} for the provider's limits ({endpoint.label}: "
+                f"{wait.reason}); `flow.rate_wait_max` in the worker policy allows longer waits",
+                type="RateWaitExceeded",
+                non_retryable=True,
+            )
+        timeout = info.start_to_close_timeout
+        if timeout is not None and now + ATTEMPT_MARGIN > info.started_time + timeout:
+            resumes = wait.resumes_at
+            delay = (resumes - now) if resumes and resumes > now else timedelta(seconds=1)
+            raise ApplicationError(
+                f"rate limited ({endpoint.label}: {wait.reason}); waiting on in the next attempt",
+                type="RateLimited",
+                next_retry_delay=delay,
+            )
+
+    async def _poll(self, queue: _Queue) -> None:
+        """This worker's one poll in flight for an endpoint, while any of its requests waits; if it
+        fails for good, so do they."""
+        try:
+            await self._polling(queue)
+        except Exception as exc:
+            for waiting in queue.waiting.values():
+                if not waiting.grant.done():
+                    waiting.grant.set_exception(exc)
+            raise
+
+    async def _polling(self, queue: _Queue) -> None:
+        endpoint = queue.endpoint
+        state = LimiterState(endpoint=endpoint.id, label=endpoint.label, limits=endpoint.limits)
+        backoff = 0.1
+        while queue.waiting:
+            start = WithStartWorkflowOperation(  # one per request: the SDK refuses to reuse one
+                LimiterWorkflow.run,
+                state,
+                id=limiter_id(endpoint.id),
+                task_queue=self.task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                # first in the queue: its tasks must not wait behind the sessions it paces
+                priority=Priority(priority_key=1),
+            )
+            poll = Poll(worker=self.worker, asks=[w.ask for w in queue.waiting.values()])
+            try:
+                polled: Polled = await self.client.execute_update_with_start_workflow(
+                    LimiterWorkflow.poll, poll, start_workflow_operation=start, id=uuid.uuid4().hex
+                )
+            except (RPCError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError) as exc:
+                # the server busy (too many updates in flight), or the limiter moving to a new run
+                log.debug("limiter %s: %s; polling again", endpoint.label, exc)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+                continue
+            backoff = 0.1
+            for grant in polled.grants:
+                waiting = queue.waiting.get(grant.lease_id)
+                if not grant.granted:
+                    if waiting is not None:
+                        waiting.latest = grant
+                elif waiting is not None and not waiting.grant.done():
+                    waiting.grant.set_result(grant)
+                else:  # granted after its request stopped waiting: give it back
+                    self.release(endpoint, Release(lease_id=grant.lease_id, sent=False))
+
+    def release(self, endpoint: Endpoint, release: Release) -> None:
+        """Give a lease back, in the background: it must go out even when the activity is cancelled."""
+        self._send(endpoint, [(LimiterWorkflow.release, release)])
+
+    def rate_limited(self, endpoint: Endpoint, exc: ModelHTTPError, release: Release) -> None:
+        """A 429: stop this worker at once, and every other through the limiter; the cooldown reaches
+        the limiter before the lease comes back (no grant in between)."""
+        wait = exc.retry_after if exc.retry_after is not None else _reset_seconds(exc.headers or {})
+        until = datetime.now(UTC) + timedelta(seconds=wait if wait is not None else RETRY_AFTER_DEFAULT)
+        self.cooldowns[endpoint.id] = max(until, self.cooldowns.get(endpoint.id, until))
+        cooldown = Cooldown(until=until, reason=f"429 from {endpoint.label}")
+        signals: list[tuple[Any, Any]] = [(LimiterWorkflow.cooldown, cooldown)]
+        self._send(endpoint, [*signals, (LimiterWorkflow.release, release)])
+
+    def _send(self, endpoint: Endpoint, signals: list[tuple[Any, Any]]) -> None:
+        """Signal the limiter in the background, after every signal sent before to it (an enqueue
+        before the release that cancels it), a few tries each while the server is busy."""
+        before = self._last_send.get(endpoint.id)
+
+        async def send() -> None:
+            if before is not None:
+                await asyncio.gather(before, return_exceptions=True)
+            handle = self.client.get_workflow_handle(limiter_id(endpoint.id))
+            for signal, arg in signals:
+                for _ in range(5):
+                    try:
+                        await handle.signal(signal, arg)
+                        break
+                    except RPCError as exc:
+                        log.debug("limiter signal failed: %s", exc)
+                        await asyncio.sleep(0.5)
+
+        task = asyncio.get_running_loop().create_task(send())
+        self._last_send[endpoint.id] = task
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def _reset_seconds(headers: Mapping[str, str]) -> float | None:
+    """`x-ratelimit-reset-requests` / `-tokens` (`1s`, `6m0s`, `250ms`): the longest."""
+    found = [
+        _duration(headers[k])
+        for k in ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens")
+        if k in headers
+    ]
+    values = [v for v in found if v is not None]
+    return max(values) if values else None
+
+
+def _duration(text: str) -> float | None:
+    total, number = 0.0, ""
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch.isdigit() or ch == ".":
+            number += ch
+            i += 1
+            continue
+        unit = "ms" if text.startswith("ms", i) else ch
+        if unit not in units or not number:
+            return None
+        total += float(number) * units[unit]
+        number = ""
+        i += len(unit)
+    if number:
+        total += float(number)
+    return total
+
+
+def learned(headers: Mapping[str, str]) -> Learned | None:
+    """Limits from `x-ratelimit-limit-*` headers (OpenAI's tokens limit counts input; `-1` and other
+    nonsense, as Azure sends, is ignored)."""
+
+    def number(name: str) -> int | None:
+        try:
+            value = int(headers.get(name, ""))
+        except ValueError:
+            return None
+        return value if value > 0 else None
+
+    found = Learned(
+        rpm=number("x-ratelimit-limit-requests") or number("anthropic-ratelimit-requests-limit"),
+        input_tpm=number("x-ratelimit-limit-tokens") or number("anthropic-ratelimit-input-tokens-limit"),
+        output_tpm=number("anthropic-ratelimit-output-tokens-limit"),
+    )
+    return found if found != Learned() else None
+
+
+def _estimate(messages: list[ModelMessage], parameters: ModelRequestParameters) -> int:
+    """Input tokens, about: a token per four bytes of the request's JSON (reconciled afterwards)."""
+    size = len(ModelMessagesTypeAdapter.dump_json(messages))
+    size += sum(
+        len(str(t.parameters_json_schema)) + len(t.description or "") for t in parameters.tool_defs.values()
+    )
+    return size // 4 + 1
+
+
+class FlowModel(WrapperModel):
+    """A model whose requests take a lease from their endpoint's limiter first."""
+
+    def __init__(self, wrapped: Model, flow: Flow, endpoint: Endpoint, tenant: str) -> None:
+        super().__init__(wrapped)
+        self.flow = flow
+        self.endpoint = endpoint
+        self.tenant = tenant
+
+    async def _ask(
+        self,
+        messages: list[ModelMessage],
+        settings: ModelSettings | None,
+        params: ModelRequestParameters,
+        since: datetime,
+        lease_id: str,
+    ) -> Ask:
+        info = activity.info() if activity.in_activity() else None
+        priority = await self.flow.priority(info) if info else DEFAULT_PRIORITY
+        max_tokens = (settings or {}).get("max_tokens")
+        return Ask(
+            lease_id=lease_id,
+            session=info.workflow_id or "" if info else "",
+            tenant=self.tenant,
+            weight=self.flow.policy.weight(self.tenant),
+            priority=priority,
+            input_tokens=_estimate(messages, params),
+            output_tokens=max_tokens or self.endpoint.limits.output_reserve,
+            since=since,
+            limits=self.endpoint.limits,
+        )
+
+    async def _lease(
+        self,
+        messages: list[ModelMessage],
+        settings: ModelSettings | None,
+        params: ModelRequestParameters,
+        since: datetime,
+    ) -> Ask:
+        ask = await self._ask(messages, settings, params, since, uuid.uuid4().hex)
+        try:
+            await self.flow.acquire(self.endpoint, ask)
+        except BaseException:
+            self.flow.release(self.endpoint, Release(lease_id=ask.lease_id, sent=False))
+            raise
+        return ask
+
+    def _done(self, ask: Ask, response: ModelResponse | None, sent: bool = True) -> None:
+        usage = response.usage if response is not None else None
+        self.flow.release(
+            self.endpoint,
+            Release(
+                lease_id=ask.lease_id,
+                sent=sent,
+                input_tokens=(usage.input_tokens if usage else 0) or ask.input_tokens,
+                output_tokens=(usage.output_tokens if usage else 0)
+                or (0 if response is None else ask.output_tokens),
+            ),
+        )
+
+    def _refused(self, ask: Ask, exc: ModelHTTPError) -> None:
+        """A 429: the cooldown for everyone, the lease back (the request reached the provider)."""
+        learnt = learned(exc.headers or {})
+        release = Release(lease_id=ask.lease_id, input_tokens=ask.input_tokens, learned=learnt)
+        self.flow.rate_limited(self.endpoint, exc, release)
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        since = datetime.now(UTC)
+        while True:
+            ask = await self._lease(messages, model_settings, model_request_parameters, since)
+            try:
+                response = await self.wrapped.request(messages, model_settings, model_request_parameters)
+            except ModelHTTPError as exc:
+                if exc.status_code == 429:
+                    self._refused(ask, exc)
+                    continue
+                self._done(ask, None)
+                raise
+            except BaseException:
+                self._done(ask, None)
+                raise
+            self._done(ask, response)
+            return response
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        since = datetime.now(UTC)
+        while True:
+            ask = await self._lease(messages, model_settings, model_request_parameters, since)
+            stack = AsyncExitStack()
+            try:
+                stream = await stack.enter_async_context(
+                    self.wrapped.request_stream(
+                        messages, model_settings, model_request_parameters, run_context
+                    )
+                )
+            except ModelHTTPError as exc:
+                await stack.aclose()
+                if exc.status_code == 429:
+                    self._refused(ask, exc)
+                    continue
+                self._done(ask, None)
+                raise
+            except BaseException:
+                await stack.aclose()
+                self._done(ask, None)
+                raise
+            break
+        try:
+            async with stack:
+                yield stream
+        except ModelHTTPError as exc:
+            if exc.status_code == 429:  # refused mid-stream: cool down; the activity's retry sends again
+                self._refused(ask, exc)
+            else:
+                self._done(ask, None)
+            raise
+        except BaseException:
+            self._done(ask, None)
+            raise
+        self._done(ask, stream.get())

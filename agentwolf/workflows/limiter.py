@@ -1,0 +1,466 @@
+"""Limiter: one provider endpoint's budgets (requests, input and output tokens per window,
+concurrent requests), shared by every worker of the namespace, as a long-lived workflow.
+
+Workflow id `wolf-limiter/<endpoint>` (a digest of base URL, API key and model: never the key).
+Each worker process keeps one `poll` update in flight per endpoint, carrying every request of that
+worker that waits for a lease; the update answers as soon as one of them is granted (with every
+grant ready for that worker), else within POLL. A request that starts waiting while a poll is in
+flight is announced with the `enqueue` signal, so it need not wait for the next poll. Temporal
+bounds the updates in flight per workflow (`history.maxInFlightUpdates`, 10 by default): one per
+worker, not one per request, keeps a fleet of workers within it. A lease goes back with the `release`
+signal, carrying the real usage (reserve, then reconcile). A lease counts in the window from its
+grant until a window after its release, so the provider, which saw the request somewhere in
+between, never counts more than the limiter did. A lease never released (its worker was SIGKILLed)
+ends at its TTL; a worker that stops polling loses its waiting requests after STALE. A 429 posts a
+`cooldown` that holds every grant back until it passes.
+
+Waiters are served by priority (Temporal priority key: interactive 1, jobs 2, background 3), then by
+tenant share (start-time fair queuing: each grant advances the tenant's virtual time by its cost
+over its weight, and the waiter with the smallest start goes next), then in arrival order (`since`).
+The limiter continues as new when its history grows, carrying its ledger and its queue.
+Deterministic code only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from pydantic import BaseModel
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from agentwolf.config.limits import EndpointLimits
+
+LIMITER_WORKFLOW = "Limiter"
+POLL = timedelta(seconds=10)
+"""A `poll` with nothing granted answers by then (with why its requests wait); the worker polls again."""
+STALE = timedelta(seconds=30)
+"""A worker that has not polled for this long is gone: its waiting requests leave the queue."""
+WAITS_KEPT = 200
+IDLE_END = timedelta(hours=1)
+"""A limiter with no lease in its window and no waiter for this long ends (the next acquire starts it
+again, with what the workers configure)."""
+
+
+def limiter_id(endpoint: str) -> str:
+    return f"wolf-limiter/{endpoint}"
+
+
+class Learned(BaseModel):
+    """Limits a provider's `x-ratelimit-limit-*` headers reported (they fill unset ones)."""
+
+    rpm: int | None = None
+    input_tpm: int | None = None
+    output_tpm: int | None = None
+
+
+class Ask(BaseModel):
+    lease_id: str
+    worker: str = ""
+    """The asking worker process (its polls collect the grant)."""
+    session: str
+    """The asking session's workflow id (shown by `wolf limits` while it waits)."""
+    tenant: str
+    weight: float = 1.0
+    priority: int = 2
+    input_tokens: int = 0
+    output_tokens: int = 0
+    since: datetime
+    """When this request first asked: its place in the queue across re-asks."""
+    limits: EndpointLimits
+    """The asking worker's configured limits (the latest asker's apply)."""
+
+
+class Grant(BaseModel):
+    lease_id: str
+    granted: bool
+    expires_at: datetime | None = None
+    resumes_at: datetime | None = None
+    """Not granted: the earliest time it could be (an estimate past a cooldown or a window)."""
+    reason: str = ""
+    """Not granted: `cooldown`, `rpm`, `input_tpm`, `output_tpm`, `concurrency`, `queued`."""
+
+
+class Poll(BaseModel):
+    worker: str
+    asks: list[Ask]
+    """Every request of the worker that waits (the limiter adds those it does not hold: a lost signal,
+    a new run)."""
+
+
+class Polled(BaseModel):
+    grants: list[Grant]
+    """Granted leases ready for the worker, and for its other requests why they still wait."""
+    moving: bool = False
+    """The limiter continues as new: poll again at once."""
+
+
+class Release(BaseModel):
+    lease_id: str
+    sent: bool = True
+    """False: no request reached the provider (cancelled before it was sent)."""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    learned: Learned | None = None
+
+
+class Cooldown(BaseModel):
+    until: datetime
+    reason: str = ""
+
+
+class Lease(BaseModel):
+    lease_id: str
+    worker: str = ""
+    session: str
+    tenant: str
+    priority: int
+    granted_at: datetime
+    expires_at: datetime
+    ended_at: datetime | None = None
+    sent: bool = True
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def end(self) -> datetime:
+        return self.ended_at or self.expires_at
+
+
+class LimiterState(BaseModel):
+    """The limiter's input and its continue-as-new snapshot."""
+
+    endpoint: str
+    label: str
+    """Provider, base URL and model, for `wolf limits` (never the key)."""
+    limits: EndpointLimits
+    learned: Learned = Learned()
+    leases: list[Lease] = []
+    cooldown_until: datetime | None = None
+    cooldown_reason: str = ""
+    virtual: dict[str, float] = {}
+    """Tenant -> virtual finish time of its last grant (fair queuing)."""
+    clock: float = 0.0
+    """The start tag of the last grant (the system's virtual time)."""
+    requests: int = 0
+    cooldowns: int = 0
+    last_active: datetime | None = None
+    queue: list[Ask] = []
+    """Requests waiting for a lease."""
+    ready: list[Grant] = []
+    """Grants their worker has not collected yet."""
+    seen: dict[str, datetime] = {}
+    """Worker -> its last poll or enqueue."""
+    waits: dict[int, list[float]] = {}
+    """Priority -> seconds the last WAITS_KEPT granted requests waited (since they first asked)."""
+    history_events: int = 5000
+    """Continue as new past this many events (or when Temporal suggests it)."""
+
+
+class Usage(BaseModel):
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    active: int = 0
+
+
+class Waiting(BaseModel):
+    session: str
+    tenant: str
+    priority: int
+    since: datetime
+
+
+class LimiterStatus(BaseModel):
+    """What `wolf limits` shows of one endpoint."""
+
+    endpoint: str
+    label: str
+    rpm: int | None
+    input_tpm: int | None
+    output_tpm: int | None
+    concurrency: int | None
+    window_s: float
+    use: Usage
+    cooldown_until: datetime | None
+    cooldown_reason: str
+    waiting: list[Waiting]
+    requests: int
+    cooldowns: int
+    wait_p95: dict[int, float] = {}
+    """Priority -> the 95th percentile of the recent grants' waits, in seconds."""
+
+
+@dataclass
+class _Poll:
+    worker: str
+    deadline: datetime
+    answer: Polled | None = None
+
+
+@workflow.defn(name=LIMITER_WORKFLOW)
+class LimiterWorkflow:
+    @workflow.init
+    def __init__(self, state: LimiterState) -> None:
+        self.state = state
+        self.polls: dict[str, _Poll] = {}
+        self.changed = False
+        self.moving = False
+
+    @workflow.run
+    async def run(self, state: LimiterState) -> None:
+        self.state.last_active = self.state.last_active or workflow.now()
+        while True:
+            now = workflow.now()
+            self._serve(now)
+            if self._should_move():
+                self.moving = True
+                for poll in list(self.polls.values()):
+                    self._answer(poll, Polled(grants=[], moving=True))
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(self.state)
+            if self._idle(now) and workflow.all_handlers_finished():
+                return
+            wake = self._next_wake(now)
+            self.changed = False
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(lambda: self.changed, timeout=wake)
+
+    @workflow.update
+    async def poll(self, poll: Poll) -> Polled:
+        """The worker's grants as soon as one is ready, at once when none of its requests waits, else
+        within POLL with why they wait."""
+        if self.moving:
+            return Polled(grants=[], moving=True)
+        if (old := self.polls.get(poll.worker)) is not None:
+            self._answer(old, Polled(grants=[]))
+        self._enqueue(poll.worker, poll.asks)
+        mine = _Poll(poll.worker, workflow.now() + POLL)
+        self.polls[poll.worker] = mine
+        self.changed = True
+        await workflow.wait_condition(lambda: mine.answer is not None)
+        assert mine.answer is not None
+        return mine.answer
+
+    @workflow.signal
+    def enqueue(self, poll: Poll) -> None:
+        """Requests that started waiting while their worker's poll was in flight."""
+        self._enqueue(poll.worker, poll.asks)
+        self.changed = True
+
+    def _enqueue(self, worker: str, asks: list[Ask]) -> None:
+        s = self.state
+        s.seen[worker] = workflow.now()
+        held = {a.lease_id for a in s.queue} | {g.lease_id for g in s.ready} | {x.lease_id for x in s.leases}
+        for ask in asks:
+            if ask.lease_id not in held:
+                s.queue.append(ask.model_copy(update={"worker": worker}))
+                s.limits = ask.limits  # the latest asker's configuration applies
+        if asks:
+            s.last_active = workflow.now()
+
+    @workflow.signal
+    def release(self, release: Release) -> None:
+        """A lease's request is done (or was never sent): reconcile its tokens with the real usage."""
+        s = self.state
+        s.queue = [a for a in s.queue if a.lease_id != release.lease_id]  # cancelled while it waited
+        s.ready = [g for g in s.ready if g.lease_id != release.lease_id]
+        for lease in self.state.leases:
+            if lease.lease_id == release.lease_id and lease.ended_at is None:
+                lease.ended_at = workflow.now()
+                lease.sent = release.sent
+                lease.input_tokens = release.input_tokens if release.sent else 0
+                lease.output_tokens = release.output_tokens if release.sent else 0
+        if release.learned is not None:
+            self.state.learned = release.learned
+        self.changed = True
+
+    @workflow.signal
+    def cooldown(self, cooldown: Cooldown) -> None:
+        """The provider refused a request (429): no grant until `until`."""
+        if self.state.cooldown_until is None or cooldown.until > self.state.cooldown_until:
+            self.state.cooldown_until = cooldown.until
+            self.state.cooldown_reason = cooldown.reason
+        self.state.cooldowns += 1
+        self.changed = True
+
+    @workflow.query
+    def status(self) -> LimiterStatus:
+        now = workflow.now()
+        s = self.state
+        rpm, itpm, otpm = self._limits()
+        cooling = s.cooldown_until if s.cooldown_until and s.cooldown_until > now else None
+        return LimiterStatus(
+            endpoint=s.endpoint,
+            label=s.label,
+            rpm=rpm,
+            input_tpm=itpm,
+            output_tpm=otpm,
+            concurrency=s.limits.concurrency,
+            window_s=s.limits.window.total_seconds(),
+            use=self._use(now),
+            cooldown_until=cooling,
+            cooldown_reason=s.cooldown_reason if cooling else "",
+            waiting=[
+                Waiting(session=a.session, tenant=a.tenant, priority=a.priority, since=a.since)
+                for a in self._queue()
+            ],
+            requests=s.requests,
+            cooldowns=s.cooldowns,
+            wait_p95={p: sorted(w)[int(0.95 * (len(w) - 1))] for p, w in s.waits.items() if w},
+        )
+
+    # -- the ledger --------------------------------------------------------------------------------
+
+    def _limits(self) -> tuple[int | None, int | None, int | None]:
+        """Configured limits, else learnt ones."""
+        limits, learned = self.state.limits, self.state.learned
+        return (
+            limits.rpm or learned.rpm,
+            limits.input_tpm or learned.input_tpm,
+            limits.output_tpm or learned.output_tpm,
+        )
+
+    def _use(self, now: datetime) -> Usage:
+        window = self.state.limits.window
+        use = Usage()
+        for lease in self.state.leases:
+            if lease.end() + window <= now:
+                continue
+            if lease.ended_at is None and lease.expires_at > now:
+                use.active += 1
+            if lease.sent:
+                use.requests += 1
+                use.input_tokens += lease.input_tokens
+                use.output_tokens += lease.output_tokens
+        return use
+
+    def _refusal(self, ask: Ask, now: datetime) -> str:
+        """Why `ask` cannot be granted now ('' if it can). A request larger than a whole budget goes
+        alone (into an empty window)."""
+        s = self.state
+        if s.cooldown_until is not None and s.cooldown_until > now:
+            return "cooldown"
+        rpm, itpm, otpm = self._limits()
+        use = self._use(now)
+        if rpm is not None and use.requests + 1 > rpm:
+            return "rpm"
+        if itpm is not None and use.input_tokens and use.input_tokens + ask.input_tokens > itpm:
+            return "input_tpm"
+        if otpm is not None and use.output_tokens and use.output_tokens + ask.output_tokens > otpm:
+            return "output_tpm"
+        if s.limits.concurrency is not None and use.active + 1 > s.limits.concurrency:
+            return "concurrency"
+        return ""
+
+    def _queue(self) -> list[Ask]:
+        """Waiting requests in the order they are served: priority, tenant's fair start, arrival."""
+        return sorted(
+            self.state.queue,
+            key=lambda a: (
+                a.priority,
+                max(self.state.clock, self.state.virtual.get(a.tenant, 0.0)),
+                a.since,
+                a.lease_id,
+            ),
+        )
+
+    def _cost(self, ask: Ask) -> float:
+        """A grant's share of the binding budget (requests or input tokens)."""
+        rpm, itpm, _ = self._limits()
+        costs = [1 / rpm if rpm else 0.0, ask.input_tokens / itpm if itpm else 0.0]
+        return max(costs) or 1.0
+
+    def _serve(self, now: datetime) -> None:
+        """Drop leases out of the window and gone workers' requests, grant in queue order while the
+        head fits, answer the polls that have grants or reached their deadline."""
+        s = self.state
+        s.leases = [lease for lease in s.leases if lease.end() + s.limits.window > now]
+        gone = {w for w, seen in s.seen.items() if seen + STALE <= now and w not in self.polls}
+        if gone:
+            s.queue = [a for a in s.queue if a.worker not in gone]
+            s.ready = [g for g in s.ready if self._worker_of(g) not in gone]
+            s.seen = {w: t for w, t in s.seen.items() if w not in gone}
+        while (queue := self._queue()) and not self._refusal(queue[0], now):
+            ask = queue[0]
+            start = max(s.clock, s.virtual.get(ask.tenant, 0.0))
+            s.clock = start
+            s.virtual[ask.tenant] = start + self._cost(ask) / max(ask.weight, 1e-6)
+            lease = Lease(
+                lease_id=ask.lease_id,
+                worker=ask.worker,
+                session=ask.session,
+                tenant=ask.tenant,
+                priority=ask.priority,
+                granted_at=now,
+                expires_at=now + s.limits.lease_ttl,
+                input_tokens=ask.input_tokens,
+                output_tokens=ask.output_tokens,
+            )
+            s.leases.append(lease)
+            s.queue.remove(ask)
+            s.ready.append(Grant(lease_id=ask.lease_id, granted=True, expires_at=lease.expires_at))
+            waits = s.waits.setdefault(ask.priority, [])
+            waits[:] = [*waits[-(WAITS_KEPT - 1) :], max(0.0, (now - ask.since).total_seconds())]
+            s.requests += 1
+        if s.queue:
+            s.last_active = now
+        for poll in list(self.polls.values()):
+            ready = [g for g in s.ready if self._worker_of(g) == poll.worker]
+            waiting = any(a.worker == poll.worker for a in s.queue)
+            if ready or not waiting or poll.deadline <= now:  # nothing to wait for: answer at once
+                s.ready = [g for g in s.ready if self._worker_of(g) != poll.worker]
+                self._answer(poll, Polled(grants=ready + self._reasons(poll.worker, now)))
+
+    def _worker_of(self, grant: Grant) -> str:
+        return next((lease.worker for lease in self.state.leases if lease.lease_id == grant.lease_id), "")
+
+    def _reasons(self, worker: str, now: datetime) -> list[Grant]:
+        """Why the worker's waiting requests wait, and until about when."""
+        out = []
+        for ask in self.state.queue:
+            if ask.worker == worker:
+                reason = self._refusal(ask, now) or "queued"
+                resumes = self.state.cooldown_until if reason == "cooldown" else self._next_free(now)
+                out.append(Grant(lease_id=ask.lease_id, granted=False, resumes_at=resumes, reason=reason))
+        return out
+
+    def _answer(self, poll: _Poll, polled: Polled) -> None:
+        poll.answer = polled
+        if self.polls.get(poll.worker) is poll:
+            del self.polls[poll.worker]
+
+    def _next_free(self, now: datetime) -> datetime:
+        """When the window next frees room: a lease leaving it, or one expiring."""
+        s = self.state
+        times = [lease.end() + s.limits.window for lease in s.leases]
+        times += [lease.expires_at for lease in s.leases if lease.ended_at is None and lease.expires_at > now]
+        if s.cooldown_until is not None and s.cooldown_until > now:
+            times.append(s.cooldown_until)
+        return min(times, default=now)
+
+    def _next_wake(self, now: datetime) -> timedelta:
+        """How long until something changes by itself: room freed, a cooldown's end, a deadline."""
+        times = [p.deadline for p in self.polls.values()]
+        times += [seen + STALE for seen in self.state.seen.values()]
+        if self.state.queue:
+            times.append(self._next_free(now))
+        times = [t for t in times if t > now]
+        if not times:
+            return (
+                IDLE_END if not self.state.leases else self.state.limits.window + self.state.limits.lease_ttl
+            )
+        return max(min(times) - now, timedelta(milliseconds=10))
+
+    def _idle(self, now: datetime) -> bool:
+        s = self.state
+        quiet = not s.queue and not s.leases and not s.ready and not self.polls
+        return quiet and (s.last_active is None or s.last_active + IDLE_END <= now)
+
+    def _should_move(self) -> bool:
+        info = workflow.info()
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() > self.state.history_events
+        )

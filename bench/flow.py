@@ -1,0 +1,258 @@
+"""Provider flow control under load: one scripted provider enforcing request and input-token limits
+per window (429 with `Retry-After` and `x-ratelimit-*` headers), worker processes sharing it, and
+sessions of three tenants (weights 1:1:2), interactive and jobs mixed.
+
+    python bench/flow.py [--workers 4] [--sessions 150] [--modes off,queue,limiter]
+
+Modes, each on a fresh dev server:
+- `off`: no limits configured (the behaviour before flow control: the SDK's own retries, then the
+  activity's retry policy);
+- `queue`: Temporal's task-queue rate limit (`max_task_queue_activities_per_second`, enforced by the
+  matching service for every worker of the queue) set to the provider's request rate, doubled as
+  every session also runs one compile activity on the queue; it knows nothing of tokens or 429s;
+- `limiter`: AgentWolf's limiter workflow (the worker policy's `flow.limits` and tenant weights).
+
+The provider's window is `--window` seconds (10 by default: 60 RPM and 40k input TPM scaled to 10 s,
+six times faster than a real minute, same shape). Each session's prompt carries ~950 tokens so
+the token budget binds before the request budget. Printed per mode: requests, 429 ratio, requests
+sent inside an announced cooldown, failed turns, input-token budget used while work waited,
+each tenant's share of requests in that span, interactive turns' p95 time from prompt to answer (an
+upper bound of their lease wait), and the ratios of failed turns and of 429s against `off`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import json
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).parents[1]
+sys.path.insert(0, str(ROOT))
+
+from agentwolf.client.devserver import dynamic_config_args, temporal_binary  # noqa: E402
+from agentwolf.client.limits import endpoints  # noqa: E402
+from agentwolf.client.wolf_client import WolfClient  # noqa: E402
+from agentwolf.config.manifest import Manifest  # noqa: E402
+from agentwolf.payloads import data_converter  # noqa: E402
+from agentwolf.workflows.types import SEARCH_ATTRIBUTES  # noqa: E402
+from tests.support.openai_server import Reply, ScriptedOpenAI  # noqa: E402
+from tests.support.rate_limit import RateLimit  # noqa: E402
+
+TENANTS = {"t1": 1.0, "t2": 1.0, "t3": 2.0}
+PADDING = "lorem ipsum dolor sit amet " * 135  # ~3,600 characters: ~950 tokens a request (tokens bind)
+
+
+def _manifest(base_url: str) -> Manifest:
+    return Manifest.model_validate(
+        {
+            "host": {"models": {"providers": {"openai": {"api_key": "k", "base_url": base_url}}}},
+            "agents": {"a": {"model": "openai:gpt-4o-mini", "stream": False}},
+        }
+    )
+
+
+def _policy(args: argparse.Namespace, folder: Path) -> Path:
+    limits = {
+        "match": "openai:*",
+        "rpm": args.rpm,
+        "input_tpm": args.input_tpm,
+        "window": args.window,
+        "output_reserve": 20,
+    }
+    policy = {"flow": {"limits": [limits], "tenants": TENANTS}}
+    path = folder / "policy.yaml"
+    path.write_text(yaml.safe_dump(policy))
+    return path
+
+
+def _workers(mode: str, args: argparse.Namespace, address: str, queue: str, folder: Path) -> list[Any]:
+    base = [sys.executable, str(Path(__file__)), "worker", address, queue, mode]
+    extra = [str(_policy(args, folder))] if mode == "limiter" else [str(2 * args.rpm / args.window * 0.9)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return [
+        subprocess.Popen([*base, *extra], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(args.workers)
+    ]
+
+
+async def _session(
+    client: Any, queue: str, manifest: Manifest, tenant: str, interactive: bool, delay: float
+) -> tuple[str, bool, float, bool]:
+    """One session's first turn: (tenant, interactive, seconds from prompt to answer, failed)."""
+    await asyncio.sleep(delay)
+    wolf = WolfClient(client, tenant=tenant, task_queue=queue)
+    text = f"tenant={tenant} {'interactive' if interactive else 'job'} {PADDING}"
+    started = time.monotonic()
+    if interactive:  # a person's session: priority 1
+        sid = await wolf.start_session("a", manifest, prompt=text)
+        async for _, event in wolf.events(sid, live=False):
+            if event.kind == "turn_finished":
+                failed = event.outcome != "completed"
+                await wolf.close(sid)
+                return tenant, True, time.monotonic() - started, failed
+        return tenant, True, time.monotonic() - started, True
+    sid = await wolf.start_session("a", manifest, prompt=text, background=True, trigger="bench")  # a job
+    try:
+        result = await wolf.result(sid)
+        failed = result.outcome != "completed"
+    except Exception:  # noqa: BLE001 - a failed workflow is a failed turn
+        failed = True
+    return tenant, False, time.monotonic() - started, failed
+
+
+async def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
+    from temporalio.testing import WorkflowEnvironment
+
+    limit = RateLimit(rpm=args.rpm, input_tpm=args.input_tpm, window=args.window, tag=_tenant_of)
+    rng = random.Random(args.seed)
+    with (
+        tempfile.TemporaryDirectory(prefix="wolf-flow-") as tmp,
+        ScriptedOpenAI(lambda r: Reply(text="ok"), limit) as server,
+    ):
+        folder = Path(tmp)
+        os.environ["WOLF_PAYLOAD_STORE"] = str(folder / "payloads")
+        env = await WorkflowEnvironment.start_local(
+            dev_server_existing_path=temporal_binary(),
+            data_converter=data_converter(),
+            search_attributes=SEARCH_ATTRIBUTES,
+            dev_server_extra_args=dynamic_config_args(),
+        )
+        queue = f"flow-{mode}"
+        procs = _workers(mode, args, env.client.service_client.config.target_host, queue, folder)
+        try:
+            await asyncio.sleep(8)  # the workers start (imports)
+            manifest = _manifest(server.base_url)
+            tenants = [t for t in TENANTS for _ in range(args.sessions // len(TENANTS))]
+            plan = []
+            for i, tenant in enumerate(tenants):
+                interactive = i % 5 == 0  # 20 %
+                # jobs all at once (a saturated queue), interactive prompts spread over the run
+                delay = rng.uniform(5, args.sessions / args.rpm * args.window * 0.6) if interactive else 0.0
+                plan.append(_session(env.client, queue, manifest, tenant, interactive, delay))
+            outcomes = await asyncio.wait_for(asyncio.gather(*plan), timeout=args.timeout)
+            found = await endpoints(env.client, None)
+            lease_p95 = found[0].wait_p95.get(1) if found else None
+        finally:
+            for proc in procs:
+                proc.kill()
+                proc.wait()
+            await env.shutdown()
+    return {**_figures(limit, outcomes, args), "mode": mode, "lease_p95_s": lease_p95}
+
+
+def _figures(limit: RateLimit, outcomes: list[Any], args: argparse.Namespace) -> dict[str, Any]:
+    log = limit.log
+    accepted = limit.accepted()
+    failed = sum(1 for o in outcomes if o[3])
+    interactive = sorted(o[2] for o in outcomes if o[1] and not o[3])
+    # Budget use and tenant shares over the span every tenant still had work waiting: from the first
+    # accepted request to the first tenant's last.
+    last = {t: max((e.at for e in accepted if e.tag == t), default=0.0) for t in TENANTS}
+    start, end = (accepted[0].at, min(last.values())) if accepted else (0.0, 0.0)
+    windows = max((end - start) / args.window, 1e-9)
+    inside = [e for e in accepted if e.at < end]
+    used = sum(e.input_tokens for e in inside) / (args.input_tpm * windows) if accepted else 0.0
+    shares = Counter(e.tag for e in accepted if e.at <= end)
+    counted = max(1, sum(shares.values()))
+    return {
+        "requests": len(log),
+        "refused_429": len(limit.refusals()),
+        "ratio_429": len(limit.refusals()) / max(1, len(log)),
+        "in_cooldown": len(limit.sent_in_cooldowns()),
+        "failed_turns": failed,
+        "turns": len(outcomes),
+        "budget_used": min(used, 9.99),
+        "shares": {t: shares[t] / counted for t in TENANTS},
+        "interactive_p95_s": statistics.quantiles(interactive, n=20)[-1] if len(interactive) >= 2 else None,
+    }
+
+
+def _tenant_of(body: dict[str, Any]) -> str:
+    found = re.search(r"tenant=(\w+)", json.dumps(body))
+    return found.group(1) if found else ""
+
+
+def _print(figures: dict[str, Any], off: dict[str, Any] | None) -> None:
+    want = {t: w / sum(TENANTS.values()) for t, w in TENANTS.items()}
+    shares = ", ".join(f"{t} {s:.1%} (want {want[t]:.0%})" for t, s in figures["shares"].items())
+    p95 = figures["interactive_p95_s"]
+    print(
+        f"{figures['mode']:>8}: {figures['requests']} requests, 429s {figures['refused_429']} "
+        f"({figures['ratio_429']:.1%}), sent in a cooldown {figures['in_cooldown']}, failed turns "
+        f"{figures['failed_turns']}/{figures['turns']}, input budget used {figures['budget_used']:.0%}, "
+        f"shares {shares}, interactive p95 prompt->answer {_seconds(p95)}, lease wait "
+        f"{_seconds(figures['lease_p95_s'])}"
+    )
+    if off is not None and figures is not off:
+        ratio_failed = figures["failed_turns"] / off["failed_turns"] if off["failed_turns"] else float("nan")
+        ratio_429 = figures["refused_429"] / off["refused_429"] if off["refused_429"] else float("nan")
+        print(f"{'':>10}against off: failed turns x{ratio_failed:.2f}, 429s x{ratio_429:.2f}")
+
+
+def _seconds(value: float | None) -> str:
+    return f"{value:.2f}s" if value is not None else "-"
+
+
+def worker(address: str, queue: str, mode: str, extra: str) -> None:
+    """A worker process: `limiter` with a policy file, `off` plain, `queue` with Temporal's
+    task-queue activity rate limit."""
+    from temporalio.client import Client
+    from temporalio.worker import Worker
+
+    from agentwolf.config.policy import WorkerPolicy, load_policy
+    from agentwolf.worker import main
+
+    if mode == "queue":
+        main.Worker = functools.partial(Worker, max_task_queue_activities_per_second=float(extra))  # type: ignore[misc]
+    policy = load_policy(extra) if mode == "limiter" else WorkerPolicy()
+
+    async def run() -> None:
+        client = await Client.connect(address, data_converter=data_converter())
+        built, hosts = main.create_worker(client, task_queue=queue, policy=policy)
+        await main.run_worker(built, hosts, asyncio.Event())
+
+    asyncio.run(run())
+
+
+async def main_async() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--sessions", type=int, default=150)
+    parser.add_argument("--window", type=float, default=10.0)
+    parser.add_argument("--rpm", type=int, default=10, help="requests per window")
+    parser.add_argument("--input-tpm", type=int, default=6667, help="input tokens per window")
+    parser.add_argument("--modes", default="off,queue,limiter")
+    parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    results = {}
+    for mode in args.modes.split(","):
+        results[mode] = await run_mode(mode, args)
+        _print(results[mode], results.get("off"))
+    print(
+        f"{args.workers} workers, {args.sessions} sessions, window {args.window:g}s, {args.rpm} requests and "
+        f"{args.input_tpm} input tokens per window"
+    )
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "worker":
+        worker(*sys.argv[2:6])
+    else:
+        asyncio.run(main_async())

@@ -1,0 +1,314 @@
+"""Provider flow control (agentwolf/hosts/flow.py, agentwolf/workflows/limiter.py) on a real dev
+server, against the scripted provider enforcing its own limits (tests/support/rate_limit.py), with
+two worker processes sharing one budget."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowFailureError
+
+from agentwolf.client.limits import endpoints
+from agentwolf.config.limits import EndpointLimits, FlowPolicy
+from agentwolf.config.manifest import Manifest
+from agentwolf.config.policy import WorkerPolicy
+from agentwolf.defaults import TASK_QUEUE
+from agentwolf.hosts.flow import Endpoint, Flow
+from agentwolf.workflows.limiter import (
+    Ask,
+    LimiterState,
+    LimiterStatus,
+    LimiterWorkflow,
+    Release,
+    limiter_id,
+)
+from agentwolf.workflows.types import workflow_id
+from tests.conftest import record_history, wait_for, worker_process
+from tests.support.openai_server import Reply, ScriptedOpenAI
+from tests.support.rate_limit import RateLimit
+
+WOLF = str(Path(sys.executable).parent / "wolf")
+
+
+@pytest.fixture(autouse=True)
+def _collected() -> Iterator[None]:
+    """Collect each test's garbage before the next (finalizers of its clients and tasks run here, not
+    in the middle of pytest parsing a module at the end of the session: CPython 3.11's AST depth
+    check fails when a traceback is formatted from a finalizer meanwhile)."""
+    yield
+    gc.collect()
+
+
+def limited_manifest(base_url: str, **limits: Any) -> Manifest:
+    """Agent `a` on the `openai:` provider at `base_url`, under `host.models.limits`."""
+    return Manifest.model_validate(
+        {
+            "host": {
+                "models": {
+                    "providers": {"openai": {"api_key": "k", "base_url": base_url}},
+                    "limits": [{"match": "openai:*", **limits}],
+                }
+            },
+            "agents": {"a": {"model": "openai:gpt-4o-mini", "stream": False}},
+        }
+    )
+
+
+@pytest.fixture
+def two_workers(env, task_queue, process_mark) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Two worker processes on this test's queue."""
+    procs = [worker_process(env, task_queue, process_mark) for _ in range(2)]
+    yield procs
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+async def _polling(client: Client, task_queue: str, procs: list[subprocess.Popen[bytes]]) -> None:
+    """Until every worker process polls the queue for activities."""
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    request = DescribeTaskQueueRequest(
+        namespace=client.namespace,
+        task_queue=TaskQueue(name=task_queue),
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+    )
+
+    async def all_poll() -> bool:
+        described = await client.workflow_service.describe_task_queue(request)
+        pids = {poller.identity.split("@")[0] for poller in described.pollers}
+        return {str(p.pid) for p in procs} <= pids
+
+    await wait_for(all_poll, timeout=90, interval=0.5)
+
+
+async def _limiter(client: Client, base_url: str) -> LimiterStatus:
+    (found,) = [s for s in await endpoints(client, None) if base_url in s.label]
+    return found
+
+
+async def _workers_that_ran_model_requests(client: Client, sids: list[str]) -> set[str]:
+    identities = set()
+    for sid in sids:
+        history = await client.get_workflow_handle(workflow_id("default", sid)).fetch_history()
+        scheduled = {
+            e.event_id
+            for e in history.events
+            if e.HasField("activity_task_scheduled_event_attributes")
+            and e.activity_task_scheduled_event_attributes.activity_type.name == "wolf.model_request"
+        }
+        identities |= {
+            e.activity_task_started_event_attributes.identity
+            for e in history.events
+            if e.HasField("activity_task_started_event_attributes")
+            and e.activity_task_started_event_attributes.scheduled_event_id in scheduled
+        }
+    return identities
+
+
+async def test_two_worker_processes_share_one_budget(wolf, client, task_queue, two_workers):
+    await _polling(client, task_queue, two_workers)
+    limit = RateLimit(rpm=3, window=4.0)
+    with ScriptedOpenAI(lambda r: Reply(text="ok"), limit=limit) as server:
+        manifest = limited_manifest(server.base_url, rpm=3, window=4.0)
+        sids = [await wolf.submit(f"hi {i}", "a", manifest) for i in range(10)]
+        results = await asyncio.gather(*(wolf.result(s) for s in sids))
+        status = await _limiter(client, server.base_url)
+    assert [r.outcome for r in results] == ["completed"] * 10
+    assert len(limit.accepted()) == 10 and limit.refusals() == []  # paced, never refused
+    assert status.requests >= 10 and status.rpm == 3  # grants (a retried attempt gives one back unused)
+    assert set(status.wait_p95) == {3}  # `wolf submit` sessions are background work (priority 3)
+    assert len(await _workers_that_ran_model_requests(client, sids)) == 2
+
+
+async def test_a_429_cooldown_stops_every_worker(wolf, client, task_queue, two_workers):
+    await _polling(client, task_queue, two_workers)
+    limit = RateLimit(blocked_for=4)  # the provider refuses everything at first
+    with ScriptedOpenAI(lambda r: Reply(text="ok"), limit=limit) as server:
+        manifest = limited_manifest(server.base_url, concurrency=1)
+        sids = [await wolf.submit(f"hi {i}", "a", manifest) for i in range(6)]
+        results = await asyncio.gather(*(wolf.result(s) for s in sids))
+    assert [r.outcome for r in results] == ["completed"] * 6
+    assert limit.refusals(), "the provider should have refused the first request"
+    assert limit.sent_in_cooldowns() == []  # nobody sent while a Retry-After said to wait
+    assert len(await _workers_that_ran_model_requests(client, sids)) == 2
+
+
+async def test_a_worker_killed_holding_a_lease_does_not_leak_it(env, wolf, client, task_queue, process_mark):
+    calls = 0
+
+    def reply(request: dict[str, Any]) -> Reply:
+        nonlocal calls
+        calls += 1
+        return Reply(text="ok", delay=30 if calls == 1 else 0)  # the first one hangs until its worker dies
+
+    with ScriptedOpenAI(reply) as server:
+        manifest = limited_manifest(server.base_url, concurrency=1, lease_ttl=3, window=1)
+        first = worker_process(env, task_queue, process_mark)
+        try:
+            sid = await wolf.submit("hi", "a", manifest)
+            await wait_for(lambda: len(server.requests) == 1, timeout=90)
+            held = await _limiter(client, server.base_url)
+            assert held.use.active == 1
+            first.send_signal(signal.SIGKILL)
+            first.wait()
+        finally:
+            first.kill()
+        second = worker_process(env, task_queue, process_mark)
+        try:
+            other = await wolf.submit("hello", "a", manifest)
+            results = [await wolf.result(sid), await wolf.result(other)]
+            freed = await _limiter(client, server.base_url)
+        finally:
+            second.kill()
+            second.wait()
+    assert [r.outcome for r in results] == ["completed", "completed"]
+    assert freed.use.active == 0  # the dead worker's lease expired; nothing holds the budget
+
+
+async def test_a_turn_waits_out_a_long_refusal_and_status_shows_it(wolf, client, run_worker):
+    """The provider refuses for longer than the old retry schedule (6 attempts, ~31 s of backoff),
+    saying to come back in at most 5 s each time: the turn waits and completes."""
+
+    class Capped(RateLimit):
+        def admit(self, body: dict[str, Any], key: str) -> tuple[int, dict[str, str]]:
+            tokens, refused = super().admit(body, key)
+            if refused:
+                refused["retry-after"] = str(min(5, int(refused["retry-after"])))
+                self.cooldowns[-1] = (self.cooldowns[-1][0], float(refused["retry-after"]))
+            return tokens, refused
+
+    limit = Capped(blocked_for=45)
+    address = client.service_client.config.target_host
+    with ScriptedOpenAI(lambda r: Reply(text="finally"), limit=limit) as server:
+        manifest = limited_manifest(server.base_url)
+        async with run_worker(task_queue=TASK_QUEUE):
+            from agentwolf.client.wolf_client import WolfClient
+
+            wolf = WolfClient(client, task_queue=TASK_QUEUE)
+            sid = await wolf.submit("hi", "a", manifest)
+            follower = asyncio.create_task(_events(wolf, sid))
+            wait = await wait_for(lambda: wolf.waiting(sid), timeout=60)
+            assert wait.waiting.startswith("rate_limited") and wait.resumes_in() is not None
+            shown = await _wolf(address, "status", sid)
+            assert "waiting: rate_limited, resumes in" in shown.stdout, shown.stderr
+            listed = json.loads((await _wolf(address, "limits", "--json")).stdout)
+            (mine,) = [e for e in listed if server.base_url in e["label"]]
+            assert mine["cooldown_until"] is not None
+            result = await wolf.result(sid)
+            kinds = [e.kind for e in await follower]
+    assert result.outcome == "completed" and result.output == "finally"
+    assert "rate_limited" in kinds  # followers see the wait too
+    assert len(limit.refusals()) > 6  # more refusals than the old policy had attempts
+    assert limit.sent_in_cooldowns() == []
+
+
+async def test_a_wait_past_rate_wait_max_fails_the_turn_saying_why(wolf, run_worker):
+    limit = RateLimit(blocked_for=600)
+    policy = WorkerPolicy(flow=FlowPolicy(rate_wait_max=timedelta(seconds=3)))
+    with ScriptedOpenAI(lambda r: Reply(text="never"), limit=limit) as server:
+        async with run_worker(policy=policy):
+            sid = await wolf.submit("hi", "a", limited_manifest(server.base_url))
+            with pytest.raises(WorkflowFailureError) as failure:
+                await wolf.result(sid)
+    assert "rate_wait_max" in str(failure.value.cause)
+    assert len(limit.log) <= 2  # it waited out the cooldown instead of resending
+
+
+async def _events(wolf: Any, sid: str) -> list[Any]:
+    return [event async for _, event in wolf.events(sid)]
+
+
+async def _wolf(address: str, *args: str) -> subprocess.CompletedProcess[str]:
+    environ = {**os.environ, "NO_COLOR": "1", "TEMPORAL_ADDRESS": address}
+    return await asyncio.to_thread(
+        subprocess.run, [WOLF, *args], capture_output=True, text=True, env=environ, timeout=120
+    )
+
+
+async def test_leases_go_by_priority_then_by_tenant_weight(client, run_worker, task_queue):
+    """One request at a time: a held lease, then waiters of three priorities and two tenants
+    (weights 1 and 2); each granted lease is released at once. Interactive goes first, background
+    last, and among jobs tenant `b` gets two grants for each of `a`'s."""
+    limits = EndpointLimits(concurrency=1)
+    endpoint = Endpoint(f"test-{task_queue}", "test", limits)
+    wid = limiter_id(endpoint.id)
+    flow = Flow(client, task_queue, FlowPolicy())
+    now = datetime.now(UTC)
+    order: list[str] = []
+
+    def ask(name: str, tenant: str, priority: int, weight: float = 1.0, offset: float = 0.0) -> Ask:
+        return Ask(
+            lease_id=name,
+            session=name,
+            tenant=tenant,
+            weight=weight,
+            priority=priority,
+            since=now + timedelta(seconds=offset),
+            limits=limits,
+        )
+
+    async def take(a: Ask) -> None:
+        await flow.acquire(endpoint, a)
+        order.append(a.lease_id)
+        await client.get_workflow_handle(wid).signal(LimiterWorkflow.release, Release(lease_id=a.lease_id))
+
+    async with run_worker():
+        await flow.acquire(endpoint, ask("held", "a", 2))
+        waiters = [ask("background", "a", 3)]
+        waiters += [ask(f"a{i}", "a", 2, 1.0, i) for i in range(4)]
+        waiters += [ask(f"b{i}", "b", 2, 2.0, i) for i in range(4)]
+        waiters += [ask("interactive", "b", 1, 2.0, 10)]
+        tasks = [asyncio.create_task(take(w)) for w in waiters]
+        handle = client.get_workflow_handle(wid)
+        await wait_for(lambda: _waiting(handle, len(waiters)))
+        await handle.signal(LimiterWorkflow.release, Release(lease_id="held"))
+        await asyncio.gather(*tasks)
+        await record_history(client, wid, "limiter_priority_weights")
+        await handle.terminate()  # no run left for the worker to finish after the test
+        await flow.close()
+    assert order[0] == "interactive" and order[-1] == "background"
+    jobs = order[1:-1]
+    assert jobs[:3].count("b0") + jobs[:3].count("b1") == 2 and "a0" in jobs[:3]  # 2:1 for weight 2:1
+    assert [j for j in jobs if j.startswith("a")] == ["a0", "a1", "a2", "a3"]  # in arrival order
+
+
+async def _waiting(handle: Any, n: int) -> bool:
+    return len((await handle.query(LimiterWorkflow.status)).waiting) == n
+
+
+async def test_the_limiter_continues_as_new_keeping_its_ledger(client, run_worker, task_queue):
+    """Past its history bound the limiter moves to a new run mid-stream of asks; the leases granted
+    before still count (rpm 40 in a long window: all 40 are in it)."""
+    limits = EndpointLimits(rpm=40, window=timedelta(minutes=10))
+    endpoint = Endpoint(f"test-can-{task_queue}", "test", limits)
+    wid = limiter_id(endpoint.id)
+    flow = Flow(client, task_queue, FlowPolicy())
+    state = LimiterState(endpoint=endpoint.id, label="test", limits=limits, history_events=60)
+    async with run_worker():
+        await client.start_workflow(LimiterWorkflow.run, state, id=wid, task_queue=task_queue)
+        for i in range(40):
+            ask = Ask(lease_id=f"l{i}", session="s", tenant="t", since=datetime.now(UTC), limits=limits)
+            await flow.acquire(endpoint, ask)
+            await client.get_workflow_handle(wid).signal(LimiterWorkflow.release, Release(lease_id=f"l{i}"))
+        handle = client.get_workflow_handle(wid)
+        status = await handle.query(LimiterWorkflow.status)
+        runs = [e async for e in client.list_workflows(f"WorkflowId = '{wid}'")]
+        await record_history(client, wid, "limiter_continue_as_new", run_id=runs[-1].run_id)
+        await handle.terminate()
+        await flow.close()
+    assert status.use.requests == 40 and status.requests == 40
+    assert len(runs) > 1
