@@ -33,14 +33,18 @@ class EndpointLimits(BaseModel):
     """The budgets of the models a `match` pattern names (`openai:gpt-4o*`, `*`), per endpoint (base
     URL and API key) and model; None: unknown until a provider header says."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     match: str = "*"
     """A glob over the model spec as written (`openai:gpt-4o-mini`)."""
     rpm: int | None = Field(None, ge=1)
+    """Requests per window."""
     input_tpm: int | None = Field(None, ge=1)
+    """Input tokens per window."""
     output_tpm: int | None = Field(None, ge=1)
+    """Output tokens per window."""
     concurrency: int | None = Field(None, ge=1)
+    """Requests in flight at once, over every worker."""
     output_reserve: int = Field(1024, ge=1)
     """Output tokens reserved per request when the agent sets no `max_tokens` (reconciled with the
     real usage when the answer is in)."""

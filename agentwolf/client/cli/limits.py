@@ -13,9 +13,11 @@ app = typer.Typer()
 @app.command()
 @verb
 async def limits(conn: Connection, tenant: Tenant = "default", as_json: Json = False) -> None:
-    """Provider endpoints under flow control: their limits (configured or learnt from the
-    provider's headers), what the current window has used, a cooldown after a 429, and this
-    tenant's sessions waiting for a lease (by priority: interactive, job, background).
+    """Provider endpoints under flow control: their limits, use, cooldown and waiting sessions.
+
+    Limits are configured or learnt from the provider's headers; use is the current window's; a
+    cooldown follows a 429; waiting sessions are this tenant's, by priority (interactive, job,
+    background).
 
     Example: wolf limits --json
     """
