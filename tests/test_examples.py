@@ -48,6 +48,12 @@ async def run(*args: str, env: dict[str, str], timeout: float = 120) -> str:
     )
     try:
         stdout, stderr = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        proc.kill()
+        stdout, stderr = await proc.communicate()
+        raise AssertionError(
+            f"{args} ran past {timeout} s; stdout:\n{stdout.decode()}\nstderr:\n{stderr.decode()}"
+        ) from None
     finally:
         if proc.returncode is None:
             proc.kill()

@@ -38,6 +38,7 @@ from agentwolf.protocols.cors import CrossOrigin
 from agentwolf.tenants import TenantError
 
 log = logging.getLogger(__name__)
+REGISTRY_WAIT = timedelta(seconds=10)
 access_log = logging.getLogger("agentwolf.protocols.http")
 """One INFO record per request (AccessLog)."""
 
@@ -133,12 +134,22 @@ class Served:
     async def models(self, principal: Principal) -> list[Target]:
         """The agents and teams the principal may use: `AGENT` of the served config, `CONFIG/AGENT`
         of the tenant's registry configs (a registry that does not answer is left out, logged)."""
-        targets = await self._served(principal)
-        for config in await self.wolf(principal).config_list():
-            if config.name not in (self.config_name, SERVED):
-                with contextlib.suppress(RPCError, ConfigQueryFailed):
-                    targets += await self._registry(principal, config.name)
-        return targets
+        names = [
+            c.name
+            for c in await self.wolf(principal).config_list()
+            if c.name not in (self.config_name, SERVED)
+        ]
+        found = await asyncio.gather(*(self._answering(principal, name) for name in names))
+        return await self._served(principal) + [t for targets in found for t in targets]
+
+    async def _answering(self, principal: Principal, name: str) -> list[Target]:
+        """A registry config's targets, or none when it does not answer within REGISTRY_WAIT: a
+        registry no worker serves any more would hold every listing for its query's 30 s."""
+        try:
+            return await asyncio.wait_for(self._registry(principal, name), REGISTRY_WAIT.total_seconds())
+        except (RPCError, ConfigQueryFailed, TimeoutError) as exc:
+            log.warning("config %r left out of the listing: %s", name, exc or "no answer in time")
+            return []
 
     async def resolve(self, principal: Principal, model: str) -> Target:
         """`model`'s target, reading only the config it names (one registry that does not answer
