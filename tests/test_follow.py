@@ -147,7 +147,7 @@ async def test_follow_ctrl_c_says_how_to_reattach(client, run_worker, tmp_path):
                 term.close()
 
         term, status = await asyncio.to_thread(drive)
-        assert status == 130 or term.child.signalstatus is not None
+        assert status == 130 or status < 0  # exit code 130, or ended by SIGINT
         assert (await wolf.status(sid)).state == "running"  # detaching leaves the session running
         await wolf.interrupt(sid)
         await wolf.result(sid)

@@ -301,11 +301,13 @@ class Chat:
                     failures = 0
                     if event.kind not in LIVE_KINDS:
                         offset = position + 1
+                    if event.kind in ("turn_finished", "session_closed"):
+                        # Before the view says so: Tab right after "turn completed" knows the commands.
+                        self.commands.update(await session_commands(self.wolf, self.sid))
                     self.view.feed(event)
                     if event.kind in ("turn_finished", "session_closed"):
                         self.answered.clear()
                         self.armed = False
-                        self.commands.update(await session_commands(self.wolf, self.sid))
                     if event.kind == "session_closed":
                         self._say("the session is closed: /exit leaves")
                         return

@@ -1,12 +1,23 @@
-"""A program in a pseudo-terminal (pexpect) whose output is also rendered on a screen (pyte)."""
+"""A program in a pseudo-terminal whose output is also rendered on a screen (pyte).
+
+The program starts through `subprocess` (fork and exec in C) under `setsid --ctty`, so the terminal
+is its controlling one (Ctrl-C reaches it). pexpect's `spawn` forks and then runs Python in the
+child: in a test process whose in-process Temporal worker runs threads, that child can deadlock
+before it execs (seen in CI: the spawn waited for ever on its exec pipe).
+"""
 
 from __future__ import annotations
 
+import codecs
+import fcntl
 import os
 import re
+import select
+import struct
+import subprocess
+import termios
 import time
 
-import pexpect
 import pyte
 
 CSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>78]|\r")
@@ -21,9 +32,15 @@ class Terminal:
         self, program: str, args: list[str], env: dict[str, str], rows: int = 40, cols: int = 100
     ) -> None:
         env = {**os.environ, **env, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm"}
-        self.child = pexpect.spawn(
-            program, args, env=env, encoding="utf-8", dimensions=(rows, cols), timeout=5
-        )
+        self.fd, tty = os.openpty()
+        fcntl.ioctl(tty, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        try:
+            self.process = subprocess.Popen(
+                ["setsid", "--ctty", program, *args], stdin=tty, stdout=tty, stderr=tty, env=env
+            )
+        finally:
+            os.close(tty)
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.pyte = pyte.Screen(cols, rows)
         self.stream = pyte.Stream(self.pyte)
         self.raw = ""
@@ -31,12 +48,15 @@ class Terminal:
         self.mark = 0
 
     def _read(self, timeout: float) -> bool:
-        try:
-            data = self.child.read_nonblocking(65536, timeout=timeout)
-        except pexpect.TIMEOUT:
+        if not select.select([self.fd], [], [], timeout)[0]:
             return True
-        except pexpect.EOF:
+        try:
+            chunk = os.read(self.fd, 65536)
+        except OSError:  # EIO: every holder of the terminal closed it (the program ended)
             return False
+        if not chunk:
+            return False
+        data = self.decoder.decode(chunk)
         self.raw += data
         self.text += CSI.sub("", data)
         self.stream.feed(data)
@@ -73,19 +93,20 @@ class Terminal:
         return "\n".join(f"|{line}" for line in self.screen())
 
     def send(self, keys: str) -> None:
-        self.child.send(keys)
+        os.write(self.fd, keys.encode())
 
     def line(self, text: str) -> None:
-        self.child.send(text + "\r")
+        self.send(text + "\r")
 
-    def exit_status(self, timeout: float = 60) -> int | None:
+    def exit_status(self, timeout: float = 60) -> int:
         deadline = time.monotonic() + timeout
         while self._read(0.1):
             if time.monotonic() > deadline:
                 raise AssertionError(f"still running:\n{self.show()}")
-        self.child.close()
-        return self.child.exitstatus
+        return self.process.wait(timeout=max(deadline - time.monotonic(), 1))
 
     def close(self) -> None:
-        if self.child.isalive():
-            self.child.terminate(force=True)
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        os.close(self.fd)
