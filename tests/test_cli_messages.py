@@ -103,6 +103,7 @@ async def test_the_manifest_schema_describes_every_key_for_users():
         for key, prop in obj.get("properties", {}).items()
     }
     assert len(described) > 80 and [k for k, d in described.items() if not d] == []
+    assert [name for name, obj in objects if not obj.get("description")] == []  # each section says what it is
     assert described["Limits.max_steps"] == "Model requests a turn may make before it stops."
     developer_words = ("dump", "keep their identity", "local activity", "agentwolf/")
     assert [k for k, d in described.items() if any(w in d for w in developer_words)] == []

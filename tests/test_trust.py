@@ -411,7 +411,7 @@ async def test_a_worker_restores_a_skills_server_only_from_the_skill_file_it_rea
 ):
     """A worker that did not compile the turn gets a skill server's label only: it starts the server
     from the skill file it reads itself, and a label whose digest matches no file starts nothing."""
-    from agentwolf.activities.servers import skill_server_label
+    from agentwolf.hosts.servers import skill_server_label
     from tests.test_skills_in_sessions import manifest as skills_manifest
     from tests.test_skills_in_sessions import write_skill
 

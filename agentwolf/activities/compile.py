@@ -6,12 +6,9 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 
-from mcp.shared.exceptions import MCPError
-from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agentwolf.activities import observe
-from agentwolf.activities.servers import activate_skills, add_session_servers
 from agentwolf.activities.session_io import heartbeating
 from agentwolf.activities.tools import tool_specs
 from agentwolf.activities.window import context_window
@@ -28,11 +25,8 @@ from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError
 from agentwolf.config.suggest import did_you_mean, listing
 from agentwolf.extensions import code_mode
-from agentwolf.extensions.pool import McpUnavailable
-from agentwolf.extensions.registry import Scope
-from agentwolf.extensions.skills import LocalSkillRoot
-from agentwolf.extensions.types import ExtensionError, ToolEntry
 from agentwolf.hosts.host import AgentHost
+from agentwolf.hosts.prepare import PrepareError, prepare
 from agentwolf.workflows.contracts import (
     READ_TOOL_OUTPUT,
     RECALL_SPEC,
@@ -78,55 +72,30 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
     subagents = [
         name for cap in agent.capabilities if isinstance(cap, SubagentCapability) for name in cap.subagent
     ]
-    # Heartbeating: a first use starts watchers and scans folders, a re-joined server may wait for the
-    # old one to stop: longer than the heartbeat timeout, which failed the attempt.
-    scope = await heartbeating(host.scope(inp.manifest, inp.agent, inp.ref.workflow_id, inp.turn_id or "-"))
-    session_servers = await heartbeating(add_session_servers(host, scope, inp.session_servers))
-    skills = host.registry.skills(scope)
     try:
-        entries = await heartbeating(skills.list_skills())
-        skill_servers = await activate_skills(host, scope, inp.manifest, entries, inp.active_skills)
-        servers = host.registry.tool_sources(scope)
-        results = await heartbeating(
-            asyncio.gather(*(s.list_tools() for s in servers), return_exceptions=True)
+        prepared = await heartbeating(
+            prepare(
+                host,
+                inp.manifest,
+                inp.agent,
+                inp.ref.workflow_id,
+                inp.turn_id or "-",
+                inp.active_skills,
+                inp.session_servers,
+            )
         )
-        listed: list[list[ToolEntry]] = []
-        for server, result in zip(servers, list(results), strict=True):
-            label = server.server  # type: ignore[attr-defined]
-            if isinstance(result, BaseException) and label in skill_servers:
-                # A skill still works without the servers it brings (its instructions load).
-                activity.logger.warning("skill server %s is unavailable: %s", label, result)
-                del skill_servers[label]
-                result = []
-            elif isinstance(result, BaseException):
-                raise result
-            listed.append(result)
-        if skill_servers:  # the skills' own servers may serve skills too
-            skills = host.registry.skills(scope)
-            entries = await heartbeating(skills.list_skills())
-        catalog = await heartbeating(skills.catalog(inp.manifest.host.skills.catalog_bytes))
-        commands = await _commands(host, scope)
-    except McpUnavailable as exc:
-        raise ApplicationError(
-            host.secrets.redact(str(exc)), type="McpUnavailable", non_retryable=exc.permanent
-        ) from None
-    except (MCPError, TimeoutError) as exc:
-        raise ApplicationError(
-            host.secrets.redact(f"listing MCP tools failed: {exc}"), type="McpUnavailable"
-        ) from None
-    except (ExtensionError, MissingVariable, PolicyError) as exc:
-        raise ApplicationError(str(exc), type="ExtensionError", non_retryable=True) from None
-    for problem in skills.shadowed:
-        activity.logger.warning("skills: %s", problem)
+    except PrepareError as exc:
+        raise ApplicationError(str(exc), type=exc.kind, non_retryable=exc.permanent) from None
+    entries = prepared.skills
     defaults = inp.manifest.host.models.defaults
-    tools = tool_specs(dict(zip([s.server for s in servers], listed, strict=True)), inp.manifest)  # type: ignore[attr-defined]
+    tools = tool_specs(prepared.tools, inp.manifest)
     if agent.tools is not None:
         tools = [t for t in tools if _offered(t, agent.tools)]
     compiled = CompiledAgent(
         agent=inp.agent,
         models=models,
         labels=[observe.model_label(spec, host.secrets) for spec in models],
-        instructions="\n\n".join(part for part in (agent.instructions, catalog) if part),
+        instructions="\n\n".join(part for part in (agent.instructions, prepared.catalog) if part),
         tools=tools
         + ([delegate_spec(subagents)] if subagents else [])
         + [
@@ -141,10 +110,10 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
         context_window=context_window(inp.manifest.host.models, models, resolved),
         compact_models=compact_models,
         stream=agent.stream,
-        commands=commands,
+        commands=prepared.commands,
         sources=sorted(
-            {f"mcp:{s.server}" for s in servers}  # type: ignore[attr-defined]
-            | {f"skills:{r.path}" for r in host.registry.visible(scope, LocalSkillRoot)}
+            {f"mcp:{label}" for label in prepared.tools}
+            | {f"skills:{path}" for path in prepared.skill_roots}
             | set(agent_sources)
         ),
         skills=[
@@ -156,8 +125,8 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
             )
             for e in entries
         ],
-        skill_servers=skill_servers,
-        session_servers=session_servers,
+        skill_servers=prepared.skill_servers,
+        session_servers=prepared.session_servers,
     )
     _built_in_capabilities(compiled, agent)
     digests = {source: await heartbeating(host.source_digest(source)) for source in compiled.sources}
@@ -181,16 +150,6 @@ def _offered(spec: ToolSpec, patterns: list[str]) -> bool:
     """Whether an agent's `tools` globs offer `spec` (by model-facing name, `server:tool` or bare name)."""
     names = (spec.name, f"{spec.server}:{spec.tool}", spec.tool)
     return any(fnmatch.fnmatchcase(n, p) for n in names for p in patterns)
-
-
-async def _commands(host: AgentHost, scope: Scope) -> dict[str, str]:
-    """The session's slash commands (`/name` -> description) for clients to offer; a server that
-    cannot list its prompts costs its commands, not the compile."""
-    try:
-        return {f"/{c.name}": c.description for c in await heartbeating(host.registry.commands(scope))}
-    except (ExtensionError, McpUnavailable, MCPError, TimeoutError) as exc:
-        activity.logger.warning("listing slash commands failed: %s", host.secrets.redact(str(exc)))
-        return {}
 
 
 def _built_in_capabilities(compiled: CompiledAgent, agent: AgentConfig) -> None:

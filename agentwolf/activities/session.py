@@ -23,18 +23,20 @@ from temporalio.exceptions import ApplicationError
 from agentwolf.activities import live, observe
 from agentwolf.activities.compile import compile_agent
 from agentwolf.activities.model_request import request_model
-from agentwolf.activities.servers import SESSION_SERVER, restore_session_server, restore_skill_server
 from agentwolf.activities.session_io import heartbeating, query
 from agentwolf.activities.summary import summarise
 from agentwolf.activities.tools import render
 from agentwolf.config.manifest import Manifest
+from agentwolf.config.session_servers import SESSION_SERVER
 from agentwolf.extensions.pool import McpUnavailable
 from agentwolf.extensions.registry import Scope
 from agentwolf.extensions.skills import LocalSkillRoot
 from agentwolf.extensions.types import ExtensionError
 from agentwolf.hosts.host import AgentHost, HostRegistry
+from agentwolf.hosts.servers import restore_session_server, restore_skill_server
 from agentwolf.telemetry import metrics
 from agentwolf.workflows.contracts import (
+    COMPILED_QUERY,
     MANIFEST_QUERY,
     CommandInput,
     CommandOutput,
@@ -188,7 +190,8 @@ class SessionActivities:
 
     async def _call_tool(self, host: AgentHost, inp: ToolCallInput) -> ToolCallOutput:
         if inp.server not in host.pool.servers and inp.server.startswith(SESSION_SERVER):
-            await heartbeating(restore_session_server(host, inp))
+            compiled = await heartbeating(query(inp.ref, COMPILED_QUERY, CompiledAgent))
+            await heartbeating(restore_session_server(host, compiled, inp))
         elif inp.server not in host.pool.servers:
             await heartbeating(restore_skill_server(host, self.hosts.manifests[inp.ref.config_id], inp))
         if (functions := host.function_tools(inp.server)) is not None:  # a plugin's: runs right here

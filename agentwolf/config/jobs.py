@@ -63,6 +63,9 @@ def _text(value: object) -> str:
 
 
 class JobVar(_Strict):
+    """A variable a job takes (`wolf run JOB --var name=value`): its type, and a default unless it is
+    required."""
+
     type: VarType = "string"
     """`string`, `integer`, `number` or `boolean`."""
     default: str | int | float | bool | None = None

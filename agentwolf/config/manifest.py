@@ -25,6 +25,8 @@ class _Strict(BaseModel):
 
 
 class ProviderConfig(_Strict):
+    """How to reach one model provider: its key and, for OpenAI-compatible servers, its endpoint."""
+
     api_key: str | None = None
     """The provider's API key, as a placeholder (`${OPENAI_API_KEY}`): the worker resolves it, within its
     policy."""
@@ -34,6 +36,8 @@ class ProviderConfig(_Strict):
 
 
 class FallbackAlias(_Strict):
+    """An alias that names a chain of models: when one fails, the next answers."""
+
     type: Literal["fallback"]
     """Always `fallback`."""
     models: list[str] = Field(min_length=1)
@@ -41,6 +45,8 @@ class FallbackAlias(_Strict):
 
 
 class ModelDefaults(_Strict):
+    """Model settings for agents that set none themselves."""
+
     model: str | None = None
     """The model of agents that name none: a spec (`openai:gpt-4o-mini`) or an alias."""
     temperature: float | None = None
@@ -60,6 +66,9 @@ class ModelPrice(_Strict):
 
 
 class ModelsConfig(_Strict):
+    """The models this config may use: providers, aliases, defaults, prices, context windows and
+    provider limits."""
+
     providers: dict[str, ProviderConfig] = {}
     """Provider settings by provider name (`openai`, `anthropic`...): key and endpoint. A provider without
     an entry reads its usual variable (OPENAI_API_KEY...) on the worker."""
@@ -145,6 +154,8 @@ class SessionSettings(_Strict):
 
 
 class McpCapability(_Strict):
+    """`{mcp: name}`: the agent gets the tools of a server declared under `host.mcp_servers`."""
+
     mcp: str
     """The name of a server under `host.mcp_servers`: the agent gets its tools."""
 
@@ -216,6 +227,8 @@ class WebSearchSettings(_Strict):
 
 
 class WebSettings(_Strict):
+    """What an agent with the web capability may do: fetch pages, search, and their limits."""
+
     fetch: bool = True
     """Offer `web_fetch(url, max_chars)`: a page as Markdown, where the worker policy lets it go."""
     search: WebSearchSettings | None = None
@@ -329,6 +342,8 @@ SERVER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
 class HostConfig(_Strict):
+    """What the worker runs for this config: models and providers, MCP servers, session limits, skills."""
+
     models: ModelsConfig = ModelsConfig()
     """Providers, aliases, defaults and prices of models."""
     mcp_servers: dict[str, McpServerConfig] = {}
@@ -363,6 +378,9 @@ class Team(_Strict):
 
 
 class Limits(_Strict):
+    """When a turn or a session stops, and what it may spend: steps, budgets, the loop guard, tool
+    output size, context compaction."""
+
     max_steps: int = Field(40, ge=1)
     """Model requests a turn may make before it stops."""
     tool_output_chars: int = Field(65_536, ge=1000)
@@ -415,6 +433,9 @@ class AcpAgentConfig(_Strict):
 
 
 class AgentConfig(_Strict):
+    """One agent: its model, instructions, tools and capabilities, permissions and limits. Every key
+    may be left out: an empty agent uses the default model with no tools."""
+
     model: str | None = None
     """A model spec (`openai:gpt-4o-mini`, `anthropic:claude-sonnet-4-5`) or an alias; unset:
     `host.models.defaults.model`."""
@@ -450,6 +471,9 @@ class AgentConfig(_Strict):
 
 
 class Manifest(_Strict):
+    """A config (`wolf.yaml`): the agents and teams you can run, and what the worker runs them with
+    (`host`). Secrets stay `${VAR}` placeholders here; the worker fills them in under its own policy."""
+
     host: HostConfig = HostConfig()
     """What the worker runs for this config: models, MCP servers, sessions, permissions, skills."""
     agents: dict[str, AgentConfig] = {}

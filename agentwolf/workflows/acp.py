@@ -15,7 +15,7 @@ from temporalio.exceptions import ActivityError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 from agentwolf.workflows.acp_types import AcpPermission, AcpTurnInput, AcpTurnOutput
-from agentwolf.workflows.tools import ToolRouting
+from agentwolf.workflows.core import SessionCore
 from agentwolf.workflows.turn import HEARTBEAT_TIMEOUT, Turn, TurnStopped
 from agentwolf.workflows.types import Approval, PendingApproval
 
@@ -29,25 +29,28 @@ moves to another (its own state lost, unless it can load the session there)."""
 CONTEXT_CHARS = 20_000
 
 
-class AcpTurns(ToolRouting):
+class AcpRunner:
     """Drives an ACP agent's turn; its home host and session are recorded on the session's input
     (`acp_home`, `acp_session`), which a continue-as-new carries. ACP has no way in while a prompt
     runs: steers wait, and the session sends them as the next prompt when the turn ends."""
 
-    def _runs_acp(self) -> bool:
-        config = self.inp.manifest.agents.get(self.inp.agent)
+    def __init__(self, core: SessionCore) -> None:
+        self.core = core
+
+    def runs(self) -> bool:
+        config = self.core.inp.manifest.agents.get(self.core.inp.agent)
         return config is not None and config.acp is not None and workflow.patched(ACP_AGENTS)
 
-    async def _run_acp(self, task: str, turn: Turn) -> str:
+    async def run(self, task: str, turn: Turn) -> str:
         context = self._acp_context()
-        self._append(ModelRequest(parts=turn.pending, timestamp=workflow.now()))
+        self.core.append(ModelRequest(parts=turn.pending, timestamp=workflow.now()))
         turn.pending = []
         answers: dict[str, str] = {}
         shown: set[str] = set()
         said: list[str] = []
         while True:
             out = await self._acp_step(task, context, answers)
-            self.inp.acp_session = out.session
+            self.core.inp.acp_session = out.session
             if out.resumed in ("loaded", "lost"):
                 note = (
                     "the agent's session was loaded on its host again"
@@ -55,21 +58,21 @@ class AcpTurns(ToolRouting):
                     else "the external agent's own state was lost; it was prompted again with the "
                     "transcript so far"
                 )
-                self._publish("agent_resumed", text=note, outcome=out.resumed, tool=self.inp.agent)
+                self.core.publish("agent_resumed", text=note, outcome=out.resumed, tool=self.core.inp.agent)
             if out.text:  # before the step's tool calls: followers close the step's live text on them
                 said.append(out.text)
-                self._publish("model_text", text=out.text)
+                self.core.publish("model_text", text=out.text)
             self._publish_acp_calls(out, shown)
             if out.permission is None:
                 break
             answers[out.permission.tool_call_id] = await self._acp_permission(out.permission)
-            self.step += 1
+            self.core.step += 1
         if out.stop_reason == "cancelled":
             raise asyncio.CancelledError()
         if out.stop_reason not in ("end_turn", None):
-            raise TurnStopped("failed", f"{self.inp.agent} stopped: {out.stop_reason}")
+            raise TurnStopped("failed", f"{self.core.inp.agent} stopped: {out.stop_reason}")
         answer = "".join(said)
-        self._append(ModelResponse(parts=[TextPart(answer)], timestamp=workflow.now()))
+        self.core.append(ModelResponse(parts=[TextPart(answer)], timestamp=workflow.now()))
         return answer
 
     def _publish_acp_calls(self, out: AcpTurnOutput, shown: set[str]) -> None:
@@ -82,92 +85,93 @@ class AcpTurns(ToolRouting):
             if call.call_id in shown or not (ended or out.permission is None):
                 continue
             shown.add(call.call_id)
-            self._publish("tool_call_started", tool=call.title, call_id=call.call_id)
+            self.core.publish("tool_call_started", tool=call.title, call_id=call.call_id)
             if ended:
                 outcome = "ok" if call.status == "completed" else "error"
-                self._publish("tool_call_finished", tool=call.title, call_id=call.call_id, outcome=outcome)
+                self.core.publish(
+                    "tool_call_finished", tool=call.title, call_id=call.call_id, outcome=outcome
+                )
 
     async def _acp_step(self, task: str, context: str, answers: dict[str, str]) -> AcpTurnOutput:
         """One step on the home host; a home nobody serves any more is replaced once."""
         for _ in range(2):
-            if self.inp.acp_home is None:
-                self.inp.acp_home = await workflow.execute_activity(
+            if self.core.inp.acp_home is None:
+                self.core.inp.acp_home = await workflow.execute_activity(
                     "wolf.acp_home", result_type=str, start_to_close_timeout=timedelta(seconds=30)
                 )
             try:
                 return await workflow.execute_activity(
                     "wolf.acp_turn",
                     AcpTurnInput(
-                        ref=self._ref(),
-                        agent=self.inp.agent,
-                        turn_id=self.turn_id or "",
-                        step=self.step,
+                        ref=self.core.ref(),
+                        agent=self.core.inp.agent,
+                        turn_id=self.core.turn_id or "",
+                        step=self.core.step,
                         prompt=task,
                         context=context,
-                        session=self.inp.acp_session,
+                        session=self.core.inp.acp_session,
                         answers=dict(answers),
                     ),
                     result_type=AcpTurnOutput,
-                    task_queue=self.inp.acp_home,
+                    task_queue=self.core.inp.acp_home,
                     start_to_close_timeout=ACP_TURN_TIMEOUT,
                     schedule_to_start_timeout=HOME_WAIT,
                     heartbeat_timeout=HEARTBEAT_TIMEOUT,
                     retry_policy=ACP_RETRY,
-                    summary=f"acp_turn {self.inp.agent}",
+                    summary=f"acp_turn {self.core.inp.agent}",
                 )
             except ActivityError as err:
                 cause = err.cause
                 if not (isinstance(cause, ActivityTimeout) and cause.type == TimeoutType.SCHEDULE_TO_START):
                     raise
-                self.inp.acp_home = None
-        raise TurnStopped("failed", f"no worker host serves the ACP agent {self.inp.agent}")
+                self.core.inp.acp_home = None
+        raise TurnStopped("failed", f"no worker host serves the ACP agent {self.core.inp.agent}")
 
-    async def _release_acp(self) -> None:
+    async def release(self) -> None:
         """The session closes: its ACP agent's process on the home host stops. Said, not raised, when
         that fails (the host stops it when it closes)."""
-        if self.inp.acp_home is None or not workflow.patched(ACP_RELEASE):
+        if self.core.inp.acp_home is None or not workflow.patched(ACP_RELEASE):
             return
         try:
             await workflow.execute_activity(
                 "wolf.release_session",
-                self._ref(),
-                task_queue=self.inp.acp_home,
+                self.core.ref(),
+                task_queue=self.core.inp.acp_home,
                 start_to_close_timeout=timedelta(seconds=30),
                 schedule_to_start_timeout=timedelta(seconds=30),
                 retry_policy=RetryPolicy(maximum_attempts=2),
             )
         except ActivityError as err:
-            workflow.logger.warning("stopping the ACP agent %s failed: %s", self.inp.agent, err.cause)
+            workflow.logger.warning("stopping the ACP agent %s failed: %s", self.core.inp.agent, err.cause)
 
     async def _acp_permission(self, asked: AcpPermission) -> str:
         """A person's answer (the agent's rules first) as the option id to send; "" cancels."""
-        config = self.inp.manifest.agents[self.inp.agent]
+        config = self.core.inp.manifest.agents[self.core.inp.agent]
         action = config.permissions.decide(asked.title, {}) if config.permissions else "confirm"
         allow = next((o.option_id for o in asked.options if o.kind == "allow_once"), "")
         reject = next((o.option_id for o in asked.options if o.kind == "reject_once"), "")
         if action != "confirm":
             return allow if action == "allow" else reject
-        call_id = f"{self.turn_id}.{asked.tool_call_id}"
+        call_id = f"{self.core.turn_id}.{asked.tool_call_id}"
         args = asked.raw_input if isinstance(asked.raw_input, dict) else {"input": asked.raw_input}
-        self.pending_approvals[call_id] = PendingApproval(
+        self.core.approvals.pending[call_id] = PendingApproval(
             call_id=call_id, tool=asked.title, args=args, asked_at=workflow.now()
         )
-        self._publish("approval_requested", tool=asked.title, call_id=call_id, args=args)
-        self._set_state("waiting_approval")
+        self.core.publish("approval_requested", tool=asked.title, call_id=call_id, args=args)
+        self.core.set_state("waiting_approval")
         timeout = config.permissions.approval_timeout if config.permissions else None
         try:
-            await workflow.wait_condition(
-                lambda: call_id in self.decisions, timeout=timedelta(seconds=timeout) if timeout else None
+            approved, answer = await self.core.approvals.wait(
+                call_id, timedelta(seconds=timeout) if timeout else None
             )
-            approved, answer = self.decisions.pop(call_id)
         except TimeoutError:
             approved = config.permissions is not None and config.permissions.timeout_outcome == "allow"
             answer = Approval(call_id=call_id, reason=f"no answer within {timeout:g}s")
         except asyncio.CancelledError:  # not `finally`: an evicted run may not call workflow APIs
-            self._approval_ended(call_id)
+            self.core.approval_ended(call_id)
             raise
-        self._approval_ended(call_id)
-        self._publish(
+        self.core.approval_ended(call_id)
+        self.core.publish(
             "approval_resolved",
             tool=asked.title,
             call_id=call_id,
@@ -180,10 +184,10 @@ class AcpTurns(ToolRouting):
     def _acp_context(self) -> str:
         """Earlier turns as text (the last CONTEXT_CHARS), for an agent whose own state was lost."""
         lines = []
-        for message in self.transcript:
+        for message in self.core.transcript:
             for part in message.parts:
                 if isinstance(part, UserPromptPart) and isinstance(part.content, str):
                     lines.append(f"user: {part.content}")
                 elif isinstance(part, TextPart):
-                    lines.append(f"{self.inp.agent}: {part.content}")
+                    lines.append(f"{self.core.inp.agent}: {part.content}")
         return "\n".join(lines)[-CONTEXT_CHARS:]

@@ -3,13 +3,16 @@ tool call the script makes runs here as the session's ordinary tool call (rules,
 events nested under `run_code`), so every completed call is in history. Between calls the script is a
 snapshot: a worker lost mid-script resumes from the last one and repeats no call.
 
+The tool router (tools.py) permits a `run_code` call and hands it here; each call of the script goes
+back to the router (`call_tool`).
+
 Imported passed through, like tools.py: it calls only `workflow.*` and deterministic helpers.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +20,8 @@ from pydantic_ai.messages import ToolCallPart, ToolReturnPart
 from temporalio import workflow
 
 from agentwolf.config.manifest import CodeModeSettings
-from agentwolf.workflows.contracts import CODE, CompiledAgent, ToolCallOutput, ToolOutcome, ToolSpec
+from agentwolf.workflows.contracts import CompiledAgent, ToolCallOutput, ToolOutcome
+from agentwolf.workflows.core import SessionCore
 from agentwolf.workflows.script import (
     ScriptCall,
     ScriptLimits,
@@ -29,43 +33,39 @@ from agentwolf.workflows.script import (
     parameter_order,
 )
 from agentwolf.workflows.turn import TOOL_RETRY, all_or_cancel, short
-from agentwolf.workflows.web import WebRouting
 
 CODE_MODE = "code-mode"  # patch: `run_code` runs a script whose tool calls are the session's own
 
 
-class CodeRouting(WebRouting):
-    """Tool routing that also runs code-mode scripts."""
+CallTool = Callable[..., Awaitable[ToolReturnPart]]
+"""The tool router's `call_tool`: a script's call runs as the session's own."""
 
-    running_scripts: int = 0
-    """Scripts under way: a turn waiting for approval does not continue as new while one is (the
-    next run would start the script again, and repeat its calls)."""
-    _script_gate: asyncio.Semaphore | None = None
-    """One gate for the calls of every script of the session: `max_parallel_tools` at once however
-    many scripts a step runs (pending activities stay far below Temporal's 2,000)."""
 
-    async def _route_call(
-        self,
-        compiled: CompiledAgent,
-        spec: ToolSpec | None,
-        call: ToolCallPart,
-        index: int,
-        key: str,
-        arguments: dict[str, Any],
-    ) -> tuple[ToolCallOutput, ToolOutcome | None]:
-        if spec is None or spec.server != CODE or not workflow.patched(CODE_MODE):
-            return await super()._route_call(compiled, spec, call, index, key, arguments)
-        refusal = await self._permission(compiled, spec, call, key, arguments)
-        if refusal is not None:
-            return ToolCallOutput(content=refusal, is_error=True), ToolOutcome.DENIED
+class Scripts:
+    """Runs code-mode scripts; their calls go through `call_tool`."""
+
+    def __init__(self, core: SessionCore, call_tool: CallTool) -> None:
+        self.core = core
+        self.call_tool = call_tool
+        self.running = 0
+        """Scripts under way: a turn waiting for approval does not continue as new while one is (the
+        next run would start the script again, and repeat its calls)."""
+        self.gate: asyncio.Semaphore | None = None
+        """One gate for the calls of every script of the session: `max_parallel_tools` at once however
+        many scripts a step runs (pending activities stay far below Temporal's 2,000)."""
+
+    async def run(
+        self, compiled: CompiledAgent, call: ToolCallPart, index: int, key: str, arguments: dict[str, Any]
+    ) -> ToolCallOutput:
+        """A permitted `run_code` call."""
         code = arguments.get("code")
         if not isinstance(code, str) or not code.strip():
-            return ToolCallOutput(content="run_code needs `code`: a Python script", is_error=True), None
-        self.running_scripts += 1
+            return ToolCallOutput(content="run_code needs `code`: a Python script", is_error=True)
+        self.running += 1
         try:
-            return await self._run_code(compiled, call, index, key, code), None
+            return await self._run_code(compiled, call, index, key, code)
         finally:
-            self.running_scripts -= 1
+            self.running -= 1
 
     async def _run_code(
         self, compiled: CompiledAgent, call: ToolCallPart, index: int, key: str, code: str
@@ -101,10 +101,10 @@ class CodeRouting(WebRouting):
         return ToolCallOutput(content=text or "(no output: print results or end with an expression)")
 
     async def _gated(self, call: Coroutine[Any, Any, ScriptResult]) -> ScriptResult:
-        if self._script_gate is None:
-            self._script_gate = asyncio.Semaphore(self._limits().max_parallel_tools)
+        if self.gate is None:
+            self.gate = asyncio.Semaphore(self.core.limits().max_parallel_tools)
         try:
-            async with self._script_gate:
+            async with self.gate:
                 return await call
         finally:
             call.close()  # cancelled at the gate: it never started
@@ -132,7 +132,7 @@ class CodeRouting(WebRouting):
             args=script_call.arguments,
             tool_call_id=f"{call.tool_call_id}.{number}",
         )
-        part: ToolReturnPart = await self._call_tool(
+        part: ToolReturnPart = await self.call_tool(
             compiled, nested, index, f"{key}.{number}", {}, parent=call.tool_call_id
         )
         return ScriptResult(id=script_call.id, content=str(part.content), outcome=ToolOutcome(part.outcome))
@@ -149,5 +149,5 @@ class CodeRouting(WebRouting):
             result_type=ScriptStep,
             start_to_close_timeout=timedelta(seconds=settings.timeout_s + 30),
             retry_policy=TOOL_RETRY,
-            summary=short(f"{activity.removeprefix('wolf.')} {self.turn_id} step {self.step}"),
+            summary=short(f"{activity.removeprefix('wolf.')} {self.core.turn_id} step {self.core.step}"),
         )

@@ -8,7 +8,7 @@ Imported passed through, like turn.py; calls only `workflow.*` and deterministic
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
 
 from pydantic_ai.messages import ModelMessage
 from temporalio import workflow
@@ -27,41 +27,33 @@ from agentwolf.workflows.compaction import (
     working_context,
 )
 from agentwolf.workflows.contracts import CompactInput, CompiledAgent, ModelRequestOutput
-from agentwolf.workflows.session_input import SessionInput
-from agentwolf.workflows.tools import ToolRouting
+from agentwolf.workflows.core import SessionCore
 from agentwolf.workflows.turn import HEARTBEAT_TIMEOUT, MODEL_RETRY, MODEL_TIMEOUT, Turn, cause_message, short
-
-if TYPE_CHECKING:
-    from agentwolf.workflows.stream import SessionStream
 
 LEARNT_MARGIN = 0.9
 """A window learnt from a refusal that named none: this share of the refused request's estimate."""
 
 
-class ContextKeeping(ToolRouting):
+ModelRequest = Callable[[CompiledAgent], Awaitable[ModelRequestOutput]]
+"""The turn runner's model request (loop.py), which the keeper fits into the window."""
+
+
+class ContextKeeper:
     """The working context's view, the token estimate behind it, and compaction."""
 
-    view: ContextView
-    tokens_per_char: float
-    """Calibrated on the provider's reported input tokens; never below chars/4."""
-    compact_requested: bool
-
-    if TYPE_CHECKING:  # the turn loop's (loop.py), which this layer sits under
-
-        async def _model_request(self, compiled: CompiledAgent) -> ModelRequestOutput: ...
-        def _count_request(self, turn: Turn, out: ModelRequestOutput) -> None: ...
-
-    def __init__(self, inp: SessionInput, stream: SessionStream) -> None:
-        super().__init__(inp, stream)
-        self.view = inp.context.model_copy(deep=True) if inp.context else ContextView()
+    def __init__(self, core: SessionCore) -> None:
+        self.core = core
+        inp = core.inp
+        self.view: ContextView = inp.context.model_copy(deep=True) if inp.context else ContextView()
         self.tokens_per_char = 1 / CHARS_PER_TOKEN
+        """Calibrated on the provider's reported input tokens; never below chars/4."""
         self.compact_requested = False
 
-    def _sent_view(self) -> ContextView | None:
+    def sent_view(self) -> ContextView | None:
         """What model requests carry: None while the working context is the transcript itself."""
         return None if self.view.plain else self.view
 
-    def _window(self, compiled: CompiledAgent | None) -> int | None:
+    def window(self, compiled: CompiledAgent | None) -> int | None:
         return self.view.window or (compiled.context_window if compiled else None)
 
     def _fixed_chars(self, compiled: CompiledAgent) -> int:
@@ -74,40 +66,42 @@ class ContextKeeping(ToolRouting):
         fixed = self._fixed_chars(compiled) if fixed is None else fixed
         return int((fixed + chars(messages, compiled.tool_output_chars)) * self.tokens_per_char)
 
-    def _context_tokens(self, compiled: CompiledAgent | None) -> int | None:
+    def context_tokens(self, compiled: CompiledAgent | None) -> int | None:
         """About how many tokens the next request sends (for status)."""
         if compiled is None:
             return None
-        return self._tokens(compiled, working_context(self.transcript, self.view))
+        return self._tokens(compiled, working_context(self.core.transcript, self.view))
 
     def _calibrate(self, compiled: CompiledAgent, out: ModelRequestOutput, sent_chars: int) -> None:
         reported = out.response.usage.input_tokens
         if reported and sent_chars:
             self.tokens_per_char = min(1.0, max(1 / CHARS_PER_TOKEN, reported / sent_chars))
 
-    async def _request_fitting(self, compiled: CompiledAgent, turn: Turn) -> ModelRequestOutput:
+    async def request_fitting(
+        self, compiled: CompiledAgent, turn: Turn, request: ModelRequest
+    ) -> ModelRequestOutput:
         """The step's model request, its context compacted first if it would overflow; a provider's
         refusal as too long compacts further and asks again, until nothing is left to compact."""
         requested, self.compact_requested = self.compact_requested, False
         await self._fit(compiled, turn, force=requested)
         while True:
             sent = self._fixed_chars(compiled) + chars(
-                working_context(self.transcript, self.view), compiled.tool_output_chars
+                working_context(self.core.transcript, self.view), compiled.tool_output_chars
             )
             try:
-                out = await self._model_request(compiled)
+                out = await request(compiled)
             except ActivityError as err:
                 cause = err.cause
                 if not (
                     isinstance(cause, ApplicationError)
                     and cause.type == CONTEXT_LENGTH_EXCEEDED
-                    and self._limits().compaction != "off"
+                    and self.core.limits().compaction != "off"
                     and workflow.patched(COMPACTION)
                 ):
                     raise
                 named = cause.details[0] if cause.details and isinstance(cause.details[0], int) else None
                 learnt = named or int(sent * self.tokens_per_char * LEARNT_MARGIN)
-                window = min(learnt, self._window(compiled) or learnt)
+                window = min(learnt, self.window(compiled) or learnt)
                 self.view = self.view.model_copy(update={"window": window})
                 if not await self._fit(compiled, turn, force=True):
                     raise
@@ -118,8 +112,8 @@ class ContextKeeping(ToolRouting):
     async def _fit(self, compiled: CompiledAgent, turn: Turn | None, force: bool = False) -> bool:
         """Compact if the working context passes `limits.compact_at` of the window (`force`: shrink
         it anyway, by the cheapest tier that helps). True when the view moved."""
-        limits = self._limits()
-        window = self._window(compiled)
+        limits = self.core.limits()
+        window = self.window(compiled)
         if limits.compaction == "off" or window is None:
             return False
 
@@ -129,24 +123,24 @@ class ContextKeeping(ToolRouting):
             return self._tokens(compiled, messages, fixed)
 
         decided = plan(
-            self.transcript,
+            self.core.transcript,
             self.view,
             measure,
             limit=int(window * limits.compact_at),
             target=int(window * TARGET),
             force=force,
-            until=self.synced_len,
+            until=self.core.synced_len,
         )
         if decided is None or not workflow.patched(COMPACTION):
             return False
         view = decided.view
         if decided.summarize is not None:
             out = await self._summarise(compiled, decided, window)
-            self._count_request(turn or Turn(pending=[]), out)  # between turns: the session's only
+            self.core.count_request(turn or Turn(pending=[]), out)  # between turns: the session's only
             view = view.model_copy(update={"summary": out.response.text or ""})
         self.view = view.model_copy(update={"compactions": view.compactions + 1})
-        after = measure(working_context(self.transcript, self.view))
-        self._publish(
+        after = measure(working_context(self.core.transcript, self.view))
+        self.core.publish(
             "context_compacted",
             text=f"context compacted (tier {decided.tier}): about {decided.before} -> {after} tokens "
             f"of {window}",
@@ -162,15 +156,15 @@ class ContextKeeping(ToolRouting):
         return await workflow.execute_activity(
             "wolf.compact_summary",
             CompactInput(
-                ref=self._ref(),
+                ref=self.core.ref(),
                 compiled_digest=compiled.digest,
-                base_len=self.synced_len,
-                base_digest=self.synced_digest,
+                base_len=self.core.synced_len,
+                base_digest=self.core.synced_digest,
                 view=self.view.model_copy(update={"stub_before": decided.view.stub_before}),
                 start=start,
                 end=end,
                 budget=int(window * TARGET * CHARS_PER_TOKEN),
-                turn_id=self.turn_id or "",
+                turn_id=self.core.turn_id or "",
             ),
             result_type=ModelRequestOutput,
             start_to_close_timeout=MODEL_TIMEOUT,
@@ -179,14 +173,14 @@ class ContextKeeping(ToolRouting):
             summary=short(f"compact_summary messages {start}-{end}"),
         )
 
-    async def _compact_at_idle(self) -> None:
+    async def compact_at_idle(self) -> None:
         """Between turns: what `wolf compact` asked for, or what the next request would need anyway
         (before a continue-as-new, so the summary is not on the next prompt's path)."""
         requested, self.compact_requested = self.compact_requested, False
-        compiled = self.compiled
-        if compiled is None or self.stale.reason:
+        compiled = self.core.compiled
+        if compiled is None or self.core.stale.reason:
             return
         try:
             await self._fit(compiled, None, force=requested)
         except ActivityError as err:  # no turn to fail: said, and the next request compacts again
-            self._publish("error", text=f"compaction failed: {cause_message(err)}")
+            self.core.publish("error", text=f"compaction failed: {cause_message(err)}")

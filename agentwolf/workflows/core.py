@@ -1,8 +1,9 @@
 """The session workflow's state and the helpers every part of it uses.
 
-`SessionWorkflow` (session.py) is built in layers: this core (state, events, config), tool routing
-and approvals (tools.py), the turn loop (loop.py), and the workflow class itself with its run loop
-and handlers.
+`SessionWorkflow` (session.py) is composed of parts made in its `@workflow.init`: this core (the
+session's state, events, config), its approvals (approvals.py), the tool router (tools.py), the
+context keeper (context.py), an ACP agent's runner (acp.py) and the turn runner (loop.py), which
+drives a turn. Each part gets the core and the parts it calls; the core calls none of them.
 
 Imported passed through, like turn.py: its classes are created once per process, not re-created for
 every run by the sandbox (about 10 KB per cached session as sandboxed modules). The sandbox does not
@@ -21,14 +22,17 @@ from temporalio import workflow
 
 from agentwolf.config.manifest import AgentConfig, Limits
 from agentwolf.telemetry import metrics
+from agentwolf.workflows.approvals import Approvals
 from agentwolf.workflows.contracts import (
     EMPTY_DIGEST,
     CompiledAgent,
     HostRef,
+    ModelRequestOutput,
     SkillInfo,
     ToolOutcome,
     chain_digest,
 )
+from agentwolf.workflows.guard import LimitGuard
 from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.turn import CUT_MARK, EVENT_TEXT_LIMIT, MODEL_TEXT_LIMIT, Staleness, Turn, shared
 from agentwolf.workflows.types import (
@@ -45,13 +49,12 @@ from agentwolf.workflows.types import (
 RESUME_INTERRUPT = "resume-interrupt"  # patch: an interrupt or close as a waiting turn resumes ends it
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from agentwolf.workflows.stream import SessionStream
 
 
 class SessionCore:
-    """A session's state, kept across its turns and carried over by continue-as-new."""
+    """A session's state, kept across its turns and carried over by continue-as-new, and what every
+    part does with it: events, the session's state, the transcript, spending."""
 
     def __init__(self, inp: SessionInput, stream: SessionStream) -> None:
         # Sessions of one config share its manifest and compiled agent (`shared`). Replaced in the
@@ -81,26 +84,21 @@ class SessionCore:
         self.turn_task: asyncio.Task[None] | None = None
         self.interrupt_reason: str | None = None
         self.interrupt_requested: str | None = None
-        self.tool_ms: dict[str, int] = {}  # each tool's last call duration (workflow time: replay-safe)
-        self.answered_at: dict[str, datetime] = {}
-        """When each call that waited for approval was answered: its duration counts from there."""
         self.resume = inp.resume
         """A turn to resume first: it continued as new while waiting for approval."""
         self.turn: Turn | None = None
         self.prompt_running: Prompt | None = None
-        self.pending_approvals = {p.call_id: p for p in inp.resume.pending_approvals} if inp.resume else {}
-        self.decisions = dict(inp.resume.decisions) if inp.resume else {}
-        self.always_allowed: set[str] = set(inp.always_allowed)
+        self.approvals = Approvals(inp.resume, inp.always_allowed)
         self.next_config: ConfigUpdate | None = inp.next_config
         self.stale = Staleness()
         """Why the compiled agent is out of date (recompiled before the next model request)."""
         self.active_skills: list[str] = list(inp.resume.active_skills) if inp.resume else []
         """Skills loaded this turn: their `allowed-tools` limit the tools, their MCP servers join."""
         if inp.prompt is not None and not inp.transcript and self.counters.turns == 0 and not self.queue:
-            first = Prompt(turn_id=self._next_turn_id(), text=inp.prompt, settings=inp.prompt_settings)
+            first = Prompt(turn_id=self.next_turn_id(), text=inp.prompt, settings=inp.prompt_settings)
             self.queue.append(first)
 
-    def _apply_config(self) -> None:
+    def apply_config(self) -> None:
         """Switch to a pushed config version; recompile only if this agent's effective config changed."""
         update, self.next_config = self.next_config, None
         if update is None:
@@ -108,7 +106,7 @@ class SessionCore:
         old = self.inp.manifest
         agent = self.inp.agent
         if agent not in update.manifest.agents and agent not in update.manifest.teams:
-            self._publish(
+            self.publish(
                 "config_changed",
                 text=f"config {update.name} v{update.version} has no agent {agent!r}: "
                 f"staying on v{self.inp.config_version}",
@@ -121,14 +119,14 @@ class SessionCore:
         changed = old.agent_identity(self.inp.agent) != update.manifest.agent_identity(self.inp.agent)
         if changed:
             self.compiled = None
-        self._publish(
+        self.publish(
             "config_changed",
             text=f"config {update.name} v{update.version}: "
             + ("this agent changed, recompiling" if changed else "this agent is unchanged"),
             outcome="recompile" if changed else "unchanged",
         )
 
-    def _interrupt(self, reason: str) -> None:
+    def interrupt(self, reason: str) -> None:
         """Ask the run loop to cancel the running turn (`_await_turn`), after this activation's results.
         A turn about to resume (this run's first activation, after a continue-as-new while it waited
         for approval) is running too: it is cancelled as soon as it has started."""
@@ -136,16 +134,16 @@ class SessionCore:
         if running or (self.resume is not None and workflow.patched(RESUME_INTERRUPT)):
             self.interrupt_requested = reason
 
-    def _check_interrupted(self) -> None:
+    def check_interrupted(self) -> None:
         """An interrupt whose cancel an operation outlived (it completed anyway) still ends the turn."""
         if self.interrupt_reason is not None:
             raise asyncio.CancelledError()
 
-    def _append(self, message: ModelMessage) -> None:
+    def append(self, message: ModelMessage) -> None:
         self.transcript.append(message)
         self.digest = chain_digest(self.digest, [message])
 
-    def _tool_return(self, call: ToolCallPart, content: str, outcome: ToolOutcome) -> ToolReturnPart:
+    def tool_return(self, call: ToolCallPart, content: str, outcome: ToolOutcome) -> ToolReturnPart:
         return ToolReturnPart(
             tool_name=call.tool_name,
             content=content,
@@ -154,7 +152,7 @@ class SessionCore:
             outcome=outcome,  # type: ignore[arg-type]
         )
 
-    def _publish(self, kind: str, text: str | None = None, turn: str | None = None, **fields: object) -> None:
+    def publish(self, kind: str, text: str | None = None, turn: str | None = None, **fields: object) -> None:
         """Events stay small whatever the payloads: texts are cut; the transcript has them whole.
         A model's text is the answer followers render (its deltas must join to it): cut far later.
         (Every follower's poll records the events it reads in history: the turn's output, which
@@ -168,63 +166,78 @@ class SessionCore:
         )
         self.events.publish(event)
 
-    def _set_state(self, state: SessionState) -> None:
+    def set_state(self, state: SessionState) -> None:
         if state != self.state:
             workflow.upsert_search_attributes([STATE_ATTR.value_set(state)])
             metrics.count(metrics.SESSION_STATES, state=state)  # workflow.metric_meter(): replay-safe
         self.state = state
-        self._show_details()
+        self.show_details()
 
-    def _show_details(self) -> None:
+    def show_details(self) -> None:
         """The Temporal UI's current details: state, turn and step, approvals waiting, spending.
         Served by query, never recorded in history: free to change."""
         lines = [f"**{self.state}**" + (f" · {self.turn_id} step {self.step}" if self.turn_id else "")]
-        lines += [f"waiting for approval: {p.tool} ({p.call_id})" for p in self.pending_approvals.values()]
+        lines += [f"waiting for approval: {p.tool} ({p.call_id})" for p in self.approvals.pending.values()]
         usage = self.counters.total
         cost = f"${usage.cost_usd:.4f}" if usage.cost_usd is not None else "cost unknown"
         lines.append(f"{self.counters.turns} turns · {usage.total_tokens} tokens · {cost}")
         workflow.set_current_details("\n\n".join(lines))
 
-    def _count(self, turn: Turn, usage: Usage, *, delegated: bool = False) -> None:
+    def approval_ended(self, call_id: str) -> None:
+        """A call no longer waits for a person: the session runs again when none does."""
+        self.approvals.end(call_id)
+        if not self.approvals.pending and self.state == "waiting_approval":
+            self.set_state("running")
+        self.show_details()
+
+    def count(self, turn: Turn, usage: Usage, *, delegated: bool = False) -> None:
         """Add spending to the turn and the session (`delegated`: a subagent's), and warn once when
         a USD budget passes 80 %."""
-        limits = self._limits()
+        guard = LimitGuard(self.limits())
         before = (turn.usage.spent, self.counters.total.spent)
         turn.usage = turn.usage.plus(usage)
         if delegated:
             self.counters.subagents = self.counters.subagents.plus(usage)
         else:
             self.counters.usage = self.counters.usage.plus(usage)
-        after = (turn.usage.spent, self.counters.total.spent)
-        budgets = (limits.usd_budget_turn, limits.usd_budget_session)
-        for scope, budget, was, now in zip(("turn", "session"), budgets, before, after, strict=True):
-            if budget and was < 0.8 * budget <= now:
-                self._publish(
-                    "limit_warning", text=f"80% of the {scope}'s USD budget used (${now:.6f} of ${budget:g})"
-                )
+        for text in guard.usd_warnings(before, (turn.usage.spent, self.counters.total.spent)):
+            self.publish("limit_warning", text=text)
 
-    def _next_turn_id(self) -> str:
+    def count_request(self, turn: Turn, out: ModelRequestOutput) -> None:
+        """A model request's tokens and USD, for the turn, the session and its model."""
+        usage = Usage(
+            requests=1,
+            input_tokens=out.response.usage.input_tokens or 0,
+            output_tokens=out.response.usage.output_tokens or 0,
+            cost_usd=out.cost_usd,
+            unpriced_requests=int(out.cost_usd is None),
+        )
+        model = out.model or "unknown"
+        self.counters.models[model] = self.counters.models.get(model, Usage()).plus(usage)
+        self.count(turn, usage)
+
+    def next_turn_id(self) -> str:
         self.counters.turn_seq += 1
         return f"turn-{self.counters.turn_seq}"
 
-    def _busy(self) -> bool:
+    def busy(self) -> bool:
         """A turn is under way (running, waiting for a person's approval, or about to resume: this run
         continued as new while it waited)."""
         return self.state in ("running", "waiting_approval") or self.resume is not None
 
-    def _agent_config(self) -> AgentConfig:
+    def agent_config(self) -> AgentConfig:
         return self.inp.manifest.agents.get(self.inp.agent) or AgentConfig()
 
-    def _limits(self) -> Limits:
-        return self._agent_config().limits
+    def limits(self) -> Limits:
+        return self.agent_config().limits
 
-    def _ref(self) -> HostRef:
+    def ref(self) -> HostRef:
         return HostRef(
             config_id=self.inp.manifest.identity,
             tenant=self.inp.tenant,
             workflow_id=workflow.info().workflow_id,
         )
 
-    def _active_skill_infos(self) -> list[SkillInfo]:
+    def active_skill_infos(self) -> list[SkillInfo]:
         compiled = self.compiled
         return [info for n in self.active_skills if compiled and (info := compiled.skill(n))]

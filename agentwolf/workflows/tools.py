@@ -1,6 +1,6 @@
-"""Tool routing and approvals: where each tool call runs (MCP server, skill reader, child session,
-the session's own transcript), under the agent's permission rules, and the wait for a person's answer
-when a rule says `confirm`.
+"""The tool router: where each tool call runs (MCP server, skill reader, child session, code-mode
+script, web tool, the session's own transcript), under the agent's permission rules, and the wait for
+a person's answer when a rule says `confirm`.
 
 Imported passed through, like turn.py: its classes are created once per process, not re-created for
 every run by the sandbox (about 10 KB per cached session as sandboxed modules). The sandbox does not
@@ -22,7 +22,9 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ChildWorkflowError, is_cancelled_exception
 from temporalio.workflow import ChildWorkflowCancellationType
 
+from agentwolf.workflows.code import CODE_MODE, Scripts
 from agentwolf.workflows.contracts import (
+    CODE,
     SESSION,
     SKILLS,
     SUBAGENTS,
@@ -61,16 +63,23 @@ from agentwolf.workflows.types import (
     TENANT_ATTR,
     Approval,
     Counters,
-    PendingApproval,
     SessionResult,
     workflow_id,
 )
+from agentwolf.workflows.web import WEB_TOOLS, run_web, web_settings
+from agentwolf.workflows.web_tools import WEB
 
 
-class ToolRouting(SessionCore):
+class ToolRouter:
     """Runs one tool call where it belongs and records how it ended."""
 
-    async def _run_calls(
+    def __init__(self, core: SessionCore) -> None:
+        self.core = core
+        self.tool_ms: dict[str, int] = {}
+        """Each tool's last call duration (workflow time: replay-safe)."""
+        self.scripts = Scripts(core, self.call_tool)
+
+    async def run_calls(
         self, compiled: CompiledAgent, calls: list[ToolCallPart], finished: dict[int, ToolReturnPart]
     ) -> None:
         """A step's calls not yet `finished` (results by position): skill loads first, so their
@@ -78,7 +87,7 @@ class ToolRouting(SessionCore):
         at once, and calls past `limits.max_tool_calls_per_step` answer a tool error asking the
         model to batch. Temporal fails a workflow task that leaves more than 2,000 activities (or
         children) pending, and retries it for ever: an unbounded step of that size wedged the session."""
-        limits = self._limits()
+        limits = self.core.limits()
         cap, width = limits.max_tool_calls_per_step, limits.max_parallel_tools
         bounded = (len(calls) > min(cap, width)) and workflow.patched(BOUNDED_FAN_OUT)
         if bounded:
@@ -89,20 +98,20 @@ class ToolRouting(SessionCore):
                 "or the rest in your next step."
             )
             for i in refused:
-                finished[i] = self._tool_return(calls[i], note, ToolOutcome.DENIED)
+                finished[i] = self.core.tool_return(calls[i], note, ToolOutcome.DENIED)
             if refused:
-                self._publish("limit_warning", text=f"{len(refused)} tool calls refused: {note}")
+                self.core.publish("limit_warning", text=f"{len(refused)} tool calls refused: {note}")
         keys = call_keys(calls)
         loads = {i for i, c in enumerate(calls) if (s := compiled.tool(c.tool_name)) and s.server == SKILLS}
         for group in (sorted(loads), [i for i in range(len(calls)) if i not in loads]):
             todo = [i for i in group if i not in finished]
             if todo:
                 await all_or_cancel(
-                    [self._call_tool(compiled, calls[i], i, keys[i], finished) for i in todo],
+                    [self.call_tool(compiled, calls[i], i, keys[i], finished) for i in todo],
                     width if bounded else None,
                 )
 
-    async def _call_tool(
+    async def call_tool(
         self,
         compiled: CompiledAgent,
         call: ToolCallPart,
@@ -113,7 +122,7 @@ class ToolRouting(SessionCore):
     ) -> ToolReturnPart:
         """`parent`: the `run_code` call of a code-mode script making this call (its events say so)."""
         spec = compiled.script_tool(call.tool_name) if parent else compiled.tool(call.tool_name)
-        self._publish(
+        self.core.publish(
             "tool_call_started",
             tool=call.tool_name,
             call_id=call.tool_call_id,
@@ -132,11 +141,13 @@ class ToolRouting(SessionCore):
             )
         else:
             result, outcome = await self._route_call(compiled, spec, call, index, key, arguments)
-        started = self.answered_at.pop(key, started)  # a person's time to answer is not the tool's
+        started = self.core.approvals.answered_at.pop(
+            key, started
+        )  # a person's time to answer is not the tool's
         outcome = outcome or result.outcome
-        part = self._tool_return(call, result.content, outcome)
+        part = self.core.tool_return(call, result.content, outcome)
         finished[index] = part
-        self._publish(
+        self.core.publish(
             "tool_call_finished",
             tool=call.tool_name,
             call_id=call.tool_call_id,
@@ -158,17 +169,28 @@ class ToolRouting(SessionCore):
     ) -> tuple[ToolCallOutput, ToolOutcome | None]:
         """Run the call where it belongs; the outcome is `DENIED` when allowed-tools, a rule or a
         person refused it, else None (the result's own)."""
+        if spec is not None and spec.server == CODE and workflow.patched(CODE_MODE):
+            refusal = await self.permission(compiled, spec, call, key, arguments)
+            if refusal is not None:
+                return ToolCallOutput(content=refusal, is_error=True), ToolOutcome.DENIED
+            return await self.scripts.run(compiled, call, index, key, arguments), None
+        web = web_settings(self.core.inp.manifest.agents.get(self.core.inp.agent))
+        if spec is not None and spec.server == WEB and web is not None and workflow.patched(WEB_TOOLS):
+            refusal = await self.permission(compiled, spec, call, key, arguments)
+            if refusal is not None:
+                return ToolCallOutput(content=refusal, is_error=True), ToolOutcome.DENIED
+            return await run_web(self.core.ref(), spec, arguments, web), None
         if spec is None:
             return ToolCallOutput(content=f"unknown tool {call.tool_name!r}", is_error=True), None
-        offered = self._offered(compiled)
+        offered = self.offered(compiled)
         if offered is not None and spec.name not in offered:
-            skills = ", ".join(self.active_skills)
+            skills = ", ".join(self.core.active_skills)
             return ToolCallOutput(
                 content=f"{spec.name} is not allowed while {skills} is active", is_error=True
             ), ToolOutcome.DENIED
         if spec.server == SESSION:  # reads this session's own transcript: nothing to permit
             return self._read_tool_output(compiled, arguments), None
-        refusal = await self._permission(compiled, spec, call, key, arguments)
+        refusal = await self.permission(compiled, spec, call, key, arguments)
         if refusal is not None:
             return ToolCallOutput(content=refusal, is_error=True), ToolOutcome.DENIED
         if spec.server == SKILLS:
@@ -188,7 +210,7 @@ class ToolRouting(SessionCore):
                 content="read_tool_output needs a non-negative integer `offset` (and `message`, `part`)",
                 is_error=True,
             )
-        messages = self.transcript if at is None else self.transcript[at : at + 1]
+        messages = self.core.transcript if at is None else self.core.transcript[at : at + 1]
         found = [
             p
             for m in messages
@@ -229,7 +251,11 @@ class ToolRouting(SessionCore):
         result = await workflow.execute_activity(
             "wolf.read_skill",
             SkillReadInput(
-                ref=self._ref(), agent=self.inp.agent, turn_id=self.turn_id or "", uri=uri, listing=loading
+                ref=self.core.ref(),
+                agent=self.core.inp.agent,
+                turn_id=self.core.turn_id or "",
+                uri=uri,
+                listing=loading,
             ),
             result_type=ToolCallOutput,
             start_to_close_timeout=timedelta(seconds=60),
@@ -237,23 +263,19 @@ class ToolRouting(SessionCore):
             retry_policy=TOOL_RETRY,
             summary=short(f"{spec.tool} {uri}"),
         )
-        if loading and not result.is_error and skill.name not in self.active_skills:
-            self.active_skills.append(skill.name)
+        if loading and not result.is_error and skill.name not in self.core.active_skills:
+            self.core.active_skills.append(skill.name)
             if skill.mcp_servers:
-                self.stale.mark(f"skill {skill.name} brings MCP servers {skill.mcp_servers}")
+                self.core.stale.mark(f"skill {skill.name} brings MCP servers {skill.mcp_servers}")
         return result
 
-    def _active_skill_infos(self) -> list[Any]:
-        compiled = self.compiled
-        return [info for n in self.active_skills if compiled and (info := compiled.skill(n))]
-
-    def _offered(self, compiled: CompiledAgent) -> list[str] | None:
+    def offered(self, compiled: CompiledAgent) -> list[str] | None:
         """Tool names the model may use now: limited while an active skill declares `allowed-tools`."""
-        limited = [s for s in self._active_skill_infos() if s.allowed_tools is not None]
+        limited = [s for s in self.core.active_skill_infos() if s.allowed_tools is not None]
         if not limited:
             return None
         patterns = [p.split("(", 1)[0] for s in limited for p in s.allowed_tools or ()]
-        brought = tuple(f"{s.name}/" for s in self._active_skill_infos())
+        brought = tuple(f"{s.name}/" for s in self.core.active_skill_infos())
         shared = shared_names(compiled)
 
         def allowed(t: ToolSpec) -> bool:
@@ -271,11 +293,12 @@ class ToolRouting(SessionCore):
         self, spec: ToolSpec, call: ToolCallPart, arguments: dict[str, Any]
     ) -> ToolCallOutput:
         compiled_server = (
-            self.compiled.skill_servers.get(spec.server) or self.compiled.session_servers.get(spec.server)
-            if self.compiled
+            self.core.compiled.skill_servers.get(spec.server)
+            or self.core.compiled.session_servers.get(spec.server)
+            if self.core.compiled
             else None
         )
-        server = compiled_server or self.inp.manifest.host.mcp_servers.get(spec.server)
+        server = compiled_server or self.core.inp.manifest.host.mcp_servers.get(spec.server)
         if server is None:  # a session server the client replaced or released
             if not workflow.patched(GONE_SERVERS):
                 raise KeyError(spec.server)  # what runs before the patch did (the turn's task died)
@@ -285,13 +308,13 @@ class ToolRouting(SessionCore):
                 is_error=True,
             )
         inp = ToolCallInput(
-            ref=self._ref(),
+            ref=self.core.ref(),
             server=spec.server,
             tool=spec.tool,
             arguments=arguments,
             call_id=call.tool_call_id,
-            agent=self.inp.agent,
-            turn_id=self.turn_id or "",
+            agent=self.core.inp.agent,
+            turn_id=self.core.turn_id or "",
         )
         started = workflow.now()
         last_ms = self.tool_ms.get(call.tool_name)
@@ -306,7 +329,7 @@ class ToolRouting(SessionCore):
             # recorded, so it carries the manifest). Signals wait for it, which is fine at this speed.
             result = await workflow.execute_local_activity(
                 "wolf.call_tool",
-                inp.model_copy(update={"manifest": self.inp.manifest}),
+                inp.model_copy(update={"manifest": self.core.inp.manifest}),
                 result_type=ToolCallOutput,
                 start_to_close_timeout=timedelta(seconds=server.call_timeout + 30),
                 retry_policy=TOOL_RETRY,
@@ -324,9 +347,12 @@ class ToolRouting(SessionCore):
             )
         self.tool_ms[call.tool_name] = int((workflow.now() - started).total_seconds() * 1000)
         if result.changed:
-            self.stale.mark(f"{spec.server} changed its lists during {spec.tool}")
-            self._publish(
-                "extensions_changed", text=self.stale.reason, tool=call.tool_name, call_id=call.tool_call_id
+            self.core.stale.mark(f"{spec.server} changed its lists during {spec.tool}")
+            self.core.publish(
+                "extensions_changed",
+                text=self.core.stale.reason,
+                tool=call.tool_name,
+                call_id=call.tool_call_id,
             )
         return result
 
@@ -335,7 +361,7 @@ class ToolRouting(SessionCore):
     ) -> ToolCallOutput:
         agent, task = arguments.get("agent"), arguments.get("task")
         allowed = compiled.tool("delegate").parameters["properties"]["agent"]["enum"]  # type: ignore[union-attr]
-        limit = self.inp.manifest.host.sessions.max_subagent_depth
+        limit = self.core.inp.manifest.host.sessions.max_subagent_depth
         if (
             not isinstance(agent, str)
             or agent not in allowed
@@ -345,29 +371,26 @@ class ToolRouting(SessionCore):
             return ToolCallOutput(
                 content=f"delegate needs `agent` (one of {allowed}) and a non-empty `task`", is_error=True
             )
-        if self.inp.depth >= limit:
+        if self.core.inp.depth >= limit:
             return ToolCallOutput(
                 content=f"subagent depth limit ({limit}) reached: do the task yourself", is_error=True
             )
         # The child's id comes from where the call sits, never from the model's call id (models repeat them).
         if workflow.patched(CHILD_IDS):
-            return await self._child(agent, task, f"{self.inp.session_id}.{self.turn_id}.{self.step}.{index}")
-        return await self._child(agent, task, f"{self.inp.session_id}.{call.tool_call_id}")
+            return await self.child(
+                agent, task, f"{self.core.inp.session_id}.{self.core.turn_id}.{self.core.step}.{index}"
+            )
+        return await self.child(agent, task, f"{self.core.inp.session_id}.{call.tool_call_id}")
 
-    def _approval_ended(self, call_id: str) -> None:
-        del self.pending_approvals[call_id]
-        if not self.pending_approvals and self.state == "waiting_approval":
-            self._set_state("running")
-        self._show_details()
-
-    async def _permission(
+    async def permission(
         self, compiled: CompiledAgent, spec: ToolSpec, call: ToolCallPart, key: str, arguments: dict[str, Any]
     ) -> str | None:
         """None when the call may run; else the refusal the model sees. `confirm` waits for a person.
 
         Rules and `always` answers hold on the tool's identity (server, MCP name), not on the
         model-facing name, which changes when another server lists the same name."""
-        permissions = self.inp.manifest.permissions(self.inp.agent)
+        permissions = self.core.inp.manifest.permissions(self.core.inp.agent)
+        approvals = self.core.approvals
         identity = (spec.server, spec.tool)
         action = permissions.decide(
             call.tool_name, arguments, identity, shared=spec.tool in shared_names(compiled)
@@ -375,38 +398,38 @@ class ToolRouting(SessionCore):
         tool = f"{spec.server}:{spec.tool}"
         # Model-facing names (no ':') in the set come from sessions that continued as new before this rule.
         if action == "allow" or (
-            action == "confirm" and (tool in self.always_allowed or call.tool_name in self.always_allowed)
+            action == "confirm"
+            and (tool in approvals.always_allowed or call.tool_name in approvals.always_allowed)
         ):
             return None
         if action == "deny":
             return f"denied by policy: {call.tool_name} is not allowed for this agent"
         call_id = key
-        if call_id not in self.pending_approvals:  # else asked before the session continued as new
-            self.pending_approvals[call_id] = PendingApproval(
-                call_id=call_id, tool=call.tool_name, args=arguments, asked_at=workflow.now()
+        if approvals.ask(
+            call_id, call.tool_name, arguments, workflow.now()
+        ):  # else asked before a continue-as-new
+            self.core.publish(
+                "approval_requested", tool=call.tool_name, call_id=call_id, args=event_args(call)
             )
-            self._publish("approval_requested", tool=call.tool_name, call_id=call_id, args=event_args(call))
-        self._set_state("waiting_approval")
+        self.core.set_state("waiting_approval")
         timeout = permissions.approval_timeout
-        asked_at = self.pending_approvals[call_id].asked_at or workflow.now()
+        asked_at = approvals.pending[call_id].asked_at or workflow.now()
         left = timeout - (workflow.now() - asked_at).total_seconds() if timeout else None
         try:
-            await workflow.wait_condition(
-                lambda: call_id in self.decisions,
-                timeout=timedelta(seconds=max(left, 0.001)) if left is not None else None,
+            approved, answer = await approvals.wait(
+                call_id, timedelta(seconds=max(left, 0.001)) if left is not None else None
             )
-            approved, answer = self.decisions.pop(call_id)
         except TimeoutError:
             approved = permissions.timeout_outcome == "allow"
             answer = Approval(call_id=call_id, reason=f"no answer within {timeout:g}s")
         except asyncio.CancelledError:  # not `finally`: an evicted run may not call workflow APIs
-            self._approval_ended(call_id)
+            self.core.approval_ended(call_id)
             raise
-        self._approval_ended(call_id)
-        self.answered_at[call_id] = workflow.now()
+        self.core.approval_ended(call_id)
+        approvals.answered_at[call_id] = workflow.now()
         if approved and answer.always:
-            self.always_allowed.add(tool)
-        self._publish(
+            approvals.always_allowed.add(tool)
+        self.core.publish(
             "approval_resolved",
             tool=call.tool_name,
             call_id=call_id,
@@ -417,10 +440,11 @@ class ToolRouting(SessionCore):
             return None
         return "denied by the user" + (f": {answer.reason}" if answer.reason else "")
 
-    async def _child(self, agent: str, task: str, session_id: str) -> ToolCallOutput:
+    async def child(self, agent: str, task: str, session_id: str) -> ToolCallOutput:
         """Run `agent` on `task` as a child session and wait for its answer."""
-        self._publish("child_started", tool=agent, call_id=session_id, text=task)
-        tenant = self.inp.tenant
+        self.core.publish("child_started", tool=agent, call_id=session_id, text=task)
+        inp = self.core.inp
+        tenant = inp.tenant
         try:
             result = await workflow.execute_child_workflow(
                 SESSION_WORKFLOW,
@@ -428,22 +452,22 @@ class ToolRouting(SessionCore):
                     session_id=session_id,
                     tenant=tenant,
                     agent=agent,
-                    manifest=self.inp.manifest,
+                    manifest=self.core.inp.manifest,
                     prompt=task,
                     background=True,
-                    depth=self.inp.depth + 1,
-                    parent=self.inp.session_id,
+                    depth=self.core.inp.depth + 1,
+                    parent=self.core.inp.session_id,
                 ),
                 id=workflow_id(tenant, session_id),
                 result_type=SessionResult,
                 static_summary=short(f"{agent}: {task}"),
-                static_details=f"subagent of {self.inp.session_id} ({self.inp.agent}), {self.turn_id}",
+                static_details=f"subagent of {inp.session_id} ({inp.agent}), {self.core.turn_id}",
                 search_attributes=TypedSearchAttributes(
                     [
                         SearchAttributePair(TENANT_ATTR, tenant),
                         SearchAttributePair(AGENT_ATTR, agent),
                         SearchAttributePair(STATE_ATTR, "idle"),
-                        SearchAttributePair(PARENT_ATTR, self.inp.session_id),
+                        SearchAttributePair(PARENT_ATTR, self.core.inp.session_id),
                     ]
                 ),
                 # A stopping parent waits until its children have stopped: a child left to the
@@ -459,9 +483,9 @@ class ToolRouting(SessionCore):
                 raise asyncio.CancelledError() from err
             output = ToolCallOutput(content=f"{agent} failed: {cause_message(err)}", is_error=True)
             spent = failed_counters(err)
-        if spent is not None and self.turn is not None:  # the child's spending is this turn's too
-            self._count(self.turn, spent.total, delegated=True)
-        self._publish(
+        if spent is not None and self.core.turn is not None:  # the child's spending is this turn's too
+            self.core.count(self.core.turn, spent.total, delegated=True)
+        self.core.publish(
             "child_finished",
             tool=agent,
             call_id=session_id,
@@ -469,11 +493,3 @@ class ToolRouting(SessionCore):
             text=output.content,
         )
         return output
-
-    def _decide(self, answer: Approval, approved: bool) -> None:
-        if answer.call_id in self.pending_approvals:
-            self.decisions[answer.call_id] = (approved, answer)
-        else:
-            workflow.logger.warning(
-                "ignored an answer for call %r: no such call waits for approval", answer.call_id
-            )

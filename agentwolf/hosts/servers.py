@@ -1,14 +1,13 @@
 """The MCP servers a session brings besides its manifest's: an active skill's (TURN scope) and the
-session's client's (SESSION scope), their labels, and how a worker that did not compile restores them."""
+session's client's (SESSION scope), their labels, and how a worker that did not compile restores them.
+Host work, run inside the session's activities (`wolf.compile`, `wolf.call_tool`)."""
 
 from __future__ import annotations
 
 import hashlib
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
-from agentwolf.activities.session_io import query
 from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.config.session_servers import (
     SESSION_SERVER,
@@ -21,7 +20,11 @@ from agentwolf.extensions.registry import Scope, ScopeLevel
 from agentwolf.extensions.skills import LocalSkillRoot
 from agentwolf.extensions.types import SkillEntry
 from agentwolf.hosts.host import AgentHost
-from agentwolf.workflows.contracts import COMPILED_QUERY, CompiledAgent, ToolCallInput
+from agentwolf.workflows.contracts import CompiledAgent, ToolCallInput
+
+
+class ServerError(Exception):
+    """A server the session brings cannot be used as given; retrying cannot fix it."""
 
 
 async def activate_skills(
@@ -77,9 +80,7 @@ async def add_session_servers(
         try:
             opened = await _opened(host, scope.session_id, config)
         except SealError as exc:
-            raise ApplicationError(
-                f"MCP server {name!r}: {exc}", type="SealError", non_retryable=True
-            ) from None
+            raise ServerError(f"MCP server {name!r}: {exc}") from None
         await host.pool.add_server(label, opened, trusted=False)
         host.registry.add(host.mcp_server(label), session)
         added[label] = config
@@ -90,10 +91,9 @@ async def add_session_servers(
     return added
 
 
-async def restore_session_server(host: AgentHost, inp: ToolCallInput) -> None:
+async def restore_session_server(host: AgentHost, compiled: CompiledAgent, inp: ToolCallInput) -> None:
     """A worker that did not compile this session's agent takes the server's config from the
-    session's compiled agent, if the label's digest matches it."""
-    compiled = await query(inp.ref, COMPILED_QUERY, CompiledAgent)
+    session's `compiled` agent, if the label's digest matches it."""
     config = compiled.session_servers.get(inp.server)
     name = server_name(inp.server)
     if config is not None and session_server_label(inp.ref.workflow_id, name, config) == inp.server:
