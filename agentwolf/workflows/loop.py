@@ -35,6 +35,7 @@ from agentwolf.workflows.contracts import (
     ToolOutcome,
     chain_digest,
 )
+from agentwolf.workflows.cuts import mark_end, mark_start
 from agentwolf.workflows.output import judge
 from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.turn import (
@@ -76,6 +77,7 @@ class TurnLoop(AcpTurns, CodeRouting, ContextKeeping):
         self._set_state("running")
         if resume is None:
             self._publish("turn_started", text=prompt.text)
+            self.turns.append(mark_start(prompt.turn_id, len(self.transcript), self.inp.config_version))
         turn = (
             Turn.resumed(resume)
             if resume
@@ -141,6 +143,7 @@ class TurnLoop(AcpTurns, CodeRouting, ContextKeeping):
             self.pending_approvals.clear()
             self.decisions.clear()
         self.counters.turns += 1
+        mark_end(self.turns, prompt.turn_id, len(self.transcript), self.counters)
         self.last_output, self.last_outcome = output, outcome
         self._publish("turn_finished", text=output, outcome=outcome, usage=turn.usage)
         metrics.count(metrics.TURNS, outcome=outcome)
@@ -453,6 +456,7 @@ class TurnLoop(AcpTurns, CodeRouting, ContextKeeping):
                         "stream_state": stream_state,
                         "resume": resume,
                         "context": None if self.view == ContextView() else self.view,
+                        "turns": self.turns,
                     }
                 )
             ]

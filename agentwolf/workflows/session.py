@@ -23,7 +23,13 @@ with workflow.unsafe.imports_passed_through():
     from pydantic_ai.messages import ModelMessage
 
     from agentwolf.config.manifest import Manifest, McpServerConfig
-    from agentwolf.workflows.contracts import COMPILED_QUERY, MANIFEST_QUERY, TRANSCRIPT_QUERY, CompiledAgent
+    from agentwolf.workflows.contracts import (
+        COMPILED_QUERY,
+        MANIFEST_QUERY,
+        SNAPSHOT_QUERY,
+        TRANSCRIPT_QUERY,
+        CompiledAgent,
+    )
     from agentwolf.workflows.loop import SNAPSHOT_UNANSWERED, TurnLoop
     from agentwolf.workflows.output import structured
     from agentwolf.workflows.session_input import SessionInput
@@ -337,6 +343,20 @@ class SessionWorkflow(TurnLoop):
     @workflow.query(name=TRANSCRIPT_QUERY, description="The whole transcript (pydantic-ai messages).")
     def get_transcript(self) -> list[ModelMessage]:
         return self.transcript
+
+    @workflow.query(name=SNAPSHOT_QUERY, description="The session as a fork starts from it (see cuts.py).")
+    def get_snapshot(self) -> SessionInput:
+        return self.inp.model_copy(
+            update={
+                "prompt": None,
+                "transcript": self.transcript,
+                "compiled": self.compiled,
+                "counters": self.counters,
+                "turns": self.turns,
+                "context": self.view,
+                "stream_state": None,
+            }
+        )
 
     @workflow.query(name=MANIFEST_QUERY, description="The session's manifest, placeholders unresolved.")
     def get_manifest(self) -> Manifest:

@@ -45,6 +45,17 @@ class TurnSnapshot(BaseModel):
     decisions: dict[str, tuple[bool, Approval]] = {}
 
 
+class TurnMark(BaseModel):
+    """Where one turn lies in the transcript and what the session had done once it ended: what a
+    fork or rewind cuts at (workflows/cuts.py). `end` and `counters` are unset while it runs."""
+
+    turn_id: str
+    start: int
+    end: int | None = None
+    config_version: int | None = None
+    counters: Counters | None = None
+
+
 class SessionInput(BaseModel):
     """Start arguments, and the snapshot a continue-as-new hands to the next run."""
 
@@ -91,5 +102,7 @@ class SessionInput(BaseModel):
     acp_session: AcpSession | None = Field(None, exclude_if=lambda v: v is None)
     """An ACP agent's session there. Both are kept on the input (workflows/acp.py), so a
     continue-as-new carries them; left out of the dump when unset."""
+    turns: list[TurnMark] = []
+    """Each turn's place in the transcript (recorded by code from 2026-12 on)."""
     context: ContextView | None = None
     """The working context's view (workflows/compaction.py): stubs, summary, pinned notes."""

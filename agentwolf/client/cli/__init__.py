@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 from agentwolf.client.cli import (
     configs,
     editor,
+    forks,
     interactive,
     jobs,
     limits,
@@ -35,10 +36,11 @@ from agentwolf.client.cli import (
     usage,
 )
 
-VERB_MODULES = (sessions, interactive, configs, jobs, stack, payloads, mcp, editor, usage, limits)
+VERB_MODULES = (sessions, interactive, forks, configs, jobs, stack, payloads, mcp, editor, usage, limits)
 PANELS = {  # `wolf --help` groups each module's verbs under its heading (a verb may name its own)
     sessions: "Sessions",
     interactive: "Sessions",
+    forks: "Sessions",
     configs: "Configs and jobs",
     jobs: "Configs and jobs",
     stack: "Running AgentWolf",

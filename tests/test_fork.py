@@ -1,0 +1,121 @@
+"""Forks: a new session from a recorded prefix of another, nothing re-run, its effect ledger said."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest, ModelResponse, ToolReturnPart
+from temporalio.api.enums.v1 import EventType
+
+from agentwolf.client.wolf_client import WolfClient
+from agentwolf.workflows.cuts import CutError
+from agentwolf.workflows.types import workflow_id
+from tests.conftest import make_manifest, tools_server, wait_for
+from tests.support.models import Script, text, tools, user_texts
+from tests.support.polls import idle
+
+WOLF = str(Path(sys.executable).parent / "wolf")
+TURNS = 10
+
+
+def _turns(script: Script) -> ModelResponse:
+    """Each turn `turn N`: one step calling echo (read-only) and record (a side effect), then an answer."""
+    last = script.requests[-1][-1]
+    assert isinstance(last, ModelRequest)
+    if any(isinstance(p, ToolReturnPart) for p in last.parts):
+        return text(f"done {user_texts(script.requests[-1])[-1]}")
+    prompt = user_texts([last])[-1]
+    return tools(("echo", {"text": prompt}), ("record", {"tag": prompt}))
+
+
+def _dump(messages) -> bytes:
+    return ModelMessagesTypeAdapter.dump_json(messages)
+
+
+async def _activities(wolf: WolfClient, sid: str) -> list[str]:
+    history = await wolf.client.get_workflow_handle(workflow_id(wolf.tenant, sid)).fetch_history()
+    return [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+
+
+async def test_fork_reuses_the_prefix_and_lists_the_effects_after_it(client, run_worker, tmp_path):
+    from agentwolf.worker.main import TASK_QUEUE  # the CLI's queue: `wolf fork` starts forks there
+
+    wolf = WolfClient(client, task_queue=TASK_QUEUE)
+    effects = tmp_path / "effects"
+    manifest = make_manifest(mcp_servers={"tools": tools_server(WOLF_SIDE_EFFECTS=str(effects))})
+    script = Script(_turns)
+    async with run_worker(task_queue=TASK_QUEUE, local_models={"m": script.model}):
+        sid = await wolf.start_session("a", manifest)
+        for n in range(1, TURNS + 1):
+            await wolf.prompt(sid, f"turn {n}")
+            await wait_for(lambda n=n: idle(wolf, sid, n))
+        source = await wolf.transcript(sid)
+        snapshot = await wolf.snapshot(sid)
+        requests, recorded = script.calls, effects.read_text()
+        assert recorded.splitlines() == [f"turn {n}" for n in range(1, TURNS + 1)]
+
+        made = await wolf.fork(sid, at="4", as_id=f"{sid}-f4")
+        await wait_for(lambda: idle(wolf, made.session_id, 4))
+        end = snapshot.turns[3].end
+        assert made.messages == end and made.point == "turn-4"
+        assert _dump(await wolf.transcript(made.session_id)) == _dump(source[:end])
+        assert await _activities(wolf, made.session_id) == []  # not even a compile: the agent came along
+        assert (script.calls, effects.read_text()) == (requests, recorded)
+        assert [(e.turn_id, e.tool, e.args) for e in made.effects] == [
+            (f"turn-{n}", "record", {"tag": f"turn {n}"}) for n in range(5, TURNS + 1)
+        ]
+        status = await wolf.status(made.session_id)
+        assert (status.counters.turns, status.counters.usage.tool_calls) == (4, 8)
+        assert status.counters.usage.requests == 8
+
+        # The fork goes on from turn 4; the source is untouched and goes on too.
+        assert await wolf.prompt(made.session_id, "turn 11") == "turn-5"
+        await wait_for(lambda: idle(wolf, made.session_id, 5))
+        assert user_texts(script.requests[-1]) == ["turn 1", "turn 2", "turn 3", "turn 4", "turn 11"]
+        assert _dump(await wolf.transcript(sid)) == _dump(source)
+
+        # --edit: before turn 3, with another prompt in its place.
+        edited = await wolf.fork(sid, at="3", edit="turn 3 again")
+        await wait_for(lambda: idle(wolf, edited.session_id, 3))
+        after = await wolf.transcript(edited.session_id)
+        assert _dump(after[: snapshot.turns[2].start]) == _dump(source[: snapshot.turns[2].start])
+        assert user_texts(after) == ["turn 1", "turn 2", "turn 3 again"]
+        assert [e.turn_id for e in edited.effects] == [f"turn-{n}" for n in range(3, TURNS + 1)]
+
+        # A step cut keeps the step's results; bad points are refused with the valid ones.
+        step = await wolf.fork(sid, at="2.1")
+        assert _dump(await wolf.transcript(step.session_id)) == _dump(source[: snapshot.turns[1].start + 3])
+        with pytest.raises(CutError, match=r"no turn 42 .*finished turns: 1, 2, 3"):
+            await wolf.fork(sid, at="42")
+        with pytest.raises(CutError, match=r"turn-2 has no step 3 \(its steps: 2.1, 2.2\)"):
+            await wolf.fork(sid, at="2.3")
+
+        # The CLI says the ledger.
+        address = client.service_client.config.target_host
+        environ = {**os.environ, "NO_COLOR": "1", "TEMPORAL_ADDRESS": address}
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [WOLF, "fork", sid, "--at", "8", "--json"],
+            capture_output=True,
+            text=True,
+            env=environ,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        said = json.loads(done.stdout)
+        assert [e["args"]["tag"] for e in said["effects"]] == ["turn 9", "turn 10"]
+        refused = await asyncio.to_thread(
+            subprocess.run, [WOLF, "fork", sid, "--at", "x"], capture_output=True, text=True, env=environ
+        )
+        assert refused.returncode == 2 and "say TURN or TURN.STEP" in refused.stderr
+    assert effects.read_text() == recorded + "turn 11\nturn 3 again\n"
