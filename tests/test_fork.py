@@ -16,7 +16,7 @@ from temporalio.api.enums.v1 import EventType
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.workflows.cuts import CutError
 from agentwolf.workflows.types import workflow_id
-from tests.conftest import make_manifest, tools_server, wait_for
+from tests.conftest import make_manifest, record_history, tools_server, wait_for
 from tests.support.models import Script, text, tools, user_texts
 from tests.support.polls import idle
 
@@ -119,3 +119,47 @@ async def test_fork_reuses_the_prefix_and_lists_the_effects_after_it(client, run
         )
         assert refused.returncode == 2 and "say TURN or TURN.STEP" in refused.stderr
     assert effects.read_text() == recorded + "turn 11\nturn 3 again\n"
+
+
+async def test_rewind_keeps_the_later_turns_as_a_branch_and_redo_restores_them(wolf, run_worker, tmp_path):
+    effects = tmp_path / "effects"
+    manifest = make_manifest(mcp_servers={"tools": tools_server(WOLF_SIDE_EFFECTS=str(effects))})
+    script = Script(_turns)
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.start_session("a", manifest)
+        for n in range(1, 5):
+            await wolf.prompt(sid, f"turn {n}")
+            await wait_for(lambda n=n: idle(wolf, sid, n))
+        source = await wolf.transcript(sid)
+        marks = (await wolf.snapshot(sid)).turns
+        requests = script.calls
+
+        back = await wolf.rewind(sid, "2")
+        assert (back.point, back.branch) == ("turn-2", "branch-1")
+        assert [e.args["tag"] for e in back.effects] == ["turn 3", "turn 4"]
+        assert _dump(await wolf.transcript(sid)) == _dump(source[: marks[1].end])
+        assert script.calls == requests  # nothing ran again
+        (branch,) = await wolf.branches(sid)
+        assert (branch.name, branch.point, branch.turns) == ("branch-1", "turn-2", ["turn-3", "turn-4"])
+        assert branch.last_output == "done turn 4"
+
+        assert await wolf.prompt(sid, "turn 5") == "turn-5"  # turn ids never repeat in a session
+        await wait_for(lambda: idle(wolf, sid, 5))
+        assert user_texts(script.requests[-1]) == ["turn 1", "turn 2", "turn 5"]
+        with pytest.raises(CutError, match=r"no branch-7 in this session \(its branches: branch-1\)"):
+            await wolf.rewind(sid, "branch-7")
+        with pytest.raises(CutError, match="at turn-5 already"):
+            await wolf.rewind(sid, "5")
+
+        redo = await wolf.rewind(sid, "branch-1")  # the turn-5 line is set aside in its turn
+        assert (redo.point, redo.branch) == ("turn-4", "branch-2")
+        assert [e.args["tag"] for e in redo.effects] == ["turn 5"]
+        assert _dump(await wolf.transcript(sid)) == _dump(source)
+        assert [b.turns for b in await wolf.branches(sid)] == [["turn-5"]]
+        await wolf.prompt(sid, "turn 6")
+        await wait_for(lambda: idle(wolf, sid, 6))
+        assert user_texts(script.requests[-1]) == ["turn 1", "turn 2", "turn 3", "turn 4", "turn 6"]
+        await wolf.close(sid)
+        await wolf.result(sid)
+        await record_history(wolf.client, workflow_id("default", sid), "rewind_and_redo")
+    assert effects.read_text().splitlines() == [f"turn {n}" for n in range(1, 7)]

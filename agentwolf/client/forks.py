@@ -1,4 +1,5 @@
-"""The fork half of `WolfClient`: a new session that starts from a recorded prefix of another.
+"""The fork half of `WolfClient`: a new session that starts from a recorded prefix of another, and
+rewinds of a session to an earlier turn or back to a branch (workflows/branches.py).
 
 The fork starts from the snapshot a continue-as-new would hand over (workflows/cuts.py cuts it), so
 nothing in the prefix runs again: no model request, no tool call. Its effect ledger lists what ran
@@ -14,6 +15,7 @@ from temporalio.client import Client, WorkflowHandle
 from agentwolf.workflows.types import RUN_PREFIX, workflow_id
 
 if TYPE_CHECKING:
+    from agentwolf.workflows.branches import BranchInfo, Rewound
     from agentwolf.workflows.cuts import Fork
     from agentwolf.workflows.registry import ConfigVersion
     from agentwolf.workflows.session_input import SessionInput
@@ -68,7 +70,7 @@ class ForkMethods:
             raise CutError(f"invalid session id {new_id!r}: no '/' and no leading {RUN_PREFIX!r}")
         source = await self.snapshot(session_id)
         turn, step = parse_point(at) if at else (None, None)
-        point = cut(source, turn, step, edit=edit is not None)
+        point = cut(source.transcript, source.turns, turn, step, edit=edit is not None)
         inp = fork_input(source, point, new_id, edit=edit)
         if point.config_version != source.config_version and source.config_name is not None:
             old = await self.config_get(source.config_name, point.config_version)
@@ -81,5 +83,28 @@ class ForkMethods:
             source=source.session_id,
             point=point.point,
             messages=len(point.prefix),
-            effects=effect_ledger(source, point.rest),
+            effects=effect_ledger(source.transcript, source.turns, source.compiled, point.rest),
         )
+
+    async def rewind(self, session_id: str, to: str) -> Rewound:
+        """Take the idle session back to turn `to` (its later turns become a branch), or to the
+        branch named `to` (a redo); ValueError says why not."""
+        from temporalio.client import WorkflowUpdateFailedError
+
+        from agentwolf.workflows.branches import Rewound
+        from agentwolf.workflows.contracts import REWIND_UPDATE
+        from agentwolf.workflows.cuts import CutError
+
+        handle = await self._handle(session_id)
+        try:
+            return await handle.execute_update(REWIND_UPDATE, to, result_type=Rewound)
+        except WorkflowUpdateFailedError as exc:
+            raise CutError(str(getattr(exc.cause, "message", None) or exc.cause or exc)) from None
+
+    async def branches(self, session_id: str) -> list[BranchInfo]:
+        """The branches rewinds of the session set aside."""
+        from agentwolf.workflows.branches import BranchInfo
+        from agentwolf.workflows.contracts import BRANCHES_QUERY
+
+        handle = await self._handle(session_id)
+        return await handle.query(BRANCHES_QUERY, result_type=list[BranchInfo])

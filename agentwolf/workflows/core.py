@@ -29,7 +29,7 @@ from agentwolf.workflows.contracts import (
     ToolOutcome,
     chain_digest,
 )
-from agentwolf.workflows.session_input import SessionInput, TurnMark
+from agentwolf.workflows.session_input import Branch, SessionInput, TurnMark
 from agentwolf.workflows.turn import CUT_MARK, EVENT_TEXT_LIMIT, MODEL_TEXT_LIMIT, Staleness, Turn, shared
 from agentwolf.workflows.types import (
     EVENTS_TOPIC,
@@ -70,6 +70,7 @@ class SessionCore:
         self.compiled: CompiledAgent | None = inp.compiled
         self.counters = inp.counters.model_copy(deep=True)
         self.turns: list[TurnMark] = list(inp.turns)
+        self.branches: list[Branch] = list(inp.branches)
         self.queue: list[Prompt] = list(inp.queue)
         self.steers: list[str] = list(inp.steers)
         self.last_output = inp.last_output

@@ -24,6 +24,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 
+from agentwolf.workflows.compaction import ContextView
 from agentwolf.workflows.contracts import SESSION, SKILLS, CompiledAgent, ToolOutcome
 from agentwolf.workflows.session_input import SessionInput, TurnMark
 from agentwolf.workflows.types import Counters, Prompt, Usage
@@ -96,27 +97,34 @@ def parse_point(text: str) -> tuple[int, int | None]:
     return int(match[1]), int(match[2]) if match[2] else None
 
 
-def cut(source: SessionInput, turn: int | None, step: int | None = None, *, edit: bool = False) -> Cut:
-    """The cut of `source` after `turn` (default: its last finished one), or after that turn's
-    `step`; with `edit`, before `turn`, whose prompt a new one replaces."""
-    finished = [m for m in source.turns if m.end is not None]
-    if not source.turns:
+def cut(
+    transcript: list[ModelMessage],
+    turns: list[TurnMark],
+    turn: int | None,
+    step: int | None = None,
+    *,
+    edit: bool = False,
+) -> Cut:
+    """The cut of a session's `transcript` after `turn` (default: its last finished one), or after
+    that turn's `step`; with `edit`, before `turn`, whose prompt a new one replaces."""
+    finished = [m for m in turns if m.end is not None]
+    if not turns:
         raise CutError("this session has no recorded turns to cut at (turns are recorded from 2026-12 on)")
     valid = ", ".join(m.turn_id.removeprefix("turn-") for m in finished) or "none yet"
     if turn is None:
         if not finished:
             raise CutError("this session has no finished turn yet: fork at TURN.STEP")
         turn = int(finished[-1].turn_id.removeprefix("turn-"))
-    index = next((i for i, m in enumerate(source.turns) if m.turn_id == f"turn-{turn}"), None)
+    index = next((i for i, m in enumerate(turns) if m.turn_id == f"turn-{turn}"), None)
     if index is None:
         raise CutError(f"no turn {turn} in this session's record (finished turns: {valid})")
-    mark, before = source.turns[index], source.turns[:index]
+    mark, before = turns[index], turns[:index]
     if edit:
         if step is not None:
             raise CutError("--edit replaces a turn's prompt: give --at TURN without a step")
         return Cut(
             point=f"{mark.turn_id} (edited)",
-            prefix=source.transcript[: mark.start],
+            prefix=transcript[: mark.start],
             rest=mark.start,
             turns=before,
             counters=_counters_before(before, mark).model_copy(update={"turn_seq": turn}),
@@ -128,29 +136,31 @@ def cut(source: SessionInput, turn: int | None, step: int | None = None, *, edit
             raise CutError(f"{mark.turn_id} has not finished: cut at {turn}.STEP or at {valid}")
         return Cut(
             point=mark.turn_id,
-            prefix=source.transcript[: mark.end],
+            prefix=transcript[: mark.end],
             rest=mark.end,
             turns=[*before, mark],
             counters=mark.counters,
             config_version=mark.config_version,
         )
-    return _cut_at_step(source, mark, before, turn, step)
+    return _cut_at_step(transcript, mark, before, turn, step)
 
 
-def _cut_at_step(source: SessionInput, mark: TurnMark, before: list[TurnMark], turn: int, step: int) -> Cut:
+def _cut_at_step(
+    transcript: list[ModelMessage], mark: TurnMark, before: list[TurnMark], turn: int, step: int
+) -> Cut:
     """After step `step` of `mark`'s turn: its response, and the results of the calls it asked for."""
-    end = mark.end if mark.end is not None else len(source.transcript)
-    responses = [i for i in range(mark.start, end) if isinstance(source.transcript[i], ModelResponse)]
+    end = mark.end if mark.end is not None else len(transcript)
+    responses = [i for i in range(mark.start, end) if isinstance(transcript[i], ModelResponse)]
     whole = [f"{turn}.{n}" for n in range(1, len(responses) + 1)]
     if not 1 <= step <= len(responses):
         raise CutError(f"{mark.turn_id} has no step {step} (its steps: {', '.join(whole) or 'none'})")
     at = responses[step - 1]
-    response = source.transcript[at]
+    response = transcript[at]
     assert isinstance(response, ModelResponse)
-    prefix = source.transcript[: at + 1]
+    prefix = transcript[: at + 1]
     rest = at + 1
     if response.tool_calls:
-        following = source.transcript[at + 1] if at + 1 < len(source.transcript) else None
+        following = transcript[at + 1] if at + 1 < len(transcript) else None
         results = [
             p for p in getattr(following, "parts", []) if isinstance(p, (ToolReturnPart, RetryPromptPart))
         ]
@@ -198,24 +208,26 @@ def _counters_before(before: list[TurnMark], mark: TurnMark) -> Counters:
     return last
 
 
-def effect_ledger(source: SessionInput, rest: int) -> list[Effect]:
-    """The calls that ran after index `rest` of the source's transcript and are not read-only or
+def effect_ledger(
+    transcript: list[ModelMessage], turns: list[TurnMark], compiled: CompiledAgent | None, rest: int
+) -> list[Effect]:
+    """The calls that ran after index `rest` of a session's transcript and are not read-only or
     idempotent (as the compiled agent's tools say: MCP annotations or the manifest's `repeat_safe`;
     a tool it no longer lists counts as a side effect)."""
-    safe = _repeat_safe(source.compiled)
+    safe = _repeat_safe(compiled)
     results: dict[str, list[ToolReturnPart]] = {}
-    for message in source.transcript[rest:]:
+    for message in transcript[rest:]:
         for part in getattr(message, "parts", []):
             if isinstance(part, ToolReturnPart):
                 results.setdefault(part.tool_call_id, []).append(part)
     effects: list[Effect] = []
-    for index in range(rest, len(source.transcript)):
-        message = source.transcript[index]
+    for index in range(rest, len(transcript)):
+        message = transcript[index]
         if not isinstance(message, ModelResponse):
             continue
-        turn = next((m for m in reversed(source.turns) if m.start <= index), None)
+        turn = next((m for m in reversed(turns) if m.start <= index), None)
         start = turn.start if turn else 0
-        step = sum(isinstance(m, ModelResponse) for m in source.transcript[start : index + 1])
+        step = sum(isinstance(m, ModelResponse) for m in transcript[start : index + 1])
         for call in message.tool_calls:
             returned = results.get(call.tool_call_id)
             result = returned.pop(0) if returned else None
@@ -245,16 +257,7 @@ def fork_input(source: SessionInput, at: Cut, session_id: str, *, edit: str | No
     compiled agent goes along when the config version is the source's current one (the fork's
     first turn needs no compile); an edit waits in the queue as the replaced turn's prompt."""
     same = at.config_version == source.config_version
-    view = source.context
-    if view is not None:
-        keep_summary = view.summary_upto <= len(at.prefix)
-        view = view.model_copy(
-            update={
-                "stub_before": min(view.stub_before, len(at.prefix)),
-                "summary_upto": view.summary_upto if keep_summary else 0,
-                "summary": view.summary if keep_summary else "",
-            }
-        )
+    view = clamp_view(source.context, len(at.prefix)) if source.context else None
     queue = [Prompt(turn_id=at.edit_turn, text=edit)] if edit is not None and at.edit_turn else []
     return SessionInput(
         session_id=session_id,
@@ -273,4 +276,17 @@ def fork_input(source: SessionInput, at: Cut, session_id: str, *, edit: str | No
         queue=queue,
         turns=at.turns,
         context=view,
+    )
+
+
+def clamp_view(view: ContextView, length: int) -> ContextView:
+    """The working context's view of a transcript cut to `length` messages: stubs and a summary
+    that lie within it stay (the cut prefix is seen as it was), pinned notes stay."""
+    keep_summary = view.summary_upto <= length
+    return view.model_copy(
+        update={
+            "stub_before": min(view.stub_before, length),
+            "summary_upto": view.summary_upto if keep_summary else 0,
+            "summary": view.summary if keep_summary else "",
+        }
     )

@@ -457,6 +457,7 @@ class TurnLoop(AcpTurns, CodeRouting, ContextKeeping):
                         "resume": resume,
                         "context": None if self.view == ContextView() else self.view,
                         "turns": self.turns,
+                        "branches": self.branches,
                     }
                 )
             ]

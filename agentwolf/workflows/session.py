@@ -23,12 +23,18 @@ with workflow.unsafe.imports_passed_through():
     from pydantic_ai.messages import ModelMessage
 
     from agentwolf.config.manifest import Manifest, McpServerConfig
+    from agentwolf.workflows import branches
+    from agentwolf.workflows.branches import BranchInfo, Line, Rewound
     from agentwolf.workflows.contracts import (
+        BRANCHES_QUERY,
         COMPILED_QUERY,
+        EMPTY_DIGEST,
         MANIFEST_QUERY,
+        REWIND_UPDATE,
         SNAPSHOT_QUERY,
         TRANSCRIPT_QUERY,
         CompiledAgent,
+        chain_digest,
     )
     from agentwolf.workflows.loop import SNAPSHOT_UNANSWERED, TurnLoop
     from agentwolf.workflows.output import structured
@@ -50,6 +56,7 @@ from agentwolf.workflows.stream import SessionStream  # workflow code: sandboxed
 
 RELEASE_ON_CANCEL = "release-on-cancel"  # patch: a cancelled session stops its client's servers too
 DETACH_AT_CLOSE = "detach-at-close"  # patch: closing answers waiting follower polls, refuses new ones
+REWIND = "rewind"  # patch: the rewind update (a session goes back to a turn or a branch)
 IDLE_CLOSE = "idle-close"  # patch: a session idle for host.sessions.idle_close_after closes
 
 
@@ -343,6 +350,36 @@ class SessionWorkflow(TurnLoop):
     @workflow.query(name=TRANSCRIPT_QUERY, description="The whole transcript (pydantic-ai messages).")
     def get_transcript(self) -> list[ModelMessage]:
         return self.transcript
+
+    @workflow.update(
+        name=REWIND_UPDATE,
+        description="Go back to an earlier turn (the later ones become a branch), or to a branch (redo).",
+    )
+    def rewind(self, to: str) -> Rewound:
+        """`to`: a turn number, or a branch's name. Nothing runs again; the effects the set-aside
+        turns left are said, not undone (workflows/branches.py)."""
+        workflow.patched(REWIND)
+        line = Line(self.transcript, self.turns, self.branches, self.view)
+        done = branches.apply(
+            line, branches.plan(self.transcript, self.turns, self.branches, to), self.compiled
+        )
+        self.view = line.view
+        self.digest = self.synced_digest = chain_digest(EMPTY_DIGEST, self.transcript)
+        self.synced_len = len(self.transcript)
+        self.last_output = branches.last_text(self.transcript)
+        return done
+
+    @rewind.validator
+    def _validate_rewind(self, to: str) -> None:
+        if self.closing or self.state == "done":
+            raise ValueError("the session is closed")
+        if self._busy() or self.queue or self.steers:
+            raise ValueError("a turn is running or waits: rewind once the session is idle (or interrupt it)")
+        branches.plan(self.transcript, self.turns, self.branches, to)
+
+    @workflow.query(name=BRANCHES_QUERY, description="The branches rewinds set aside (`wolf branches`).")
+    def get_branches(self) -> list[BranchInfo]:
+        return branches.infos(self.branches)
 
     @workflow.query(name=SNAPSHOT_QUERY, description="The session as a fork starts from it (see cuts.py).")
     def get_snapshot(self) -> SessionInput:

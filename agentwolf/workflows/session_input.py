@@ -56,6 +56,19 @@ class TurnMark(BaseModel):
     counters: Counters | None = None
 
 
+class Branch(BaseModel):
+    """Turns a rewind set aside (workflows/branches.py): readable, and the line again on a redo."""
+
+    name: str
+    base: int
+    """The transcript length it continues from; `base_digest` is that prefix's chained digest."""
+    base_digest: str
+    point: str
+    """The turn it continues (`turn-4`)."""
+    messages: list[ModelMessage]
+    turns: list[TurnMark]
+
+
 class SessionInput(BaseModel):
     """Start arguments, and the snapshot a continue-as-new hands to the next run."""
 
@@ -104,5 +117,7 @@ class SessionInput(BaseModel):
     continue-as-new carries them; left out of the dump when unset."""
     turns: list[TurnMark] = []
     """Each turn's place in the transcript (recorded by code from 2026-12 on)."""
+    branches: list[Branch] = Field([], exclude_if=lambda v: not v)
+    """Lines a rewind set aside (`wolf branches`)."""
     context: ContextView | None = None
     """The working context's view (workflows/compaction.py): stubs, summary, pinned notes."""
