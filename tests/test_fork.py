@@ -163,3 +163,39 @@ async def test_rewind_keeps_the_later_turns_as_a_branch_and_redo_restores_them(w
         await wolf.result(sid)
         await record_history(wolf.client, workflow_id("default", sid), "rewind_and_redo")
     assert effects.read_text().splitlines() == [f"turn {n}" for n in range(1, 7)]
+
+
+async def test_an_openai_previous_response_id_of_an_older_turn_continues_a_fork(
+    client, task_queue, run_worker
+):
+    from openai import AsyncOpenAI
+
+    from agentwolf.protocols.openai_api import ResponseId
+    from tests.support.serving import serving
+
+    script = Script(lambda s: text(f"answer to {user_texts(s.requests[-1])[-1]}"))
+    async with (
+        run_worker(local_models={"m": script.model}),
+        serving(client, task_queue, make_manifest()) as base,
+    ):
+        oa = AsyncOpenAI(base_url=base + "/v1", api_key="key-a", max_retries=0)
+        ids = []
+        previous = None
+        for n in range(1, 4):
+            said = await oa.responses.create(model="a", input=f"turn {n}", previous_response_id=previous)
+            ids.append(said.id)
+            previous = said.id
+        source = ResponseId.parse(ids[0]).session
+        assert {ResponseId.parse(i).session for i in ids} == {source}
+        requests = script.calls
+
+        again = await oa.responses.create(model="a", input="turn 3, other", previous_response_id=ids[1])
+        assert again.output_text == "answer to turn 3, other"
+        forked = ResponseId.parse(again.id)
+        assert forked.session != source and forked.turn == 3
+        assert script.calls == requests + 1  # the fork re-ran nothing: one request, the new turn's
+        assert user_texts(script.requests[-1]) == ["turn 1", "turn 2", "turn 3, other"]
+        # The fork's response continues like any: on the fork, its latest turn.
+        more = await oa.responses.create(model="a", input="turn 4", previous_response_id=again.id)
+        assert ResponseId.parse(more.id).session == forked.session
+        assert user_texts(script.requests[-1]) == ["turn 1", "turn 2", "turn 3, other", "turn 4"]
