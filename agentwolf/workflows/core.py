@@ -29,6 +29,7 @@ from agentwolf.workflows.contracts import (
     ToolOutcome,
     chain_digest,
 )
+from agentwolf.workflows.evals import Recording
 from agentwolf.workflows.session_input import Branch, SessionInput, TurnMark
 from agentwolf.workflows.turn import CUT_MARK, EVENT_TEXT_LIMIT, MODEL_TEXT_LIMIT, Staleness, Turn, shared
 from agentwolf.workflows.types import (
@@ -71,6 +72,7 @@ class SessionCore:
         self.counters = inp.counters.model_copy(deep=True)
         self.turns: list[TurnMark] = list(inp.turns)
         self.branches: list[Branch] = list(inp.branches)
+        self.recording = Recording(inp.recorded, inp.live_tools) if inp.recorded is not None else None
         self.queue: list[Prompt] = list(inp.queue)
         self.steers: list[str] = list(inp.steers)
         self.last_output = inp.last_output

@@ -15,6 +15,7 @@ from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.workflows.acp_types import AcpSession
 from agentwolf.workflows.compaction import ContextView
 from agentwolf.workflows.contracts import CompiledAgent
+from agentwolf.workflows.evals import RecordedCall
 from agentwolf.workflows.turn_settings import TurnSettings
 from agentwolf.workflows.types import (
     Approval,
@@ -117,6 +118,10 @@ class SessionInput(BaseModel):
     continue-as-new carries them; left out of the dump when unset."""
     turns: list[TurnMark] = []
     """Each turn's place in the transcript (recorded by code from 2026-12 on)."""
+    recorded: list[RecordedCall] | None = Field(None, exclude_if=lambda v: v is None)
+    """An eval case's recorded tool results: calls that match get them, nothing runs (evals.py)."""
+    live_tools: bool = Field(False, exclude_if=lambda v: not v)
+    """With `recorded`: a divergent call with side effects runs too (else it is answered "not run")."""
     branches: list[Branch] = Field([], exclude_if=lambda v: not v)
     """Lines a rewind set aside (`wolf branches`)."""
     context: ContextView | None = None
