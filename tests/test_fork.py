@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest, ModelResponse, ToolReturnPart
 from temporalio.api.enums.v1 import EventType
+from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from agentwolf.client.wolf_client import WolfClient
+from agentwolf.client.wolf_client import SessionNotFound, WolfClient
+from agentwolf.tenants import TenantError
 from agentwolf.workflows.cuts import CutError
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import make_manifest, record_history, tools_server, wait_for
@@ -99,6 +101,16 @@ async def test_fork_reuses_the_prefix_and_lists_the_effects_after_it(client, run
             await wolf.fork(sid, at="42")
         with pytest.raises(CutError, match=r"turn-2 has no step 3 \(its steps: 2.1, 2.2\)"):
             await wolf.fork(sid, at="2.3")
+
+        # Another tenant's session cannot be forked; a taken id or one with a '/' is refused.
+        with pytest.raises(TenantError):
+            await WolfClient(client, tenant="other", task_queue=TASK_QUEUE).fork(workflow_id("default", sid))
+        with pytest.raises(SessionNotFound):
+            await WolfClient(client, tenant="other", task_queue=TASK_QUEUE).fork(sid)
+        with pytest.raises(WorkflowAlreadyStartedError):
+            await wolf.fork(sid, at="2", as_id=made.session_id)
+        with pytest.raises(CutError, match="invalid session id"):
+            await wolf.fork(sid, as_id="wolf/other/x")
 
         # The CLI says the ledger.
         address = client.service_client.config.target_host

@@ -109,7 +109,7 @@ async def _run_case(
 ) -> CaseResult:
     from agentwolf.workflows.evals import divergence, trajectory
     from agentwolf.workflows.session_input import SessionInput
-    from agentwolf.workflows.types import Counters, Prompt, workflow_id
+    from agentwolf.workflows.types import Counters, Prompt
 
     if case.agent not in manifest.agents:
         raise ValueError(f"the config has no agent {case.agent!r}, which case {case.name} recorded")
@@ -128,8 +128,7 @@ async def _run_case(
         recorded=case.calls,
         live_tools=live_tools,
     )
-    await wolf._launch(inp, prompt=case.prompt, unique=True)
-    wolf._owned.add(workflow_id(wolf.tenant, session_id))
+    await wolf.start_from(inp, prompt=case.prompt)
     result = await wolf.result(session_id)
     transcript = await wolf.transcript(session_id)
     steps = trajectory(transcript[len(case.prefix) :])

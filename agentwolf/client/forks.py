@@ -56,6 +56,13 @@ class ForkMethods:
         handle = await self._handle(session_id)
         return await handle.query(SNAPSHOT_QUERY, result_type=SessionInput)
 
+    async def start_from(
+        self, inp: SessionInput, *, prompt: str | None = None, memo: dict[str, Any] | None = None
+    ) -> None:
+        """Start a session from a snapshot (a fork, an eval case); its id must be new."""
+        await self._launch(inp, prompt=prompt, unique=True, memo=memo)
+        self._owned.add(workflow_id(self.tenant, inp.session_id))
+
     async def fork(
         self, session_id: str, *, at: str | None = None, edit: str | None = None, as_id: str | None = None
     ) -> Fork:
@@ -75,9 +82,7 @@ class ForkMethods:
         if point.config_version != source.config_version and source.config_name is not None:
             old = await self.config_get(source.config_name, point.config_version)
             inp.manifest = old.manifest
-        source_point = f"{source.session_id}@{point.point}"
-        await self._launch(inp, prompt=edit, unique=True, memo={FORK_MEMO: source_point})
-        self._owned.add(workflow_id(self.tenant, new_id))
+        await self.start_from(inp, prompt=edit, memo={FORK_MEMO: f"{source.session_id}@{point.point}"})
         return Fork(
             session_id=new_id,
             source=source.session_id,
