@@ -12,7 +12,7 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, ToolReturnPart
 
 from agentwolf.client import evals
 from agentwolf.client.wolf_client import WolfClient
-from tests.conftest import make_manifest, tools_server, wait_for
+from tests.conftest import make_manifest, record_history, tools_server, wait_for
 from tests.support.models import Script, text, tools, user_texts
 from tests.support.polls import idle
 
@@ -65,6 +65,10 @@ async def test_captured_turns_replay_identically_and_regressions_are_found_at_th
         assert effects.read_text() == recorded  # every call got its recorded result
         assert script.calls == requests + 2 * CASES  # the model was asked again, two steps a case
 
+        progress = await client.get_workflow_handle(same.run_id).query("progress")
+        assert progress == [CASES, CASES]
+        two = await evals.run(wolf, evals.load(dataset)[:2], manifest)  # a run small enough to keep
+        await record_history(client, two.run_id, "eval_run")
         worse = await evals.run(wolf, evals.load(dataset), regressed)
         found = {int(c.name.rsplit("-", 1)[-1]): c.divergence for c in worse.cases if c.divergence}
         assert {n: int(d.split(":")[0].removeprefix("step ")) for n, d in found.items()} == REGRESSED

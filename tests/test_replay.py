@@ -99,6 +99,7 @@ def test_the_corpus_covers_every_feature():
         "limiter_priority_weights",
         "limiter_continue_as_new",
         "rewind_and_redo",
+        "eval_run",
     } <= names
 
 

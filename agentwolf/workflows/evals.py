@@ -53,6 +53,27 @@ class EvalCase(BaseModel):
     expect_contains: str | None = None
 
 
+class CaseResult(BaseModel):
+    name: str
+    session_id: str
+    score: float
+    divergence: str | None
+    """Where the trajectory left the recorded one (None: the same)."""
+    output: str | None
+    requests: int
+    cost_usd: float | None
+
+
+class EvalReport(BaseModel):
+    cases: list[CaseResult]
+    run_id: str = ""
+    """The `EvalRun` workflow's id."""
+
+    @property
+    def score(self) -> float:
+        return sum(c.score for c in self.cases) / len(self.cases) if self.cases else 0.0
+
+
 class Recording:
     """Recorded results, served once each in order per (tool, arguments)."""
 
@@ -128,3 +149,11 @@ def divergence(recorded: list[Step], new: list[Step]) -> str | None:
 
 def _short(text: str | None) -> str:
     return repr(text if text is None or len(text) <= 60 else text[:57] + "...")
+
+
+def judged(case: EvalCase, steps: list[Step], output: str | None) -> tuple[float, str | None]:
+    """A case's score (1 or 0) and why not 1: where the trajectory diverged, or a missed expectation."""
+    diverged = divergence(case.steps, steps)
+    if diverged is None and case.expect_contains is not None and case.expect_contains not in (output or ""):
+        diverged = f"the answer lacks {case.expect_contains!r}"
+    return (1.0 if diverged is None else 0.0), diverged

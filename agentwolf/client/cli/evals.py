@@ -14,9 +14,9 @@ from agentwolf.client.cli.connection import Connection
 from agentwolf.client.cli.errors import check_worker
 
 if TYPE_CHECKING:
-    from agentwolf.client.evals import EvalReport
     from agentwolf.client.wolf_client import WolfClient
     from agentwolf.config.manifest import Manifest
+    from agentwolf.workflows.evals import EvalReport
 
 app = typer.Typer()
 eval_app = typer.Typer(
