@@ -36,6 +36,14 @@ def _turns(script: Script) -> ModelResponse:
     return tools(("echo", {"text": prompt}), ("record", {"tag": prompt}))
 
 
+async def _wolf_cli(wolf: WolfClient, *args: str) -> subprocess.CompletedProcess[str]:
+    address = wolf.client.service_client.config.target_host
+    environ = {**os.environ, "NO_COLOR": "1", "TEMPORAL_ADDRESS": address}
+    return await asyncio.to_thread(
+        subprocess.run, [WOLF, *args], capture_output=True, text=True, env=environ, timeout=120
+    )
+
+
 def _dump(messages) -> bytes:
     return ModelMessagesTypeAdapter.dump_json(messages)
 
@@ -113,22 +121,11 @@ async def test_fork_reuses_the_prefix_and_lists_the_effects_after_it(client, run
             await wolf.fork(sid, as_id="wolf/other/x")
 
         # The CLI says the ledger.
-        address = client.service_client.config.target_host
-        environ = {**os.environ, "NO_COLOR": "1", "TEMPORAL_ADDRESS": address}
-        done = await asyncio.to_thread(
-            subprocess.run,
-            [WOLF, "fork", sid, "--at", "8", "--json"],
-            capture_output=True,
-            text=True,
-            env=environ,
-            timeout=120,
-        )
+        done = await _wolf_cli(wolf, "fork", sid, "--at", "8", "--json")
         assert done.returncode == 0, done.stderr
         said = json.loads(done.stdout)
         assert [e["args"]["tag"] for e in said["effects"]] == ["turn 9", "turn 10"]
-        refused = await asyncio.to_thread(
-            subprocess.run, [WOLF, "fork", sid, "--at", "x"], capture_output=True, text=True, env=environ
-        )
+        refused = await _wolf_cli(wolf, "fork", sid, "--at", "x")
         assert refused.returncode == 2 and "say TURN or TURN.STEP" in refused.stderr
     assert effects.read_text() == recorded + "turn 11\nturn 3 again\n"
 
@@ -168,6 +165,10 @@ async def test_rewind_keeps_the_later_turns_as_a_branch_and_redo_restores_them(w
         assert [e.args["tag"] for e in redo.effects] == ["turn 5"]
         assert _dump(await wolf.transcript(sid)) == _dump(source)
         assert [b.turns for b in await wolf.branches(sid)] == [["turn-5"]]
+        listed = await _wolf_cli(wolf, "branches", sid)
+        assert listed.returncode == 0 and "branch-2" in listed.stdout and "done turn 5" in listed.stdout
+        refused = await _wolf_cli(wolf, "rewind", sid, "--to", "9")
+        assert refused.returncode == 2 and "no turn 9" in refused.stderr, refused.stderr
         await wolf.prompt(sid, "turn 6")
         await wait_for(lambda: idle(wolf, sid, 6))
         assert user_texts(script.requests[-1]) == ["turn 1", "turn 2", "turn 3", "turn 4", "turn 6"]
