@@ -98,6 +98,8 @@ def test_the_corpus_covers_every_feature():
         "context_compaction_continue_as_new",
         "limiter_priority_weights",
         "limiter_continue_as_new",
+        "rewind_and_redo",
+        "eval_run",
     } <= names
 
 

@@ -27,6 +27,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentwolf.client.configs import ConfigMethods
+from agentwolf.client.forks import ForkMethods
 from agentwolf.client.jobs import JobMethods
 from agentwolf.client.schedules import ScheduleMethods
 from agentwolf.client.transient import transient
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
 
     from agentwolf.client.limits import SessionWait
+    from agentwolf.workflows.session_input import SessionInput
 
 
 class SessionSummary(BaseModel):
@@ -96,7 +98,7 @@ OWNER_MEMO = "owner"
 carries the memo over."""
 
 
-class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
+class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
     """Sessions and configs of one tenant on one Temporal namespace; another tenant's sessions are refused."""
 
     def __init__(
@@ -222,38 +224,58 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
             raise ValueError(f"invalid session id {session_id!r}: no '/' (it is part of the workflow id)")
         if session_id.startswith(RUN_PREFIX) and trigger is None:
             raise ValueError(f"invalid session id {session_id!r}: a leading {RUN_PREFIX!r} marks job runs")
-        attributes = [
-            SearchAttributePair(TENANT_ATTR, self.tenant),
-            SearchAttributePair(AGENT_ATTR, agent),
-            SearchAttributePair(STATE_ATTR, "idle"),
-        ]
-        if config_name is not None:
-            attributes.append(SearchAttributePair(CONFIG_ATTR, config_name))
-        if trigger is not None:  # the schedule or webhook that started it
-            attributes.append(SearchAttributePair(SCHEDULE_ATTR, trigger))
         from agentwolf.workflows.session_input import SessionInput
-        from agentwolf.workflows.turn import short
 
         wid = workflow_id(self.tenant, session_id)
+        inp = SessionInput(
+            session_id=session_id,
+            tenant=self.tenant,
+            agent=agent,
+            manifest=manifest,
+            prompt=prompt,
+            prompt_settings=prompt_settings,
+            idle_close_after=self.idle_close_after,
+            background=background,
+            keep=keep,
+            config_name=config_name,
+            config_version=version,
+            pinned=pinned,
+            output_schema=output_schema,
+            session_servers=await self._sealed(wid, session_servers or {}),
+        )
+        await self._launch(inp, prompt=prompt, trigger=trigger, unique=unique, owner=owner)
+        self._owned.add(wid)
+        if config_name is not None and version is not None and not pinned:
+            await self._catch_up(session_id, config_name, version)
+        return session_id
+
+    async def _launch(
+        self,
+        inp: SessionInput,
+        *,
+        prompt: str | None,
+        trigger: str | None = None,
+        unique: bool = False,
+        owner: str | None = None,
+        memo: dict[str, Any] | None = None,
+    ) -> None:
+        """Start the session workflow of `inp`: its search attributes, summary and priority memo."""
+        from agentwolf.workflows.turn import short
+
+        attributes = [
+            SearchAttributePair(TENANT_ATTR, self.tenant),
+            SearchAttributePair(AGENT_ATTR, inp.agent),
+            SearchAttributePair(STATE_ATTR, "idle"),
+        ]
+        if inp.config_name is not None:
+            attributes.append(SearchAttributePair(CONFIG_ATTR, inp.config_name))
+        if trigger is not None:  # the schedule or webhook that started it
+            attributes.append(SearchAttributePair(SCHEDULE_ATTR, trigger))
+        agent, manifest, version = inp.agent, inp.manifest, inp.config_version
         await self.client.start_workflow(
             SESSION_WORKFLOW,
-            SessionInput(
-                session_id=session_id,
-                tenant=self.tenant,
-                agent=agent,
-                manifest=manifest,
-                prompt=prompt,
-                prompt_settings=prompt_settings,
-                idle_close_after=self.idle_close_after,
-                background=background,
-                keep=keep,
-                config_name=config_name,
-                config_version=version,
-                pinned=pinned,
-                output_schema=output_schema,
-                session_servers=await self._sealed(wid, session_servers or {}),
-            ),
-            id=wid,
+            inp,
+            id=workflow_id(self.tenant, inp.session_id),
             task_queue=self.task_queue,
             search_attributes=TypedSearchAttributes(attributes),
             # `unique`: an id used before, even by a session that ended, is refused (idempotent starts).
@@ -261,16 +283,13 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
             if unique
             else WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             static_summary=short(f"{agent}: {prompt}" if prompt else f"{agent} (interactive)"),
-            static_details=start_details(agent, manifest, config_name, version, prompt),
+            static_details=start_details(agent, manifest, inp.config_name, version, prompt),
             # The limiters serve interactive sessions first (config/limits.py). A memo, not a Temporal
             # priority: the dev server (1.32) stalled a priority session's tasks after a worker restart.
-            memo={PRIORITY_MEMO: session_priority(background, trigger)}
-            | ({OWNER_MEMO: owner} if owner is not None else {}),
+            memo={PRIORITY_MEMO: session_priority(inp.background, trigger)}
+            | ({OWNER_MEMO: owner} if owner is not None else {})
+            | (memo or {}),
         )
-        self._owned.add(wid)
-        if config_name is not None and version is not None and not pinned:
-            await self._catch_up(session_id, config_name, version)
-        return session_id
 
     async def _catch_up(self, session_id: str, name: str, version: int) -> None:
         """Close the race between starting a session and a push of its config.

@@ -15,6 +15,7 @@ from temporalio.worker.workflow_sandbox import SandboxRestrictions
 from agentwolf.activities.acp import AcpActivities, home_queue
 from agentwolf.activities.code import CodeActivities
 from agentwolf.activities.config import config_notify
+from agentwolf.activities.evals import eval_steps
 from agentwolf.activities.schedule import deliver_prompt, registry_job_session
 from agentwolf.activities.session import SessionActivities
 from agentwolf.activities.web import WebActivities
@@ -27,6 +28,7 @@ from agentwolf.plugins import LocalModel, Plugins
 from agentwolf.telemetry import tracing
 from agentwolf.telemetry.interceptor import ActivityContext
 from agentwolf.worker.sandbox import CachingSandboxedWorkflowRunner
+from agentwolf.workflows.eval_run import EvalRunWorkflow
 from agentwolf.workflows.limiter import LimiterWorkflow
 from agentwolf.workflows.registry import ConfigRegistryWorkflow
 from agentwolf.workflows.schedule import ScheduleFireWorkflow
@@ -37,7 +39,7 @@ log = logging.getLogger(__name__)
 
 HEARTBEAT_THROTTLE_MS = 100
 """At most one heartbeat per this many ms per activity reaches the server (the SDK sends the newest)."""
-WORKFLOWS = [SessionWorkflow, ConfigRegistryWorkflow, ScheduleFireWorkflow, LimiterWorkflow]
+WORKFLOWS = [SessionWorkflow, ConfigRegistryWorkflow, ScheduleFireWorkflow, LimiterWorkflow, EvalRunWorkflow]
 
 # Workflow code runs in the sandbox, so a clock, random or I/O call in it fails the task instead of
 # breaking replay. Only pure-data modules pass through: the libraries here, and AgentWolf's own data
@@ -105,6 +107,7 @@ def create_worker(
             config_notify,
             deliver_prompt,
             registry_job_session,
+            eval_steps,
             acp.home,
         ],
         workflow_runner=workflow_runner,

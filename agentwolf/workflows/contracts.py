@@ -352,3 +352,7 @@ class ToolCallOutput(BaseModel):
 MANIFEST_QUERY = "manifest"
 COMPILED_QUERY = "compiled"
 TRANSCRIPT_QUERY = "transcript"
+SNAPSHOT_QUERY = "snapshot"
+BRANCHES_QUERY = "branches"
+REWIND_UPDATE = "rewind"
+"""The session's state as a continue-as-new would hand it over (forks start from it)."""

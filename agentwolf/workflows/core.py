@@ -32,8 +32,9 @@ from agentwolf.workflows.contracts import (
     ToolOutcome,
     chain_digest,
 )
+from agentwolf.workflows.evals import Recording
 from agentwolf.workflows.guard import LimitGuard
-from agentwolf.workflows.session_input import SessionInput
+from agentwolf.workflows.session_input import Branch, SessionInput, TurnMark
 from agentwolf.workflows.turn import CUT_MARK, EVENT_TEXT_LIMIT, MODEL_TEXT_LIMIT, Staleness, Turn, shared
 from agentwolf.workflows.types import (
     EVENTS_TOPIC,
@@ -72,6 +73,9 @@ class SessionCore:
         self.synced_digest = self.digest
         self.compiled: CompiledAgent | None = inp.compiled
         self.counters = inp.counters.model_copy(deep=True)
+        self.turns: list[TurnMark] = list(inp.turns)
+        self.branches: list[Branch] = list(inp.branches)
+        self.recording = Recording(inp.recorded, inp.live_tools) if inp.recorded is not None else None
         self.queue: list[Prompt] = list(inp.queue)
         self.steers: list[str] = list(inp.steers)
         self.last_output = inp.last_output

@@ -37,6 +37,7 @@ from agentwolf.workflows.contracts import (
     chain_digest,
 )
 from agentwolf.workflows.core import SessionCore
+from agentwolf.workflows.cuts import mark_end, mark_start
 from agentwolf.workflows.guard import LimitGuard
 from agentwolf.workflows.output import judge
 from agentwolf.workflows.session_input import SessionInput
@@ -90,6 +91,9 @@ class TurnRunner:
         self.core.set_state("running")
         if resume is None:
             self.core.publish("turn_started", text=prompt.text)
+            self.core.turns.append(
+                mark_start(prompt.turn_id, len(self.core.transcript), self.core.inp.config_version)
+            )
         turn = (
             Turn.resumed(resume)
             if resume
@@ -157,6 +161,7 @@ class TurnRunner:
         if (approvals.pending or approvals.decisions) and workflow.patched(TURN_END_CLEARS_APPROVALS):
             approvals.clear()
         self.core.counters.turns += 1
+        mark_end(self.core.turns, prompt.turn_id, len(self.core.transcript), self.core.counters)
         self.core.last_output, self.core.last_outcome = output, outcome
         self.core.publish("turn_finished", text=output, outcome=outcome, usage=turn.usage)
         metrics.count(metrics.TURNS, outcome=outcome)
@@ -433,6 +438,8 @@ class TurnRunner:
                         "stream_state": stream_state,
                         "resume": resume,
                         "context": None if self.context.view == ContextView() else self.context.view,
+                        "turns": self.core.turns,
+                        "branches": self.core.branches,
                     }
                 )
             ]

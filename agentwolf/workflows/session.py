@@ -25,9 +25,21 @@ with workflow.unsafe.imports_passed_through():
     from pydantic_ai.messages import ModelMessage
 
     from agentwolf.config.manifest import Manifest, McpServerConfig
+    from agentwolf.workflows import branches
     from agentwolf.workflows.acp import AcpRunner
+    from agentwolf.workflows.branches import BranchInfo, Line, Rewound
     from agentwolf.workflows.context import ContextKeeper
-    from agentwolf.workflows.contracts import COMPILED_QUERY, MANIFEST_QUERY, TRANSCRIPT_QUERY, CompiledAgent
+    from agentwolf.workflows.contracts import (
+        BRANCHES_QUERY,
+        COMPILED_QUERY,
+        EMPTY_DIGEST,
+        MANIFEST_QUERY,
+        REWIND_UPDATE,
+        SNAPSHOT_QUERY,
+        TRANSCRIPT_QUERY,
+        CompiledAgent,
+        chain_digest,
+    )
     from agentwolf.workflows.core import SessionCore
     from agentwolf.workflows.loop import SNAPSHOT_UNANSWERED, TurnRunner
     from agentwolf.workflows.output import structured
@@ -50,6 +62,7 @@ from agentwolf.workflows.stream import SessionStream  # workflow code: sandboxed
 
 RELEASE_ON_CANCEL = "release-on-cancel"  # patch: a cancelled session stops its client's servers too
 DETACH_AT_CLOSE = "detach-at-close"  # patch: closing answers waiting follower polls, refuses new ones
+REWIND = "rewind"  # patch: the rewind update (a session goes back to a turn or a branch)
 IDLE_CLOSE = "idle-close"  # patch: a session idle for host.sessions.idle_close_after closes
 
 
@@ -362,6 +375,53 @@ class SessionWorkflow:
     @workflow.query(name=TRANSCRIPT_QUERY, description="The whole transcript (pydantic-ai messages).")
     def get_transcript(self) -> list[ModelMessage]:
         return self.core.transcript
+
+    @workflow.update(
+        name=REWIND_UPDATE,
+        description="Go back to an earlier turn (the later ones become a branch), or to a branch (redo).",
+    )
+    def rewind(self, to: str) -> Rewound:
+        """`to`: a turn number, or a branch's name. Nothing runs again; the effects the set-aside
+        turns left are said, not undone (workflows/branches.py)."""
+        workflow.patched(REWIND)
+        core = self.core
+        line = Line(core.transcript, core.turns, core.branches, self.context.view)
+        done = branches.apply(
+            line, branches.plan(core.transcript, core.turns, core.branches, to), core.compiled
+        )
+        self.context.view = line.view
+        core.digest = core.synced_digest = chain_digest(EMPTY_DIGEST, core.transcript)
+        core.synced_len = len(core.transcript)
+        core.last_output = branches.last_text(core.transcript)
+        return done
+
+    @rewind.validator
+    def _validate_rewind(self, to: str) -> None:
+        core = self.core
+        if core.closing or core.state == "done":
+            raise ValueError("the session is closed")
+        if core.busy() or core.queue or core.steers:
+            raise ValueError("a turn is running or waits: rewind once the session is idle (or interrupt it)")
+        branches.plan(core.transcript, core.turns, core.branches, to)
+
+    @workflow.query(name=BRANCHES_QUERY, description="The branches rewinds set aside (`wolf branches`).")
+    def get_branches(self) -> list[BranchInfo]:
+        return branches.infos(self.core.branches)
+
+    @workflow.query(name=SNAPSHOT_QUERY, description="The session as a fork starts from it (see cuts.py).")
+    def get_snapshot(self) -> SessionInput:
+        core = self.core
+        return core.inp.model_copy(
+            update={
+                "prompt": None,
+                "transcript": core.transcript,
+                "compiled": core.compiled,
+                "counters": core.counters,
+                "turns": core.turns,
+                "context": self.context.view,
+                "stream_state": None,
+            }
+        )
 
     @workflow.query(name=MANIFEST_QUERY, description="The session's manifest, placeholders unresolved.")
     def get_manifest(self) -> Manifest:

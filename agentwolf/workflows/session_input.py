@@ -15,6 +15,7 @@ from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.workflows.acp_types import AcpSession
 from agentwolf.workflows.compaction import ContextView
 from agentwolf.workflows.contracts import CompiledAgent
+from agentwolf.workflows.evals import RecordedCall
 from agentwolf.workflows.turn_settings import TurnSettings
 from agentwolf.workflows.types import (
     Approval,
@@ -43,6 +44,30 @@ class TurnSnapshot(BaseModel):
     active_skills: list[str] = []
     pending_approvals: list[PendingApproval] = []
     decisions: dict[str, tuple[bool, Approval]] = {}
+
+
+class TurnMark(BaseModel):
+    """Where one turn lies in the transcript and what the session had done once it ended: what a
+    fork or rewind cuts at (workflows/cuts.py). `end` and `counters` are unset while it runs."""
+
+    turn_id: str
+    start: int
+    end: int | None = None
+    config_version: int | None = None
+    counters: Counters | None = None
+
+
+class Branch(BaseModel):
+    """Turns a rewind set aside (workflows/branches.py): readable, and the line again on a redo."""
+
+    name: str
+    base: int
+    """The transcript length it continues from; `base_digest` is that prefix's chained digest."""
+    base_digest: str
+    point: str
+    """The turn it continues (`turn-4`)."""
+    messages: list[ModelMessage]
+    turns: list[TurnMark]
 
 
 class SessionInput(BaseModel):
@@ -91,5 +116,13 @@ class SessionInput(BaseModel):
     acp_session: AcpSession | None = Field(None, exclude_if=lambda v: v is None)
     """An ACP agent's session there. Both are kept on the input (workflows/acp.py), so a
     continue-as-new carries them; left out of the dump when unset."""
+    turns: list[TurnMark] = []
+    """Each turn's place in the transcript (recorded by code from 2026-12 on)."""
+    recorded: list[RecordedCall] | None = Field(None, exclude_if=lambda v: v is None)
+    """An eval case's recorded tool results: calls that match get them, nothing runs (evals.py)."""
+    live_tools: bool = Field(False, exclude_if=lambda v: not v)
+    """With `recorded`: a divergent call with side effects runs too (else it is answered "not run")."""
+    branches: list[Branch] = Field([], exclude_if=lambda v: not v)
+    """Lines a rewind set aside (`wolf branches`)."""
     context: ContextView | None = None
     """The working context's view (workflows/compaction.py): stubs, summary, pinned notes."""

@@ -36,6 +36,7 @@ from agentwolf.workflows.contracts import (
     ToolSpec,
 )
 from agentwolf.workflows.core import SessionCore
+from agentwolf.workflows.evals import RECORDED
 from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.turn import (
     BOUNDED_FAN_OUT,
@@ -190,6 +191,14 @@ class ToolRouter:
             ), ToolOutcome.DENIED
         if spec.server == SESSION:  # reads this session's own transcript: nothing to permit
             return self._read_tool_output(compiled, arguments), None
+        if (
+            self.core.recording is not None
+            and spec.server not in (SKILLS, SUBAGENTS)
+            and workflow.patched(RECORDED)
+        ):
+            served = self.core.recording.serve(spec, arguments)  # an eval: recorded results, nothing runs
+            if served is not None:
+                return served, None
         refusal = await self.permission(compiled, spec, call, key, arguments)
         if refusal is not None:
             return ToolCallOutput(content=refusal, is_error=True), ToolOutcome.DENIED

@@ -34,6 +34,8 @@ tests = [
     "tests/test_fanout.py::test_calls_past_the_manifest_limits_are_refused_and_the_rest_run_few_at_once",
     "tests/test_replay.py::test_a_session_whose_tool_output_went_to_external_storage_replays",
     "tests/test_compaction.py",
+    "tests/test_fork.py::test_rewind_keeps_the_later_turns_as_a_branch_and_redo_restores_them",
+    "tests/test_evals.py",
 ]
 env = {**os.environ, "WOLF_RECORD_HISTORIES": "1"}
 recorded = subprocess.call([sys.executable, "-m", "pytest", "-q", *tests], cwd=root, env=env)

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 from agentwolf.client.cli import (
     configs,
     editor,
+    evals,
+    forks,
     interactive,
     jobs,
     limits,
@@ -35,11 +37,26 @@ from agentwolf.client.cli import (
     usage,
 )
 
-VERB_MODULES = (sessions, interactive, configs, jobs, stack, payloads, mcp, editor, usage, limits)
+VERB_MODULES = (
+    sessions,
+    interactive,
+    forks,
+    configs,
+    evals,
+    jobs,
+    stack,
+    payloads,
+    mcp,
+    editor,
+    usage,
+    limits,
+)
 PANELS = {  # `wolf --help` groups each module's verbs under its heading (a verb may name its own)
     sessions: "Sessions",
     interactive: "Sessions",
+    forks: "Sessions",
     configs: "Configs and jobs",
+    evals: "Configs and jobs",
     jobs: "Configs and jobs",
     stack: "Running AgentWolf",
     payloads: "Running AgentWolf",

@@ -192,17 +192,33 @@ async def config_push(
     file: Path,
     conn: Connection,
     note: Annotated[str, typer.Option("--note", help="Why this version (shown by history).")] = "",
+    eval_dataset: Annotated[
+        Path | None, typer.Option("--eval", metavar="DATASET", help="Run this eval dataset first.")
+    ] = None,
+    min_score: Annotated[
+        float, typer.Option("--min-score", metavar="S", help="With --eval: refuse below this score (0-1).")
+    ] = 1.0,
     tenant: Tenant = "default",
     as_json: Json = False,
 ) -> None:
     """Push FILE as the next version of registry config NAME (identical content: no new version).
+    With --eval, the dataset runs against FILE first and a score below --min-score refuses the push.
 
-    Example: wolf config push prod wolf.yaml --note "stricter rules"
+    Example: wolf config push prod wolf.yaml --note "stricter rules" --eval evals.jsonl --min-score 0.9
     """
     from agentwolf.workflows.registry import check_config_name, pushable
 
     manifest = pushable(file)  # file:line errors before anything is sent
     wolf = await conn.client(tenant, start_local=True)
+    if eval_dataset is not None:
+        from agentwolf.client.cli.evals import print_report, run_dataset
+
+        report = await run_dataset(wolf, eval_dataset, manifest)
+        print_report(report)
+        if report.score < min_score:
+            raise Exit(
+                1, f"not pushed: {file} scores {report.score:.2f} on {eval_dataset}, below {min_score}"
+            )
     _print_push(await wolf.config_push(check_config_name(name), manifest, note=note), as_json)
 
 

@@ -25,7 +25,7 @@ from agentwolf.protocols.openai_api.approvals import answer, answers_of
 from agentwolf.protocols.openai_api.settings import ResponsesRequest, checked
 from agentwolf.protocols.openai_api.targeting import (
     ResponseId,
-    ask,
+    continue_from,
     flag,
     messages_of,
     model_of,
@@ -81,7 +81,7 @@ async def create_response(request: Request) -> Response:
         if answers:  # the same turn goes on
             rid = await answer(wolf, named, answers)
         else:
-            rid = await ask(wolf, named.session, prompt_text(messages), settings)
+            rid = await continue_from(wolf, named, prompt_text(messages), settings)
     elif answers:
         raise ApiError(
             400, "approval answers need the previous_response_id that asked", code="missing_previous_response"

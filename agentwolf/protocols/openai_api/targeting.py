@@ -188,6 +188,26 @@ async def ask(wolf: WolfClient, session_id: str, text: str, settings: TurnSettin
     return ResponseId(session_id, _turn_number(turn_id), base)
 
 
+async def continue_from(
+    wolf: WolfClient, named: ResponseId, text: str, settings: TurnSettings | None
+) -> ResponseId:
+    """The next turn after the named response (OpenAI's `previous_response_id`): on its session when
+    that response is its latest turn; else (later turns followed it, or the session closed) on a
+    fork of the session cut after that turn (client/forks.py), so the earlier answer goes on."""
+    from agentwolf.workflows.cuts import CutError
+
+    status = await wolf.status(named.session)
+    if status.counters.turn_seq <= named.turn and status.state != "done":
+        return await ask(wolf, named.session, text, settings)
+    try:
+        made = await wolf.fork(named.session, at=str(named.turn))
+    except CutError as exc:
+        raise ApiError(
+            409, f"cannot continue from that response: {exc}", code="previous_response_busy"
+        ) from None
+    return await ask(wolf, made.session_id, text, settings)
+
+
 async def start(
     wolf: WolfClient, target: Target, text: str, settings: TurnSettings | None, *, keep: bool
 ) -> ResponseId:

@@ -1,0 +1,115 @@
+"""The fork half of `WolfClient`: a new session that starts from a recorded prefix of another, and
+rewinds of a session to an earlier turn or back to a branch (workflows/branches.py).
+
+The fork starts from the snapshot a continue-as-new would hand over (workflows/cuts.py cuts it), so
+nothing in the prefix runs again: no model request, no tool call. Its effect ledger lists what ran
+after the cut and may have changed the world, which the fork does not undo."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from temporalio.client import Client, WorkflowHandle
+
+from agentwolf.workflows.types import RUN_PREFIX, workflow_id
+
+if TYPE_CHECKING:
+    from agentwolf.workflows.branches import BranchInfo, Rewound
+    from agentwolf.workflows.cuts import Fork
+    from agentwolf.workflows.registry import ConfigVersion
+    from agentwolf.workflows.session_input import SessionInput
+
+FORK_MEMO = "fork_of"
+"""The memo field naming a fork's source and point (`<session>@turn-4`)."""
+
+
+class ForkMethods:
+    """Forks of this client's tenant's sessions."""
+
+    client: Client
+    tenant: str
+    _owned: set[str]
+
+    if TYPE_CHECKING:
+
+        async def _handle(self, session_id: str) -> WorkflowHandle[Any, Any]: ...
+
+        async def _launch(
+            self,
+            inp: SessionInput,
+            *,
+            prompt: str | None,
+            trigger: str | None = None,
+            unique: bool = False,
+            owner: str | None = None,
+            memo: dict[str, Any] | None = None,
+        ) -> None: ...
+
+        async def config_get(self, name: str, version: int | None = None) -> ConfigVersion: ...
+
+    async def snapshot(self, session_id: str) -> SessionInput:
+        """The session's state as a continue-as-new would hand it over (transcript, turns, counters)."""
+        from agentwolf.workflows.contracts import SNAPSHOT_QUERY
+        from agentwolf.workflows.session_input import SessionInput
+
+        handle = await self._handle(session_id)
+        return await handle.query(SNAPSHOT_QUERY, result_type=SessionInput)
+
+    async def start_from(
+        self, inp: SessionInput, *, prompt: str | None = None, memo: dict[str, Any] | None = None
+    ) -> None:
+        """Start a session from a snapshot (a fork, an eval case); its id must be new."""
+        await self._launch(inp, prompt=prompt, unique=True, memo=memo)
+        self._owned.add(workflow_id(self.tenant, inp.session_id))
+
+    async def fork(
+        self, session_id: str, *, at: str | None = None, edit: str | None = None, as_id: str | None = None
+    ) -> Fork:
+        """A new session whose transcript is `session_id`'s up to `at` (`4`: after turn 4, `4.2`:
+        after its second step; default: its last finished turn), on the config version, counters and
+        compiled agent it had there. `edit`: the fork instead stops before turn `at` and runs `edit`
+        as that turn's prompt. `as_id`: the new session's id (refused if taken)."""
+        from agentwolf.workflows.cuts import CutError, Fork, cut, effect_ledger, fork_input, parse_point
+
+        new_id = as_id or uuid.uuid4().hex[:12]
+        if "/" in new_id or new_id.startswith(RUN_PREFIX):
+            raise CutError(f"invalid session id {new_id!r}: no '/' and no leading {RUN_PREFIX!r}")
+        source = await self.snapshot(session_id)
+        turn, step = parse_point(at) if at else (None, None)
+        point = cut(source.transcript, source.turns, turn, step, edit=edit is not None)
+        inp = fork_input(source, point, new_id, edit=edit)
+        if point.config_version != source.config_version and source.config_name is not None:
+            old = await self.config_get(source.config_name, point.config_version)
+            inp.manifest = old.manifest
+        await self.start_from(inp, prompt=edit, memo={FORK_MEMO: f"{source.session_id}@{point.point}"})
+        return Fork(
+            session_id=new_id,
+            source=source.session_id,
+            point=point.point,
+            messages=len(point.prefix),
+            effects=effect_ledger(source.transcript, source.turns, source.compiled, point.rest),
+        )
+
+    async def rewind(self, session_id: str, to: str) -> Rewound:
+        """Take the idle session back to turn `to` (its later turns become a branch), or to the
+        branch named `to` (a redo); ValueError says why not."""
+        from temporalio.client import WorkflowUpdateFailedError
+
+        from agentwolf.workflows.branches import Rewound
+        from agentwolf.workflows.contracts import REWIND_UPDATE
+        from agentwolf.workflows.cuts import CutError
+
+        handle = await self._handle(session_id)
+        try:
+            return await handle.execute_update(REWIND_UPDATE, to, result_type=Rewound)
+        except WorkflowUpdateFailedError as exc:
+            raise CutError(str(getattr(exc.cause, "message", None) or exc.cause or exc)) from None
+
+    async def branches(self, session_id: str) -> list[BranchInfo]:
+        """The branches rewinds of the session set aside."""
+        from agentwolf.workflows.branches import BranchInfo
+        from agentwolf.workflows.contracts import BRANCHES_QUERY
+
+        handle = await self._handle(session_id)
+        return await handle.query(BRANCHES_QUERY, result_type=list[BranchInfo])

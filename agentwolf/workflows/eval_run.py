@@ -1,0 +1,134 @@
+"""EvalRun: one `wolf eval run` as a workflow, its cases as child sessions (workflows/evals.py).
+
+Each case is a background session started from the recorded turn's prefix with its prompt queued
+and its tool results recorded; at most `concurrency` run at once, and the run survives worker
+restarts like any workflow (`progress` says how far it is). A finished case's trajectory is read by
+`wolf.eval_steps` (a query of the child, the new messages only, so history stays small) and judged
+here. Deterministic code only."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from pydantic import BaseModel
+from temporalio import workflow
+from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ChildWorkflowError
+
+with workflow.unsafe.imports_passed_through():
+    from agentwolf.config.limits import PRIORITY_MEMO, session_priority
+    from agentwolf.config.manifest import Manifest
+    from agentwolf.workflows.evals import CaseResult, EvalCase, EvalReport, Step, judged
+    from agentwolf.workflows.session_input import SessionInput
+    from agentwolf.workflows.types import (
+        AGENT_ATTR,
+        PARENT_ATTR,
+        SESSION_WORKFLOW,
+        STATE_ATTR,
+        TENANT_ATTR,
+        Counters,
+        Prompt,
+        SessionResult,
+        tenant_of,
+        workflow_id,
+    )
+
+EVAL_WORKFLOW = "EvalRun"
+STEPS_RETRY = RetryPolicy(maximum_attempts=5)
+
+
+class EvalRunInput(BaseModel):
+    cases: list[EvalCase]
+    manifest: Manifest
+    live_tools: bool = False
+    concurrency: int = 10
+
+
+class StepsInput(BaseModel):
+    """Which child to read, from which transcript index on."""
+
+    workflow_id: str
+    start: int
+
+
+@workflow.defn(name=EVAL_WORKFLOW)
+class EvalRunWorkflow:
+    def __init__(self) -> None:
+        self.finished = 0
+        self.total = 0
+
+    @workflow.run
+    async def run(self, inp: EvalRunInput) -> EvalReport:
+        self.total = len(inp.cases)
+        run_id = workflow.info().workflow_id
+        gate = asyncio.Semaphore(max(1, inp.concurrency))
+
+        async def one(n: int, case: EvalCase) -> CaseResult:
+            async with gate:
+                result = await self._case(inp, case, f"{run_id.rsplit('/', 1)[-1]}.case-{n}")
+            self.finished += 1
+            return result
+
+        cases = await asyncio.gather(*(one(n, c) for n, c in enumerate(inp.cases, 1)))
+        return EvalReport(cases=list(cases), run_id=run_id)
+
+    async def _case(self, inp: EvalRunInput, case: EvalCase, session_id: str) -> CaseResult:
+        tenant = tenant_of(workflow.info().workflow_id) or "default"
+        wid = workflow_id(tenant, session_id)
+        try:
+            result = await workflow.execute_child_workflow(
+                SESSION_WORKFLOW,
+                SessionInput(
+                    session_id=session_id,
+                    tenant=tenant,
+                    agent=case.agent,
+                    manifest=inp.manifest,
+                    background=True,
+                    transcript=case.prefix,
+                    counters=Counters(turn_seq=1),
+                    queue=[Prompt(turn_id="turn-1", text=case.prompt)],
+                    recorded=case.calls,
+                    live_tools=inp.live_tools,
+                ),
+                id=wid,
+                result_type=SessionResult,
+                static_summary=f"eval case {case.name}",
+                search_attributes=TypedSearchAttributes(
+                    [
+                        SearchAttributePair(TENANT_ATTR, tenant),
+                        SearchAttributePair(AGENT_ATTR, case.agent),
+                        SearchAttributePair(STATE_ATTR, "idle"),
+                        SearchAttributePair(PARENT_ATTR, workflow.info().workflow_id),
+                    ]
+                ),
+                memo={PRIORITY_MEMO: session_priority(True, None)},
+            )
+        except ChildWorkflowError as err:
+            failed = f"the case's session failed: {err.cause or err}"
+            return CaseResult(
+                name=case.name, session_id=session_id, score=0.0, divergence=failed, output=None,
+                requests=0, cost_usd=None,
+            )  # fmt: skip
+        steps = await workflow.execute_activity(
+            "wolf.eval_steps",
+            StepsInput(workflow_id=wid, start=len(case.prefix)),
+            result_type=list[Step],
+            start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=STEPS_RETRY,
+        )
+        score, diverged = judged(case, steps, result.output)
+        usage = result.counters.usage
+        return CaseResult(
+            name=case.name,
+            session_id=session_id,
+            score=score,
+            divergence=diverged,
+            output=result.output,
+            requests=usage.requests,
+            cost_usd=usage.cost_usd,
+        )
+
+    @workflow.query(description="Cases finished, of how many.")
+    def progress(self) -> tuple[int, int]:
+        return self.finished, self.total
