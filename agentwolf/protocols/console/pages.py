@@ -1,0 +1,365 @@
+"""The console's pages and the actions their forms post: server-rendered HTML (Jinja2, autoescaped)
+over the same WolfClient calls and tenant checks as the APIs. Forms work without scripts (a 303 back
+to the page); console.js sends them with `fetch` instead and keeps the page."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any, get_args
+from urllib.parse import parse_qsl, quote, urlencode
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+from temporalio.client import WorkflowQueryFailedError
+from temporalio.service import RPCError
+
+from agentwolf.client.usage import UsageKey
+from agentwolf.client.wolf_client import SessionNotFound
+from agentwolf.protocols import turns
+from agentwolf.protocols.access import reach
+from agentwolf.protocols.app import ApiError, principal_of, served_of
+from agentwolf.protocols.auth import Principal
+from agentwolf.protocols.console import listing, stream
+from agentwolf.protocols.console.signin import PREFIX, SignedIn, may_keep_key, sign_in, sign_out
+from agentwolf.tenants import TenantError
+from agentwolf.workflows.types import PendingApproval, SessionStatus, workflow_id
+
+TEMPORAL_UI = "http://localhost:8233"
+"""Where the Temporal UI is, unless WOLF_TEMPORAL_UI says (the Temporal CLI dev server's default)."""
+FORM_LIMIT = 64 * 1024
+"""Bytes a console form may post (a prompt, a reason)."""
+
+templates = Environment(
+    loader=PackageLoader("agentwolf.protocols.console", "templates"),
+    autoescape=select_autoescape(default=True),
+)
+
+
+def money(usd: float | None) -> str:
+    return "unknown" if usd is None else f"{usd:.4f}"
+
+
+def _page(request: Request, template: str, *, status_code: int = 200, **context: Any) -> HTMLResponse:
+    principal: Principal | None = request.scope.get("state", {}).get("principal")
+    served = served_of(request)
+    html = templates.get_template(template).render(
+        prefix=PREFIX,
+        tenant=principal.tenant if principal else None,
+        can_sign_out=served.open_tenant is None,
+        money=money,
+        **context,
+    )
+    return HTMLResponse(html, status_code=status_code, headers={"Cache-Control": "no-store"})
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """The posted form (application/x-www-form-urlencoded: what the pages and console.js send)."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/x-www-form-urlencoded":
+        raise ApiError(
+            415, "send the form as application/x-www-form-urlencoded", code="unsupported_media_type"
+        )
+    body = await request.body()
+    if len(body) > FORM_LIMIT:
+        raise ApiError(413, f"console forms are limited to {FORM_LIMIT} bytes", code="body_too_large")
+    return dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+
+
+def _scripted(request: Request) -> bool:
+    """console.js asks for JSON answers; a plain form post gets a redirect back."""
+    return "application/json" in request.headers.get("accept", "")
+
+
+def _done(request: Request, back: str, message: str) -> Response:
+    if _scripted(request):
+        return JSONResponse({"ok": True, "message": message})
+    return RedirectResponse(back, status_code=303)
+
+
+def _not_found(request: Request, message: str) -> Response:
+    if _scripted(request) or "text/html" not in request.headers.get("accept", "text/html"):
+        return ApiError(404, message, "not_found_error", "not_found").response()
+    return _page(request, "not_found.html", status_code=404, title="Not found", page="", message=message)
+
+
+# Signing in
+
+
+async def login_page(request: Request) -> Response:
+    if served_of(request).open_tenant is not None:
+        return RedirectResponse(f"{PREFIX}/sessions", status_code=303)
+    wanted = _next(request.query_params.get("next"))
+    return _page(request, "login.html", title="Sign in", page="login", next=wanted)
+
+
+def _next(wanted: str | None) -> str:
+    """Where to go after signing in: a console page only (never another site)."""
+    if wanted and wanted.startswith(f"{PREFIX}/") and "//" not in wanted and "\\" not in wanted:
+        return wanted
+    return f"{PREFIX}/sessions"
+
+
+async def login(request: Request) -> Response:
+    form = await _form(request)
+    served, key, after = served_of(request), form.get("key", "").strip(), _next(form.get("next"))
+    if served.open_tenant is not None:
+        return RedirectResponse(after, status_code=303)
+    refused = {"title": "Sign in", "page": "login", "next": after}
+    if not may_keep_key(request):
+        error = "sign in over HTTPS: a key sent over plain HTTP can be read on the way"
+        return _page(request, "login.html", status_code=400, error=error, **refused)
+    if not key or served.keys.principal(key) is None:
+        error = "that API key is not one this server knows"
+        return _page(request, "login.html", status_code=401, error=error, **refused)
+    return sign_in(RedirectResponse(after, status_code=303), key)
+
+
+async def logout(request: Request) -> Response:
+    return sign_out(RedirectResponse(f"{PREFIX}/login", status_code=303))
+
+
+async def home(request: Request) -> Response:
+    return RedirectResponse(f"{PREFIX}/sessions", status_code=303)
+
+
+# Sessions
+
+
+async def sessions(request: Request) -> Response:
+    served, principal, query = served_of(request), principal_of(request), request.query_params
+    filters = listing.Filters(
+        state=query.get("state", "") if query.get("state", "") in listing.STATES else "",
+        agent=query.get("agent", "").strip(),
+        config=query.get("config", "").strip(),
+        search=query.get("search", "").strip(),
+    )
+    page = await listing.sessions_page(served.client, principal, filters, query.get("page"))
+    kept = {k: v for k, v in vars(filters).items() if v}
+    here = {**kept, "page": query["page"]} if query.get("page") else kept
+    context: dict[str, Any] = {
+        "page_rows": page.rows,
+        "filtered": bool(kept),
+        "next_url": _list_url({**kept, "page": page.next_token}) if page.next_token else None,
+        "first_url": _list_url(kept) if query.get("page") else None,
+    }
+    if query.get("fragment"):
+        return _page(request, "session_rows.html", **context)
+    models = [t.model for t in await served.models(principal)]
+    fragment = _list_url({**here, "fragment": "1"})
+    return _page(
+        request,
+        "sessions.html",
+        title="Sessions",
+        page="sessions",
+        filters=filters,
+        states=listing.STATES,
+        agents=models,
+        fragment_url=fragment,
+        **context,
+    )
+
+
+def _list_url(query: dict[str, str]) -> str:
+    return f"{PREFIX}/sessions?{urlencode(query)}"
+
+
+async def figures(request: Request) -> Response:
+    """Turns, tokens, USD and badges of the listed sessions (`?id=...` repeated, at most a page)."""
+    ids = request.query_params.getlist("id")[: listing.PAGE_SIZE]
+    found = await listing.figures(served_of(request).wolf(principal_of(request)), ids)
+    return JSONResponse({sid: vars(f) for sid, f in found.items()})
+
+
+async def start(request: Request) -> Response:
+    form = await _form(request)
+    served, principal = served_of(request), principal_of(request)
+    text = form.get("prompt", "").strip()
+    if not text:
+        raise ApiError(400, "say something to start the session with", code="empty_prompt")
+    target = await served.resolve(principal, form.get("agent", ""))
+    ref = await turns.start(served.wolf(principal), target, text)
+    where = f"{PREFIX}/sessions/{quote(ref.session_id, safe='')}"
+    if _scripted(request):
+        return JSONResponse({"ok": True, "session_id": ref.session_id, "url": where})
+    return RedirectResponse(where, status_code=303)
+
+
+async def _reach(request: Request) -> SessionStatus:
+    """The session in the path, if this key may see it (else SessionNotFound, as the APIs answer)."""
+    sid = request.path_params["session_id"]
+    try:
+        status, _ = await reach(served_of(request), principal_of(request), sid)
+    except TenantError:
+        raise SessionNotFound(sid) from None
+    return status
+
+
+async def session(request: Request) -> Response:
+    sid = request.path_params["session_id"]
+    try:
+        status = await _reach(request)
+    except SessionNotFound:
+        return _not_found(request, f"session {sid!r} not found")
+    served = served_of(request)
+    base = f"{PREFIX}/sessions/{quote(status.session_id, safe='')}"
+    ui = os.environ.get("WOLF_TEMPORAL_UI", TEMPORAL_UI).rstrip("/")
+    wid = workflow_id(status.tenant, status.session_id)
+    usage = status.counters.total
+    config = f"{status.config_name} v{status.config_version}" if status.config_name else "file"
+    return _page(
+        request,
+        "session.html",
+        title=f"Session {status.session_id}",
+        page="session",
+        status=status,
+        usage=usage,
+        cost=money(usage.cost_usd),
+        config=config,
+        events_url=f"{base}/events",
+        actions_url=base,
+        temporal_url=f"{ui}/namespaces/{quote(served.client.namespace, safe='')}/workflows/"
+        + quote(wid, safe=""),
+    )
+
+
+async def act(request: Request) -> Response:
+    """prompt, steer, interrupt, close, approve, deny: what the session page's forms post."""
+    sid, action = request.path_params["session_id"], request.path_params["action"]
+    form = await _form(request)
+    try:
+        status = await _reach(request)
+    except SessionNotFound:
+        return _not_found(request, f"session {sid!r} not found")
+    wolf = served_of(request).wolf(principal_of(request))
+    sid, text = status.session_id, form.get("text", "").strip()
+    back = request.headers.get("referer") or f"{PREFIX}/sessions/{quote(sid, safe='')}"
+    try:
+        if action in ("prompt", "steer") and not text:
+            raise ValueError("write a message first")
+        if action == "prompt":
+            await turns.prompt(wolf, sid, text)
+            message = "sent as a new turn"
+        elif action == "steer":
+            await wolf.steer(sid, text)
+            message = "steer sent: the running turn reads it before its next model request"
+        elif action == "interrupt":
+            await wolf.interrupt(sid, "interrupted from the console")
+            message = "interrupt sent"
+        elif action == "close":
+            await wolf.close(sid)
+            message = "close sent"
+        elif action == "approve":
+            await wolf.approve(sid, form.get("call_id", ""), always=form.get("always") == "1")
+            message = "approved"
+        elif action == "deny":
+            await wolf.deny(sid, form.get("call_id", ""), form.get("reason", "").strip() or None)
+            message = "denied"
+        else:
+            return _not_found(request, f"no action {action!r}")
+    except (ValueError, turns.Refused) as exc:
+        raise ApiError(409, str(exc), code="refused") from None
+    return _done(request, back, message)
+
+
+# Approvals and usage
+
+
+async def approvals(request: Request) -> Response:
+    served, principal = served_of(request), principal_of(request)
+    waiting = await listing.sessions_page(
+        served.client, principal, listing.Filters(state="waiting_approval"), None, size=100
+    )
+
+    async def pending(sid: str) -> list[PendingApproval] | None:
+        try:
+            status, _ = await reach(served, principal, sid)
+        except (SessionNotFound, TenantError):
+            return []
+        except (RPCError, WorkflowQueryFailedError):
+            return None
+        return status.pending_approvals
+
+    found = await asyncio.gather(*(pending(row.session_id) for row in waiting.rows))
+    context: dict[str, Any] = {
+        "pending": [
+            (row.session_id, p) for row, ps in zip(waiting.rows, found, strict=True) for p in ps or []
+        ],
+        "unreadable": sum(ps is None for ps in found),
+    }
+    if request.query_params.get("fragment"):
+        return _page(request, "approval_rows.html", **context)
+    return _page(
+        request,
+        "approvals.html",
+        title="Approvals",
+        page="approvals",
+        fragment_url=f"{PREFIX}/approvals?fragment=1",
+        **context,
+    )
+
+
+USAGE_KEYS: tuple[UsageKey, ...] = tuple(k for k in get_args(UsageKey) if k != "tenant")
+
+
+async def usage(request: Request) -> Response:
+    """What the tenant's sessions spent, as `wolf usage --json` counts it, with a bar per group."""
+    principal = principal_of(request)
+    if principal.agents is not None or principal.configs is not None:
+        refusal = "usage covers the whole tenant: this key may use only some of it"
+        raise ApiError(403, refusal, "permission_error")
+    by = request.query_params.get("by", "agent")
+    by = by if by in USAGE_KEYS else "agent"
+    since_text, since = request.query_params.get("since", ""), None
+    try:
+        if since_text:
+            since = datetime.combine(date.fromisoformat(since_text), datetime.min.time(), UTC)
+    except ValueError:
+        raise ApiError(400, "since is a date (YYYY-MM-DD)", code="invalid_value") from None
+    report = await served_of(request).wolf(principal).usage(since=since, by=by)
+    priced = any(r.usage.cost_usd for r in report.rows)
+    measure = "USD" if priced else "Tokens"
+    values = [(r.usage.spent if priced else r.usage.total_tokens) for r in report.rows]
+    top = max(values, default=0) or 1
+    return _page(
+        request,
+        "usage.html",
+        title="Usage",
+        page="usage",
+        report=report,
+        keys=USAGE_KEYS,
+        since=since_text,
+        measure=measure,
+        bars=[(r, round(100 * v / top, 1)) for r, v in zip(report.rows, values, strict=True)],
+    )
+
+
+def routes() -> list[BaseRoute]:
+    """Everything under /console, behind the console's own sign-in (signin.py)."""
+    return [
+        Mount(
+            PREFIX,
+            routes=[
+                Route("/", home, methods=["GET"]),
+                Route("/login", login_page, methods=["GET"]),
+                Route("/login", login, methods=["POST"]),
+                Route("/logout", logout, methods=["POST"]),
+                Route("/sessions", sessions, methods=["GET"]),
+                Route("/sessions", start, methods=["POST"]),
+                Route("/figures", figures, methods=["GET"]),
+                Route("/sessions/{session_id}", session, methods=["GET"]),
+                Route("/sessions/{session_id}/events", stream.events, methods=["GET"]),
+                Route("/sessions/{session_id}/{action}", act, methods=["POST"]),
+                Route("/approvals", approvals, methods=["GET"]),
+                Route("/usage", usage, methods=["GET"]),
+                Mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static"),
+            ],
+            middleware=[Middleware(SignedIn)],
+        )
+    ]
