@@ -131,6 +131,7 @@ class SessionView {
     this.steps = new Map(); // "turn/step" -> {node, attempt, text}
     this.tools = new Map(); // call id -> card
     this.turns = new Map(); // turn id -> {item, started}
+    this.deltas = 0; // text deltas shown (tests and benches read it)
     this.connect();
   }
 
@@ -174,6 +175,7 @@ class SessionView {
     const index = event.index ?? have.length;
     if (index + event.text.length <= have.length) return; // seen (a reconnect starts the step again)
     step[field] = have.slice(0, index) + event.text;
+    this.deltas += 1;
     if (field === "text") step.body.textContent = step.text;
     else { step.thinking.hidden = false; step.thinking.querySelector("pre").textContent = step.thought; }
   }

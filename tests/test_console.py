@@ -1,0 +1,278 @@
+"""The web console (/console on `wolf serve`) in a real browser: Playwright driving Debian's Chromium
+against the served app, a real worker and the dev server. Sign in with a key, start a session and
+watch its answer stream in, steer a running turn, read the usage page's totals against `wolf usage
+--json`; another tenant's session is not found, and other sites' pages cannot act. Every page is
+photographed at 1280 and 390 px under .ci/artifacts/."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
+from pydantic_ai.messages import ModelRequest, ToolReturnPart, UserPromptPart
+
+from agentwolf.client.wolf_client import WolfClient
+from agentwolf.protocols.auth import ApiKeys
+from tests.conftest import make_manifest, tools_server, wait_for
+from tests.support.models import Script, text, tool
+from tests.support.serving import serving
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).parent.parent / ".ci" / "artifacts"
+WIDTHS = (1280, 390)
+ANSWER = "The console shows this answer word by word as the model streams it."
+WOLF = str(Path(sys.executable).parent / "wolf")
+
+pytestmark = pytest.mark.needs(
+    Path(CHROMIUM).exists(), f"Debian's Chromium at {CHROMIUM} (apt-get install chromium)"
+)
+
+
+def _texts(script: Script) -> tuple[list[str], int]:
+    """The latest request's user texts and how many tool results it carries."""
+    parts = [p for m in script.requests[-1] if isinstance(m, ModelRequest) for p in m.parts]
+    users = [p.content for p in parts if isinstance(p, UserPromptPart) and isinstance(p.content, str)]
+    return users, sum(isinstance(p, ToolReturnPart) for p in parts)
+
+
+def decide(script: Script):
+    """`slow ...` waits on a slow tool, then says what it was told last (a steer); `record ...` asks
+    for the approval-gated `record`; anything else streams ANSWER."""
+    users, results = _texts(script)
+    if users[0].startswith("slow"):
+        return tool("slow", {"seconds": 3}, "call-slow") if not results else text(f"told: {users[-1]}")
+    if users[0].startswith("record"):
+        return tool("record", {"tag": "console"}, "call-rec") if not results else text("recorded")
+    return text(ANSWER)
+
+
+@asynccontextmanager
+async def chromium() -> AsyncIterator[Browser]:
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM)
+        try:
+            yield browser
+        finally:
+            await browser.close()
+
+
+async def signed_in(browser: Browser, base: str, key: str) -> tuple[BrowserContext, Page]:
+    context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    page = await context.new_page()
+    await page.goto(f"{base}/console/sessions")
+    await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    await page.get_by_label("API key").fill(key)
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page.get_by_role("heading", name="Sessions")).to_be_visible()
+    return context, page
+
+
+async def photograph(page: Page, name: str) -> None:
+    """The page as it is now, at each width (the page is put back at 1280 px)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for width in WIDTHS:
+        await page.set_viewport_size({"width": width, "height": 900})
+        await page.screenshot(path=ARTIFACTS / f"console-{name}-{width}.png", full_page=True)
+    await page.set_viewport_size({"width": 1280, "height": 900})
+
+
+async def start(page: Page, base: str, prompt: str) -> str:
+    """Start a session from the sessions page; its id, once its page shows."""
+    await page.goto(f"{base}/console/sessions")
+    details = page.locator("details.new")
+    if not await details.evaluate("d => d.open"):
+        await details.locator("summary").click()
+    await page.get_by_label("First prompt").fill(prompt)
+    await page.get_by_role("button", name="Start").click()
+    await page.wait_for_url(f"{base}/console/sessions/*")
+    return page.url.rsplit("/", 1)[-1]
+
+
+def own_tenants() -> tuple[str, ApiKeys]:
+    """Keys `key-a` and `key-b` of two tenants no other test uses (lists and totals are the test's)."""
+    tenant = f"console-{uuid.uuid4().hex[:8]}"
+    return tenant, ApiKeys.load([], {"WOLF_API_KEYS": f"key-a={tenant},key-b={tenant}-b"})
+
+
+async def test_the_console_signs_in_streams_steers_and_accounts(client, task_queue, run_worker, env):
+    script = Script(decide, chunk_delay=0.05)
+    tenant, keys = own_tenants()
+    async with (
+        run_worker(local_models={"m": script.model}),
+        serving(client, task_queue, make_manifest(), keys=keys) as base,
+        chromium() as browser,
+    ):
+        # Signing in: a wrong key is refused on the page; the right one is kept HTTP-only.
+        context = await browser.new_context(viewport={"width": 1280, "height": 900})
+        page = await context.new_page()
+        await page.goto(f"{base}/console/usage")
+        await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+        await photograph(page, "login")
+        await page.get_by_label("API key").fill("key-zzz")
+        await page.get_by_role("button", name="Sign in").click()
+        await expect(page.get_by_role("alert")).to_have_text("that API key is not one this server knows")
+        await page.get_by_label("API key").fill("key-a")
+        await page.get_by_role("button", name="Sign in").click()
+        await expect(page.get_by_role("heading", name="Usage")).to_be_visible()  # back where it was going
+        (cookie,) = await context.cookies()
+        assert (cookie["name"], cookie["httpOnly"], cookie["secure"], cookie["sameSite"]) == (
+            "wolf_console",
+            True,
+            True,
+            "Strict",
+        )
+        assert cookie["path"] == "/console"
+        assert await page.evaluate("document.cookie") == ""  # scripts cannot read the key
+
+        # A session's answer streams into the page (before the turn ends: its text grows).
+        sid = await start(page, base, "write something")
+        said = page.locator("#conversation .msg.assistant .text").first
+        await expect(said).to_have_text(ANSWER, timeout=30_000)
+        assert await page.evaluate("window.wolfSession.deltas") >= 1  # it came as text deltas
+        await expect(page.locator("#timeline .turn.completed")).to_have_count(1, timeout=30_000)
+        await expect(page.locator("#state")).to_have_text("idle")
+        await expect(page.get_by_role("link", name="Workflow in the Temporal UI")).to_have_attribute(
+            "href", f"http://localhost:8233/namespaces/default/workflows/wolf%2F{tenant}%2F{sid}"
+        )
+        await photograph(page, "session")
+
+        # Steering a running turn: the model's next request reads it.
+        await start(page, base, "slow then answer")
+        await expect(page.locator(".tool .by")).to_have_text("tool slow", timeout=30_000)
+        await page.get_by_label("Message").fill("steer left")
+        await page.get_by_role("button", name="Steer the running turn").click()
+        await expect(page.locator("#notice")).to_contain_text("steer sent")
+        await expect(page.locator(".msg.steer .text")).to_have_text("steer left", timeout=30_000)
+        await expect(page.locator(".msg.assistant .text").last).to_have_text("told: steer left")
+        # A prompt on an idle session starts another turn there.
+        await page.get_by_label("Message").fill("and again")
+        await page.get_by_role("button", name="Send as a new turn").click()
+        await expect(page.locator("#timeline .turn")).to_have_count(2, timeout=30_000)
+
+        # The list: both sessions, their figures, a state filter.
+        await page.goto(f"{base}/console/sessions")
+        rows = page.locator("table.sessions tbody tr[data-session]")
+        await expect(rows).to_have_count(2)
+        await expect(page.locator(f'tr[data-session="{sid}"] [data-fig="turns"]')).to_have_text("1")
+        await photograph(page, "sessions")
+        await page.get_by_label("State").select_option("running")
+        await page.get_by_role("button", name="Filter").click()
+        await expect(page.get_by_text("No sessions match these filters.")).to_be_visible()
+
+        # Usage: the page's totals are `wolf usage --json`'s.
+        await page.goto(f"{base}/console/usage")
+        address = env.client.service_client.config.target_host
+        cli = await asyncio.to_thread(
+            subprocess.run,
+            [WOLF, "usage", "--json", "--tenant", tenant, "--address", address],
+            capture_output=True,
+            text=True,
+        )
+        assert cli.returncode == 0, cli.stderr
+        report = json.loads(cli.stdout)
+        shown = {
+            name: await page.locator(f'[data-total="{name}"]').text_content()
+            for name in ("sessions", "requests", "input_tokens", "output_tokens", "tool_calls")
+        }
+        total = report["total"]
+        assert shown == {
+            "sessions": str(report["sessions"]),
+            **{k: str(total[k]) for k in ("requests", "input_tokens", "output_tokens", "tool_calls")},
+        }
+        assert total["requests"] == 4  # what this test's sessions asked (its tenant is its own)
+        await photograph(page, "usage")
+
+        # Another tenant: the session is as unknown as a missing one, by page, stream or action.
+        other, stranger = await signed_in(browser, base, "key-b")
+        await expect(stranger.locator("table.sessions tbody tr[data-session]")).to_have_count(0)
+        for path in (sid, "no-such-session"):
+            answer = await stranger.goto(f"{base}/console/sessions/{path}")
+            assert answer is not None and answer.status == 404
+            await expect(stranger.get_by_role("alert")).to_have_text(f"session {path!r} not found")
+        by_full_id = await stranger.goto(f"{base}/console/sessions/wolf%2F{tenant}%2F{sid}")
+        assert by_full_id is not None and by_full_id.status == 404
+        probes = await stranger.evaluate(
+            """async (sid) => {
+                const form = {method: "POST", headers: {"Content-Type": "application/x-www-form-urlencoded",
+                    "Accept": "application/json"}, body: "text=hi"};
+                const events = await fetch(`/console/sessions/${sid}/events`);
+                const steer = await fetch(`/console/sessions/${sid}/steer`, form);
+                return [events.status, steer.status, (await steer.json()).error.message];
+            }""",
+            sid,
+        )
+        assert probes == [404, 404, f"session {sid!r} not found"]
+        await other.close()
+
+        # Other sites: a cross-origin post with the cookie, or one without an Origin, is refused.
+        async with httpx.AsyncClient(base_url=base, cookies={"wolf_console": "key-a"}) as http:
+            form = {"Content-Type": "application/x-www-form-urlencoded"}
+            forged = await http.post(
+                f"/console/sessions/{sid}/close",
+                content="x=1",
+                headers={**form, "Origin": "http://evil.test"},
+            )
+            bare = await http.post(f"/console/sessions/{sid}/close", content="x=1", headers=form)
+            framed = await http.get("/console/sessions")
+            no_cookie = await http.get("/console/sessions", cookies={"wolf_console": ""})
+        assert forged.status_code == bare.status_code == 403, (forged.text, bare.text)
+        assert "frame-ancestors 'none'" in framed.headers["content-security-policy"]
+        assert no_cookie.status_code == 401
+        assert (await WolfClient(client, tenant=tenant).status(sid)).state == "idle"  # not closed
+        await context.close()
+
+
+async def test_without_keys_the_console_needs_no_sign_in_on_loopback(client, task_queue):
+    async with (
+        serving(client, task_queue, make_manifest(), open_tenant="default") as base,
+        httpx.AsyncClient(base_url=base) as http,
+    ):
+        login = await http.get("/console/login")
+        listed = await http.get("/console/sessions", headers={"Accept": "text/html"})
+        rebound = await http.get("/console/sessions", headers={"Host": "evil.test"})
+    assert login.status_code == 303 and login.headers["location"] == "/console/sessions"
+    assert listed.status_code == 200 and "tenant <strong>default</strong>" in listed.text
+    assert "Sign out" not in listed.text
+    assert rebound.status_code == 403  # DNS rebinding: a page of another name reaching loopback
+
+
+def _confirming(effects: Path):
+    return make_manifest(
+        {"permissions": {"rules": [{"tool": "record", "action": "confirm"}]}},
+        mcp_servers={"tools": tools_server(WOLF_SIDE_EFFECTS=str(effects))},
+    )
+
+
+async def test_an_approval_from_the_inbox_runs_the_tool_once(client, task_queue, run_worker, tmp_path):
+    effects = tmp_path / "effects"
+    script = Script(decide)
+    _, keys = own_tenants()
+    async with (
+        run_worker(local_models={"m": script.model}),
+        serving(client, task_queue, _confirming(effects), keys=keys) as base,
+        chromium() as browser,
+    ):
+        context, page = await signed_in(browser, base, "key-a")
+        sid = await start(page, base, "record this")
+        await expect(page.locator("#approvals .approval")).to_be_visible(timeout=30_000)
+        await page.goto(f"{base}/console/approvals")
+        card = page.locator(f'.approval:has(a[href$="/{sid}"])')
+        await expect(card).to_be_visible()
+        await photograph(page, "approvals")
+        await card.get_by_role("button", name="Approve", exact=True).click()
+        await expect(page.locator("#notice")).to_have_text("approved")
+        await expect(page.get_by_text("Nothing waits for approval.")).to_be_visible()
+        await page.goto(f"{base}/console/sessions/{sid}")
+        await expect(page.locator(".msg.assistant .text").last).to_have_text("recorded", timeout=30_000)
+        await context.close()
+    await wait_for(lambda: effects.exists())
+    assert effects.read_text().split() == ["console"]
