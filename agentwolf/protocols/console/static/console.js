@@ -137,6 +137,7 @@ class SessionView {
 
   connect() {
     this.source = new EventSource(this.root.dataset.events);
+    this.source.onopen = () => { this.open = true; };
     this.source.onmessage = (message) => this.show(JSON.parse(message.data));
     this.source.addEventListener("end", () => this.source.close());
   }
