@@ -17,7 +17,7 @@ one every `--chunk-ms`), and Playwright driving /usr/bin/chromium, signed in wit
    `--runs` times: GET /console/sessions by HTTP (the server's answer, whole), and the page in
    Chromium from navigation until its 25 rows are in the DOM. Goal: p50 <= 500 ms. The rows' figures
    (turns, tokens, USD) come afterwards by their own request; for these sessions, which no worker
-   answers, they show as unknown after FIGURES_WAIT.
+   answers, they show as unknown after FIGURES_WAIT (each run waits for them before the next).
 
 Run:   python bench/console.py                  (20 runs, 10,000 sessions)
 Quick: python bench/console.py --runs 5 --sessions 1000
@@ -56,6 +56,10 @@ FIRST_TEXT = """() => new Promise((resolve) => {
     }).observe(log, {childList: true, subtree: true, characterData: true});
 })"""
 """When the page first shows the assistant's text (ms since the epoch, sub-ms precision)."""
+
+
+FIGURES_SHOWN = "!document.querySelector('[data-fig=\"turns\"]').textContent.includes('…')"
+"""The list's figures arrived (or were given up on: unknown)."""
 
 
 def _model(tokens: int, chunk_s: float, handed: list[float]) -> Any:
@@ -138,6 +142,8 @@ async def first_pages(page: Any, http: Any, base: str, runs: int) -> tuple[list[
         await page.goto(f"{base}/console/sessions", wait_until="commit")
         await page.wait_for_function("document.querySelectorAll('tr[data-session]').length === 25")
         rendered.append((time.perf_counter() - start) * 1000)
+        # The rows' figures come next, by their own request: let them end before the next run.
+        await page.wait_for_function(FIGURES_SHOWN)
     return served, rendered
 
 

@@ -280,7 +280,7 @@ class Guard:
             return
         request = Request(scope)
         try:
-            # Webhooks prove themselves by signature; the console signs in with its cookie (console/signin.py).
+            # Webhooks prove themselves by signature; the console signs in by cookie (console/signin.py).
             if not scope["path"].startswith(("/hooks/", "/console/")) and scope["path"] != "/console":
                 principal = self._principal(request)
                 scope.setdefault("state", {})["principal"] = principal

@@ -24,7 +24,7 @@ from agentwolf.client.usage import UsageKey
 from agentwolf.client.wolf_client import SessionNotFound
 from agentwolf.protocols import turns
 from agentwolf.protocols.access import reach
-from agentwolf.protocols.app import ApiError, principal_of, served_of
+from agentwolf.protocols.app import ApiError, Target, principal_of, served_of
 from agentwolf.protocols.auth import Principal
 from agentwolf.protocols.console import listing, stream
 from agentwolf.protocols.console.signin import PREFIX, SignedIn, may_keep_key, sign_in, sign_out
@@ -140,7 +140,12 @@ async def sessions(request: Request) -> Response:
         config=query.get("config", "").strip(),
         search=query.get("search", "").strip(),
     )
-    page = await listing.sessions_page(served.client, principal, filters, query.get("page"))
+    listed = listing.sessions_page(served.client, principal, filters, query.get("page"))
+    targets: list[Target] = []
+    if query.get("fragment"):
+        page = await listed
+    else:  # the agents a new session may run, asked alongside
+        page, targets = await asyncio.gather(listed, served.models(principal))
     kept = {k: v for k, v in vars(filters).items() if v}
     here = {**kept, "page": query["page"]} if query.get("page") else kept
     context: dict[str, Any] = {
@@ -151,7 +156,6 @@ async def sessions(request: Request) -> Response:
     }
     if query.get("fragment"):
         return _page(request, "session_rows.html", **context)
-    models = [t.model for t in await served.models(principal)]
     fragment = _list_url({**here, "fragment": "1"})
     return _page(
         request,
@@ -160,7 +164,7 @@ async def sessions(request: Request) -> Response:
         page="sessions",
         filters=filters,
         states=listing.STATES,
-        agents=models,
+        agents=[t.model for t in targets],
         fragment_url=fragment,
         **context,
     )
