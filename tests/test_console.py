@@ -300,3 +300,42 @@ async def test_an_inbox_approval_runs_the_tool_once_across_a_killed_worker(env, 
                         proc.kill()
                         proc.wait()
     assert effects.read_text().split() == ["console"]  # exactly once
+
+
+async def test_configs_show_diffs_and_schedules_pause_from_the_console(client, task_queue, run_worker):
+    tenant, keys = own_tenants()
+    wolf = WolfClient(client, tenant=tenant, task_queue=task_queue)
+    script = Script(decide)
+    async with run_worker(local_models={"m": script.model}):
+        await wolf.config_push("team", make_manifest({"instructions": "Be brief."}), note="first")
+        await wolf.config_push("team", make_manifest({"instructions": "Be thorough."}), note="second")
+        sid = await wolf.start_session("a", config_name="team")
+        await wolf.schedule_create("nightly", cron="0 3 * * *", session=sid, prompt="report")
+        try:
+            async with serving(client, task_queue, keys=keys) as base, chromium() as browser:
+                context, page = await signed_in(browser, base, "key-a")
+                await page.get_by_role("link", name="Configs").click()
+                await page.get_by_role("link", name="team").click()
+                diff = page.locator("#diff")
+                await expect(diff.locator(".del")).to_have_text(["-    instructions: Be brief."])
+                await expect(diff.locator(".add")).to_have_text(["+    instructions: Be thorough."])
+                await expect(
+                    page.locator(f'tr[data-session="{sid}"] [data-fig="config_version"]')
+                ).to_have_text(" v2", timeout=30_000)
+                await photograph(page, "config")
+                await page.get_by_label("From version").select_option("2")
+                await page.get_by_role("button", name="Compare").click()
+                await expect(page.get_by_text("No differences.")).to_be_visible()
+
+                await page.get_by_role("link", name="Schedules").click()
+                row = page.locator('tr[data-schedule="nightly"]')
+                await expect(row).to_contain_text(f"session {sid}")
+                await expect(row.locator("time")).to_have_count(3)  # the next firings
+                await photograph(page, "schedules")
+                await row.get_by_role("button", name="Pause nightly").click()
+                await expect(row.get_by_role("button", name="Resume nightly")).to_be_visible()
+                assert (await wolf.schedule_describe("nightly")).paused
+                await context.close()
+        finally:
+            await wolf.schedule_delete("nightly")
+            await wolf.close(sid)

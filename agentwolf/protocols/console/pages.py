@@ -9,12 +9,11 @@ import os
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, get_args
-from urllib.parse import parse_qsl, quote, urlencode
+from urllib.parse import quote, urlencode
 
-from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from temporalio.client import WorkflowQueryFailedError
@@ -25,68 +24,14 @@ from agentwolf.client.wolf_client import SessionNotFound
 from agentwolf.protocols import turns
 from agentwolf.protocols.access import reach
 from agentwolf.protocols.app import ApiError, Target, principal_of, served_of
-from agentwolf.protocols.auth import Principal
-from agentwolf.protocols.console import listing, stream
+from agentwolf.protocols.console import listing, operations, stream
 from agentwolf.protocols.console.signin import PREFIX, SignedIn, may_keep_key, sign_in, sign_out
+from agentwolf.protocols.console.views import done, form, money, page, refused_page, scripted
 from agentwolf.tenants import TenantError
 from agentwolf.workflows.types import PendingApproval, SessionStatus, workflow_id
 
 TEMPORAL_UI = "http://localhost:8233"
 """Where the Temporal UI is, unless WOLF_TEMPORAL_UI says (the Temporal CLI dev server's default)."""
-FORM_LIMIT = 64 * 1024
-"""Bytes a console form may post (a prompt, a reason)."""
-
-templates = Environment(
-    loader=PackageLoader("agentwolf.protocols.console", "templates"),
-    autoescape=select_autoescape(default=True),
-)
-
-
-def money(usd: float | None) -> str:
-    return "unknown" if usd is None else f"{usd:.4f}"
-
-
-def _page(request: Request, template: str, *, status_code: int = 200, **context: Any) -> HTMLResponse:
-    principal: Principal | None = request.scope.get("state", {}).get("principal")
-    served = served_of(request)
-    html = templates.get_template(template).render(
-        prefix=PREFIX,
-        tenant=principal.tenant if principal else None,
-        can_sign_out=served.open_tenant is None,
-        money=money,
-        **context,
-    )
-    return HTMLResponse(html, status_code=status_code, headers={"Cache-Control": "no-store"})
-
-
-async def _form(request: Request) -> dict[str, str]:
-    """The posted form (application/x-www-form-urlencoded: what the pages and console.js send)."""
-    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if kind != "application/x-www-form-urlencoded":
-        raise ApiError(
-            415, "send the form as application/x-www-form-urlencoded", code="unsupported_media_type"
-        )
-    body = await request.body()
-    if len(body) > FORM_LIMIT:
-        raise ApiError(413, f"console forms are limited to {FORM_LIMIT} bytes", code="body_too_large")
-    return dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
-
-
-def _scripted(request: Request) -> bool:
-    """console.js asks for JSON answers; a plain form post gets a redirect back."""
-    return "application/json" in request.headers.get("accept", "")
-
-
-def _done(request: Request, back: str, message: str) -> Response:
-    if _scripted(request):
-        return JSONResponse({"ok": True, "message": message})
-    return RedirectResponse(back, status_code=303)
-
-
-def _not_found(request: Request, message: str) -> Response:
-    if _scripted(request) or "text/html" not in request.headers.get("accept", "text/html"):
-        return ApiError(404, message, "not_found_error", "not_found").response()
-    return _page(request, "not_found.html", status_code=404, title="Not found", page="", message=message)
 
 
 # Signing in
@@ -96,7 +41,7 @@ async def login_page(request: Request) -> Response:
     if served_of(request).open_tenant is not None:
         return RedirectResponse(f"{PREFIX}/sessions", status_code=303)
     wanted = _next(request.query_params.get("next"))
-    return _page(request, "login.html", title="Sign in", page="login", next=wanted)
+    return page(request, "login.html", title="Sign in", page="login", next=wanted)
 
 
 def _next(wanted: str | None) -> str:
@@ -107,17 +52,17 @@ def _next(wanted: str | None) -> str:
 
 
 async def login(request: Request) -> Response:
-    form = await _form(request)
-    served, key, after = served_of(request), form.get("key", "").strip(), _next(form.get("next"))
+    posted = await form(request)
+    served, key, after = served_of(request), posted.get("key", "").strip(), _next(posted.get("next"))
     if served.open_tenant is not None:
         return RedirectResponse(after, status_code=303)
     refused = {"title": "Sign in", "page": "login", "next": after}
     if not may_keep_key(request):
         error = "sign in over HTTPS: a key sent over plain HTTP can be read on the way"
-        return _page(request, "login.html", status_code=400, error=error, **refused)
+        return page(request, "login.html", status_code=400, error=error, **refused)
     if not key or served.keys.principal(key) is None:
         error = "that API key is not one this server knows"
-        return _page(request, "login.html", status_code=401, error=error, **refused)
+        return page(request, "login.html", status_code=401, error=error, **refused)
     return sign_in(RedirectResponse(after, status_code=303), key)
 
 
@@ -143,21 +88,21 @@ async def sessions(request: Request) -> Response:
     listed = listing.sessions_page(served.client, principal, filters, query.get("page"))
     targets: list[Target] = []
     if query.get("fragment"):
-        page = await listed
+        found = await listed
     else:  # the agents a new session may run, asked alongside
-        page, targets = await asyncio.gather(listed, served.models(principal))
+        found, targets = await asyncio.gather(listed, served.models(principal))
     kept = {k: v for k, v in vars(filters).items() if v}
     here = {**kept, "page": query["page"]} if query.get("page") else kept
     context: dict[str, Any] = {
-        "page_rows": page.rows,
+        "page_rows": found.rows,
         "filtered": bool(kept),
-        "next_url": _list_url({**kept, "page": page.next_token}) if page.next_token else None,
+        "next_url": _list_url({**kept, "page": found.next_token}) if found.next_token else None,
         "first_url": _list_url(kept) if query.get("page") else None,
     }
     if query.get("fragment"):
-        return _page(request, "session_rows.html", **context)
+        return page(request, "session_rows.html", **context)
     fragment = _list_url({**here, "fragment": "1"})
-    return _page(
+    return page(
         request,
         "sessions.html",
         title="Sessions",
@@ -182,15 +127,15 @@ async def figures(request: Request) -> Response:
 
 
 async def start(request: Request) -> Response:
-    form = await _form(request)
+    posted = await form(request)
     served, principal = served_of(request), principal_of(request)
-    text = form.get("prompt", "").strip()
+    text = posted.get("prompt", "").strip()
     if not text:
         raise ApiError(400, "say something to start the session with", code="empty_prompt")
-    target = await served.resolve(principal, form.get("agent", ""))
+    target = await served.resolve(principal, posted.get("agent", ""))
     ref = await turns.start(served.wolf(principal), target, text)
     where = f"{PREFIX}/sessions/{quote(ref.session_id, safe='')}"
-    if _scripted(request):
+    if scripted(request):
         return JSONResponse({"ok": True, "session_id": ref.session_id, "url": where})
     return RedirectResponse(where, status_code=303)
 
@@ -210,14 +155,14 @@ async def session(request: Request) -> Response:
     try:
         status = await _reach(request)
     except SessionNotFound:
-        return _not_found(request, f"session {sid!r} not found")
+        return refused_page(request, f"session {sid!r} not found")
     served = served_of(request)
     base = f"{PREFIX}/sessions/{quote(status.session_id, safe='')}"
     ui = os.environ.get("WOLF_TEMPORAL_UI", TEMPORAL_UI).rstrip("/")
     wid = workflow_id(status.tenant, status.session_id)
     usage = status.counters.total
     config = f"{status.config_name} v{status.config_version}" if status.config_name else "file"
-    return _page(
+    return page(
         request,
         "session.html",
         title=f"Session {status.session_id}",
@@ -236,13 +181,13 @@ async def session(request: Request) -> Response:
 async def act(request: Request) -> Response:
     """prompt, steer, interrupt, close, approve, deny: what the session page's forms post."""
     sid, action = request.path_params["session_id"], request.path_params["action"]
-    form = await _form(request)
+    posted = await form(request)
     try:
         status = await _reach(request)
     except SessionNotFound:
-        return _not_found(request, f"session {sid!r} not found")
+        return refused_page(request, f"session {sid!r} not found")
     wolf = served_of(request).wolf(principal_of(request))
-    sid, text = status.session_id, form.get("text", "").strip()
+    sid, text = status.session_id, posted.get("text", "").strip()
     back = request.headers.get("referer") or f"{PREFIX}/sessions/{quote(sid, safe='')}"
     try:
         if action in ("prompt", "steer") and not text:
@@ -260,16 +205,16 @@ async def act(request: Request) -> Response:
             await wolf.close(sid)
             message = "close sent"
         elif action == "approve":
-            await wolf.approve(sid, form.get("call_id", ""), always=form.get("always") == "1")
+            await wolf.approve(sid, posted.get("call_id", ""), always=posted.get("always") == "1")
             message = "approved"
         elif action == "deny":
-            await wolf.deny(sid, form.get("call_id", ""), form.get("reason", "").strip() or None)
+            await wolf.deny(sid, posted.get("call_id", ""), posted.get("reason", "").strip() or None)
             message = "denied"
         else:
-            return _not_found(request, f"no action {action!r}")
+            return refused_page(request, f"no action {action!r}")
     except (ValueError, turns.Refused) as exc:
         raise ApiError(409, str(exc), code="refused") from None
-    return _done(request, back, message)
+    return done(request, back, message)
 
 
 # Approvals and usage
@@ -298,8 +243,8 @@ async def approvals(request: Request) -> Response:
         "unreadable": sum(ps is None for ps in found),
     }
     if request.query_params.get("fragment"):
-        return _page(request, "approval_rows.html", **context)
-    return _page(
+        return page(request, "approval_rows.html", **context)
+    return page(
         request,
         "approvals.html",
         title="Approvals",
@@ -331,7 +276,7 @@ async def usage(request: Request) -> Response:
     measure = "USD" if priced else "Tokens"
     values = [(r.usage.spent if priced else r.usage.total_tokens) for r in report.rows]
     top = max(values, default=0) or 1
-    return _page(
+    return page(
         request,
         "usage.html",
         title="Usage",
@@ -362,6 +307,10 @@ def routes() -> list[BaseRoute]:
                 Route("/sessions/{session_id}/{action}", act, methods=["POST"]),
                 Route("/approvals", approvals, methods=["GET"]),
                 Route("/usage", usage, methods=["GET"]),
+                Route("/configs", operations.configs, methods=["GET"]),
+                Route("/configs/{name}", operations.config, methods=["GET"]),
+                Route("/schedules", operations.schedules, methods=["GET"]),
+                Route("/schedules/{name}/{action}", operations.schedule_act, methods=["POST"]),
                 Mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static"),
             ],
             middleware=[Middleware(SignedIn)],

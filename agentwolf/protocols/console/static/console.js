@@ -37,6 +37,7 @@ document.addEventListener("submit", async (event) => {
   try {
     const answer = await post(url, data);
     if (answer.url) { window.location.assign(answer.url); return; }
+    if (form.closest("[data-reload]")) { window.location.reload(); return; }
     notice(answer.message || "done");
     const text = form.querySelector("textarea");
     if (text) text.value = "";
