@@ -224,7 +224,8 @@ async def test_the_console_signs_in_streams_steers_and_accounts(client, task_que
             )
             bare = await http.post(f"/console/sessions/{sid}/close", content="x=1", headers=form)
             framed = await http.get("/console/sessions")
-            no_cookie = await http.get("/console/sessions", cookies={"wolf_console": ""})
+        async with httpx.AsyncClient(base_url=base) as http:
+            no_cookie = await http.get("/console/sessions")
         assert forged.status_code == bare.status_code == 403, (forged.text, bare.text)
         assert "frame-ancestors 'none'" in framed.headers["content-security-policy"]
         assert no_cookie.status_code == 401
@@ -339,3 +340,27 @@ async def test_configs_show_diffs_and_schedules_pause_from_the_console(client, t
         finally:
             await wolf.schedule_delete("nightly")
             await wolf.close(sid)
+
+
+async def test_the_login_keeps_keys_off_plain_http_and_goes_only_to_console_pages(client, task_queue):
+    async with serving(client, task_queue, make_manifest()) as base, httpx.AsyncClient(base_url=base) as http:
+        port = base.rsplit(":", 1)[1]
+
+        async def login(body: str, host: str = "127.0.0.1") -> httpx.Response:
+            headers = {
+                "Content-Type": "application/x-www-form-urlencoded",
+                "Host": f"{host}:{port}",
+                "Origin": f"http://{host}:{port}",
+            }
+            return await http.post("/console/login", content=body, headers=headers)
+
+        remote = await login("key=key-a", host="console.example")
+        away = [
+            await login(f"key=key-a&next={n}") for n in ("//evil.test/x", "https://evil.test", "/v1/models")
+        ]
+        inside = await login("key=key-a&next=/console/usage")
+    assert remote.status_code == 400 and "sign in over HTTPS" in remote.text
+    assert "set-cookie" not in remote.headers
+    assert [a.headers["location"] for a in away] == ["/console/sessions"] * 3
+    assert inside.headers["location"] == "/console/usage"
+    assert "HttpOnly" in inside.headers["set-cookie"] and "Secure" in inside.headers["set-cookie"]
