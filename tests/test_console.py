@@ -23,7 +23,8 @@ from pydantic_ai.messages import ModelRequest, ToolReturnPart, UserPromptPart
 
 from agentwolf.client.cli.errors import worker_polls
 from agentwolf.client.wolf_client import WolfClient
-from agentwolf.protocols.auth import ApiKeys
+from agentwolf.config.policy import ApiKeyEntry
+from agentwolf.protocols.auth import ApiKeys, digest
 from tests.conftest import make_manifest, openai_manifest, tools_server, wait_for, worker_process
 from tests.support.models import Script, text, tool
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
@@ -364,3 +365,33 @@ async def test_the_login_keeps_keys_off_plain_http_and_goes_only_to_console_page
     assert [a.headers["location"] for a in away] == ["/console/sessions"] * 3
     assert inside.headers["location"] == "/console/usage"
     assert "HttpOnly" in inside.headers["set-cookie"] and "Secure" in inside.headers["set-cookie"]
+
+
+async def test_a_key_limited_to_other_agents_sees_none_of_this_one(client, task_queue, run_worker):
+    """Same tenant, a key that may use only agent `b`: agent `a`'s session is not listed, not found,
+    has no figures and no usage page, as the APIs treat that key."""
+    tenant = f"console-{uuid.uuid4().hex[:8]}"
+    keys = ApiKeys(
+        [
+            ApiKeyEntry(sha256=digest("key-all"), tenant=tenant),
+            ApiKeyEntry(sha256=digest("key-b-only"), tenant=tenant, agents=frozenset({"b"})),
+        ]
+    )
+    manifest = make_manifest()
+    script = Script(decide)
+    async with run_worker(local_models={"m": script.model}):
+        sid = await WolfClient(client, tenant=tenant, task_queue=task_queue).start_session("a", manifest)
+        async with (
+            serving(client, task_queue, manifest, keys=keys) as base,
+            httpx.AsyncClient(base_url=base, cookies={"wolf_console": "key-all"}) as everyone,
+            httpx.AsyncClient(base_url=base, cookies={"wolf_console": "key-b-only"}) as limited,
+        ):
+            html = {"Accept": "text/html"}
+            assert sid in (await everyone.get("/console/sessions", headers=html)).text
+            assert sid not in (await limited.get("/console/sessions", headers=html)).text
+            assert (await everyone.get(f"/console/sessions/{sid}", headers=html)).status_code == 200
+            assert (await limited.get(f"/console/sessions/{sid}", headers=html)).status_code == 404
+            assert (await limited.get(f"/console/sessions/{sid}/events")).status_code == 404
+            assert (await everyone.get("/console/figures", params={"id": sid})).json()[sid]["turns"] == 0
+            assert (await limited.get("/console/figures", params={"id": sid})).json()[sid]["turns"] is None
+            assert (await limited.get("/console/usage", headers=html)).status_code == 403

@@ -16,8 +16,9 @@ from datetime import datetime
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
-from agentwolf.client.wolf_client import SessionNotFound, WolfClient
-from agentwolf.protocols.app import ApiError
+from agentwolf.client.wolf_client import SessionNotFound
+from agentwolf.protocols.access import reach
+from agentwolf.protocols.app import ApiError, Served
 from agentwolf.protocols.auth import SERVED, Principal
 from agentwolf.tenants import TenantError
 from agentwolf.workflows.types import (
@@ -140,13 +141,15 @@ class Figures:
     rate_limited: bool = False
 
 
-async def figures(wolf: WolfClient, session_ids: list[str]) -> dict[str, Figures]:
-    """Each session's figures, asked at once; one that does not answer in FIGURES_WAIT is unknown."""
+async def figures(served: Served, principal: Principal, session_ids: list[str]) -> dict[str, Figures]:
+    """Each session's figures, asked at once; one that does not answer in FIGURES_WAIT, or that the
+    principal may not reach (access.reach), is unknown."""
+    wolf = served.wolf(principal)
 
     async def one(session_id: str) -> Figures:
         try:
             async with asyncio.timeout(FIGURES_WAIT):
-                status = await wolf.status(session_id)
+                status, _ = await reach(served, principal, session_id)
                 waiting = await wolf.waiting(session_id) if status.state == "running" else None
         except (RPCError, WorkflowQueryFailedError, TimeoutError, SessionNotFound, TenantError):
             return Figures()

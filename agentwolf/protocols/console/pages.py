@@ -122,7 +122,7 @@ def _list_url(query: dict[str, str]) -> str:
 async def figures(request: Request) -> Response:
     """Turns, tokens, USD and badges of the listed sessions (`?id=...` repeated, at most a page)."""
     ids = request.query_params.getlist("id")[: listing.PAGE_SIZE]
-    found = await listing.figures(served_of(request).wolf(principal_of(request)), ids)
+    found = await listing.figures(served_of(request), principal_of(request), ids)
     return JSONResponse({sid: vars(f) for sid, f in found.items()})
 
 
