@@ -11,7 +11,10 @@ one every `--chunk-ms`), and Playwright driving /usr/bin/chromium, signed in wit
    function in the worker hands over its first chunk (`time.time()` there) to the moment the page's
    MutationObserver sees the assistant's text appear (`performance.timeOrigin + performance.now()`
    in Chromium; same machine, same wall clock). Goal: p50 <= 300 ms.
-2. The session list with `--sessions` sessions of one tenant: sessions started with a day's start
+2. An approval in the inbox, `--runs` times: the approvals page open, a session of a registry config
+   whose agent asks for approval of a tool at once; measured from the session's `asked_at` (the
+   workflow's clock when it asked) until the page lists it. Goal: p50 <= 1000 ms.
+3. The session list with `--sessions` sessions of one tenant: sessions started with a day's start
    delay on a task queue no worker polls (visibility lists them, idle, as it lists any idle session;
    nothing runs, and the dev server has no task to dispatch for them), then
    `--runs` times: GET /console/sessions by HTTP (the server's answer, whole), and the page in
@@ -43,6 +46,7 @@ sys.path[:0] = [str(BENCH.parent)]
 CHROMIUM = "/usr/bin/chromium"
 GOAL_FIRST_TEXT_MS = 300
 GOAL_FIRST_PAGE_MS = 500
+GOAL_INBOX_MS = 1000
 WORD = "token "
 IDLE_QUEUE = "bench-console-nobody"
 """The task queue of the list's sessions: no worker polls it, so they cost nothing but their start."""
@@ -114,6 +118,16 @@ async def _started(client: Any, manifest: Any, count: int) -> None:
     await asyncio.gather(*(one(i) for i in range(count)))
 
 
+async def _listed(client: Any, count: int) -> Any:
+    """The tenant's session count once visibility lists the `count` started ones (or after 2 minutes)."""
+    deadline = time.perf_counter() + 120
+    while True:
+        found = await client.count_workflows(f"WolfTenant = 'bench' AND TaskQueue = '{IDLE_QUEUE}'")
+        if found.count >= count or time.perf_counter() > deadline:
+            return await client.count_workflows("WolfTenant = 'bench'")
+        await asyncio.sleep(1)
+
+
 async def first_texts(
     page: Any, base: str, wolf: Any, manifest: Any, handed: list[float], runs: int
 ) -> list[float]:
@@ -127,6 +141,69 @@ async def first_texts(
         await wolf.prompt(sid, "go")
         visible = await shown
         lags.append(visible - handed[before])
+        await wolf.close(sid)
+    return lags
+
+
+INBOX_SHOWS = """(sid) => new Promise((resolve) => {
+    const inbox = document.querySelector("#inbox");
+    const seen = () => inbox.querySelector(`.approval a[href$="/${sid}"]`);
+    if (seen()) resolve(performance.timeOrigin + performance.now());
+    new MutationObserver((changes, observer) => {
+        if (seen()) { observer.disconnect(); resolve(performance.timeOrigin + performance.now()); }
+    }).observe(inbox, {childList: true, subtree: true});
+})"""
+"""When the inbox first lists the session's approval (ms since the epoch)."""
+
+
+def _asking_model() -> Any:
+    """Asks for `echo` first, then answers: every session waits for an approval once."""
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import FunctionModel
+
+    async def answer(messages: Any, info: Any) -> ModelResponse:
+        answered = any(isinstance(p, ToolReturnPart) for m in messages for p in m.parts)
+        return ModelResponse(parts=[TextPart("done") if answered else ToolCallPart("echo", {"text": "hi"})])
+
+    return FunctionModel(answer)
+
+
+INBOX_CONFIG = "inbox"
+INBOX_MANIFEST = {
+    "host": {
+        "mcp_servers": {
+            "tools": {
+                "command": sys.executable,
+                "args": [str(BENCH.parent / "tests/support/tools_server.py")],
+            }
+        }
+    },
+    "agents": {
+        "a": {
+            "model": "local:ask",
+            "capabilities": [{"mcp": "tools"}],
+            "permissions": {"rules": [{"tool": "echo", "action": "confirm"}]},
+        }
+    },
+}
+"""A registry config whose agent asks for approval of `echo` (the console reaches registry sessions)."""
+
+
+async def inbox_lags(page: Any, base: str, wolf: Any, runs: int) -> list[float]:
+    """From the moment a session asks for approval (its `asked_at`, the workflow's clock) until the
+    open inbox page lists it."""
+    await page.goto(f"{base}/console/approvals")
+    lags = []
+    for _ in range(runs):
+        sid = f"inbox-{len(lags)}-{time.time_ns()}"
+        shown = asyncio.create_task(page.evaluate(INBOX_SHOWS, sid))
+        await wolf.start_session("a", config_name=INBOX_CONFIG, session_id=sid, prompt="go")
+        visible = await shown
+        status = await wolf.status(sid)
+        (pending,) = status.pending_approvals
+        assert pending.asked_at is not None
+        lags.append(visible - pending.asked_at.timestamp() * 1000)
+        await wolf.approve(sid, pending.call_id)
         await wolf.close(sid)
     return lags
 
@@ -191,7 +268,7 @@ async def main() -> None:
         worker, hosts = create_worker(
             env.client,
             task_queue=task_queue,
-            local_models={"m": _model(args.tokens, args.chunk_ms / 1000, handed)},
+            local_models={"m": _model(args.tokens, args.chunk_ms / 1000, handed), "ask": _asking_model()},
         )
         app = _child(Path(tmp) / "app.log", "--app", address, task_queue, str(port))
         base = f"http://127.0.0.1:{port}"
@@ -219,10 +296,18 @@ async def main() -> None:
                 line = _line("model hands its first chunk -> text in the DOM", lags, GOAL_FIRST_TEXT_MS)
                 print(f"{head}{args.chunk_ms:g} ms):\n{line}", flush=True)
 
+                await wolf.config_push(INBOX_CONFIG, Manifest.model_validate(INBOX_MANIFEST))
+                await inbox_lags(page, base, wolf, 2)  # warm-up: the MCP server, the registry
+                waits = await inbox_lags(page, base, wolf, args.runs)
+                line = _line("session asks -> listed in the open inbox", waits, GOAL_INBOX_MS)
+                print(
+                    f"approval in the inbox (refreshed every 500 ms), {args.runs} runs:\n{line}", flush=True
+                )
+
                 start = time.perf_counter()
                 await _started(env.client, manifest, args.sessions)
                 made = time.perf_counter() - start
-                count = await env.client.count_workflows("WolfTenant = 'bench'")
+                count = await _listed(env.client, args.sessions)
                 served, rendered = await first_pages(page, http, base, args.runs)
                 print(
                     f"session list, first page of {count.count} sessions ({args.sessions} started in "
