@@ -9,7 +9,7 @@ import os
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, get_args
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -188,7 +188,8 @@ async def act(request: Request) -> Response:
         return refused_page(request, f"session {sid!r} not found")
     wolf = served_of(request).wolf(principal_of(request))
     sid, text = status.session_id, posted.get("text", "").strip()
-    back = request.headers.get("referer") or f"{PREFIX}/sessions/{quote(sid, safe='')}"
+    came_from = urlsplit(request.headers.get("referer", "")).path
+    back = came_from if came_from.startswith(f"{PREFIX}/") else f"{PREFIX}/sessions/{quote(sid, safe='')}"
     try:
         if action in ("prompt", "steer") and not text:
             raise ValueError("write a message first")
