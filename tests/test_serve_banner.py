@@ -39,6 +39,7 @@ async def test_the_banner_comes_once_the_port_listens_and_names_every_front_end(
         "MCP /mcp",
         "A2A /a2a/AGENT",
         "webhooks /hooks/NAME",
+        "web console /console",
     ):
         assert front_end in banner
     assert health.status_code == 200

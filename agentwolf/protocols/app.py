@@ -280,7 +280,8 @@ class Guard:
             return
         request = Request(scope)
         try:
-            if not scope["path"].startswith("/hooks/"):  # webhooks prove themselves by signature
+            # Webhooks prove themselves by signature; the console signs in by cookie (console/signin.py).
+            if not scope["path"].startswith(("/hooks/", "/console/")) and scope["path"] != "/console":
                 principal = self._principal(request)
                 scope.setdefault("state", {})["principal"] = principal
                 scope["user"] = _mcp_user(principal)
@@ -485,9 +486,10 @@ def create_app(
 ) -> Starlette:
     """The app; `routes` default to every front end's."""
     if routes is None:
-        from agentwolf.protocols import agui, hooks, mcp_server, openai_api
+        from agentwolf.protocols import agui, console, hooks, mcp_server, openai_api
 
         routes = [*openai_api.routes(), *agui.routes(), *mcp_server.http_routes(served), *hooks.routes()]
+        routes += console.routes()
         if importlib.util.find_spec("a2a") is not None:  # the `a2a` extra
             from agentwolf.protocols import a2a
 

@@ -98,6 +98,7 @@ FRONT_ENDS = (  # (path prefix, how the banner names it)
     ("/mcp", "MCP /mcp"),
     ("/a2a/", "A2A /a2a/AGENT"),
     ("/hooks/", "webhooks /hooks/NAME"),
+    ("/console", "web console /console"),
 )
 
 

@@ -8,7 +8,7 @@ import importlib
 from agentwolf.client.cli.common import Exit
 
 EXTRA_MODULES = {
-    "serve": ("starlette", "uvicorn", "sse_starlette", "ag_ui"),
+    "serve": ("starlette", "uvicorn", "sse_starlette", "ag_ui", "jinja2"),
     "acp": ("acp",),
     "a2a": ("a2a",),
     "otel": ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http.trace_exporter"),

@@ -204,8 +204,9 @@ async def serve(
     log_level: LogLevel = "INFO",
     log_format: LogFormat = "text",
 ) -> None:
-    """Serve agents over HTTP: OpenAI-compatible /v1, AG-UI /agui, MCP /mcp, A2A /a2a and webhooks
-    /hooks (API keys from WOLF_API_KEYS or the policy; browser pages of --cors-origin origins).
+    """Serve agents over HTTP: OpenAI-compatible /v1, AG-UI /agui, MCP /mcp, A2A /a2a, webhooks
+    /hooks and the web console /console (API keys from WOLF_API_KEYS or the policy; browser pages of
+    --cors-origin origins).
 
     Example: wolf serve --no-auth --port 8088 --cors-origin http://localhost:3000
     """

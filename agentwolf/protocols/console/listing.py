@@ -1,0 +1,167 @@
+"""The console's session list: one page of a tenant's sessions at a time, straight from Temporal
+visibility (its page token goes in the URL), so 10,000 sessions cost what 25 do.
+
+Visibility knows state, agent, config and times; what a session has spent (turns, tokens, USD) and
+whether it waits on a provider's limits are asked of each listed session afterwards (`figures`),
+so the page never waits for them; what cannot be asked shows as unknown."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+from dataclasses import dataclass
+from datetime import datetime
+
+from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus, WorkflowQueryFailedError
+from temporalio.service import RPCError
+
+from agentwolf.client.wolf_client import SessionNotFound
+from agentwolf.protocols.access import reach
+from agentwolf.protocols.app import ApiError, Served
+from agentwolf.protocols.auth import SERVED, Principal
+from agentwolf.tenants import TenantError
+from agentwolf.workflows.types import (
+    AGENT_ATTR,
+    CONFIG_ATTR,
+    PARENT_ATTR,
+    SCHEDULE_ATTR,
+    SESSION_WORKFLOW,
+    STATE_ATTR,
+    TENANT_ATTR,
+    quote,
+    workflow_id,
+)
+
+PAGE_SIZE = 25
+STATES = ("idle", "running", "waiting_approval", "done")
+FIGURES_WAIT = 3.0
+"""Seconds one session's figures may take (a session whose worker is gone never answers)."""
+
+
+@dataclass(frozen=True)
+class Filters:
+    state: str = ""
+    agent: str = ""
+    config: str = ""
+    search: str = ""
+    """The start of a session id."""
+
+    def clauses(self, tenant: str) -> list[str]:
+        clauses = [
+            f"WorkflowType = '{SESSION_WORKFLOW}'",
+            f"{TENANT_ATTR.name} = {quote(tenant)}",
+            "ExecutionStatus != 'ContinuedAsNew'",  # a session's earlier runs: its latest stands for it
+        ]
+        if self.state == "done":
+            clauses.append("ExecutionStatus != 'Running'")
+        elif self.state:
+            clauses += [f"{STATE_ATTR.name} = {quote(self.state)}", "ExecutionStatus = 'Running'"]
+        if self.agent:
+            clauses.append(f"{AGENT_ATTR.name} = {quote(self.agent)}")
+        if self.config:
+            clauses.append(f"{CONFIG_ATTR.name} = {quote(self.config)}")
+        if self.search:
+            clauses.append(f"WorkflowId STARTS_WITH {quote(workflow_id(tenant, self.search))}")
+        return clauses
+
+
+@dataclass(frozen=True)
+class Row:
+    session_id: str
+    agent: str
+    state: str
+    config: str
+    parent: str | None
+    schedule: str | None
+    started: datetime | None
+    closed: datetime | None
+
+
+@dataclass(frozen=True)
+class Page:
+    rows: list[Row]
+    next_token: str | None
+    """The next page's token for the URL (None: this is the last)."""
+
+
+def _row(wf: WorkflowExecution) -> Row:
+    attrs = wf.typed_search_attributes
+    running = wf.status == WorkflowExecutionStatus.RUNNING
+    return Row(
+        session_id=wf.id.split("/", 2)[-1],
+        agent=attrs.get(AGENT_ATTR) or "?",
+        state=(attrs.get(STATE_ATTR) or "unknown") if running else "done",
+        config=attrs.get(CONFIG_ATTR) or "file",
+        parent=attrs.get(PARENT_ATTR),
+        schedule=attrs.get(SCHEDULE_ATTR),
+        started=wf.start_time,
+        closed=wf.close_time,
+    )
+
+
+async def sessions_page(
+    client: Client, principal: Principal, filters: Filters, token: str | None, size: int = PAGE_SIZE
+) -> Page:
+    """One page of the principal's sessions (running first, then by close time, as visibility orders
+    them); a key limited to some agents or configs sees only sessions of those."""
+    clauses = filters.clauses(principal.tenant)
+    if principal.agents is not None:
+        agents = ", ".join(map(quote, sorted(principal.agents))) or quote("")
+        clauses.append(f"{AGENT_ATTR.name} IN ({agents})")
+    try:
+        page_token = base64.urlsafe_b64decode(token) if token else None
+    except (binascii.Error, ValueError):
+        raise ApiError(400, "that page token is not one this console gave", code="invalid_page") from None
+    listing = client.list_workflows(" AND ".join(clauses), page_size=size, next_page_token=page_token)
+    try:
+        await listing.fetch_next_page()
+    except RPCError as exc:
+        if "token" in exc.message.lower() or "invalid" in exc.message.lower():
+            raise ApiError(400, "that page token is not one this console gave", code="invalid_page") from None
+        raise
+    rows = [
+        _row(wf)
+        for wf in listing.current_page or []
+        if principal.may_use(wf.typed_search_attributes.get(CONFIG_ATTR) or SERVED, _row(wf).agent)
+    ]
+    following = listing.next_page_token
+    return Page(rows, base64.urlsafe_b64encode(following).decode() if following else None)
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What one listed session has done, by its own account (None: it could not say)."""
+
+    turns: int | None = None
+    tokens: int | None = None
+    cost_usd: float | None = None
+    config_version: int | None = None
+    approvals: int = 0
+    rate_limited: bool = False
+
+
+async def figures(served: Served, principal: Principal, session_ids: list[str]) -> dict[str, Figures]:
+    """Each session's figures, asked at once; one that does not answer in FIGURES_WAIT, or that the
+    principal may not reach (access.reach), is unknown."""
+    wolf = served.wolf(principal)
+
+    async def one(session_id: str) -> Figures:
+        try:
+            async with asyncio.timeout(FIGURES_WAIT):
+                status, _ = await reach(served, principal, session_id)
+                waiting = await wolf.waiting(session_id) if status.state == "running" else None
+        except (RPCError, WorkflowQueryFailedError, TimeoutError, SessionNotFound, TenantError):
+            return Figures()
+        usage = status.counters.total
+        return Figures(
+            turns=status.counters.turns,
+            tokens=usage.total_tokens,
+            cost_usd=usage.cost_usd,
+            config_version=status.config_version,
+            approvals=len(status.pending_approvals),
+            rate_limited=waiting is not None,
+        )
+
+    found = await asyncio.gather(*(one(s) for s in session_ids))
+    return dict(zip(session_ids, found, strict=True))
