@@ -18,6 +18,7 @@ from agentwolf.workflows.compaction import (
     CHARS_PER_TOKEN,
     COMPACTION,
     CONTEXT_LENGTH_EXCEEDED,
+    FOLDING,
     TARGET,
     ContextView,
     Plan,
@@ -136,6 +137,7 @@ class ContextKeeping(ToolRouting):
             target=int(window * TARGET),
             force=force,
             until=self.synced_len,
+            may_fold=lambda: workflow.patched(FOLDING),
         )
         if decided is None or not workflow.patched(COMPACTION):
             return False
@@ -148,8 +150,8 @@ class ContextKeeping(ToolRouting):
         after = measure(working_context(self.transcript, self.view))
         self._publish(
             "context_compacted",
-            text=f"context compacted (tier {decided.tier}): about {decided.before} -> {after} tokens "
-            f"of {window}",
+            text=f"context compacted (tier {decided.tier}, {decided.what}): about {decided.before} -> "
+            f"{after} tokens of {window}",
             tier=decided.tier,
             before_tokens=decided.before,
             after_tokens=after,
