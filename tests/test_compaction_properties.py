@@ -24,6 +24,7 @@ from pydantic_ai.messages import (
 
 from agentwolf.workflows import compaction
 from agentwolf.workflows.compaction import (
+    ContextSizes,
     ContextView,
     chars,
     plan,
@@ -102,11 +103,15 @@ def assert_paired(context: list[ModelMessage]) -> None:
 def test_no_working_context_separates_a_call_from_its_result(messages, data):
     assert_paired(messages)  # the generator's own transcripts are valid
 
-    def measure(context: list[ModelMessage]) -> int:
-        return chars(context, 65_536) // 4
+    sizes = ContextSizes()
+
+    def measure(view: ContextView) -> int:  # as workflow code measures: each message's size once
+        measured = sizes.chars(messages, view, 65_536)
+        assert measured == chars(working_context(messages, view), 65_536)  # the context's, exactly
+        return measured // 4
 
     view = ContextView()
-    whole = measure(messages)
+    whole = measure(view)
     fold_at = data.draw(st.integers(2, 40))  # the transcripts are short: fold them at small counts
     bounds = mock.patch.multiple(compaction, FOLD_AT=fold_at, FOLD_TO=data.draw(st.integers(1, fold_at)))
     for _ in range(data.draw(st.integers(1, 4))):

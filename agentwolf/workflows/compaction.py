@@ -216,21 +216,69 @@ def stubs_any(messages: Sequence[ModelMessage], view: ContextView | None) -> boo
 
 def chars(messages: Sequence[ModelMessage], tool_output_chars: int) -> int:
     """About how many characters `messages` send (tool results as cut for the model)."""
-    total = 0
-    for message in messages:
-        total += MESSAGE_CHARS
-        for part in message.parts:
-            if isinstance(part, ToolReturnPart):
-                size = len(part.model_response_str())
-                total += size if size <= tool_output_chars else tool_output_chars + CUT_NOTE_CHARS
-            elif isinstance(part, ToolCallPart):
-                total += len(part.tool_name) + len(part.args_as_json_str())
-            elif isinstance(part, RetryPromptPart):
-                total += len(part.model_response())
-            else:
-                content = getattr(part, "content", "")
-                total += len(content) if isinstance(content, str) else len(str(content))
+    return sum(_message_chars(message, tool_output_chars) for message in messages)
+
+
+def _message_chars(message: ModelMessage, tool_output_chars: int) -> int:
+    total = MESSAGE_CHARS
+    for part in message.parts:
+        if isinstance(part, ToolReturnPart):
+            size = len(part.model_response_str())
+            total += size if size <= tool_output_chars else tool_output_chars + CUT_NOTE_CHARS
+        elif isinstance(part, ToolCallPart):
+            total += len(part.tool_name) + len(part.args_as_json_str())
+        elif isinstance(part, RetryPromptPart):
+            total += len(part.model_response())
+        else:
+            content = getattr(part, "content", "")
+            total += len(content) if isinstance(content, str) else len(str(content))
     return total
+
+
+class ContextSizes:
+    """`chars(working_context(messages, view), tool_output_chars)` without building the context:
+    each message's size as sent (whole, stubbed, or as lines of the fold) is computed once. Workflow
+    code measures the context several times a step; rebuilding a long transcript's each time (every
+    old result stubbed anew) cost more than the request. Valid while `messages` only grows."""
+
+    def __init__(self) -> None:
+        self._limit = 0
+        self._sizes: dict[tuple[int, bool, bool], tuple[int, int]] = {}
+        """(index, stubbed, folded) -> (characters, lines of the fold)."""
+
+    def chars(self, messages: Sequence[ModelMessage], view: ContextView, tool_output_chars: int) -> int:
+        if tool_output_chars != self._limit:
+            self._limit, self._sizes = tool_output_chars, {}
+        total, notes = 0, False
+        if view.summary and view.summary_upto < len(messages):
+            total, notes = len(SUMMARY_NOTE.format(view.summary)), True
+        folded = min(view.first_sent, len(messages))
+        if folded > view.summary_upto:
+            sizes = [self._size(messages, view, i, True) for i in range(view.summary_upto, folded)]
+            lines = sum(n for _, n in sizes)
+            total, notes = (
+                total + len(FOLD_NOTE.format("")) + sum(c for c, _ in sizes) + max(lines - 1, 0),
+                True,
+            )
+        total += sum(
+            self._size(messages, view, i, False)[0]
+            for i in range(max(folded, view.summary_upto), len(messages))
+        )
+        return total + MESSAGE_CHARS * notes
+
+    def _size(
+        self, messages: Sequence[ModelMessage], view: ContextView, i: int, fold: bool
+    ) -> tuple[int, int]:
+        key = (i, i < view.stub_before and isinstance(messages[i], ModelRequest), fold)
+        size = self._sizes.get(key)
+        if size is None:
+            message = _shown(messages, messages, view, i)
+            if fold:
+                size = (sum(len(_line(p, clip=None)) for p in message.parts), len(message.parts))
+            else:
+                size = (_message_chars(message, self._limit), 0)
+            self._sizes[key] = size
+        return size
 
 
 def turn_starts(messages: Sequence[ModelMessage]) -> list[int]:
@@ -256,7 +304,7 @@ def latest_step(messages: Sequence[ModelMessage]) -> int:
 def plan(
     messages: Sequence[ModelMessage],
     view: ContextView,
-    measure: Callable[[list[ModelMessage]], int],
+    measure: Callable[[ContextView], int],
     limit: int,
     target: int,
     force: bool = False,
@@ -264,16 +312,17 @@ def plan(
     may_fold: Callable[[], bool] | None = None,
 ) -> Plan | None:
     """The cheapest compaction that brings the context from past `limit` to `target` tokens (by
-    `measure`), or from past `MAX_MESSAGES` messages to half that; `force` (the provider refused the
-    request, or a user asked): shrink even if the estimate fits. `until`: summaries end there at the
-    latest (what the worker holds). `may_fold`: asked before folding past `FOLD_AT` messages (None:
-    never fold). None: nothing to do, or nothing left to compact."""
-    before = measure(working_context(messages, view))
+    `measure`, of the working context under a view), or from past `MAX_MESSAGES` messages to half
+    that; `force` (the provider refused the request, or a user asked): shrink even if the estimate
+    fits. `until`: summaries end there at the latest (what the worker holds). `may_fold`: asked
+    before folding past `FOLD_AT` messages (None: never fold). None: nothing to do, or nothing left
+    to compact."""
+    before = measure(view)
     crowded = len(messages) - view.first_sent > MAX_MESSAGES
     if before <= limit and not (force or crowded):
         return _fold(messages, view, before) if may_fold and _crowded(messages, view) and may_fold() else None
     tier1 = view.model_copy(update={"stub_before": max(view.stub_before, latest_step(messages))})
-    after1 = measure(working_context(messages, tier1))
+    after1 = measure(tier1)
     if after1 < before and after1 <= target and not crowded:
         return Plan(tier1, 1, before, after1)
     placeholder = "x" * (min(SUMMARY_TOKENS, target // 4) * CHARS_PER_TOKEN)
@@ -281,7 +330,7 @@ def plan(
     candidates = [c for c in turn_starts(messages) if view.summary_upto < c <= end]
     for i, cut in enumerate(candidates):
         tier2 = tier1.model_copy(update={"summary_upto": cut, "summary": placeholder})
-        after2 = measure(working_context(messages, tier2))
+        after2 = measure(tier2)
         fits = after2 <= target and len(messages) - cut <= MAX_MESSAGES // 2
         if fits or i == len(candidates) - 1:
             return Plan(tier2, 2, before, after2, (view.summary_upto, cut))
