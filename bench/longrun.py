@@ -9,7 +9,9 @@ one (`CODE-<i>-<hex>`), two of them are also pinned; the scripted summariser kee
 Prints, as ratios where they have a goal (issue 25):
 - turns completed, requests refused as too long (goal <= 1), compactions by tier;
 - the largest request and the last one against the window (goal: under it);
-- turn latency at turn 200 against turn 10 (medians of turns 6-15 and 191-200; goal <= 1.5);
+- turn latency at turn 200 against turn 10 (medians of turns 6-15 and 191-200; goal <= 1.5), with
+  what it follows on a machine other work shares: the worker's CPU time per turn, and the input
+  items per request (provider clients build a request item by item);
 - history bytes of each run against `continue_as_new_bytes`, and the continue-as-new input's bytes
   in history (the transcript goes to the payload store by reference past 256 KiB);
 - the worker's RSS at turns 50, 100, 150 and 200 (goal: flat after 50);
@@ -105,6 +107,12 @@ async def runs(client: Client, wid: str) -> list[tuple[int, int]]:
             return out[::-1]
 
 
+def cpu_seconds(pid: int) -> float:
+    """A process's CPU time so far (user and system), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def session(
     client: Client, args: argparse.Namespace, server: ScriptedOpenAI, log: Path
 ) -> dict[str, Any]:
@@ -112,6 +120,7 @@ async def session(
     worker = await WorkerProcess("wolf", client, queue, log).ready()
     wolf = WolfClient(client, task_queue=queue)
     seconds: list[float] = []
+    cpu: list[float] = []  # the worker's CPU seconds per turn
     rss: dict[int, int] = {}
     events: list[Event] = []  # all of them: each continue-as-new keeps only the last `events_kept`
     offset = 0
@@ -121,7 +130,7 @@ async def session(
             await wolf.pin(sid, f"Remember the code {fact}.")
         for turn in range(1, args.turns + 1):
             text = f"Turn {turn}." + (f" Remember the code {FACTS[turn - 1]}." if turn <= len(FACTS) else "")
-            start = time.perf_counter()
+            start, used = time.perf_counter(), cpu_seconds(worker.proc.pid)
             turn_id = await wolf.prompt(sid, text)
             async for position, event in wolf.events(sid, offset, live=False):  # as a client waits
                 events.append(event)
@@ -129,6 +138,7 @@ async def session(
                 if event.kind == "turn_finished" and event.turn_id == turn_id:
                     break
             seconds.append(time.perf_counter() - start)
+            cpu.append(cpu_seconds(worker.proc.pid) - used)
             if turn % 50 == 0 or turn == args.turns:
                 rss[turn] = (await worker.stats())["rss_kb"]
         status = await wolf.status(sid)
@@ -138,6 +148,7 @@ async def session(
         events.extend([e async for _, e in wolf.events(sid, offset, live=False)])  # ends with the session
         return {
             "seconds": seconds,
+            "cpu": cpu,
             "rss": rss,
             "status": status,
             "events": events,
@@ -176,6 +187,14 @@ def report(args: argparse.Namespace, server: ScriptedOpenAI, measured: dict[str,
         f"turn latency, median of turns 6-15 vs last 10: {early * 1000:.0f} -> {late * 1000:.0f} ms "
         f"= {late / early:.2f}x  (turn 10 {seconds[9] * 1000:.0f} ms, turn {args.turns} "
         f"{seconds[-1] * 1000:.0f} ms = {seconds[-1] / seconds[9]:.2f}x)  goal <= 1.5"
+    )
+    cpu = measured["cpu"]
+    early_cpu, late_cpu = statistics.mean(cpu[5:15]), statistics.mean(cpu[-10:])
+    items = [len(r["input"]) for _, r in ANSWERED]
+    print(
+        f"worker CPU per turn, mean of turns 6-15 vs last 10: {early_cpu * 1000:.0f} -> "
+        f"{late_cpu * 1000:.0f} ms = {late_cpu / early_cpu:.2f}x; input items per request, median of "
+        f"requests 11-30 vs last 20: {statistics.median(items[10:30])} -> {statistics.median(items[-20:])}"
     )
     started = {e.turn_id: e.at for e in events if e.kind == "turn_started"}
     inside = [(e.at - started[e.turn_id]).total_seconds() for e in finished if e.turn_id in started]
