@@ -14,10 +14,12 @@ Prints, as ratios where they have a goal (issue 25):
   items per request (provider clients build a request item by item);
 - history bytes of each run against `continue_as_new_bytes`, and the continue-as-new input's bytes
   in history (the transcript goes to the payload store by reference past 256 KiB);
-- the worker's RSS at turns 50, 100, 150 and 200 (goal: flat after 50);
+- the worker's RSS at turns 50, 100, 150 and 200 (goal: flat after 50); with `--trim`, also once
+  glibc's `malloc_trim` returned the free heap at each of them (what the worker holds, not what its
+  allocator keeps; the later plain figures are then after a trim too);
 - requests after the fifth compaction that lack one of the ten facts (goal: 0).
 
-Run:  python bench/longrun.py [--turns 200] [--window 32768] [--can-bytes 1000000]
+Run:  python bench/longrun.py [--turns 200] [--window 32768] [--can-bytes 1000000] [--trim]
 """
 
 from __future__ import annotations
@@ -121,7 +123,7 @@ async def session(
     wolf = WolfClient(client, task_queue=queue)
     seconds: list[float] = []
     cpu: list[float] = []  # the worker's CPU seconds per turn
-    rss: dict[int, int] = {}
+    rss: dict[int, tuple[int, int]] = {}  # turn: RSS, RSS once malloc_trim returned the free heap
     events: list[Event] = []  # all of them: each continue-as-new keeps only the last `events_kept`
     offset = 0
     try:
@@ -140,7 +142,8 @@ async def session(
             seconds.append(time.perf_counter() - start)
             cpu.append(cpu_seconds(worker.proc.pid) - used)
             if turn % 50 == 0 or turn == args.turns:
-                rss[turn] = (await worker.stats())["rss_kb"]
+                stats = await worker.stats(trim=args.trim)
+                rss[turn] = stats["rss_kb"], stats.get("trimmed_kb", 0)
         status = await wolf.status(sid)
         wid = workflow_id(wolf.tenant, sid)
         await wolf.close(sid)
@@ -210,11 +213,12 @@ def report(args: argparse.Namespace, server: ScriptedOpenAI, measured: dict[str,
         f"continue-as-new input in history: max {max(i for _, i in history[1:] or [(0, 0)]):,} B"
     )
     rss = measured["rss"]
-    base = rss.get(50) or next(iter(rss.values()))
-    print(
-        "worker RSS: "
-        + ", ".join(f"turn {t}: {kb / 1024:.0f} MB ({kb / base:.2f}x)" for t, kb in rss.items())
-    )
+    for i, what in enumerate(("worker RSS", "worker RSS after malloc_trim")[: 1 + args.trim]):
+        base = (rss.get(50) or next(iter(rss.values())))[i]
+        print(
+            f"{what}: "
+            + ", ".join(f"turn {t}: {kb[i] / 1024:.0f} MB ({kb[i] / base:.2f}x)" for t, kb in rss.items())
+        )
     if len(compacted) < 5:
         print("facts: fewer than 5 compactions, not checked")
     else:
@@ -234,6 +238,7 @@ async def main() -> None:
     parser.add_argument(
         "--can-bytes", type=int, default=1_000_000, help="host.sessions.continue_as_new_bytes"
     )
+    parser.add_argument("--trim", action="store_true", help="also the worker's RSS after malloc_trim")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, ScriptedOpenAI(reply, window=args.window) as server:
         os.environ["WOLF_PAYLOAD_STORE"] = str(Path(tmp) / "payloads")  # this process and the worker's

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -136,23 +136,43 @@ class Plan:
         return "older turns folded into one note" if self.folded else "old tool results put aside"
 
 
+@dataclass
+class Rendered:
+    """Stubs and fold lines built for a transcript, by message index: a worker keeps them with its
+    copy of a session's transcript (append-only, so an index always means the same message), and
+    builds each only once instead of for every request of a long session."""
+
+    stubbed: dict[int, ModelMessage] = field(default_factory=dict)
+    lines: dict[tuple[int, bool], list[str]] = field(default_factory=dict)
+    """(index, stubbed) -> the message's parts as lines of the fold."""
+
+
 def working_context(
-    messages: Sequence[ModelMessage], view: ContextView, shown: Sequence[ModelMessage] | None = None
+    messages: Sequence[ModelMessage],
+    view: ContextView,
+    shown: Sequence[ModelMessage] | None = None,
+    rendered: Rendered | None = None,
 ) -> list[ModelMessage]:
     """What the model is sent: `shown` (the transcript as cut for the model; default `messages`)
     from `summary_upto` on, stubbed before `stub_before`, after the summary, those before
-    `fold_before` as one note. Stubs and their sizes come from `messages`, the whole results."""
+    `fold_before` as one note. Stubs and their sizes come from `messages`, the whole results.
+    `rendered`: stubs and lines built before for these messages (and kept for the next time)."""
     shown = messages if shown is None else shown
+    rendered = Rendered() if rendered is None else rendered
     out: list[ModelMessage] = []
     notes: list[UserPromptPart] = []
     # A fixed time for the notes: workflow code runs this.
     at = (messages[view.summary_upto].timestamp or EPOCH) if view.summary_upto < len(messages) else EPOCH
     if view.summary and view.summary_upto < len(messages):
         notes.append(UserPromptPart(SUMMARY_NOTE.format(view.summary), timestamp=at))
-    shown_view = [_shown(messages, shown, view, i) for i in range(view.summary_upto, len(messages))]
+    shown_view = [_shown(messages, shown, view, i, rendered) for i in range(view.summary_upto, len(messages))]
     folded = min(view.first_sent, len(messages)) - view.summary_upto
     if folded > 0:
-        lines = [_line(p, clip=None) for m in shown_view[:folded] for p in m.parts]
+        lines = [
+            line
+            for i, m in enumerate(shown_view[:folded], view.summary_upto)
+            for line in _lines(m, (i, m is not shown[i]), rendered)
+        ]
         notes.append(UserPromptPart(FOLD_NOTE.format("\n".join(lines)), timestamp=at))
     if notes:
         out.append(ModelRequest(parts=notes, timestamp=at))
@@ -161,12 +181,28 @@ def working_context(
 
 
 def _shown(
-    messages: Sequence[ModelMessage], shown: Sequence[ModelMessage], view: ContextView, i: int
+    messages: Sequence[ModelMessage],
+    shown: Sequence[ModelMessage],
+    view: ContextView,
+    i: int,
+    rendered: Rendered | None = None,
 ) -> ModelMessage:
     message = shown[i]
-    if i < view.stub_before and isinstance(message, ModelRequest):
+    if not (i < view.stub_before and isinstance(message, ModelRequest)):
+        return message
+    if rendered is None:
         return _stubbed(messages[i], message, i)  # type: ignore[arg-type]
-    return message
+    stub = rendered.stubbed.get(i)
+    if stub is None:
+        stub = rendered.stubbed[i] = _stubbed(messages[i], message, i)  # type: ignore[arg-type]
+    return stub
+
+
+def _lines(message: ModelMessage, key: tuple[int, bool], rendered: Rendered) -> list[str]:
+    lines = rendered.lines.get(key)
+    if lines is None:
+        lines = rendered.lines[key] = [_line(p, clip=None) for p in message.parts]
+    return lines
 
 
 def instructions(base: str, view: ContextView | None) -> str:
