@@ -50,10 +50,9 @@ KEPT_TOOLS = frozenset({"load_skill", "read_skill_file"})
 SUMMARY_TOKENS = 1500
 """Room a summary is planned with, before its text is known."""
 MAX_MESSAGES = 160
-"""A working context of more messages is summarised down to half as many, whatever its tokens:
-provider clients build a request item by item (the OpenAI SDK's request transform took about 4 ms
-per input item here, bench/longrun.py), so a long tail of stubbed turns slows every request.
-Like every constant here it decides what workflow code does: a change is gated by a patch."""
+"""A working context sending more messages is summarised down to half as many, whatever its
+tokens (since folding, only a current turn this long can). Like every constant here it decides what
+workflow code does: a change is gated by a patch."""
 FOLD_AT = 64
 """A working context sending more messages than this folds older turns into one note..."""
 FOLD_TO = 16
