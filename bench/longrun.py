@@ -124,6 +124,7 @@ async def session(
     seconds: list[float] = []
     cpu: list[float] = []  # the worker's CPU seconds per turn
     rss: dict[int, tuple[int, int]] = {}  # turn: RSS, RSS once malloc_trim returned the free heap
+    cached: dict[int, int] = {}  # turn: workflow runs the worker holds
     events: list[Event] = []  # all of them: each continue-as-new keeps only the last `events_kept`
     offset = 0
     try:
@@ -144,6 +145,7 @@ async def session(
             if turn % 50 == 0 or turn == args.turns:
                 stats = await worker.stats(trim=args.trim)
                 rss[turn] = stats["rss_kb"], stats.get("trimmed_kb", 0)
+                cached[turn] = stats["cached"]
         status = await wolf.status(sid)
         wid = workflow_id(wolf.tenant, sid)
         await wolf.close(sid)
@@ -153,6 +155,7 @@ async def session(
             "seconds": seconds,
             "cpu": cpu,
             "rss": rss,
+            "cached": cached,
             "status": status,
             "events": events,
             "runs": await runs(client, wid),
@@ -219,6 +222,8 @@ def report(args: argparse.Namespace, server: ScriptedOpenAI, measured: dict[str,
             f"{what}: "
             + ", ".join(f"turn {t}: {kb[i] / 1024:.0f} MB ({kb[i] / base:.2f}x)" for t, kb in rss.items())
         )
+    held = ", ".join(f"turn {t}: {n}" for t, n in measured["cached"].items())
+    print(f"workflow runs the worker holds: {held}")
     if len(compacted) < 5:
         print("facts: fewer than 5 compactions, not checked")
     else:
