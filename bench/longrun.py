@@ -9,13 +9,17 @@ one (`CODE-<i>-<hex>`), two of them are also pinned; the scripted summariser kee
 Prints, as ratios where they have a goal (issue 25):
 - turns completed, requests refused as too long (goal <= 1), compactions by tier;
 - the largest request and the last one against the window (goal: under it);
-- turn latency at turn 200 against turn 10 (medians of turns 6-15 and 191-200; goal <= 1.5);
+- turn latency at turn 200 against turn 10 (medians of turns 6-15 and 191-200; goal <= 1.5), with
+  what it follows on a machine other work shares: the worker's CPU time per turn, and the input
+  items per request (provider clients build a request item by item);
 - history bytes of each run against `continue_as_new_bytes`, and the continue-as-new input's bytes
   in history (the transcript goes to the payload store by reference past 256 KiB);
-- the worker's RSS at turns 50, 100, 150 and 200 (goal: flat after 50);
+- the worker's RSS at turns 50, 100, 150 and 200 (goal: flat after 50); with `--trim`, also once
+  glibc's `malloc_trim` returned the free heap at each of them (what the worker holds, not what its
+  allocator keeps; the later plain figures are then after a trim too);
 - requests after the fifth compaction that lack one of the ten facts (goal: 0).
 
-Run:  python bench/longrun.py [--turns 200] [--window 32768] [--can-bytes 1000000]
+Run:  python bench/longrun.py [--turns 200] [--window 32768] [--can-bytes 1000000] [--trim]
 """
 
 from __future__ import annotations
@@ -105,6 +109,12 @@ async def runs(client: Client, wid: str) -> list[tuple[int, int]]:
             return out[::-1]
 
 
+def cpu_seconds(pid: int) -> float:
+    """A process's CPU time so far (user and system), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def session(
     client: Client, args: argparse.Namespace, server: ScriptedOpenAI, log: Path
 ) -> dict[str, Any]:
@@ -112,7 +122,9 @@ async def session(
     worker = await WorkerProcess("wolf", client, queue, log).ready()
     wolf = WolfClient(client, task_queue=queue)
     seconds: list[float] = []
-    rss: dict[int, int] = {}
+    cpu: list[float] = []  # the worker's CPU seconds per turn
+    rss: dict[int, tuple[int, int]] = {}  # turn: RSS, RSS once malloc_trim returned the free heap
+    cached: dict[int, int] = {}  # turn: workflow runs the worker holds
     events: list[Event] = []  # all of them: each continue-as-new keeps only the last `events_kept`
     offset = 0
     try:
@@ -121,7 +133,7 @@ async def session(
             await wolf.pin(sid, f"Remember the code {fact}.")
         for turn in range(1, args.turns + 1):
             text = f"Turn {turn}." + (f" Remember the code {FACTS[turn - 1]}." if turn <= len(FACTS) else "")
-            start = time.perf_counter()
+            start, used = time.perf_counter(), cpu_seconds(worker.proc.pid)
             turn_id = await wolf.prompt(sid, text)
             async for position, event in wolf.events(sid, offset, live=False):  # as a client waits
                 events.append(event)
@@ -129,8 +141,11 @@ async def session(
                 if event.kind == "turn_finished" and event.turn_id == turn_id:
                     break
             seconds.append(time.perf_counter() - start)
+            cpu.append(cpu_seconds(worker.proc.pid) - used)
             if turn % 50 == 0 or turn == args.turns:
-                rss[turn] = (await worker.stats())["rss_kb"]
+                stats = await worker.stats(trim=args.trim)
+                rss[turn] = stats["rss_kb"], stats.get("trimmed_kb", 0)
+                cached[turn] = stats["cached"]
         status = await wolf.status(sid)
         wid = workflow_id(wolf.tenant, sid)
         await wolf.close(sid)
@@ -138,7 +153,9 @@ async def session(
         events.extend([e async for _, e in wolf.events(sid, offset, live=False)])  # ends with the session
         return {
             "seconds": seconds,
+            "cpu": cpu,
             "rss": rss,
+            "cached": cached,
             "status": status,
             "events": events,
             "runs": await runs(client, wid),
@@ -177,6 +194,14 @@ def report(args: argparse.Namespace, server: ScriptedOpenAI, measured: dict[str,
         f"= {late / early:.2f}x  (turn 10 {seconds[9] * 1000:.0f} ms, turn {args.turns} "
         f"{seconds[-1] * 1000:.0f} ms = {seconds[-1] / seconds[9]:.2f}x)  goal <= 1.5"
     )
+    cpu = measured["cpu"]
+    early_cpu, late_cpu = statistics.mean(cpu[5:15]), statistics.mean(cpu[-10:])
+    items = [len(r["input"]) for _, r in ANSWERED]
+    print(
+        f"worker CPU per turn, mean of turns 6-15 vs last 10: {early_cpu * 1000:.0f} -> "
+        f"{late_cpu * 1000:.0f} ms = {late_cpu / early_cpu:.2f}x; input items per request, median of "
+        f"requests 11-30 vs last 20: {statistics.median(items[10:30])} -> {statistics.median(items[-20:])}"
+    )
     started = {e.turn_id: e.at for e in events if e.kind == "turn_started"}
     inside = [(e.at - started[e.turn_id]).total_seconds() for e in finished if e.turn_id in started]
     early_in, late_in = statistics.median(inside[5:15]), statistics.median(inside[-10:])
@@ -191,11 +216,14 @@ def report(args: argparse.Namespace, server: ScriptedOpenAI, measured: dict[str,
         f"continue-as-new input in history: max {max(i for _, i in history[1:] or [(0, 0)]):,} B"
     )
     rss = measured["rss"]
-    base = rss.get(50) or next(iter(rss.values()))
-    print(
-        "worker RSS: "
-        + ", ".join(f"turn {t}: {kb / 1024:.0f} MB ({kb / base:.2f}x)" for t, kb in rss.items())
-    )
+    for i, what in enumerate(("worker RSS", "worker RSS after malloc_trim")[: 1 + args.trim]):
+        base = (rss.get(50) or next(iter(rss.values())))[i]
+        print(
+            f"{what}: "
+            + ", ".join(f"turn {t}: {kb[i] / 1024:.0f} MB ({kb[i] / base:.2f}x)" for t, kb in rss.items())
+        )
+    held = ", ".join(f"turn {t}: {n}" for t, n in measured["cached"].items())
+    print(f"workflow runs the worker holds: {held}")
     if len(compacted) < 5:
         print("facts: fewer than 5 compactions, not checked")
     else:
@@ -215,6 +243,7 @@ async def main() -> None:
     parser.add_argument(
         "--can-bytes", type=int, default=1_000_000, help="host.sessions.continue_as_new_bytes"
     )
+    parser.add_argument("--trim", action="store_true", help="also the worker's RSS after malloc_trim")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, ScriptedOpenAI(reply, window=args.window) as server:
         os.environ["WOLF_PAYLOAD_STORE"] = str(Path(tmp) / "payloads")  # this process and the worker's

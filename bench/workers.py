@@ -7,7 +7,9 @@ is the prompt that asks for that.
 The workers: `python bench/workers.py wolf|pai ADDRESS NAMESPACE TASK_QUEUE` runs AgentWolf's
 (`create_worker`, the model registered as `local:m`, the production data converter) or pydantic-ai's
 (bench/tool_round.py's `PaiTurn` on a `PydanticAIPlugin` client) until `stop` or the end of stdin,
-answering each `stats` line with a JSON line (`rss_kb`, `cached` workflow runs, after `gc.collect()`);
+answering each `stats` line with a JSON line (`rss_kb`, `cached` workflow runs, after `gc.collect()`;
+and for `stats trim`, `trimmed_kb`: the RSS once glibc's `malloc_trim` returned the free heap to the
+system, which tells what the process holds from what its allocator keeps);
 its answers start with `@@bench ` (Temporal's core SDK logs to stdout too).
 In its own process each worker's RSS is its own, and AgentWolf's worker imports only what a real one
 does: importing fastmcp (pydantic-ai's MCP toolset) installs beartype's import hook process-wide,
@@ -20,6 +22,7 @@ This module imports neither fastmcp nor pydantic-ai's Temporal integration.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import gc
 import json
 import os
@@ -83,10 +86,13 @@ async def _serve(worker: object, on_exit: object = None) -> None:
     loop = asyncio.get_running_loop()
     async with worker:  # type: ignore[attr-defined]
         print(f"{MARK}ready", flush=True)
-        while (await loop.run_in_executor(None, sys.stdin.readline)).strip() not in ("", "stop"):
+        while (line := (await loop.run_in_executor(None, sys.stdin.readline)).strip()) not in ("", "stop"):
             gc.collect()
             running = getattr(getattr(worker, "_workflow_worker", None), "_running_workflows", None)
             stats = {"rss_kb": _rss_kb(), "cached": len(running) if running is not None else -1}
+            if line == "stats trim":
+                ctypes.CDLL("libc.so.6").malloc_trim(0)
+                stats["trimmed_kb"] = _rss_kb()
             print(MARK + json.dumps(stats), flush=True)
 
 
@@ -152,8 +158,8 @@ class WorkerProcess:
             raise RuntimeError(f"the worker process said {answer!r}, not ready")
         return self
 
-    async def stats(self) -> dict[str, int]:
-        self.proc.stdin.write("stats\n")  # type: ignore[union-attr]
+    async def stats(self, trim: bool = False) -> dict[str, int]:
+        self.proc.stdin.write("stats trim\n" if trim else "stats\n")  # type: ignore[union-attr]
         self.proc.stdin.flush()  # type: ignore[union-attr]
         return json.loads(await self._line())
 

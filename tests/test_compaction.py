@@ -16,7 +16,7 @@ from agentwolf.activities.overflow import context_overflow
 from agentwolf.activities.window import known_window
 from agentwolf.client.live_view import event_line, json_line
 from agentwolf.config.manifest import Manifest
-from agentwolf.workflows.compaction import SUMMARY_INSTRUCTIONS
+from agentwolf.workflows.compaction import FOLD_TO, SUMMARY_INSTRUCTIONS
 from agentwolf.workflows.types import Event, workflow_id
 from tests.conftest import record_history, tools_server, wait_for, worker_process
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
@@ -170,6 +170,27 @@ async def test_the_view_rides_continue_as_new_and_idle_points_compact(wolf, run_
         "put aside" in json.dumps(r) or "context-summary" in json.dumps(r) for r in requests_of(server)
     ]
     assert all(compact[compact.index(True) :])
+
+
+async def test_older_turns_fold_into_one_note_past_the_message_bound(wolf, run_worker, client):
+    """A window far from full, but more than FOLD_AT messages: older turns reach the model as one
+    note (every prompt, call and result in it, whole), the current turn as messages; no summary."""
+    with ScriptedOpenAI(lambda r: reply(r, size=500), window=100_000) as server:
+        async with run_worker():
+            sid = await wolf.start_session("a", manifest(server.base_url, 100_000))
+            await run_turns(wolf, sid, 0, 17)
+            await record_history(client, workflow_id("default", sid), "context_folding")
+            events = await events_of(wolf, sid)
+    compacted = [e for e in events if e.kind == "context_compacted"]
+    assert [(e.tier, "folded" in (e.text or "")) for e in compacted] == [(1, True)]
+    assert [e.outcome for e in events if e.kind == "turn_finished"] == ["completed"] * 17
+    before, last = requests_of(server)[-3], requests_of(server)[-1]  # turn 15's last, turn 16's last
+    assert len(before["input"]) == 4 * 16 - 1 and len(last["input"]) <= FOLD_TO
+    note, rest = json.dumps(last["input"][0]), json.dumps(last["input"][1:])
+    assert "earlier-turns" in note and "earlier-turns" not in rest
+    assert note.count("x" * 500) + rest.count("x" * 500) == 17  # every result, whole
+    assert set(FACT.findall(json.dumps(last))) == {f"fact-{i}" for i in range(17)}
+    assert not any(is_summary(r) for r in server.requests) and server.refused == 0
 
 
 async def test_wolf_pin_compact_and_status_on_the_command_line(wolf, run_worker, client):

@@ -1,10 +1,12 @@
 """Property: whatever the transcript (parallel tool calls, repeated call ids, retries, steers,
-interrupted turns) and wherever compaction cuts, the working context never holds a tool call without
-its result or a result without its call, and never compacts the current turn or a loaded skill."""
+interrupted turns) and wherever compaction cuts or folds, the working context never holds a tool
+call without its result or a result without its call, never compacts the current turn or a loaded
+skill, and a fold keeps every call and result it folds."""
 
 from __future__ import annotations
 
 from collections import Counter
+from unittest import mock
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,7 +22,9 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from agentwolf.workflows import compaction
 from agentwolf.workflows.compaction import (
+    ContextSizes,
     ContextView,
     chars,
     plan,
@@ -99,16 +103,35 @@ def assert_paired(context: list[ModelMessage]) -> None:
 def test_no_working_context_separates_a_call_from_its_result(messages, data):
     assert_paired(messages)  # the generator's own transcripts are valid
 
-    def measure(context: list[ModelMessage]) -> int:
-        return chars(context, 65_536) // 4
+    sizes = ContextSizes()
+
+    def measure(view: ContextView) -> int:  # as workflow code measures: each message's size once
+        measured = sizes.chars(messages, view, 65_536)
+        assert measured == chars(working_context(messages, view), 65_536)  # the context's, exactly
+        return measured // 4
 
     view = ContextView()
-    whole = measure(messages)
+    whole = measure(view)
+    fold_at = data.draw(st.integers(2, 40))  # the transcripts are short: fold them at small counts
+    bounds = mock.patch.multiple(compaction, FOLD_AT=fold_at, FOLD_TO=data.draw(st.integers(1, fold_at)))
     for _ in range(data.draw(st.integers(1, 4))):
         limit = data.draw(st.integers(0, max(whole, 1)))
-        decided = plan(messages, view, measure, limit, limit // 2, force=data.draw(st.booleans()))
+        force = data.draw(st.booleans())
+        with bounds:
+            decided = plan(messages, view, measure, limit, limit // 2, force=force, may_fold=lambda: True)
         if decided is None:
             break
+        if decided.folded:  # every call and result folded is in the note, as the model saw it
+            folded = working_context(messages, view.model_copy(update={"fold_before": 0}))
+            note = working_context(messages, decided.view)[0].parts[-1]
+            assert isinstance(note, UserPromptPart) and isinstance(note.content, str)
+            start = int(bool(view.summary))  # after the summary's note
+            for message in folded[start : start + decided.view.fold_before - view.summary_upto]:
+                for part in message.parts:
+                    if isinstance(part, (ToolCallPart, ToolReturnPart)):
+                        assert part.tool_call_id in note.content
+                        if isinstance(part, ToolReturnPart):
+                            assert part.model_response_str() in note.content
         view = decided.view.model_copy(
             update={"summary": "summary" if decided.summarize else decided.view.summary}
         )

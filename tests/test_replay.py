@@ -96,6 +96,7 @@ def test_the_corpus_covers_every_feature():
         "context_compaction",
         "context_compaction_reactive",
         "context_compaction_continue_as_new",
+        "context_folding",
         "limiter_priority_weights",
         "limiter_continue_as_new",
         "rewind_and_redo",

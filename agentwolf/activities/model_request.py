@@ -23,7 +23,7 @@ from agentwolf.config.policy import PolicyError
 from agentwolf.hosts import flow
 from agentwolf.hosts.host import AgentHost, HostRegistry
 from agentwolf.hosts.transcripts import CachedTranscript
-from agentwolf.workflows.compaction import instructions, stubs_any, working_context
+from agentwolf.workflows.compaction import Rendered, instructions, stubs_any, working_context
 from agentwolf.workflows.contracts import (
     COMPILED_QUERY,
     EMPTY_DIGEST,
@@ -62,7 +62,7 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
     offered = [  # nothing cut or put aside: nothing to read on
         t for t in offered if t.server != SESSION or (cut if t.name != RECALL_SPEC.name else stubbed)
     ]
-    context = working_context(messages, inp.view, sent) if inp.view is not None else sent
+    context = working_context(messages, inp.view, sent, cached.rendered) if inp.view is not None else sent
     try:
         model = host.model(compiled.models)
         answer_mode, answer_object = turn_settings.answer_format(inp.settings, model.profile)
@@ -116,7 +116,7 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
     size = base_size + _size(inp.delta) + _size([out.response])
     host.remember(
         inp.ref.workflow_id,
-        CachedTranscript([*messages, out.response], digest, [*sent, out.response], size),
+        CachedTranscript([*messages, out.response], digest, [*sent, out.response], size, cached.rendered),
     )
     return out
 
@@ -171,6 +171,7 @@ class CachedPrefix:
     sent: list[ModelMessage]
     size: int
     cache_hit: bool
+    rendered: Rendered
 
 
 async def cached_transcript(
@@ -180,7 +181,7 @@ async def cached_transcript(
     the workflow's, checked against `base_digest`."""
     cached = host.transcript(ref.workflow_id, base_len, base_digest) if base_len else None
     if cached is not None:
-        return CachedPrefix(cached.messages, cached.sent, cached.size, True)
+        return CachedPrefix(cached.messages, cached.sent, cached.size, True, cached.rendered)
     base: list[ModelMessage] = []
     if base_len:
         # The transcript is append-only, so the workflow's current copy starts with our prefix;
@@ -192,7 +193,7 @@ async def cached_transcript(
                 "it was sent with",
                 type="TranscriptMismatch",
             )
-    return CachedPrefix(base, cut_tool_outputs(base, limit), _size(base), not base_len)
+    return CachedPrefix(base, cut_tool_outputs(base, limit), _size(base), not base_len, Rendered())
 
 
 def _size(messages: list[ModelMessage]) -> int:

@@ -7,9 +7,11 @@ count alone let 256 whole transcripts per host, each up to megabytes, grow witho
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic_ai.messages import ModelMessage
+
+from agentwolf.workflows.compaction import Rendered
 
 
 @dataclass
@@ -21,6 +23,8 @@ class CachedTranscript:
     so that each request cuts only what is new."""
     size: int = 0
     """About how many bytes it holds (its JSON's length)."""
+    rendered: Rendered = field(default_factory=Rendered)
+    """The working context's stubs and fold lines built so far (small: stubs, not results)."""
 
 
 class TranscriptCache:

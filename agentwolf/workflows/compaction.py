@@ -8,6 +8,12 @@ turns become one summary (a recorded model request). Cuts fall where a turn star
 a user prompt and no tool results), so a tool call and its result are never separated; the
 instructions, loaded skills, pinned notes and the current turn are never compacted.
 
+Apart from tokens, the number of messages sent is bounded too: provider clients build a request
+item by item (the OpenAI SDK's request transform took 2-4 ms per input item here), so a long tail of
+small stubbed turns slowed every request. Past `FOLD_AT` messages, older turns are folded: sent as
+one text note holding the same content (stubs stay stubs), derived from the transcript like the
+rest of the view, so folding needs no model request and loses nothing.
+
 Pure, like turn.py: imported passed through, no `workflow.*`, no clock, no I/O.
 """
 
@@ -16,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -32,6 +38,7 @@ from pydantic_ai.messages import (
 )
 
 COMPACTION = "context-compaction"  # patch: the working context is compacted before it overflows the window
+FOLDING = "context-folding"  # patch: older turns are folded into one note past FOLD_AT messages
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 COMPACT_AT = 0.8
 TARGET = 0.5
@@ -43,10 +50,14 @@ KEPT_TOOLS = frozenset({"load_skill", "read_skill_file"})
 SUMMARY_TOKENS = 1500
 """Room a summary is planned with, before its text is known."""
 MAX_MESSAGES = 160
-"""A working context of more messages is summarised down to half as many, whatever its tokens:
-provider clients build a request item by item (the OpenAI SDK's request transform took about 4 ms
-per input item here, bench/longrun.py), so a long tail of stubbed turns slows every request.
-Like every constant here it decides what workflow code does: a change is gated by a patch."""
+"""A working context sending more messages is summarised down to half as many, whatever its
+tokens (since folding, only a current turn this long can). Like every constant here it decides what
+workflow code does: a change is gated by a patch."""
+FOLD_AT = 64
+"""A working context sending more messages than this folds older turns into one note..."""
+FOLD_TO = 16
+"""...until at most this many are sent as messages (or only the current turn, if it is longer).
+Like every constant here, both decide what workflow code does: a change is gated by a patch."""
 CHARS_PER_TOKEN = 4
 MESSAGE_CHARS = 16
 """A message's own cost (role, separators), in characters."""
@@ -69,6 +80,10 @@ SUMMARY_NOTE = (
     "this is not a new request):\n{}\n</context-summary>"
 )
 PINNED_NOTE = "Pinned by the user (always in force, whatever was said since):\n{}"
+FOLD_NOTE = (
+    "<earlier-turns>\nEarlier turns of this conversation, as a record (they happened before; this "
+    "is not a new request; call tools as usual, never by writing them as text):\n{}"
+)
 
 
 class ContextView(BaseModel):
@@ -79,6 +94,8 @@ class ContextView(BaseModel):
     summary_upto: int = 0
     """Messages before this index (a turn's start) reach the model as `summary`."""
     summary: str = ""
+    fold_before: int = 0
+    """Messages from `summary_upto` to this index (a turn's start) reach the model as one note."""
     pinned: list[str] = []
     """Notes the user pinned: sent with the instructions in every request."""
     window: int | None = None
@@ -88,7 +105,12 @@ class ContextView(BaseModel):
     @property
     def plain(self) -> bool:
         """The working context is the transcript itself (nothing stubbed, summarised or pinned)."""
-        return not (self.stub_before or self.summary_upto or self.pinned)
+        return not (self.stub_before or self.summary_upto or self.fold_before or self.pinned)
+
+    @property
+    def first_sent(self) -> int:
+        """The first message sent as a message (those before are summarised or folded)."""
+        return max(self.summary_upto, self.fold_before)
 
 
 @dataclass(frozen=True)
@@ -97,31 +119,89 @@ class Plan:
 
     view: ContextView
     tier: Literal[1, 2]
+    """1: results stubbed or older turns folded (no model request), 2: older turns summarised."""
     before: int
     after: int
     """Estimated tokens before and after (tier 2: with room for the summary)."""
     summarize: tuple[int, int] | None = None
     """Tier 2: the messages [start, end) the summary replaces (the old summary goes in too)."""
+    folded: bool = False
+    """Older turns folded into one note (tier 1, the tokens about the same)."""
+
+    @property
+    def what(self) -> str:
+        if self.summarize is not None:
+            return "older turns summarised"
+        return "older turns folded into one note" if self.folded else "old tool results put aside"
+
+
+@dataclass
+class Rendered:
+    """Stubs and fold lines built for a transcript, by message index: a worker keeps them with its
+    copy of a session's transcript (append-only, so an index always means the same message), and
+    builds each only once instead of for every request of a long session."""
+
+    stubbed: dict[int, ModelMessage] = field(default_factory=dict)
+    lines: dict[tuple[int, bool], list[str]] = field(default_factory=dict)
+    """(index, stubbed) -> the message's parts as lines of the fold."""
 
 
 def working_context(
-    messages: Sequence[ModelMessage], view: ContextView, shown: Sequence[ModelMessage] | None = None
+    messages: Sequence[ModelMessage],
+    view: ContextView,
+    shown: Sequence[ModelMessage] | None = None,
+    rendered: Rendered | None = None,
 ) -> list[ModelMessage]:
     """What the model is sent: `shown` (the transcript as cut for the model; default `messages`)
-    from `summary_upto` on, stubbed before `stub_before`, after the summary. Stubs and their sizes
-    come from `messages`, the whole results."""
+    from `summary_upto` on, stubbed before `stub_before`, after the summary, those before
+    `fold_before` as one note. Stubs and their sizes come from `messages`, the whole results.
+    `rendered`: stubs and lines built before for these messages (and kept for the next time)."""
     shown = messages if shown is None else shown
+    rendered = Rendered() if rendered is None else rendered
     out: list[ModelMessage] = []
+    notes: list[UserPromptPart] = []
+    # A fixed time for the notes: workflow code runs this.
+    at = (messages[view.summary_upto].timestamp or EPOCH) if view.summary_upto < len(messages) else EPOCH
     if view.summary and view.summary_upto < len(messages):
-        at = messages[view.summary_upto].timestamp or EPOCH  # a fixed time: workflow code runs this
-        note = UserPromptPart(SUMMARY_NOTE.format(view.summary), timestamp=at)
-        out.append(ModelRequest(parts=[note], timestamp=at))
-    for i in range(view.summary_upto, len(messages)):
-        message = shown[i]
-        if i < view.stub_before and isinstance(message, ModelRequest):
-            message = _stubbed(messages[i], message, i)  # type: ignore[arg-type]
-        out.append(message)
+        notes.append(UserPromptPart(SUMMARY_NOTE.format(view.summary), timestamp=at))
+    shown_view = [_shown(messages, shown, view, i, rendered) for i in range(view.summary_upto, len(messages))]
+    folded = min(view.first_sent, len(messages)) - view.summary_upto
+    if folded > 0:
+        lines = [
+            line
+            for i, m in enumerate(shown_view[:folded], view.summary_upto)
+            for line in _lines(m, (i, m is not shown[i]), rendered)
+        ]
+        notes.append(UserPromptPart(FOLD_NOTE.format("\n".join(lines)), timestamp=at))
+    if notes:
+        out.append(ModelRequest(parts=notes, timestamp=at))
+    out.extend(shown_view[max(folded, 0) :])
     return out
+
+
+def _shown(
+    messages: Sequence[ModelMessage],
+    shown: Sequence[ModelMessage],
+    view: ContextView,
+    i: int,
+    rendered: Rendered | None = None,
+) -> ModelMessage:
+    message = shown[i]
+    if not (i < view.stub_before and isinstance(message, ModelRequest)):
+        return message
+    if rendered is None:
+        return _stubbed(messages[i], message, i)  # type: ignore[arg-type]
+    stub = rendered.stubbed.get(i)
+    if stub is None:
+        stub = rendered.stubbed[i] = _stubbed(messages[i], message, i)  # type: ignore[arg-type]
+    return stub
+
+
+def _lines(message: ModelMessage, key: tuple[int, bool], rendered: Rendered) -> list[str]:
+    lines = rendered.lines.get(key)
+    if lines is None:
+        lines = rendered.lines[key] = [_line(p, clip=None) for p in message.parts]
+    return lines
 
 
 def instructions(base: str, view: ContextView | None) -> str:
@@ -171,21 +251,69 @@ def stubs_any(messages: Sequence[ModelMessage], view: ContextView | None) -> boo
 
 def chars(messages: Sequence[ModelMessage], tool_output_chars: int) -> int:
     """About how many characters `messages` send (tool results as cut for the model)."""
-    total = 0
-    for message in messages:
-        total += MESSAGE_CHARS
-        for part in message.parts:
-            if isinstance(part, ToolReturnPart):
-                size = len(part.model_response_str())
-                total += size if size <= tool_output_chars else tool_output_chars + CUT_NOTE_CHARS
-            elif isinstance(part, ToolCallPart):
-                total += len(part.tool_name) + len(part.args_as_json_str())
-            elif isinstance(part, RetryPromptPart):
-                total += len(part.model_response())
-            else:
-                content = getattr(part, "content", "")
-                total += len(content) if isinstance(content, str) else len(str(content))
+    return sum(_message_chars(message, tool_output_chars) for message in messages)
+
+
+def _message_chars(message: ModelMessage, tool_output_chars: int) -> int:
+    total = MESSAGE_CHARS
+    for part in message.parts:
+        if isinstance(part, ToolReturnPart):
+            size = len(part.model_response_str())
+            total += size if size <= tool_output_chars else tool_output_chars + CUT_NOTE_CHARS
+        elif isinstance(part, ToolCallPart):
+            total += len(part.tool_name) + len(part.args_as_json_str())
+        elif isinstance(part, RetryPromptPart):
+            total += len(part.model_response())
+        else:
+            content = getattr(part, "content", "")
+            total += len(content) if isinstance(content, str) else len(str(content))
     return total
+
+
+class ContextSizes:
+    """`chars(working_context(messages, view), tool_output_chars)` without building the context:
+    each message's size as sent (whole, stubbed, or as lines of the fold) is computed once. Workflow
+    code measures the context several times a step; rebuilding a long transcript's each time (every
+    old result stubbed anew) cost more than the request. Valid while `messages` only grows."""
+
+    def __init__(self) -> None:
+        self._limit = 0
+        self._sizes: dict[tuple[int, bool, bool], tuple[int, int]] = {}
+        """(index, stubbed, folded) -> (characters, lines of the fold)."""
+
+    def chars(self, messages: Sequence[ModelMessage], view: ContextView, tool_output_chars: int) -> int:
+        if tool_output_chars != self._limit:
+            self._limit, self._sizes = tool_output_chars, {}
+        total, notes = 0, False
+        if view.summary and view.summary_upto < len(messages):
+            total, notes = len(SUMMARY_NOTE.format(view.summary)), True
+        folded = min(view.first_sent, len(messages))
+        if folded > view.summary_upto:
+            sizes = [self._size(messages, view, i, True) for i in range(view.summary_upto, folded)]
+            lines = sum(n for _, n in sizes)
+            total, notes = (
+                total + len(FOLD_NOTE.format("")) + sum(c for c, _ in sizes) + max(lines - 1, 0),
+                True,
+            )
+        total += sum(
+            self._size(messages, view, i, False)[0]
+            for i in range(max(folded, view.summary_upto), len(messages))
+        )
+        return total + MESSAGE_CHARS * notes
+
+    def _size(
+        self, messages: Sequence[ModelMessage], view: ContextView, i: int, fold: bool
+    ) -> tuple[int, int]:
+        key = (i, i < view.stub_before and isinstance(messages[i], ModelRequest), fold)
+        size = self._sizes.get(key)
+        if size is None:
+            message = _shown(messages, messages, view, i)
+            if fold:
+                size = (sum(len(_line(p, clip=None)) for p in message.parts), len(message.parts))
+            else:
+                size = (_message_chars(message, self._limit), 0)
+            self._sizes[key] = size
+        return size
 
 
 def turn_starts(messages: Sequence[ModelMessage]) -> list[int]:
@@ -211,22 +339,25 @@ def latest_step(messages: Sequence[ModelMessage]) -> int:
 def plan(
     messages: Sequence[ModelMessage],
     view: ContextView,
-    measure: Callable[[list[ModelMessage]], int],
+    measure: Callable[[ContextView], int],
     limit: int,
     target: int,
     force: bool = False,
     until: int | None = None,
+    may_fold: Callable[[], bool] | None = None,
 ) -> Plan | None:
     """The cheapest compaction that brings the context from past `limit` to `target` tokens (by
-    `measure`), or from past `MAX_MESSAGES` messages to half that; `force` (the provider refused the
-    request, or a user asked): shrink even if the estimate fits. `until`: summaries end there at the
-    latest (what the worker holds). None: nothing to do, or nothing left to compact."""
-    before = measure(working_context(messages, view))
-    crowded = len(messages) - view.summary_upto > MAX_MESSAGES
+    `measure`, of the working context under a view), or from past `MAX_MESSAGES` messages to half
+    that; `force` (the provider refused the request, or a user asked): shrink even if the estimate
+    fits. `until`: summaries end there at the latest (what the worker holds). `may_fold`: asked
+    before folding past `FOLD_AT` messages (None: never fold). None: nothing to do, or nothing left
+    to compact."""
+    before = measure(view)
+    crowded = len(messages) - view.first_sent > MAX_MESSAGES
     if before <= limit and not (force or crowded):
-        return None
+        return _fold(messages, view, before) if may_fold and _crowded(messages, view) and may_fold() else None
     tier1 = view.model_copy(update={"stub_before": max(view.stub_before, latest_step(messages))})
-    after1 = measure(working_context(messages, tier1))
+    after1 = measure(tier1)
     if after1 < before and after1 <= target and not crowded:
         return Plan(tier1, 1, before, after1)
     placeholder = "x" * (min(SUMMARY_TOKENS, target // 4) * CHARS_PER_TOKEN)
@@ -234,13 +365,26 @@ def plan(
     candidates = [c for c in turn_starts(messages) if view.summary_upto < c <= end]
     for i, cut in enumerate(candidates):
         tier2 = tier1.model_copy(update={"summary_upto": cut, "summary": placeholder})
-        after2 = measure(working_context(messages, tier2))
+        after2 = measure(tier2)
         fits = after2 <= target and len(messages) - cut <= MAX_MESSAGES // 2
         if fits or i == len(candidates) - 1:
             return Plan(tier2, 2, before, after2, (view.summary_upto, cut))
     if after1 < before:
         return Plan(tier1, 1, before, after1)
     return None
+
+
+def _crowded(messages: Sequence[ModelMessage], view: ContextView) -> bool:
+    return len(messages) - view.first_sent > FOLD_AT
+
+
+def _fold(messages: Sequence[ModelMessage], view: ContextView, tokens: int) -> Plan | None:
+    """Fold older turns into one note, down to `FOLD_TO` messages sent (at least the current turn)."""
+    cuts = [c for c in turn_starts(messages) if c > view.first_sent]
+    if not cuts:
+        return None
+    cut = next((c for c in cuts if len(messages) - c <= FOLD_TO), cuts[-1])
+    return Plan(view.model_copy(update={"fold_before": cut}), 1, tokens, tokens, folded=True)
 
 
 def summary_source(
@@ -250,7 +394,7 @@ def summary_source(
     (stubs stay stubs), as text of at most `budget` characters (the oldest cut first)."""
     lines: list[str] = []
     for message in working_context(
-        messages[:end], view.model_copy(update={"summary_upto": start, "summary": ""})
+        messages[:end], view.model_copy(update={"summary_upto": start, "summary": "", "fold_before": 0})
     ):
         lines.extend(_line(part) for part in message.parts)
     body = "\n".join(lines)
@@ -260,8 +404,8 @@ def summary_source(
     return f"{old}Conversation to summarise:\n{body}"
 
 
-def _line(part: object) -> str:
-    clip = 2000
+def _line(part: object, clip: int | None = 2000) -> str:
+    """A part as text (`clip`: each call's arguments and result cut to so many characters)."""
     if isinstance(part, UserPromptPart):
         return f"USER: {part.content if isinstance(part.content, str) else str(part.content)}"
     if isinstance(part, ToolCallPart):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 
-from pydantic_ai.messages import ModelMessage
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
@@ -18,13 +17,13 @@ from agentwolf.workflows.compaction import (
     CHARS_PER_TOKEN,
     COMPACTION,
     CONTEXT_LENGTH_EXCEEDED,
+    FOLDING,
     TARGET,
+    ContextSizes,
     ContextView,
     Plan,
-    chars,
     instructions,
     plan,
-    working_context,
 )
 from agentwolf.workflows.contracts import CompactInput, CompiledAgent, ModelRequestOutput
 from agentwolf.workflows.core import SessionCore
@@ -48,6 +47,7 @@ class ContextKeeper:
         self.tokens_per_char = 1 / CHARS_PER_TOKEN
         """Calibrated on the provider's reported input tokens; never below chars/4."""
         self.compact_requested = False
+        self.sizes = ContextSizes()
 
     def sent_view(self) -> ContextView | None:
         """What model requests carry: None while the working context is the transcript itself."""
@@ -61,16 +61,20 @@ class ContextKeeper:
         tools = sum(len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in compiled.tools)
         return len(instructions(compiled.instructions, self.view)) + tools
 
-    def _tokens(self, compiled: CompiledAgent, messages: list[ModelMessage], fixed: int | None = None) -> int:
-        """The estimate: (what every request sends + `messages`) at the calibrated rate."""
+    def _sent_chars(self, compiled: CompiledAgent, view: ContextView, fixed: int | None = None) -> int:
+        """About how many characters a request sends: what every one does, and the working context."""
         fixed = self._fixed_chars(compiled) if fixed is None else fixed
-        return int((fixed + chars(messages, compiled.tool_output_chars)) * self.tokens_per_char)
+        return fixed + self.sizes.chars(self.core.transcript, view, compiled.tool_output_chars)
+
+    def _tokens(self, compiled: CompiledAgent, view: ContextView, fixed: int | None = None) -> int:
+        """The estimate, at the calibrated rate."""
+        return int(self._sent_chars(compiled, view, fixed) * self.tokens_per_char)
 
     def context_tokens(self, compiled: CompiledAgent | None) -> int | None:
         """About how many tokens the next request sends (for status)."""
         if compiled is None:
             return None
-        return self._tokens(compiled, working_context(self.core.transcript, self.view))
+        return self._tokens(compiled, self.view)
 
     def _calibrate(self, compiled: CompiledAgent, out: ModelRequestOutput, sent_chars: int) -> None:
         reported = out.response.usage.input_tokens
@@ -85,9 +89,7 @@ class ContextKeeper:
         requested, self.compact_requested = self.compact_requested, False
         await self._fit(compiled, turn, force=requested)
         while True:
-            sent = self._fixed_chars(compiled) + chars(
-                working_context(self.core.transcript, self.view), compiled.tool_output_chars
-            )
+            sent = self._sent_chars(compiled, self.view)
             try:
                 out = await request(compiled)
             except ActivityError as err:
@@ -119,8 +121,8 @@ class ContextKeeper:
 
         fixed = self._fixed_chars(compiled)
 
-        def measure(messages: list[ModelMessage]) -> int:
-            return self._tokens(compiled, messages, fixed)
+        def measure(view: ContextView) -> int:
+            return self._tokens(compiled, view, fixed)
 
         decided = plan(
             self.core.transcript,
@@ -130,6 +132,7 @@ class ContextKeeper:
             target=int(window * TARGET),
             force=force,
             until=self.core.synced_len,
+            may_fold=lambda: workflow.patched(FOLDING),
         )
         if decided is None or not workflow.patched(COMPACTION):
             return False
@@ -139,11 +142,11 @@ class ContextKeeper:
             self.core.count_request(turn or Turn(pending=[]), out)  # between turns: the session's only
             view = view.model_copy(update={"summary": out.response.text or ""})
         self.view = view.model_copy(update={"compactions": view.compactions + 1})
-        after = measure(working_context(self.core.transcript, self.view))
+        after = measure(self.view)
         self.core.publish(
             "context_compacted",
-            text=f"context compacted (tier {decided.tier}): about {decided.before} -> {after} tokens "
-            f"of {window}",
+            text=f"context compacted (tier {decided.tier}, {decided.what}): about {decided.before} -> "
+            f"{after} tokens of {window}",
             tier=decided.tier,
             before_tokens=decided.before,
             after_tokens=after,
