@@ -98,6 +98,7 @@ def test_the_corpus_covers_every_feature():
         "context_compaction_continue_as_new",
         "limiter_priority_weights",
         "limiter_continue_as_new",
+        "limiter_paced",
     } <= names
 
 
