@@ -83,10 +83,24 @@ def _workers(mode: str, args: argparse.Namespace, address: str, queue: str, fold
     base = [sys.executable, str(Path(__file__)), "worker", address, queue, mode]
     extra = [str(_policy(args, folder))] if mode == "limiter" else [str(2 * args.rpm / args.window * 0.9)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return [
-        subprocess.Popen([*base, *extra], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(args.workers)
-    ]
+    procs = []
+    for i in range(args.workers):
+        log = open(Path(args.logs) / f"{mode}-worker-{i}.log", "wb") if args.logs else subprocess.DEVNULL  # noqa: SIM115
+        procs.append(subprocess.Popen([*base, *extra], env=env, stdout=log, stderr=log))
+    return procs
+
+
+async def _progress(client: Any) -> None:
+    """Every 15 s on stderr: the limiter's grants, use and waiting requests (a stalled run shows)."""
+    began = time.monotonic()
+    while True:
+        await asyncio.sleep(15)
+        for found in await endpoints(client, None):
+            print(
+                f"  {time.monotonic() - began:5.0f}s: {found.requests} granted, {found.use.requests} in the "
+                f"window ({found.use.input_tokens} tokens), {len(found.waiting)} waiting",
+                file=sys.stderr,
+            )
 
 
 async def _session(
@@ -152,15 +166,28 @@ async def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
                 # jobs all at once (a saturated queue), interactive prompts spread over the run
                 delay = rng.uniform(5, args.sessions / args.rpm * args.window * 0.6) if interactive else 0.0
                 plan.append(_session(env.client, queue, manifest, tenant, interactive, delay, starting))
-            outcomes = await asyncio.wait_for(asyncio.gather(*plan), timeout=args.timeout)
+            progress = asyncio.create_task(_progress(env.client))
+            try:
+                outcomes = await asyncio.wait_for(asyncio.gather(*plan), timeout=args.timeout)
+            finally:
+                progress.cancel()
             found = await endpoints(env.client, None)
             lease_p95 = found[0].wait_p95.get(1) if found else None
+            if args.logs:
+                await _save_limiter(env.client, Path(args.logs), mode)
         finally:
             for proc in procs:
                 proc.kill()
                 proc.wait()
             await env.shutdown()
     return {**_figures(limit, outcomes, args), "mode": mode, "lease_p95_s": lease_p95}
+
+
+async def _save_limiter(client: Any, folder: Path, mode: str) -> None:
+    """Every run of the limiter's history, for a look at when requests asked and were granted."""
+    async for run in client.list_workflows("WorkflowType = 'Limiter'"):
+        history = await client.get_workflow_handle(run.id, run_id=run.run_id).fetch_history()
+        (folder / f"{mode}-limiter-{run.run_id}.json").write_text(history.to_json())
 
 
 async def _polling(client: Any, queue: str, workers: int) -> None:
@@ -276,6 +303,7 @@ async def main_async() -> None:
     parser.add_argument("--modes", default="off,queue,limiter")
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--logs", help="a folder for the worker processes' output (default: discarded)")
     args = parser.parse_args()
     results = {}
     for mode in args.modes.split(","):

@@ -429,6 +429,7 @@ class FlowModel(WrapperModel):
             Release(
                 lease_id=ask.lease_id,
                 sent=sent,
+                ended_at=datetime.now(UTC),
                 input_tokens=(usage.input_tokens if usage else 0) or ask.input_tokens,
                 output_tokens=(usage.output_tokens if usage else 0)
                 or (0 if response is None else ask.output_tokens),
@@ -438,7 +439,9 @@ class FlowModel(WrapperModel):
     def _refused(self, ask: Ask, exc: ModelHTTPError) -> None:
         """A 429: the cooldown for everyone, the lease back (the request reached the provider)."""
         learnt = learned(exc.headers or {})
-        release = Release(lease_id=ask.lease_id, input_tokens=ask.input_tokens, learned=learnt)
+        release = Release(
+            lease_id=ask.lease_id, input_tokens=ask.input_tokens, learned=learnt, ended_at=datetime.now(UTC)
+        )
         self.flow.rate_limited(self.endpoint, exc, release)
 
     async def request(

@@ -9,10 +9,11 @@ flight is announced with the `enqueue` signal, so it need not wait for the next 
 bounds the updates in flight per workflow (`history.maxInFlightUpdates`, 10 by default): one per
 worker, not one per request, keeps a fleet of workers within it. A lease goes back with the `release`
 signal, carrying the real usage (reserve, then reconcile). A lease counts in the window from its
-grant until a window after its release, so the provider, which saw the request somewhere in
-between, never counts more than the limiter did. A lease never released (its worker was SIGKILLed)
-ends at its TTL; a worker that stops polling loses its waiting requests after STALE. A 429 posts a
-`cooldown` that holds every grant back until it passes.
+grant until a window after its release (paced runs: after its end as the worker saw it), so the
+provider, which saw the request somewhere in between, never counts more than the limiter did. A
+lease never released (its worker was SIGKILLed) ends at its TTL; a worker that stops polling loses
+its waiting requests after STALE. A 429 posts a `cooldown` that holds every grant back until it
+passes.
 
 Waiters are served by priority (Temporal priority key: interactive 1, jobs 2, background 3), then by
 tenant share (start-time fair queuing: each grant advances the tenant's virtual time by its cost
@@ -51,6 +52,8 @@ POLL = timedelta(seconds=10)
 STALE = timedelta(seconds=30)
 """A worker that has not polled for this long is gone: its waiting requests leave the queue."""
 WAITS_KEPT = 200
+SKEW = timedelta(seconds=1)
+"""How far a worker's clock may be behind the limiter's (`Release.ended_at`)."""
 IDLE_END = timedelta(hours=1)
 """A limiter with no lease in its window and no waiter for this long ends (the next acquire starts it
 again, with what the workers configure)."""
@@ -116,6 +119,10 @@ class Release(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     learned: Learned | None = None
+    ended_at: datetime | None = None
+    """When the worker saw the request end (its answer or its error), by its clock: the provider saw
+    the request before. Paced runs count the lease until a window after this (and SKEW), not after
+    the release reached the limiter, which on a busy fleet can be many seconds later."""
 
 
 class Cooldown(BaseModel):
@@ -290,6 +297,8 @@ class LimiterWorkflow:
             if lease.lease_id == release.lease_id and lease.ended_at is None:
                 reserved = self._share(lease)
                 lease.ended_at = workflow.now()
+                if self.paced and release.ended_at is not None:
+                    lease.ended_at = min(lease.ended_at, release.ended_at + SKEW)
                 lease.sent = release.sent
                 lease.input_tokens = release.input_tokens if release.sent else 0
                 lease.output_tokens = release.output_tokens if release.sent else 0
