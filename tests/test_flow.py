@@ -30,6 +30,7 @@ from agentwolf.workflows.limiter import (
     LimiterState,
     LimiterStatus,
     LimiterWorkflow,
+    Poll,
     Release,
     limiter_id,
 )
@@ -355,3 +356,20 @@ async def test_waiting_requests_are_paced_and_shared_by_weight(client, run_worke
     assert abs(first.count("c") - 2 * first.count("a")) <= 2, order
     gaps = [(b - a).total_seconds() for (_, a), (_, b) in zip(granted, granted[1:], strict=False)]
     assert min(gaps) >= 0.75 * 2 / 8, gaps
+
+
+async def test_a_grant_whose_answer_was_lost_is_sent_again(client, run_worker, task_queue):
+    """A worker's poll answered with a grant it never got (its call timed out on a busy server) asks
+    again for the same request: the limiter sends the same grant, counted once."""
+    limits = EndpointLimits(rpm=5)
+    state = LimiterState(endpoint=f"test-lost-{task_queue}", label="test", limits=limits)
+    wid = limiter_id(state.endpoint)
+    poll = Poll(worker="w", asks=[_ask("x", "t", 2, 1.0, datetime.now(UTC), limits)])
+    async with run_worker():
+        handle = await client.start_workflow(LimiterWorkflow.run, state, id=wid, task_queue=task_queue)
+        first = await handle.execute_update(LimiterWorkflow.poll, poll)
+        again = await handle.execute_update(LimiterWorkflow.poll, poll)
+        status = await handle.query(LimiterWorkflow.status)
+        await handle.terminate()
+    assert [g.granted for g in first.grants] == [True] and again.grants == first.grants
+    assert status.requests == 1 and status.use.active == 1

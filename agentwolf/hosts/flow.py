@@ -115,6 +115,8 @@ class _Queue:
     endpoint: Endpoint
     waiting: dict[str, _Waiting] = field(default_factory=dict)
     poller: asyncio.Task[None] | None = None
+    held: set[str] = field(default_factory=set)
+    """Leases granted to this worker and not given back (a grant the limiter sends again is no news)."""
 
 
 @dataclass
@@ -255,7 +257,9 @@ class Flow:
                 # first in the queue: its tasks must not wait behind the sessions it paces
                 priority=Priority(priority_key=1),
             )
-            poll = Poll(worker=self.worker, asks=[w.ask for w in queue.waiting.values()])
+            # a granted request leaves `waiting` only when its task runs again: not in the next poll
+            asks = [w.ask for w in queue.waiting.values() if not w.grant.done()]
+            poll = Poll(worker=self.worker, asks=asks)
             try:
                 polled: Polled = await self.client.execute_update_with_start_workflow(
                     LimiterWorkflow.poll, poll, start_workflow_operation=start, id=uuid.uuid4().hex
@@ -273,12 +277,15 @@ class Flow:
                     if waiting is not None:
                         waiting.latest = grant
                 elif waiting is not None and not waiting.grant.done():
+                    queue.held.add(grant.lease_id)
                     waiting.grant.set_result(grant)
-                else:  # granted after its request stopped waiting: give it back
+                elif grant.lease_id not in queue.held:  # granted after its request stopped waiting
                     self.release(endpoint, Release(lease_id=grant.lease_id, sent=False))
 
     def release(self, endpoint: Endpoint, release: Release) -> None:
         """Give a lease back, in the background: it must go out even when the activity is cancelled."""
+        if (queue := self._queues.get(endpoint.id)) is not None:
+            queue.held.discard(release.lease_id)
         self._send(endpoint, [(LimiterWorkflow.release, release)])
 
     def rate_limited(self, endpoint: Endpoint, exc: ModelHTTPError, release: Release) -> None:

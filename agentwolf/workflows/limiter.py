@@ -261,12 +261,24 @@ class LimiterWorkflow:
         if (old := self.polls.get(poll.worker)) is not None:
             self._answer(old, Polled(grants=[]))
         self._enqueue(poll.worker, poll.asks)
+        if self.paced:
+            self._redeliver(poll)
         mine = _Poll(poll.worker, workflow.now() + POLL)
         self.polls[poll.worker] = mine
         self.changed = True
         await workflow.wait_condition(lambda: mine.answer is not None)
         assert mine.answer is not None
         return mine.answer
+
+    def _redeliver(self, poll: Poll) -> None:
+        """Grants the worker still asks for: an answer it never got (its call timed out on a busy
+        server) must not strand the request and hold the budget until the lease's TTL."""
+        s = self.state
+        asked = {a.lease_id for a in poll.asks}
+        ready = {g.lease_id for g in s.ready}
+        for lease in s.leases:
+            if lease.lease_id in asked and lease.ended_at is None and lease.lease_id not in ready:
+                s.ready.append(Grant(lease_id=lease.lease_id, granted=True, expires_at=lease.expires_at))
 
     @workflow.signal
     def enqueue(self, poll: Poll) -> None:
@@ -440,7 +452,10 @@ class LimiterWorkflow:
         gone = {w for w, seen in s.seen.items() if seen + STALE <= now and w not in self.polls}
         if gone:
             s.queue = [a for a in s.queue if a.worker not in gone]
-            s.ready = [g for g in s.ready if self._worker_of(g) not in gone]
+            lost = {g.lease_id for g in s.ready if self._worker_of(g) in gone}
+            s.ready = [g for g in s.ready if g.lease_id not in lost]
+            if self.paced:  # never delivered, so never sent: no budget held (asked again, granted again)
+                s.leases = [lease for lease in s.leases if lease.lease_id not in lost]
             s.seen = {w: t for w, t in s.seen.items() if w not in gone}
         while (queue := self._queue()) and not self._refusal(queue[0], now):
             ask = queue[0]
