@@ -364,7 +364,7 @@ async def test_a_grant_whose_answer_was_lost_is_sent_again(client, run_worker, t
     limits = EndpointLimits(rpm=5)
     state = LimiterState(endpoint=f"test-lost-{task_queue}", label="test", limits=limits)
     wid = limiter_id(state.endpoint)
-    poll = Poll(worker="w", asks=[_ask("x", "t", 2, 1.0, datetime.now(UTC), limits)])
+    poll = Poll(worker="w", asks=[_ask("x", "t", 2, 1.0, datetime.now(UTC), limits)], ungranted=True)
     async with run_worker():
         handle = await client.start_workflow(LimiterWorkflow.run, state, id=wid, task_queue=task_queue)
         first = await handle.execute_update(LimiterWorkflow.poll, poll)

@@ -259,7 +259,7 @@ class Flow:
             )
             # a granted request leaves `waiting` only when its task runs again: not in the next poll
             asks = [w.ask for w in queue.waiting.values() if not w.grant.done()]
-            poll = Poll(worker=self.worker, asks=asks)
+            poll = Poll(worker=self.worker, asks=asks, ungranted=True)
             try:
                 polled: Polled = await self.client.execute_update_with_start_workflow(
                     LimiterWorkflow.poll, poll, start_workflow_operation=start, id=uuid.uuid4().hex

@@ -103,6 +103,9 @@ class Poll(BaseModel):
     asks: list[Ask]
     """Every request of the worker that waits (the limiter adds those it does not hold: a lost signal,
     a new run)."""
+    ungranted: bool = False
+    """`asks` holds only requests the worker has no grant for (workers since the `limiter-paced`
+    patch): one the limiter granted is an answer the worker never got, sent again."""
 
 
 class Polled(BaseModel):
@@ -261,7 +264,7 @@ class LimiterWorkflow:
         if (old := self.polls.get(poll.worker)) is not None:
             self._answer(old, Polled(grants=[]))
         self._enqueue(poll.worker, poll.asks)
-        if self.paced:
+        if self.paced and poll.ungranted:
             self._redeliver(poll)
         mine = _Poll(poll.worker, workflow.now() + POLL)
         self.polls[poll.worker] = mine
