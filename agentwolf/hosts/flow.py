@@ -134,7 +134,8 @@ class Flow:
     _priorities: dict[str, int] = field(default_factory=dict)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     """Signals being sent (`close` waits for them)."""
-    _last_send: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    _last_send: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict)
+    """(endpoint, lease) -> its last signal being sent."""
 
     def wrap(self, model: Model, spec: str, manifest_limits: list[EndpointLimits], tenant: str) -> Model:
         """`model` under flow control when a `limits` entry matches `spec`, else as it is."""
@@ -164,7 +165,8 @@ class Flow:
             if queue.poller is None or queue.poller.done():
                 queue.poller = asyncio.create_task(self._poll(queue))
             else:  # a poll is in flight: announce this one now rather than at the next poll
-                self._send(endpoint, [(LimiterWorkflow.enqueue, Poll(worker=self.worker, asks=[ask]))])
+                enqueue = Poll(worker=self.worker, asks=[ask])
+                self._send(endpoint, ask.lease_id, [(LimiterWorkflow.enqueue, enqueue)])
             while True:
                 await asyncio.wait({waiting.grant}, timeout=0.5)
                 if waiting.grant.done():
@@ -286,7 +288,7 @@ class Flow:
         """Give a lease back, in the background: it must go out even when the activity is cancelled."""
         if (queue := self._queues.get(endpoint.id)) is not None:
             queue.held.discard(release.lease_id)
-        self._send(endpoint, [(LimiterWorkflow.release, release)])
+        self._send(endpoint, release.lease_id, [(LimiterWorkflow.release, release)])
 
     def rate_limited(self, endpoint: Endpoint, exc: ModelHTTPError, release: Release) -> None:
         """A 429: stop this worker at once, and every other through the limiter; the cooldown reaches
@@ -296,12 +298,15 @@ class Flow:
         self.cooldowns[endpoint.id] = max(until, self.cooldowns.get(endpoint.id, until))
         cooldown = Cooldown(until=until, reason=f"429 from {endpoint.label}")
         signals: list[tuple[Any, Any]] = [(LimiterWorkflow.cooldown, cooldown)]
-        self._send(endpoint, [*signals, (LimiterWorkflow.release, release)])
+        self._send(endpoint, release.lease_id, [*signals, (LimiterWorkflow.release, release)])
 
-    def _send(self, endpoint: Endpoint, signals: list[tuple[Any, Any]]) -> None:
-        """Signal the limiter in the background, after every signal sent before to it (an enqueue
-        before the release that cancels it), a few tries each while the server is busy."""
-        before = self._last_send.get(endpoint.id)
+    def _send(self, endpoint: Endpoint, lease_id: str, signals: list[tuple[Any, Any]]) -> None:
+        """Signal the limiter in the background, after the signals sent before about the same lease
+        (an enqueue before the release that cancels it), a few tries each while the server is busy.
+        Signals about different leases go at once: in one line, on a busy server, releases reached
+        the limiter minutes late and held the budget meanwhile."""
+        key = (endpoint.id, lease_id)
+        before = self._last_send.get(key)
 
         async def send() -> None:
             if before is not None:
@@ -316,10 +321,15 @@ class Flow:
                         log.debug("limiter signal failed: %s", exc)
                         await asyncio.sleep(0.5)
 
+        def done(task: asyncio.Task[None]) -> None:
+            self._tasks.discard(task)
+            if self._last_send.get(key) is task:
+                del self._last_send[key]
+
         task = asyncio.get_running_loop().create_task(send())
-        self._last_send[endpoint.id] = task
+        self._last_send[key] = task
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(done)
 
 
 def _reset_seconds(headers: Mapping[str, str]) -> float | None:
