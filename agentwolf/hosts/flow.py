@@ -37,7 +37,7 @@ from temporalio.client import (
 )
 from temporalio.common import Priority, WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from agentwolf.config.limits import DEFAULT_PRIORITY, PRIORITY_MEMO, EndpointLimits, FlowPolicy, limits_for
 from agentwolf.workflows.limiter import (
@@ -59,6 +59,10 @@ RETRY_AFTER_DEFAULT = 1.0
 """Seconds of cooldown after a 429 that says nothing about when to come back."""
 PRIORITIES_KEPT = 10_000
 """Sessions whose priority key a worker remembers (oldest out first)."""
+SENDS = 4
+"""Signals in flight to one limiter from one worker (more make a busy server refuse them)."""
+SIGNAL_TRIES = 60.0
+"""Seconds a signal to a limiter is tried again while the server is busy."""
 ATTEMPT_MARGIN = timedelta(seconds=30)
 """A wait that would run past the attempt's start-to-close timeout less this ends the attempt with
 `next_retry_delay` instead (a fresh attempt waits on)."""
@@ -136,6 +140,7 @@ class Flow:
     """Signals being sent (`close` waits for them)."""
     _last_send: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict)
     """(endpoint, lease) -> its last signal being sent."""
+    _sending: dict[str, asyncio.Semaphore] = field(default_factory=dict)
 
     def wrap(self, model: Model, spec: str, manifest_limits: list[EndpointLimits], tenant: str) -> Model:
         """`model` under flow control when a `limits` entry matches `spec`, else as it is."""
@@ -302,24 +307,34 @@ class Flow:
 
     def _send(self, endpoint: Endpoint, lease_id: str, signals: list[tuple[Any, Any]]) -> None:
         """Signal the limiter in the background, after the signals sent before about the same lease
-        (an enqueue before the release that cancels it), a few tries each while the server is busy.
-        Signals about different leases go at once: in one line, on a busy server, releases reached
-        the limiter minutes late and held the budget meanwhile."""
+        (an enqueue before the release that cancels it), SENDS at a time per endpoint, each tried
+        again while the server is busy, for up to SIGNAL_TRIES. Signals about different leases do
+        not wait for each other: in one line, on a busy server, releases reached the limiter minutes
+        late and held the budget meanwhile."""
         key = (endpoint.id, lease_id)
         before = self._last_send.get(key)
+        sending = self._sending.setdefault(endpoint.id, asyncio.Semaphore(SENDS))
 
         async def send() -> None:
             if before is not None:
                 await asyncio.gather(before, return_exceptions=True)
             handle = self.client.get_workflow_handle(limiter_id(endpoint.id))
             for signal, arg in signals:
-                for _ in range(5):
+                deadline, backoff = asyncio.get_running_loop().time() + SIGNAL_TRIES, 0.2
+                while True:
                     try:
-                        await handle.signal(signal, arg)
+                        async with sending:
+                            await handle.signal(signal, arg)
                         break
-                    except RPCError as exc:
-                        log.debug("limiter signal failed: %s", exc)
-                        await asyncio.sleep(0.5)
+                    except RPCError as exc:  # "workflow is busy", a deadline, the limiter moving
+                        if (
+                            exc.status == RPCStatusCode.NOT_FOUND
+                            or asyncio.get_running_loop().time() > deadline
+                        ):
+                            log.warning("limiter %s: %s not sent: %s", endpoint.label, signal.__name__, exc)
+                            break
+                        await asyncio.sleep(backoff)
+                        backoff = min(backoff * 2, 2.0)
 
         def done(task: asyncio.Task[None]) -> None:
             self._tasks.discard(task)
