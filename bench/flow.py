@@ -2,7 +2,7 @@
 per window (429 with `Retry-After` and `x-ratelimit-*` headers), worker processes sharing it, and
 sessions of three tenants (weights 1:1:2), interactive and jobs mixed.
 
-    python bench/flow.py [--workers 4] [--sessions 150] [--modes off,queue,limiter]
+    python bench/flow.py [--workers 4] [--sessions 150] [--modes off,queue,limiter] [--logs DIR]
 
 Modes, each on a fresh dev server:
 - `off`: no limits configured (the behaviour before flow control: the SDK's own retries, then the
@@ -16,8 +16,11 @@ The provider's window is `--window` seconds (10 by default: 60 RPM and 40k input
 six times faster than a real minute, same shape). Each session's prompt carries ~950 tokens so
 the token budget binds before the request budget. Printed per mode: requests, 429 ratio, requests
 sent inside an announced cooldown, failed turns, input-token budget used while work waited,
-each tenant's share of requests in that span, interactive turns' p95 time from prompt to answer (an
-upper bound of their lease wait), and the ratios of failed turns and of 429s against `off`.
+each tenant's share of requests while every tenant had work (sessions start in tenant order, and a
+tenant with nothing waiting yet keeps no share; in brackets the shares from the first request),
+interactive turns' p95 time from prompt to answer and the limiter's p95 wait for their leases, and
+the ratios of failed turns and of 429s against `off`. `--logs` keeps the workers' output and the
+limiter's histories; progress goes to stderr every 15 s. Measured figures: docs/features/provider-limits.md.
 """
 
 from __future__ import annotations
