@@ -2,7 +2,7 @@
 per window (429 with `Retry-After` and `x-ratelimit-*` headers), worker processes sharing it, and
 sessions of three tenants (weights 1:1:2), interactive and jobs mixed.
 
-    python bench/flow.py [--workers 4] [--sessions 150] [--modes off,queue,limiter]
+    python bench/flow.py [--workers 4] [--sessions 150] [--modes off,queue,limiter] [--logs DIR]
 
 Modes, each on a fresh dev server:
 - `off`: no limits configured (the behaviour before flow control: the SDK's own retries, then the
@@ -16,8 +16,11 @@ The provider's window is `--window` seconds (10 by default: 60 RPM and 40k input
 six times faster than a real minute, same shape). Each session's prompt carries ~950 tokens so
 the token budget binds before the request budget. Printed per mode: requests, 429 ratio, requests
 sent inside an announced cooldown, failed turns, input-token budget used while work waited,
-each tenant's share of requests in that span, interactive turns' p95 time from prompt to answer (an
-upper bound of their lease wait), and the ratios of failed turns and of 429s against `off`.
+each tenant's share of requests while every tenant had work (sessions start in tenant order, and a
+tenant with nothing waiting yet keeps no share; in brackets the shares from the first request),
+interactive turns' p95 time from prompt to answer and the limiter's p95 wait for their leases, and
+the ratios of failed turns and of 429s against `off`. `--logs` keeps the workers' output and the
+limiter's histories; progress goes to stderr every 15 s. Measured figures: docs/features/provider-limits.md.
 """
 
 from __future__ import annotations
@@ -83,29 +86,52 @@ def _workers(mode: str, args: argparse.Namespace, address: str, queue: str, fold
     base = [sys.executable, str(Path(__file__)), "worker", address, queue, mode]
     extra = [str(_policy(args, folder))] if mode == "limiter" else [str(2 * args.rpm / args.window * 0.9)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return [
-        subprocess.Popen([*base, *extra], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(args.workers)
-    ]
+    procs = []
+    for i in range(args.workers):
+        log = open(Path(args.logs) / f"{mode}-worker-{i}.log", "wb") if args.logs else subprocess.DEVNULL  # noqa: SIM115
+        procs.append(subprocess.Popen([*base, *extra], env=env, stdout=log, stderr=log))
+    return procs
+
+
+async def _progress(client: Any) -> None:
+    """Every 15 s on stderr: the limiter's grants, use and waiting requests (a stalled run shows)."""
+    began = time.monotonic()
+    while True:
+        await asyncio.sleep(15)
+        for found in await endpoints(client, None):
+            print(
+                f"  {time.monotonic() - began:5.0f}s: {found.requests} granted, {found.use.requests} in the "
+                f"window ({found.use.input_tokens} tokens), {len(found.waiting)} waiting",
+                file=sys.stderr,
+            )
 
 
 async def _session(
-    client: Any, queue: str, manifest: Manifest, tenant: str, interactive: bool, delay: float
+    client: Any,
+    queue: str,
+    manifest: Manifest,
+    tenant: str,
+    interactive: bool,
+    delay: float,
+    starting: asyncio.Semaphore,
 ) -> tuple[str, bool, float, bool]:
     """One session's first turn: (tenant, interactive, seconds from prompt to answer, failed)."""
     await asyncio.sleep(delay)
     wolf = WolfClient(client, tenant=tenant, task_queue=queue)
     text = f"tenant={tenant} {'interactive' if interactive else 'job'} {PADDING}"
-    started = time.monotonic()
-    if interactive:  # a person's session: priority 1
-        sid = await wolf.start_session("a", manifest, prompt=text)
+    async with starting:  # a dev server on a loaded machine times out 150 starts sent at once
+        started = time.monotonic()
+        if interactive:  # a person's session: priority 1
+            sid = await wolf.start_session("a", manifest, prompt=text)
+        else:  # a job
+            sid = await wolf.start_session("a", manifest, prompt=text, background=True, trigger="bench")
+    if interactive:
         async for _, event in wolf.events(sid, live=False):
             if event.kind == "turn_finished":
                 failed = event.outcome != "completed"
                 await wolf.close(sid)
                 return tenant, True, time.monotonic() - started, failed
         return tenant, True, time.monotonic() - started, True
-    sid = await wolf.start_session("a", manifest, prompt=text, background=True, trigger="bench")  # a job
     try:
         result = await wolf.result(sid)
         failed = result.outcome != "completed"
@@ -121,7 +147,7 @@ async def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     rng = random.Random(args.seed)
     with (
         tempfile.TemporaryDirectory(prefix="wolf-flow-") as tmp,
-        ScriptedOpenAI(lambda r: Reply(text="ok"), limit) as server,
+        ScriptedOpenAI(lambda r: Reply(text="ok"), limit=limit) as server,
     ):
         folder = Path(tmp)
         os.environ["WOLF_PAYLOAD_STORE"] = str(folder / "payloads")
@@ -134,18 +160,24 @@ async def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         queue = f"flow-{mode}"
         procs = _workers(mode, args, env.client.service_client.config.target_host, queue, folder)
         try:
-            await asyncio.sleep(8)  # the workers start (imports)
+            await _polling(env.client, queue, len(procs))
             manifest = _manifest(server.base_url)
             tenants = [t for t in TENANTS for _ in range(args.sessions // len(TENANTS))]
-            plan = []
+            plan, starting = [], asyncio.Semaphore(10)
             for i, tenant in enumerate(tenants):
                 interactive = i % 5 == 0  # 20 %
                 # jobs all at once (a saturated queue), interactive prompts spread over the run
                 delay = rng.uniform(5, args.sessions / args.rpm * args.window * 0.6) if interactive else 0.0
-                plan.append(_session(env.client, queue, manifest, tenant, interactive, delay))
-            outcomes = await asyncio.wait_for(asyncio.gather(*plan), timeout=args.timeout)
+                plan.append(_session(env.client, queue, manifest, tenant, interactive, delay, starting))
+            progress = asyncio.create_task(_progress(env.client))
+            try:
+                outcomes = await asyncio.wait_for(asyncio.gather(*plan), timeout=args.timeout)
+            finally:
+                progress.cancel()
             found = await endpoints(env.client, None)
             lease_p95 = found[0].wait_p95.get(1) if found else None
+            if args.logs:
+                await _save_limiter(env.client, Path(args.logs), mode)
         finally:
             for proc in procs:
                 proc.kill()
@@ -154,20 +186,49 @@ async def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     return {**_figures(limit, outcomes, args), "mode": mode, "lease_p95_s": lease_p95}
 
 
+async def _save_limiter(client: Any, folder: Path, mode: str) -> None:
+    """Every run of the limiter's history, for a look at when requests asked and were granted."""
+    async for run in client.list_workflows("WorkflowType = 'Limiter'"):
+        history = await client.get_workflow_handle(run.id, run_id=run.run_id).fetch_history()
+        (folder / f"{mode}-limiter-{run.run_id}.json").write_text(history.to_json())
+
+
+async def _polling(client: Any, queue: str, workers: int) -> None:
+    """Until every worker process polls the queue (their imports take seconds on a loaded machine)."""
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    request = DescribeTaskQueueRequest(
+        namespace=client.namespace,
+        task_queue=TaskQueue(name=queue),
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+    )
+    for _ in range(600):
+        described = await client.workflow_service.describe_task_queue(request)
+        if len({p.identity for p in described.pollers}) >= workers:
+            return
+        await asyncio.sleep(0.5)
+    raise TimeoutError(f"{workers} workers did not poll {queue} within 5 minutes")
+
+
 def _figures(limit: RateLimit, outcomes: list[Any], args: argparse.Namespace) -> dict[str, Any]:
     log = limit.log
     accepted = limit.accepted()
     failed = sum(1 for o in outcomes if o[3])
     interactive = sorted(o[2] for o in outcomes if o[1] and not o[3])
-    # Budget use and tenant shares over the span every tenant still had work waiting: from the first
-    # accepted request to the first tenant's last.
+    # Budget use from the first accepted request, and tenant shares from the first request of the
+    # tenant that came last (sessions start in tenant order: a tenant with nothing waiting yet
+    # reserves no share), both to the first tenant's last request: the span every tenant had work.
+    first = {t: min((e.at for e in accepted if e.tag == t), default=0.0) for t in TENANTS}
     last = {t: max((e.at for e in accepted if e.tag == t), default=0.0) for t in TENANTS}
     start, end = (accepted[0].at, min(last.values())) if accepted else (0.0, 0.0)
     windows = max((end - start) / args.window, 1e-9)
     inside = [e for e in accepted if e.at < end]
     used = sum(e.input_tokens for e in inside) / (args.input_tpm * windows) if accepted else 0.0
-    shares = Counter(e.tag for e in accepted if e.at <= end)
+    shares = Counter(e.tag for e in accepted if max(first.values()) <= e.at <= end)
     counted = max(1, sum(shares.values()))
+    whole = Counter(e.tag for e in accepted if e.at <= end)
     return {
         "requests": len(log),
         "refused_429": len(limit.refusals()),
@@ -177,6 +238,7 @@ def _figures(limit: RateLimit, outcomes: list[Any], args: argparse.Namespace) ->
         "turns": len(outcomes),
         "budget_used": min(used, 9.99),
         "shares": {t: shares[t] / counted for t in TENANTS},
+        "shares_from_start": {t: whole[t] / max(1, sum(whole.values())) for t in TENANTS},
         "interactive_p95_s": statistics.quantiles(interactive, n=20)[-1] if len(interactive) >= 2 else None,
     }
 
@@ -194,13 +256,17 @@ def _print(figures: dict[str, Any], off: dict[str, Any] | None) -> None:
         f"{figures['mode']:>8}: {figures['requests']} requests, 429s {figures['refused_429']} "
         f"({figures['ratio_429']:.1%}), sent in a cooldown {figures['in_cooldown']}, failed turns "
         f"{figures['failed_turns']}/{figures['turns']}, input budget used {figures['budget_used']:.0%}, "
-        f"shares {shares}, interactive p95 prompt->answer {_seconds(p95)}, lease wait "
-        f"{_seconds(figures['lease_p95_s'])}"
+        f"shares {shares} (from the first request: {_percents(figures['shares_from_start'])}), "
+        f"interactive p95 prompt->answer {_seconds(p95)}, lease wait {_seconds(figures['lease_p95_s'])}"
     )
     if off is not None and figures is not off:
         ratio_failed = figures["failed_turns"] / off["failed_turns"] if off["failed_turns"] else float("nan")
         ratio_429 = figures["refused_429"] / off["refused_429"] if off["refused_429"] else float("nan")
         print(f"{'':>10}against off: failed turns x{ratio_failed:.2f}, 429s x{ratio_429:.2f}")
+
+
+def _percents(shares: dict[str, float]) -> str:
+    return " / ".join(f"{v:.0%}" for v in shares.values())
 
 
 def _seconds(value: float | None) -> str:
@@ -240,6 +306,7 @@ async def main_async() -> None:
     parser.add_argument("--modes", default="off,queue,limiter")
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--logs", help="a folder for the worker processes' output (default: discarded)")
     args = parser.parse_args()
     results = {}
     for mode in args.modes.split(","):

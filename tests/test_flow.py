@@ -30,6 +30,7 @@ from agentwolf.workflows.limiter import (
     LimiterState,
     LimiterStatus,
     LimiterWorkflow,
+    Poll,
     Release,
     limiter_id,
 )
@@ -251,15 +252,7 @@ async def test_leases_go_by_priority_then_by_tenant_weight(client, run_worker, t
     order: list[str] = []
 
     def ask(name: str, tenant: str, priority: int, weight: float = 1.0, offset: float = 0.0) -> Ask:
-        return Ask(
-            lease_id=name,
-            session=name,
-            tenant=tenant,
-            weight=weight,
-            priority=priority,
-            since=now + timedelta(seconds=offset),
-            limits=limits,
-        )
+        return _ask(name, tenant, priority, weight, now + timedelta(seconds=offset), limits)
 
     async def take(a: Ask) -> None:
         await flow.acquire(endpoint, a)
@@ -284,6 +277,14 @@ async def test_leases_go_by_priority_then_by_tenant_weight(client, run_worker, t
     jobs = order[1:-1]
     assert jobs[:3].count("b0") + jobs[:3].count("b1") == 2 and "a0" in jobs[:3]  # 2:1 for weight 2:1
     assert [j for j in jobs if j.startswith("a")] == ["a0", "a1", "a2", "a3"]  # in arrival order
+
+
+def _ask(
+    name: str, tenant: str, priority: int, weight: float, since: datetime, limits: EndpointLimits
+) -> Ask:
+    """A request `name` (its lease and session) waiting since `since`."""
+    ids = {"lease_id": name, "session": name}
+    return Ask(**ids, tenant=tenant, weight=weight, priority=priority, since=since, limits=limits)
 
 
 async def _waiting(handle: Any, n: int) -> bool:
@@ -312,3 +313,63 @@ async def test_the_limiter_continues_as_new_keeping_its_ledger(client, run_worke
         await flow.close()
     assert status.use.requests == 40 and status.requests == 40
     assert len(runs) > 1
+
+
+async def test_waiting_requests_are_paced_and_shared_by_weight(client, run_worker, task_queue):
+    """Everything waits behind a held lease (concurrency 1, 8 requests per 2 s window), then each
+    grant is released at once. Interactive requests go first; the grants after them are spread at
+    least most of an interval (2 s / 8) apart, however fast releases come back; and tenant `c`
+    (weight 2) gets twice `a`'s grants, `a`'s interactive ones counted in its share."""
+    limits = EndpointLimits(rpm=8, window=timedelta(seconds=2), concurrency=1)
+    endpoint = Endpoint(f"test-paced-{task_queue}", "test", limits)
+    wid = limiter_id(endpoint.id)
+    flow = Flow(client, task_queue, FlowPolicy())
+    now = datetime.now(UTC)
+    granted: list[tuple[str, datetime]] = []
+
+    def ask(name: str, tenant: str, priority: int, weight: float, offset: float) -> Ask:
+        return _ask(name, tenant, priority, weight, now + timedelta(seconds=offset), limits)
+
+    async def take(a: Ask) -> None:
+        grant = await flow.acquire(endpoint, a)
+        assert grant.expires_at is not None
+        granted.append((a.lease_id, grant.expires_at - limits.lease_ttl))
+        await client.get_workflow_handle(wid).signal(LimiterWorkflow.release, Release(lease_id=a.lease_id))
+
+    async with run_worker():
+        await flow.acquire(endpoint, ask("held", "h", 2, 1.0, 0))
+        waiters = [ask(f"a{i}", "a", 2, 1.0, i) for i in range(8)]
+        waiters += [ask(f"c{i}", "c", 2, 2.0, i) for i in range(8)]
+        waiters += [ask(f"ai{i}", "a", 1, 1.0, 10 + i) for i in range(2)]
+        tasks = [asyncio.create_task(take(w)) for w in waiters]
+        handle = client.get_workflow_handle(wid)
+        await wait_for(lambda: _waiting(handle, len(waiters)))
+        await handle.signal(LimiterWorkflow.release, Release(lease_id="held"))
+        await asyncio.gather(*tasks)
+        await record_history(client, wid, "limiter_paced")
+        await handle.terminate()
+        await flow.close()
+    granted.sort(key=lambda g: g[1])
+    order = [name for name, _ in granted]
+    assert sorted(order[:2]) == ["ai0", "ai1"], order
+    first = [name[0] for name in order[:11]]  # 11 grants: a's fair share is 11/3, c's 22/3
+    assert abs(first.count("c") - 2 * first.count("a")) <= 2, order
+    gaps = [(b - a).total_seconds() for (_, a), (_, b) in zip(granted, granted[1:], strict=False)]
+    assert min(gaps) >= 0.75 * 2 / 8, gaps
+
+
+async def test_a_grant_whose_answer_was_lost_is_sent_again(client, run_worker, task_queue):
+    """A worker's poll answered with a grant it never got (its call timed out on a busy server) asks
+    again for the same request: the limiter sends the same grant, counted once."""
+    limits = EndpointLimits(rpm=5)
+    state = LimiterState(endpoint=f"test-lost-{task_queue}", label="test", limits=limits)
+    wid = limiter_id(state.endpoint)
+    poll = Poll(worker="w", asks=[_ask("x", "t", 2, 1.0, datetime.now(UTC), limits)], ungranted=True)
+    async with run_worker():
+        handle = await client.start_workflow(LimiterWorkflow.run, state, id=wid, task_queue=task_queue)
+        first = await handle.execute_update(LimiterWorkflow.poll, poll)
+        again = await handle.execute_update(LimiterWorkflow.poll, poll)
+        status = await handle.query(LimiterWorkflow.status)
+        await handle.terminate()
+    assert [g.granted for g in first.grants] == [True] and again.grants == first.grants
+    assert status.requests == 1 and status.use.active == 1

@@ -101,6 +101,7 @@ def test_the_corpus_covers_every_feature():
         "limiter_continue_as_new",
         "rewind_and_redo",
         "eval_run",
+        "limiter_paced",
     } <= names
 
 

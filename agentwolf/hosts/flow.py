@@ -37,7 +37,7 @@ from temporalio.client import (
 )
 from temporalio.common import Priority, WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from agentwolf.config.limits import DEFAULT_PRIORITY, PRIORITY_MEMO, EndpointLimits, FlowPolicy, limits_for
 from agentwolf.workflows.limiter import (
@@ -59,6 +59,10 @@ RETRY_AFTER_DEFAULT = 1.0
 """Seconds of cooldown after a 429 that says nothing about when to come back."""
 PRIORITIES_KEPT = 10_000
 """Sessions whose priority key a worker remembers (oldest out first)."""
+SENDS = 4
+"""Signals in flight to one limiter from one worker (more make a busy server refuse them)."""
+SIGNAL_TRIES = 60.0
+"""Seconds a signal to a limiter is tried again while the server is busy."""
 ATTEMPT_MARGIN = timedelta(seconds=30)
 """A wait that would run past the attempt's start-to-close timeout less this ends the attempt with
 `next_retry_delay` instead (a fresh attempt waits on)."""
@@ -115,6 +119,8 @@ class _Queue:
     endpoint: Endpoint
     waiting: dict[str, _Waiting] = field(default_factory=dict)
     poller: asyncio.Task[None] | None = None
+    held: set[str] = field(default_factory=set)
+    """Leases granted to this worker and not given back (a grant the limiter sends again is no news)."""
 
 
 @dataclass
@@ -132,7 +138,9 @@ class Flow:
     _priorities: dict[str, int] = field(default_factory=dict)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     """Signals being sent (`close` waits for them)."""
-    _last_send: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    _last_send: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict)
+    """(endpoint, lease) -> its last signal being sent."""
+    _sending: dict[str, asyncio.Semaphore] = field(default_factory=dict)
 
     def wrap(self, model: Model, spec: str, manifest_limits: list[EndpointLimits], tenant: str) -> Model:
         """`model` under flow control when a `limits` entry matches `spec`, else as it is."""
@@ -162,7 +170,8 @@ class Flow:
             if queue.poller is None or queue.poller.done():
                 queue.poller = asyncio.create_task(self._poll(queue))
             else:  # a poll is in flight: announce this one now rather than at the next poll
-                self._send(endpoint, [(LimiterWorkflow.enqueue, Poll(worker=self.worker, asks=[ask]))])
+                enqueue = Poll(worker=self.worker, asks=[ask])
+                self._send(endpoint, ask.lease_id, [(LimiterWorkflow.enqueue, enqueue)])
             while True:
                 await asyncio.wait({waiting.grant}, timeout=0.5)
                 if waiting.grant.done():
@@ -255,7 +264,9 @@ class Flow:
                 # first in the queue: its tasks must not wait behind the sessions it paces
                 priority=Priority(priority_key=1),
             )
-            poll = Poll(worker=self.worker, asks=[w.ask for w in queue.waiting.values()])
+            # a granted request leaves `waiting` only when its task runs again: not in the next poll
+            asks = [w.ask for w in queue.waiting.values() if not w.grant.done()]
+            poll = Poll(worker=self.worker, asks=asks, ungranted=True)
             try:
                 polled: Polled = await self.client.execute_update_with_start_workflow(
                     LimiterWorkflow.poll, poll, start_workflow_operation=start, id=uuid.uuid4().hex
@@ -273,13 +284,16 @@ class Flow:
                     if waiting is not None:
                         waiting.latest = grant
                 elif waiting is not None and not waiting.grant.done():
+                    queue.held.add(grant.lease_id)
                     waiting.grant.set_result(grant)
-                else:  # granted after its request stopped waiting: give it back
+                elif grant.lease_id not in queue.held:  # granted after its request stopped waiting
                     self.release(endpoint, Release(lease_id=grant.lease_id, sent=False))
 
     def release(self, endpoint: Endpoint, release: Release) -> None:
         """Give a lease back, in the background: it must go out even when the activity is cancelled."""
-        self._send(endpoint, [(LimiterWorkflow.release, release)])
+        if (queue := self._queues.get(endpoint.id)) is not None:
+            queue.held.discard(release.lease_id)
+        self._send(endpoint, release.lease_id, [(LimiterWorkflow.release, release)])
 
     def rate_limited(self, endpoint: Endpoint, exc: ModelHTTPError, release: Release) -> None:
         """A 429: stop this worker at once, and every other through the limiter; the cooldown reaches
@@ -289,30 +303,48 @@ class Flow:
         self.cooldowns[endpoint.id] = max(until, self.cooldowns.get(endpoint.id, until))
         cooldown = Cooldown(until=until, reason=f"429 from {endpoint.label}")
         signals: list[tuple[Any, Any]] = [(LimiterWorkflow.cooldown, cooldown)]
-        self._send(endpoint, [*signals, (LimiterWorkflow.release, release)])
+        self._send(endpoint, release.lease_id, [*signals, (LimiterWorkflow.release, release)])
 
-    def _send(self, endpoint: Endpoint, signals: list[tuple[Any, Any]]) -> None:
-        """Signal the limiter in the background, after every signal sent before to it (an enqueue
-        before the release that cancels it), a few tries each while the server is busy."""
-        before = self._last_send.get(endpoint.id)
+    def _send(self, endpoint: Endpoint, lease_id: str, signals: list[tuple[Any, Any]]) -> None:
+        """Signal the limiter in the background, after the signals sent before about the same lease
+        (an enqueue before the release that cancels it), SENDS at a time per endpoint, each tried
+        again while the server is busy, for up to SIGNAL_TRIES. Signals about different leases do
+        not wait for each other: in one line, on a busy server, releases reached the limiter minutes
+        late and held the budget meanwhile."""
+        key = (endpoint.id, lease_id)
+        before = self._last_send.get(key)
+        sending = self._sending.setdefault(endpoint.id, asyncio.Semaphore(SENDS))
 
         async def send() -> None:
             if before is not None:
                 await asyncio.gather(before, return_exceptions=True)
             handle = self.client.get_workflow_handle(limiter_id(endpoint.id))
             for signal, arg in signals:
-                for _ in range(5):
+                deadline, backoff = asyncio.get_running_loop().time() + SIGNAL_TRIES, 0.2
+                while True:
                     try:
-                        await handle.signal(signal, arg)
+                        async with sending:
+                            await handle.signal(signal, arg)
                         break
-                    except RPCError as exc:
-                        log.debug("limiter signal failed: %s", exc)
-                        await asyncio.sleep(0.5)
+                    except RPCError as exc:  # "workflow is busy", a deadline, the limiter moving
+                        if (
+                            exc.status == RPCStatusCode.NOT_FOUND
+                            or asyncio.get_running_loop().time() > deadline
+                        ):
+                            log.warning("limiter %s: %s not sent: %s", endpoint.label, signal.__name__, exc)
+                            break
+                        await asyncio.sleep(backoff)
+                        backoff = min(backoff * 2, 2.0)
+
+        def done(task: asyncio.Task[None]) -> None:
+            self._tasks.discard(task)
+            if self._last_send.get(key) is task:
+                del self._last_send[key]
 
         task = asyncio.get_running_loop().create_task(send())
-        self._last_send[endpoint.id] = task
+        self._last_send[key] = task
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(done)
 
 
 def _reset_seconds(headers: Mapping[str, str]) -> float | None:
@@ -429,6 +461,7 @@ class FlowModel(WrapperModel):
             Release(
                 lease_id=ask.lease_id,
                 sent=sent,
+                ended_at=datetime.now(UTC),
                 input_tokens=(usage.input_tokens if usage else 0) or ask.input_tokens,
                 output_tokens=(usage.output_tokens if usage else 0)
                 or (0 if response is None else ask.output_tokens),
@@ -438,7 +471,9 @@ class FlowModel(WrapperModel):
     def _refused(self, ask: Ask, exc: ModelHTTPError) -> None:
         """A 429: the cooldown for everyone, the lease back (the request reached the provider)."""
         learnt = learned(exc.headers or {})
-        release = Release(lease_id=ask.lease_id, input_tokens=ask.input_tokens, learned=learnt)
+        release = Release(
+            lease_id=ask.lease_id, input_tokens=ask.input_tokens, learned=learnt, ended_at=datetime.now(UTC)
+        )
         self.flow.rate_limited(self.endpoint, exc, release)
 
     async def request(

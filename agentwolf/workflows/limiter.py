@@ -9,14 +9,25 @@ flight is announced with the `enqueue` signal, so it need not wait for the next 
 bounds the updates in flight per workflow (`history.maxInFlightUpdates`, 10 by default): one per
 worker, not one per request, keeps a fleet of workers within it. A lease goes back with the `release`
 signal, carrying the real usage (reserve, then reconcile). A lease counts in the window from its
-grant until a window after its release, so the provider, which saw the request somewhere in
-between, never counts more than the limiter did. A lease never released (its worker was SIGKILLed)
-ends at its TTL; a worker that stops polling loses its waiting requests after STALE. A 429 posts a
-`cooldown` that holds every grant back until it passes.
+grant until a window after its release (paced runs: after its end as the worker saw it), so the
+provider, which saw the request somewhere in between, never counts more than the limiter did. A
+lease never released (its worker was SIGKILLed) ends at its TTL; a worker that stops polling loses
+its waiting requests after STALE. A 429 posts a `cooldown` that holds every grant back until it
+passes.
 
 Waiters are served by priority (Temporal priority key: interactive 1, jobs 2, background 3), then by
 tenant share (start-time fair queuing: each grant advances the tenant's virtual time by its cost
 over its weight, and the waiter with the smallest start goes next), then in arrival order (`since`).
+
+Paced (runs since the `limiter-paced` patch): while requests keep waiting, grants are spread at the
+budget's rate (each one its cost's share of the window after the one before, a continuously
+refilling bucket) instead of going out in a batch whenever the window frees room, so the window
+frees room one request at a time and a request of higher priority arriving meanwhile gets the next
+slot, at most one interval away. An endpoint nobody waits for grants as much as its window holds
+at once. A tenant's virtual time starts at the system's when it starts waiting (no share is kept
+for a tenant with nothing waiting), and the system's is the smallest of the waiting tenants', so a
+grant that priority moves ahead takes nothing from the others' place.
+
 The limiter continues as new when its history grows, carrying its ledger and its queue.
 Deterministic code only.
 """
@@ -34,11 +45,15 @@ with workflow.unsafe.imports_passed_through():
     from agentwolf.config.limits import EndpointLimits
 
 LIMITER_WORKFLOW = "Limiter"
+PACED = "limiter-paced"
+"""Patch: grants paced while requests wait; tenants' virtual times start at the system's on joining."""
 POLL = timedelta(seconds=10)
 """A `poll` with nothing granted answers by then (with why its requests wait); the worker polls again."""
 STALE = timedelta(seconds=30)
 """A worker that has not polled for this long is gone: its waiting requests leave the queue."""
 WAITS_KEPT = 200
+SKEW = timedelta(seconds=1)
+"""How far a worker's clock may be behind the limiter's (`Release.ended_at`)."""
 IDLE_END = timedelta(hours=1)
 """A limiter with no lease in its window and no waiter for this long ends (the next acquire starts it
 again, with what the workers configure)."""
@@ -88,6 +103,9 @@ class Poll(BaseModel):
     asks: list[Ask]
     """Every request of the worker that waits (the limiter adds those it does not hold: a lost signal,
     a new run)."""
+    ungranted: bool = False
+    """`asks` holds only requests the worker has no grant for (workers since the `limiter-paced`
+    patch): one the limiter granted is an answer the worker never got, sent again."""
 
 
 class Polled(BaseModel):
@@ -104,6 +122,10 @@ class Release(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     learned: Learned | None = None
+    ended_at: datetime | None = None
+    """When the worker saw the request end (its answer or its error), by its clock: the provider saw
+    the request before. Paced runs count the lease until a window after this (and SKEW), not after
+    the release reached the limiter, which on a busy fleet can be many seconds later."""
 
 
 class Cooldown(BaseModel):
@@ -142,7 +164,12 @@ class LimiterState(BaseModel):
     virtual: dict[str, float] = {}
     """Tenant -> virtual finish time of its last grant (fair queuing)."""
     clock: float = 0.0
-    """The start tag of the last grant (the system's virtual time)."""
+    """The system's virtual time: the start tag of the last grant (paced runs: never past a waiting
+    tenant's virtual time)."""
+    paced_at: datetime | None = None
+    """Paced runs: the earliest time of the next grant while requests keep waiting."""
+    contended: bool = False
+    """Paced runs: requests still waited when the limiter last served its queue."""
     requests: int = 0
     cooldowns: int = 0
     last_active: datetime | None = None
@@ -207,6 +234,7 @@ class LimiterWorkflow:
         self.polls: dict[str, _Poll] = {}
         self.changed = False
         self.moving = False
+        self.paced = workflow.patched(PACED)
 
     @workflow.run
     async def run(self, state: LimiterState) -> None:
@@ -236,12 +264,24 @@ class LimiterWorkflow:
         if (old := self.polls.get(poll.worker)) is not None:
             self._answer(old, Polled(grants=[]))
         self._enqueue(poll.worker, poll.asks)
+        if self.paced and poll.ungranted:
+            self._redeliver(poll)
         mine = _Poll(poll.worker, workflow.now() + POLL)
         self.polls[poll.worker] = mine
         self.changed = True
         await workflow.wait_condition(lambda: mine.answer is not None)
         assert mine.answer is not None
         return mine.answer
+
+    def _redeliver(self, poll: Poll) -> None:
+        """Grants the worker still asks for: an answer it never got (its call timed out on a busy
+        server) must not strand the request and hold the budget until the lease's TTL."""
+        s = self.state
+        asked = {a.lease_id for a in poll.asks}
+        ready = {g.lease_id for g in s.ready}
+        for lease in s.leases:
+            if lease.lease_id in asked and lease.ended_at is None and lease.lease_id not in ready:
+                s.ready.append(Grant(lease_id=lease.lease_id, granted=True, expires_at=lease.expires_at))
 
     @workflow.signal
     def enqueue(self, poll: Poll) -> None:
@@ -255,6 +295,8 @@ class LimiterWorkflow:
         held = {a.lease_id for a in s.queue} | {g.lease_id for g in s.ready} | {x.lease_id for x in s.leases}
         for ask in asks:
             if ask.lease_id not in held:
+                if self.paced and all(a.tenant != ask.tenant for a in s.queue):  # the tenant joins
+                    s.virtual[ask.tenant] = max(s.virtual.get(ask.tenant, s.clock), s.clock)
                 s.queue.append(ask.model_copy(update={"worker": worker}))
                 s.limits = ask.limits  # the latest asker's configuration applies
         if asks:
@@ -268,10 +310,15 @@ class LimiterWorkflow:
         s.ready = [g for g in s.ready if g.lease_id != release.lease_id]
         for lease in self.state.leases:
             if lease.lease_id == release.lease_id and lease.ended_at is None:
+                reserved = self._share(lease)
                 lease.ended_at = workflow.now()
+                if self.paced and release.ended_at is not None:
+                    lease.ended_at = min(lease.ended_at, release.ended_at + SKEW)
                 lease.sent = release.sent
                 lease.input_tokens = release.input_tokens if release.sent else 0
                 lease.output_tokens = release.output_tokens if release.sent else 0
+                if self.paced and s.paced_at is not None:  # the pace follows the real use too
+                    s.paced_at -= max(0.0, reserved - self._share(lease)) * s.limits.window
         if release.learned is not None:
             self.state.learned = release.learned
         self.changed = True
@@ -352,25 +399,53 @@ class LimiterWorkflow:
             return "output_tpm"
         if s.limits.concurrency is not None and use.active + 1 > s.limits.concurrency:
             return "concurrency"
+        if self._pacing(now):
+            return self._binding(ask)
         return ""
+
+    def _pacing(self, now: datetime) -> bool:
+        """Requests kept waiting and the last grant's interval has not passed."""
+        s = self.state
+        return self.paced and s.contended and s.paced_at is not None and s.paced_at > now
+
+    def _shares(self, use: Ask | Lease) -> dict[str, float]:
+        """A request's share of each budget it is counted in."""
+        rpm, itpm, otpm = self._limits()
+        shares = {"rpm": 1 / rpm if rpm else 0.0}
+        shares["input_tpm"] = use.input_tokens / itpm if itpm else 0.0
+        shares["output_tpm"] = use.output_tokens / otpm if otpm else 0.0
+        return shares
+
+    def _share(self, use: Ask | Lease) -> float:
+        """The share of the binding budget, at most a whole window's (the pace between grants)."""
+        if isinstance(use, Lease) and not use.sent:
+            return 0.0
+        return min(max(self._shares(use).values()), 1.0)
+
+    def _binding(self, ask: Ask) -> str:
+        shares = self._shares(ask)
+        return max(shares, key=lambda k: shares[k])
 
     def _queue(self) -> list[Ask]:
         """Waiting requests in the order they are served: priority, tenant's fair start, arrival."""
-        return sorted(
-            self.state.queue,
-            key=lambda a: (
-                a.priority,
-                max(self.state.clock, self.state.virtual.get(a.tenant, 0.0)),
-                a.since,
-                a.lease_id,
-            ),
-        )
+        return sorted(self.state.queue, key=self._place)
+
+    def _place(self, ask: Ask) -> tuple[int, float, datetime, str]:
+        return (ask.priority, self._start(ask.tenant), ask.since, ask.lease_id)
+
+    def _start(self, tenant: str) -> float:
+        """The tenant's start tag: its virtual time (before the patch: never behind the system's)."""
+        s = self.state
+        if self.paced:
+            return s.virtual.get(tenant, s.clock)
+        return max(s.clock, s.virtual.get(tenant, 0.0))
 
     def _cost(self, ask: Ask) -> float:
-        """A grant's share of the binding budget (requests or input tokens)."""
-        rpm, itpm, _ = self._limits()
-        costs = [1 / rpm if rpm else 0.0, ask.input_tokens / itpm if itpm else 0.0]
-        return max(costs) or 1.0
+        """A grant's share of the binding budget (requests or input tokens; paced runs: or output)."""
+        shares = self._shares(ask)
+        if not self.paced:
+            shares["output_tpm"] = 0.0
+        return max(shares.values()) or 1.0
 
     def _serve(self, now: datetime) -> None:
         """Drop leases out of the window and gone workers' requests, grant in queue order while the
@@ -380,13 +455,25 @@ class LimiterWorkflow:
         gone = {w for w, seen in s.seen.items() if seen + STALE <= now and w not in self.polls}
         if gone:
             s.queue = [a for a in s.queue if a.worker not in gone]
-            s.ready = [g for g in s.ready if self._worker_of(g) not in gone]
+            lost = {g.lease_id for g in s.ready if self._worker_of(g) in gone}
+            s.ready = [g for g in s.ready if g.lease_id not in lost]
+            if self.paced:  # never delivered, so never sent: no budget held (asked again, granted again)
+                s.leases = [lease for lease in s.leases if lease.lease_id not in lost]
             s.seen = {w: t for w, t in s.seen.items() if w not in gone}
         while (queue := self._queue()) and not self._refusal(queue[0], now):
             ask = queue[0]
-            start = max(s.clock, s.virtual.get(ask.tenant, 0.0))
-            s.clock = start
+            start = self._start(ask.tenant)
             s.virtual[ask.tenant] = start + self._cost(ask) / max(ask.weight, 1e-6)
+            s.queue.remove(ask)
+            if self.paced:
+                behind = [s.virtual.get(a.tenant, s.clock) for a in s.queue]
+                s.clock = max(s.clock, min([start, *behind]))
+                # the next grant while others wait: an interval on, from this one's slot (a grant
+                # late by a little keeps the rate) or, after a longer wait, from now (no burst)
+                interval = self._share(ask) * s.limits.window
+                s.paced_at = max(s.paced_at or now, now - interval / 4) + interval
+            else:
+                s.clock = start
             lease = Lease(
                 lease_id=ask.lease_id,
                 worker=ask.worker,
@@ -399,13 +486,13 @@ class LimiterWorkflow:
                 output_tokens=ask.output_tokens,
             )
             s.leases.append(lease)
-            s.queue.remove(ask)
             s.ready.append(Grant(lease_id=ask.lease_id, granted=True, expires_at=lease.expires_at))
             waits = s.waits.setdefault(ask.priority, [])
             waits[:] = [*waits[-(WAITS_KEPT - 1) :], max(0.0, (now - ask.since).total_seconds())]
             s.requests += 1
         if s.queue:
             s.last_active = now
+        s.contended = bool(s.queue)
         for poll in list(self.polls.values()):
             ready = [g for g in s.ready if self._worker_of(g) == poll.worker]
             waiting = any(a.worker == poll.worker for a in s.queue)
@@ -438,6 +525,8 @@ class LimiterWorkflow:
         times += [lease.expires_at for lease in s.leases if lease.ended_at is None and lease.expires_at > now]
         if s.cooldown_until is not None and s.cooldown_until > now:
             times.append(s.cooldown_until)
+        if self._pacing(now) and s.paced_at is not None:
+            times.append(s.paced_at)
         return min(times, default=now)
 
     def _next_wake(self, now: datetime) -> timedelta:
