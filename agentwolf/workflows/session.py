@@ -17,6 +17,7 @@ import asyncio
 import contextvars
 
 from temporalio import workflow
+from temporalio.common import VersioningBehavior
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -79,8 +80,8 @@ class SessionWorkflow(TurnLoop):
                     if self.compact_requested and not (self.queue or self.steers):
                         await self._compact_at_idle()  # `wolf compact` between turns
                         continue
-                    if not (self.queue or self.steers):
-                        await self._continue_as_new()
+                    if not (self.queue or self.steers) or self._moving():
+                        await self._continue_as_new()  # prompts and steers go along to the next run
                     if self.queue:
                         prompt = self.queue.pop(0)
                     else:  # a steer while idle starts a turn
@@ -345,3 +346,18 @@ class SessionWorkflow(TurnLoop):
     @workflow.query(name=COMPILED_QUERY, description="The compiled agent: models, instructions, tools.")
     def get_compiled(self) -> CompiledAgent | None:
         return self.compiled
+
+
+@workflow.defn(name=SESSION_WORKFLOW, versioning_behavior=VersioningBehavior.PINNED)
+class PinnedSessionWorkflow(SessionWorkflow):
+    """The session as a versioned worker runs it (an unversioned one cannot run a workflow that
+    declares a behaviour): pinned, so a running session never replays on another build's code; it
+    moves to the current build at its next idle continue-as-new (TurnLoop._moving)."""
+
+    @workflow.init
+    def __init__(self, inp: SessionInput) -> None:
+        super().__init__(inp)
+
+    @workflow.run
+    async def run(self, inp: SessionInput) -> SessionResult:
+        return await super().run(inp)

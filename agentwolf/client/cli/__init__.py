@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 from agentwolf.client.cli import (
     configs,
+    deploy,
     editor,
     interactive,
     jobs,
@@ -35,13 +36,14 @@ from agentwolf.client.cli import (
     usage,
 )
 
-VERB_MODULES = (sessions, interactive, configs, jobs, stack, payloads, mcp, editor, usage, limits)
+VERB_MODULES = (sessions, interactive, configs, jobs, stack, deploy, payloads, mcp, editor, usage, limits)
 PANELS = {  # `wolf --help` groups each module's verbs under its heading (a verb may name its own)
     sessions: "Sessions",
     interactive: "Sessions",
     configs: "Configs and jobs",
     jobs: "Configs and jobs",
     stack: "Running AgentWolf",
+    deploy: "Running AgentWolf",
     payloads: "Running AgentWolf",
     mcp: "Front ends",
     editor: "Front ends",
