@@ -78,21 +78,22 @@ async def status(client: Client, name: str) -> DeploymentStatus:
     return DeploymentStatus(name=name, current=current, builds=builds)
 
 
-async def promote(client: Client, name: str, build_id: str) -> None:
+async def promote(client: Client, name: str, build_id: str) -> bool:
     """Make `build_id` current: new sessions start on it, idle sessions move to it at their next
-    continue-as-new, running turns finish on their own build."""
+    continue-as-new, running turns finish on their own build. False while the server still propagates
+    the switch to the deployment's task queues (after ROUTED_WITHIN seconds)."""
     try:
-        await set_current(client, Deployment(name, build_id))
+        return await set_current(client, Deployment(name, build_id))
     except (LookupError, ValueError) as exc:
         raise DeploymentError(str(exc)) from None
 
 
-async def rollback(client: Client, name: str) -> str:
-    """Make current again the build that was current before this one; returns its id."""
+async def rollback(client: Client, name: str) -> tuple[str, bool]:
+    """Make current again the build that was current before this one; returns its id, and whether
+    the switch has reached the task queues yet (promote)."""
     found = await status(client, name)
     earlier = [b for b in found.builds if b.build_id != found.current and b.last_current is not None]
     if not earlier:
         raise DeploymentError(f"deployment {name!r} has had no other current build to roll back to")
     previous = max(earlier, key=lambda b: b.last_current or datetime.min)
-    await promote(client, name, previous.build_id)
-    return previous.build_id
+    return previous.build_id, await promote(client, name, previous.build_id)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from google.protobuf.field_mask_pb2 import FieldMask
 from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import RoutingConfigUpdateState
 from temporalio.api.workflow.v1 import VersioningOverride, WorkflowExecutionOptions
 from temporalio.api.workflowservice.v1 import (
     DescribeWorkerDeploymentRequest,
@@ -77,8 +78,13 @@ def default_name(task_queue: str) -> str:
     return task_queue.replace(".", "-")
 
 
-async def current_build(client: Client, name: str) -> str | None:
-    """The deployment's current build id; None when it has none or does not exist yet."""
+ROUTED_WITHIN = 30.0
+"""Seconds a switch of the current build may take to reach every task queue of the deployment."""
+
+
+async def current_build(client: Client, name: str, *, routed: bool = False) -> str | None:
+    """The deployment's current build id; None when it has none or does not exist yet. `routed`:
+    None too while the switch to it has not reached every task queue (sessions would not see it yet)."""
     try:
         described = await client.workflow_service.describe_worker_deployment(
             DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=name)
@@ -87,13 +93,21 @@ async def current_build(client: Client, name: str) -> str | None:
         if exc.status == RPCStatusCode.NOT_FOUND:
             return None
         raise
-    current = described.worker_deployment_info.routing_config.current_deployment_version
-    return current.build_id or None
+    info = described.worker_deployment_info
+    if (
+        routed
+        and info.routing_config_update_state
+        == RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_IN_PROGRESS
+    ):
+        return None
+    return info.routing_config.current_deployment_version.build_id or None
 
 
-async def set_current(client: Client, deployment: Deployment, *, wait: float = 0.0) -> None:
-    """Make this build the current one: new sessions start on it, idle ones move to it. `wait`:
-    seconds to retry while the server does not know the build yet (its workers are starting)."""
+async def set_current(client: Client, deployment: Deployment, *, wait: float = 0.0) -> bool:
+    """Make this build the current one: new sessions start on it, idle ones move to it at their next
+    input. `wait`: seconds to retry while the server does not know the build yet (its workers are
+    starting). True once the switch has reached the deployment's task queues (sessions see it), False
+    if it has not within ROUTED_WITHIN seconds (the server goes on propagating it)."""
     deadline = time.monotonic() + wait
     while True:
         try:
@@ -106,7 +120,7 @@ async def set_current(client: Client, deployment: Deployment, *, wait: float = 0
                     identity=client.identity,
                 )
             )
-            return
+            break
         except RPCError as exc:
             if exc.status not in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
                 raise
@@ -116,6 +130,12 @@ async def set_current(client: Client, deployment: Deployment, *, wait: float = 0
                     f"polling: start one first ({exc.message})"
                 ) from None
         await asyncio.sleep(0.2)
+    routed_by = time.monotonic() + ROUTED_WITHIN
+    while await current_build(client, deployment.name, routed=True) != deployment.build_id:
+        if time.monotonic() > routed_by:
+            return False
+        await asyncio.sleep(0.2)
+    return True
 
 
 async def take_current(client: Client, deployment: Deployment, *, always: bool, sole: bool = False) -> None:

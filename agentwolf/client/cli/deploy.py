@@ -1,4 +1,5 @@
-"""Deploy verbs: `wolf deploy status|promote|rollback` (worker deployments and their builds)."""
+"""Deploy verbs: `wolf deploy status|promote|rollback` (worker deployments and their builds) and
+`wolf check-replay` (what a deploy of this code would break)."""
 
 from __future__ import annotations
 
@@ -85,10 +86,10 @@ async def deploy_promote(
 
     wolf = await conn.client("default")
     try:
-        await promote(wolf.client, _name(deployment), build_id)
+        routed = await promote(wolf.client, _name(deployment), build_id)
     except DeploymentError as exc:
         raise Exit(2, str(exc)) from None
-    out().print(json.dumps({"current": build_id}) if as_json else f"current build: {build_id}")
+    _switched(build_id, routed, as_json)
 
 
 @deploy.command("rollback")
@@ -102,7 +103,77 @@ async def deploy_rollback(conn: Connection, deployment: DeploymentName = None, a
 
     wolf = await conn.client("default")
     try:
-        build_id = await rollback(wolf.client, _name(deployment))
+        build_id, routed = await rollback(wolf.client, _name(deployment))
     except DeploymentError as exc:
         raise Exit(2, str(exc)) from None
-    out().print(json.dumps({"current": build_id}) if as_json else f"current build: {build_id}")
+    _switched(build_id, routed, as_json)
+
+
+def _switched(build_id: str, routed: bool, as_json: bool) -> None:
+    if as_json:
+        out().print(json.dumps({"current": build_id, "routed": routed}))
+    elif routed:
+        out().print(f"current build: {build_id}")
+    else:
+        out().print(
+            f"current build: {build_id} (the server still routes task queues to it: sessions see it soon)"
+        )
+
+
+@app.command("check-replay")
+@verb
+async def check_replay(
+    conn: Connection,
+    histories: Annotated[
+        str | None,
+        typer.Option(
+            "--histories",
+            metavar="DIR",
+            help="Recorded histories (*.json) to replay (default: tests/histories when it exists).",
+        ),
+    ] = None,
+    live: Annotated[
+        int,
+        typer.Option("--live", metavar="N", help="Also replay N running sessions of the server (0: none)."),
+    ] = 0,
+    as_json: Json = False,
+) -> None:
+    """Replay recorded histories and a sample of live sessions against this installation's workflow
+    code; name each one a deploy of it would break (exit 1), as a nondeterminism error would.
+
+    Example: wolf check-replay --histories tests/histories --live 200 --address temporal:7233
+    """
+    from pathlib import Path
+
+    from agentwolf.client.replay_check import Broken, check_corpus, check_live
+
+    folder = Path(histories or "tests/histories")
+    if histories is None and not folder.is_dir() and not live:
+        raise Exit(2, "nothing to replay: give --histories DIR, or --live N with a server's address")
+    checked, broken = 0, list[Broken]()
+    try:
+        if histories is not None or folder.is_dir():
+            checked, broken = await check_corpus(folder)
+    except FileNotFoundError as exc:
+        raise Exit(2, str(exc)) from None
+    if live:
+        wolf = await conn.client("default")
+        sampled, more = await check_live(wolf.client, live)
+        checked, broken = checked + sampled, broken + more
+    if as_json:
+        out().print(
+            json.dumps(
+                {"replayed": checked, "broken": [{"source": b.source, "error": b.error} for b in broken]}
+            ),
+            soft_wrap=True,
+        )
+    else:
+        for b in broken:
+            out().print(f"breaks: {b.source}: {b.error}")
+        out().print(f"{checked} histories replayed, {len(broken)} would break")
+    if broken:
+        raise Exit(
+            1,
+            f"{len(broken)} of {checked} histories do not replay on this code: "
+            "gate the change with workflow.patched()",
+        )
