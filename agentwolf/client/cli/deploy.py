@@ -1,5 +1,6 @@
-"""Deploy verbs: `wolf deploy status|promote|rollback` (worker deployments and their builds) and
-`wolf check-replay` (what a deploy of this code would break)."""
+"""Deploy and operations verbs: `wolf deploy status|promote|rollback` (worker deployments and their
+builds), `wolf check-replay` (what a deploy of this code would break), `wolf pause|unpause` (hold a
+session's next step)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from agentwolf.client.cli.common import Exit, Json, out, verb
+from agentwolf.client.cli.common import Exit, Json, Tenant, out, verb
 from agentwolf.client.cli.connection import Connection
 from agentwolf.defaults import TASK_QUEUE
 
@@ -177,3 +178,48 @@ async def check_replay(
             f"{len(broken)} of {checked} histories do not replay on this code: "
             "gate the change with workflow.patched()",
         )
+
+
+SessionId = Annotated[str, typer.Argument(metavar="SESSION", help="The session id.")]
+
+
+@app.command(rich_help_panel="Sessions")
+@verb
+async def pause(
+    conn: Connection,
+    session: SessionId,
+    reason: Annotated[str, typer.Option("--reason", help="Why, shown to whoever looks.")] = "wolf pause",
+    tenant: Tenant = "default",
+) -> None:
+    """Hold a session: its next step waits (nothing is cancelled) until `wolf unpause`; steers and
+    approvals wait with it, prompts are refused meanwhile. For when a tool's backend is down.
+
+    Example: wolf pause 3f2a9c1d0e7b --reason "search backend down"
+    """
+    from agentwolf.client.pausing import PauseError
+    from agentwolf.client.pausing import pause as hold
+
+    wolf = await conn.client(tenant)
+    try:
+        await hold(wolf.client, tenant, session, reason)
+    except (PauseError, ValueError) as exc:
+        raise Exit(2, str(exc)) from None
+    out().print(f"paused {session}: `wolf unpause {session}` lets it go on")
+
+
+@app.command(rich_help_panel="Sessions")
+@verb
+async def unpause(conn: Connection, session: SessionId, tenant: Tenant = "default") -> None:
+    """Let a paused session go on: what waited (its next step, steers, approvals) runs now.
+
+    Example: wolf unpause 3f2a9c1d0e7b
+    """
+    from agentwolf.client.pausing import PauseError
+    from agentwolf.client.pausing import unpause as release
+
+    wolf = await conn.client(tenant)
+    try:
+        await release(wolf.client, tenant, session)
+    except (PauseError, ValueError) as exc:
+        raise Exit(2, str(exc)) from None
+    out().print(f"unpaused {session}")
