@@ -14,7 +14,7 @@ from temporalio.api.workflowservice.v1 import DescribeWorkerDeploymentRequest
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentwolf.worker.deployment import Deployment, set_current
+from agentwolf.worker.deployment import Deployment, patiently, set_current
 from agentwolf.workflows.types import SESSION_WORKFLOW
 
 
@@ -41,11 +41,12 @@ class DeploymentStatus(BaseModel):
 async def status(client: Client, name: str) -> DeploymentStatus:
     """The deployment's builds, newest first, with their running sessions."""
     try:
-        info = (
-            await client.workflow_service.describe_worker_deployment(
+        described = await patiently(
+            lambda: client.workflow_service.describe_worker_deployment(
                 DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=name)
             )
-        ).worker_deployment_info
+        )
+        info = described.worker_deployment_info
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
             raise DeploymentError(

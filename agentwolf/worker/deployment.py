@@ -11,9 +11,11 @@ import asyncio
 import hashlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
+from typing import TypeVar
 
 from google.protobuf.field_mask_pb2 import FieldMask
 from temporalio.api.common.v1 import WorkflowExecution
@@ -32,6 +34,7 @@ from temporalio.worker import WorkerDeploymentConfig
 import agentwolf.workflows
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 WORKFLOW_SOURCES = Path(agentwolf.workflows.__file__).parent
 
@@ -80,14 +83,33 @@ def default_name(task_queue: str) -> str:
 
 ROUTED_WITHIN = 30.0
 """Seconds a switch of the current build may take to reach every task queue of the deployment."""
+THROTTLED_FOR = 30.0
+"""Seconds a deployment call retries while the server refuses it as too many (it limits requests per
+deployment, and the workers of a build starting at once all ask)."""
+
+
+async def patiently(call: Callable[[], Awaitable[T]]) -> T:
+    """`call()`, again after a pause while the server says the deployment has too many requests."""
+    deadline = time.monotonic() + THROTTLED_FOR
+    delay = 0.5
+    while True:
+        try:
+            return await call()
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.RESOURCE_EXHAUSTED or time.monotonic() + delay > deadline:
+                raise
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 4.0)
 
 
 async def current_build(client: Client, name: str, *, routed: bool = False) -> str | None:
     """The deployment's current build id; None when it has none or does not exist yet. `routed`:
     None too while the switch to it has not reached every task queue (sessions would not see it yet)."""
     try:
-        described = await client.workflow_service.describe_worker_deployment(
-            DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=name)
+        described = await patiently(
+            lambda: client.workflow_service.describe_worker_deployment(
+                DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=name)
+            )
         )
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
@@ -111,13 +133,15 @@ async def set_current(client: Client, deployment: Deployment, *, wait: float = 0
     deadline = time.monotonic() + wait
     while True:
         try:
-            await client.workflow_service.set_worker_deployment_current_version(
-                SetWorkerDeploymentCurrentVersionRequest(
-                    namespace=client.namespace,
-                    deployment_name=deployment.name,
-                    build_id=deployment.build_id,
-                    ignore_missing_task_queues=True,
-                    identity=client.identity,
+            await patiently(
+                lambda: client.workflow_service.set_worker_deployment_current_version(
+                    SetWorkerDeploymentCurrentVersionRequest(
+                        namespace=client.namespace,
+                        deployment_name=deployment.name,
+                        build_id=deployment.build_id,
+                        ignore_missing_task_queues=True,
+                        identity=client.identity,
+                    )
                 )
             )
             break
@@ -129,12 +153,12 @@ async def set_current(client: Client, deployment: Deployment, *, wait: float = 0
                     f"build {deployment.build_id!r} of deployment {deployment.name!r} has no worker "
                     f"polling: start one first ({exc.message})"
                 ) from None
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.5)
     routed_by = time.monotonic() + ROUTED_WITHIN
     while await current_build(client, deployment.name, routed=True) != deployment.build_id:
         if time.monotonic() > routed_by:
             return False
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.5)  # the server limits requests per deployment
     return True
 
 
