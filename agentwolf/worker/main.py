@@ -29,9 +29,10 @@ from agentwolf.telemetry.interceptor import ActivityContext
 from agentwolf.worker.deployment import Deployment
 from agentwolf.worker.sandbox import CachingSandboxedWorkflowRunner
 from agentwolf.workflows.limiter import LimiterWorkflow
+from agentwolf.workflows.pinned import PinnedSessionWorkflow
 from agentwolf.workflows.registry import ConfigRegistryWorkflow
 from agentwolf.workflows.schedule import ScheduleFireWorkflow
-from agentwolf.workflows.session import PinnedSessionWorkflow, SessionWorkflow
+from agentwolf.workflows.session import SessionWorkflow
 from agentwolf.workflows.types import ExtensionsChanged
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,6 @@ import asyncio
 import contextvars
 
 from temporalio import workflow
-from temporalio.common import VersioningBehavior
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -346,18 +345,3 @@ class SessionWorkflow(TurnLoop):
     @workflow.query(name=COMPILED_QUERY, description="The compiled agent: models, instructions, tools.")
     def get_compiled(self) -> CompiledAgent | None:
         return self.compiled
-
-
-@workflow.defn(name=SESSION_WORKFLOW, versioning_behavior=VersioningBehavior.PINNED)
-class PinnedSessionWorkflow(SessionWorkflow):
-    """The session as a versioned worker runs it (an unversioned one cannot run a workflow that
-    declares a behaviour): pinned, so a running session never replays on another build's code; it
-    moves to the current build at its next idle continue-as-new (TurnLoop._moving)."""
-
-    @workflow.init
-    def __init__(self, inp: SessionInput) -> None:
-        super().__init__(inp)
-
-    @workflow.run
-    async def run(self, inp: SessionInput) -> SessionResult:
-        return await super().run(inp)
