@@ -24,12 +24,15 @@ Every worker runs in a process of its own (bench/workers.py); this process only 
 (b) Throughput. For each C in `--concurrency`, C sessions (C workflows for pydantic-ai) start at
     once and each runs `--rounds` tool rounds; rounds/s = C x R / wall time from the first start to
     the last result. Both workers run throughout, on the same server; one runtime is measured at a
-    time, alternating, `--repeats` times (median). Printed as a ratio agentwolf / pydantic-ai.
+    time, alternating, `--repeats` times (median). AgentWolf is measured once per `--workers` count:
+    that many worker processes share a task queue of their own (a fleet serving one namespace; each
+    process keeps its own MCP pool). Printed as ratios: one AgentWolf worker / pydantic-ai, and two
+    AgentWolf workers / one.
 
 Targets (from the issue): idle sessions <= 150 KB each; throughput >= 1.7x pydantic-ai.
 
 Run:  python bench/scale.py [--sizes 100,500,1500] [--concurrency 20,50] [--rounds 20] [--probes 40]
-      [--parts idle,throughput]
+      [--workers 1,2] [--parts idle,throughput]
 Smaller: python bench/scale.py --sizes 100,500 --concurrency 20 --rounds 10
 Needs `pydantic-ai-slim[mcp]` (pip install --group bench).
 """
@@ -65,6 +68,8 @@ from agentwolf.workflows.types import SEARCH_ATTRIBUTES, workflow_id
 
 WARMUP_SESSIONS = 5
 IDLE_TARGET_KB, THROUGHPUT_TARGET = 150, 1.7
+SCALE_OUT_TARGET = 1.7
+"""Two AgentWolf worker processes over one, rounds per second (the issue's goal)."""
 
 
 def manifest(rounds: int) -> Manifest:
@@ -195,10 +200,10 @@ class Runtime:
 
 
 class AgentWolf(Runtime):
-    name = "agentwolf"
-
-    def __init__(self, client: Client, rounds: int) -> None:
-        self.wolf = WolfClient(client, task_queue="scale-wolf")
+    def __init__(self, client: Client, rounds: int, workers: int = 1) -> None:
+        self.name = f"agentwolf x{workers}"
+        self.queue = f"scale-wolf-{workers}"
+        self.wolf = WolfClient(client, task_queue=self.queue)
         self.manifest = manifest(rounds)  # one manifest throughout: one host, one MCP process
 
     async def session(self, rounds: int) -> None:
@@ -223,15 +228,26 @@ class PydanticAI(Runtime):
 
 
 async def throughput(
-    client: Client, sizes: list[int], rounds: int, repeats: int, work: Path, timeout: float
+    client: Client,
+    sizes: list[int],
+    rounds: int,
+    repeats: int,
+    work: Path,
+    timeout: float,
+    worker_counts: list[int],
 ) -> dict[int, dict[str, float]]:
+    """AgentWolf once per worker count (that many worker processes on a task queue of their own),
+    and pydantic-ai with one."""
     address, namespace = client.service_client.config.target_host, client.namespace
     pai_client = await Client.connect(address, namespace=namespace, plugins=[tool_round.PydanticAIPlugin()])
+    wolves = [AgentWolf(client, rounds, n) for n in worker_counts]
     workers = [
-        await WorkerProcess("wolf", client, "scale-wolf", work / "worker.log").ready(),
-        await WorkerProcess("pai", client, "scale-pai", work / "worker.log").ready(),
+        await WorkerProcess("wolf", client, wolf.queue, work / "worker.log").ready()
+        for wolf, n in zip(wolves, worker_counts, strict=True)
+        for _ in range(n)
     ]
-    runtimes = [AgentWolf(client, rounds), PydanticAI(pai_client)]
+    workers.append(await WorkerProcess("pai", client, "scale-pai", work / "worker.log").ready())
+    runtimes: list[Runtime] = [*wolves, PydanticAI(pai_client)]
     measured: dict[int, dict[str, list[float]]] = {c: {r.name: [] for r in runtimes} for c in sizes}
     try:
         for runtime in runtimes:  # warm-up: process spawns, MCP connects, sandbox loads
@@ -273,6 +289,9 @@ async def main() -> None:
         default=600,
         help="seconds a batch of (b) may take before it counts as stalled",
     )
+    parser.add_argument(
+        "--workers", default="1,2", help="AgentWolf worker processes in (b), comma-separated counts"
+    )
     parser.add_argument("--parts", default="idle,throughput", help="idle, throughput or both")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
@@ -299,8 +318,9 @@ async def main() -> None:
                     )
                     print(f"  idle N={n}: {idle[-1]}", file=sys.stderr)
             if "throughput" in parts:
+                counts = [int(n) for n in args.workers.split(",") if n.strip()]
                 rates = await throughput(
-                    env.client, concurrency, args.rounds, args.repeats, work, args.batch_timeout
+                    env.client, concurrency, args.rounds, args.repeats, work, args.batch_timeout, counts
                 )
         except BaseException:
             log = work / "worker.log"
@@ -328,18 +348,26 @@ async def main() -> None:
         print(f"RSS per idle session: at most {worst:.0f} KB  goal <= {IDLE_TARGET_KB} KB")
     if rates:
         print(f"(b) concurrent sessions of {args.rounds} tool rounds; median of {args.repeats} per runtime")
-        print(f"{'C':>4} {'agentwolf r/s':>13} {'pydantic-ai r/s':>15} {'ratio':>6}")
+        names = list(next(iter(rates.values())))
+        print(
+            f"{'C':>4} " + " ".join(f"{name + ' r/s':>17}" for name in names) + f" {'x1/pai':>7} {'x2/x1':>6}"
+        )
         for c, by in rates.items():
-            ratio = by["agentwolf"] / by["pydantic-ai"] if by["pydantic-ai"] else float("nan")
-            print(f"{c:>4} {by['agentwolf']:>13.1f} {by['pydantic-ai']:>15.1f} {ratio:>6.2f}")
-        if any(not by["agentwolf"] or not by["pydantic-ai"] for by in rates.values()):
+            one, two, pai = by.get("agentwolf x1", 0.0), by.get("agentwolf x2", 0.0), by["pydantic-ai"]
+            print(
+                f"{c:>4} "
+                + " ".join(f"{by[name]:>17.1f}" for name in names)
+                + f" {one / pai if pai else float('nan'):>7.2f} {two / one if one else float('nan'):>6.2f}"
+            )
+        if any(not rate for by in rates.values() for rate in by.values()):
             print("0.0 rounds/s: stalled (see --batch-timeout); medians are of the batches that ran")
         worst_ratio = min(
-            by["agentwolf"] / by["pydantic-ai"] if by["pydantic-ai"] else 0.0 for by in rates.values()
+            by.get("agentwolf x1", 0.0) / by["pydantic-ai"] if by["pydantic-ai"] else 0.0
+            for by in rates.values()
         )
         print(
-            f"throughput ratio (agentwolf / pydantic-ai): at least {worst_ratio:.2f}  goal >= "
-            f"{THROUGHPUT_TARGET}"
+            f"throughput ratio (agentwolf x1 / pydantic-ai): at least {worst_ratio:.2f}  goal >= "
+            f"{THROUGHPUT_TARGET}; two workers over one: goal >= {SCALE_OUT_TARGET}"
         )
 
 

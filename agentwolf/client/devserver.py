@@ -13,6 +13,7 @@ from agentwolf.workflows.types import SEARCH_ATTRIBUTES
 DYNAMIC_CONFIG = {
     "history.transferProcessorMaxPollRPS": 10000,
     "history.timerProcessorMaxPollRPS": 10000,
+    "frontend.WorkflowPauseEnabled": "true",  # `wolf pause`
 }
 
 

@@ -246,7 +246,7 @@ def up(
     worker_pid = worker.pid if worker else None
     log_offset = 0
     if worker is None:
-        cmd = [sys.executable, "-m", "agentwolf.worker", "--address", address]
+        cmd = [sys.executable, "-m", "agentwolf.worker", "--address", address, "--sole"]  # its build current
         cmd += [arg for module in plugins for arg in (PLUGINS, module)] + flags
         log = home / "worker.log"
         log_offset = log.stat().st_size if log.exists() else 0

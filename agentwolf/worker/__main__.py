@@ -1,6 +1,6 @@
 """`python -m agentwolf.worker [--address HOST:PORT] [--task-queue Q] [--tenant T] [--policy FILE]
-[--plugin MODULE ...] [--metrics-port P] [--log-level L] [--log-format text|json]`: run a worker
-until SIGINT/SIGTERM."""
+[--plugin MODULE ...] [--metrics-port P] [--log-level L] [--log-format text|json] [--deployment NAME]
+[--build-id ID] [--promote] [--sole] [--unversioned]`: run a worker until SIGINT/SIGTERM."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from agentwolf.config.policy import load_policy
 from agentwolf.connection import connect
 from agentwolf.plugins import PluginError, load_plugins
 from agentwolf.telemetry import logs, metrics
+from agentwolf.worker.deployment import Deployment, from_flags, take_current
 from agentwolf.worker.main import TASK_QUEUE, create_worker, run_worker
 
 
@@ -31,11 +32,15 @@ async def serve(
     plugins: Sequence[str] = (),
     connect_for: float = 120.0,
     metrics_port: int | None = None,
+    deployment: Deployment | None = None,
+    promote: bool = False,
+    sole: bool = False,
 ) -> None:
     """`tenant`: serve only that tenant's sessions; `policy`: the worker policy file (else the default
     lookup); `plugins`: modules to load besides the installed `agentwolf.plugins` entry points (a
     plugin that cannot load raises PluginError before anything connects); `metrics_port`: serve
-    Prometheus metrics (Temporal's and AgentWolf's) on that port."""
+    Prometheus metrics (Temporal's and AgentWolf's) on that port; `deployment`: the worker deployment
+    and build it joins, its build made current when `promote` or first (`sole`: take_current)."""
     worker_policy = load_policy(policy)
     loaded = load_plugins(plugins)
     log = logging.getLogger(__name__)
@@ -49,14 +54,27 @@ async def serve(
         log.info("Prometheus metrics on :%d/metrics", metrics_port)
     client = await _connect_patiently(address, namespace, connect_for)
     worker, hosts = create_worker(
-        client, task_queue=task_queue, plugins=loaded, policy=worker_policy, tenant=tenant
+        client,
+        task_queue=task_queue,
+        plugins=loaded,
+        policy=worker_policy,
+        tenant=tenant,
+        deployment=deployment,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     logging.getLogger(__name__).info("worker ready on task queue %s", task_queue)
-    await run_worker(worker, hosts, stop)
+    joining = None
+    if deployment is not None:
+        log.info("deployment %s, build %s", deployment.name, deployment.build_id)
+        joining = asyncio.create_task(take_current(client, deployment, always=promote, sole=sole))
+    try:
+        await run_worker(worker, hosts, stop)
+    finally:
+        if joining is not None:
+            joining.cancel()
 
 
 async def _connect_patiently(address: str | None, namespace: str | None, give_up_after: float) -> Client:
@@ -94,6 +112,11 @@ def main() -> None:
     parser.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument("--log-format", choices=["text", "json"], default="text")
+    parser.add_argument("--deployment", help="the worker deployment to join (default: the task queue's name)")
+    parser.add_argument("--build-id", help="this worker's build (default: version and workflow code digest)")
+    parser.add_argument("--promote", action="store_true", help="make this build current once it polls")
+    parser.add_argument("--sole", action="store_true", help=argparse.SUPPRESS)  # the local stack's worker
+    parser.add_argument("--unversioned", action="store_true", help="join no deployment (servers < 1.29)")
     args = parser.parse_args()
     logs.configure(args.log_level, args.log_format)
     try:
@@ -106,6 +129,11 @@ def main() -> None:
                 policy=args.policy,
                 plugins=args.plugin,
                 metrics_port=args.metrics_port,
+                deployment=from_flags(
+                    args.task_queue, args.deployment, args.build_id, unversioned=args.unversioned
+                ),
+                promote=args.promote,
+                sole=args.sole,
             )
         )
     except PluginError as exc:

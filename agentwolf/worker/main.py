@@ -27,9 +27,11 @@ from agentwolf.isolation import protect_process
 from agentwolf.plugins import LocalModel, Plugins
 from agentwolf.telemetry import tracing
 from agentwolf.telemetry.interceptor import ActivityContext
+from agentwolf.worker.deployment import Deployment
 from agentwolf.worker.sandbox import CachingSandboxedWorkflowRunner
 from agentwolf.workflows.eval_run import EvalRunWorkflow
 from agentwolf.workflows.limiter import LimiterWorkflow
+from agentwolf.workflows.pinned import PinnedSessionWorkflow
 from agentwolf.workflows.registry import ConfigRegistryWorkflow
 from agentwolf.workflows.schedule import ScheduleFireWorkflow
 from agentwolf.workflows.session import SessionWorkflow
@@ -40,6 +42,8 @@ log = logging.getLogger(__name__)
 HEARTBEAT_THROTTLE_MS = 100
 """At most one heartbeat per this many ms per activity reaches the server (the SDK sends the newest)."""
 WORKFLOWS = [SessionWorkflow, ConfigRegistryWorkflow, ScheduleFireWorkflow, LimiterWorkflow, EvalRunWorkflow]
+VERSIONED_WORKFLOWS = [PinnedSessionWorkflow, *WORKFLOWS[1:]]
+"""A versioned worker's: sessions pinned to their build, the rest auto-upgrading (Deployment.config)."""
 
 # Workflow code runs in the sandbox, so a clock, random or I/O call in it fails the task instead of
 # breaking replay. Only pure-data modules pass through: the libraries here, and AgentWolf's own data
@@ -61,10 +65,12 @@ def create_worker(
     tenant: str | None = None,
     max_concurrent_activities: int = 200,
     workflow_runner: WorkflowRunner = SANDBOX,
+    deployment: Deployment | None = None,
 ) -> tuple[Worker, HostRegistry]:
     """A worker for sessions; `local_models` registers in-process models (`local:<name>` in manifests),
     `plugins` (`load_plugins()`) their models and function tools, `policy` limits what manifests reach
-    (default: `load_policy()`'s), `tenant` is the only one served.
+    (default: `load_policy()`'s), `tenant` is the only one served, `deployment` the worker deployment
+    and build it joins (None: unversioned).
 
     The process becomes non-dumpable, so the MCP servers it starts cannot read its environment."""
     protect_process()
@@ -81,6 +87,7 @@ def create_worker(
         max_heartbeat_throttle_interval=timedelta(milliseconds=HEARTBEAT_THROTTLE_MS),
         default_heartbeat_throttle_interval=timedelta(milliseconds=HEARTBEAT_THROTTLE_MS),
         graceful_shutdown_timeout=timedelta(seconds=10),
+        deployment_config=deployment.config() if deployment else None,
     )
     home = Worker(
         client,
@@ -92,7 +99,7 @@ def create_worker(
         client,
         home=home,
         task_queue=task_queue,
-        workflows=WORKFLOWS,
+        workflows=VERSIONED_WORKFLOWS if deployment else WORKFLOWS,
         activities=[
             activities.compile,
             activities.model_request,

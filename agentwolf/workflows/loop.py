@@ -66,6 +66,7 @@ RELEASE_FAILURE_SAID = "release-failure-said"  # patch: a failed release at clos
 TURN_END_CLEARS_APPROVALS = "turn-end-clears-approvals"  # patch: a turn's end drops its waits and answers
 SNAPSHOT_UNANSWERED = "snapshot-unanswered"  # patch: no waiting snapshot while an answer waits to be taken
 SNAPSHOT_STALE = "snapshot-stale"  # patch: a waiting turn continues as new with a stale agent too
+UPGRADE_AT_IDLE = "upgrade-at-idle"  # patch: an idle session continues as new onto the current build
 
 
 class TurnRunner:
@@ -385,20 +386,28 @@ class TurnRunner:
 
     def should_snapshot(self) -> bool:
         """At idle: when Temporal suggests it (also in a run without turns: idle followers' polls grow
-        history too), or past the byte limit once this run has run a turn."""
+        history too), when a newer build is current, or past the byte limit once this run has run a turn."""
         if self.core.state != "idle":
             return False
         info = workflow.info()
-        if info.is_continue_as_new_suggested():
+        if info.is_continue_as_new_suggested() or self.moving():
             return True
         return (
             bool(self.core.turns_this_run)
             and info.get_current_history_size() > self.core.inp.manifest.host.sessions.continue_as_new_bytes
         )
 
+    def moving(self) -> bool:
+        """Worker Versioning made another build current than the one this pinned run is on: at idle,
+        the session continues as new onto it (a turn in flight finishes on its own build first)."""
+        return workflow.info().is_target_worker_deployment_version_changed() and workflow.patched(
+            UPGRADE_AT_IDLE
+        )
+
     async def continue_as_new(self, waiting: bool = False) -> None:
         """At idle, or (`waiting`) while the running turn waits for approval: then the turn goes along
-        in `resume`, and a pushed config waits for the next turn boundary in `next_config`."""
+        in `resume`, and a pushed config waits for the next turn boundary in `next_config`. At idle
+        the next run starts on the current build (waiting, it stays on this one: the turn's build)."""
         if not waiting:
             await self.context.compact_at_idle()
         self.core.counters.continued_as_new += 1
@@ -444,4 +453,10 @@ class TurnRunner:
                 )
             ]
 
-        await self.core.stream.continue_as_new(snapshot)
+        upgrade = workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE
+        behavior = upgrade if not waiting and self.moving() else None
+        # WorkflowStream.continue_as_new's recipe, with the versioning behaviour it cannot pass.
+        stream = self.core.stream
+        stream.detach_pollers()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.continue_as_new(args=snapshot(stream.get_state()), initial_versioning_behavior=behavior)

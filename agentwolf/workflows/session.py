@@ -100,8 +100,8 @@ class SessionWorkflow:
                     if self.context.compact_requested and not (self.core.queue or self.core.steers):
                         await self.context.compact_at_idle()  # `wolf compact` between turns
                         continue
-                    if not (self.core.queue or self.core.steers):
-                        await self.runner.continue_as_new()
+                    if not (self.core.queue or self.core.steers) or self.runner.moving():
+                        await self.runner.continue_as_new()  # prompts and steers go along to the next run
                     if self.core.queue:
                         prompt = self.core.queue.pop(0)
                     else:  # a steer while idle starts a turn

@@ -20,6 +20,7 @@ tests = [
     "tests/test_continue_as_new.py",
     "tests/test_teams.py",
     "tests/test_approvals.py",
+    "tests/test_deploys.py",
     "tests/test_configs.py",
     "tests/test_skills_in_sessions.py",
     "tests/test_session_correctness.py",

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 from agentwolf.client.cli import (
     configs,
+    deploy,
     editor,
     evals,
     forks,
@@ -45,6 +46,7 @@ VERB_MODULES = (
     evals,
     jobs,
     stack,
+    deploy,
     payloads,
     mcp,
     editor,
@@ -59,6 +61,7 @@ PANELS = {  # `wolf --help` groups each module's verbs under its heading (a verb
     evals: "Configs and jobs",
     jobs: "Configs and jobs",
     stack: "Running AgentWolf",
+    deploy: "Running AgentWolf",
     payloads: "Running AgentWolf",
     mcp: "Front ends",
     editor: "Front ends",

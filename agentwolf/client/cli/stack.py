@@ -11,6 +11,7 @@ import typer
 
 from agentwolf.client.cli.common import ConfigOpt, Exit, Json, err, out, verb
 from agentwolf.client.cli.connection import Connection
+from agentwolf.client.cli.deploy import BuildId, DeploymentName, Promote, Unversioned
 from agentwolf.client.cli.observability import LogFormat, LogLevel, MetricsPort, worker_flags
 from agentwolf.defaults import TASK_QUEUE
 
@@ -50,14 +51,20 @@ async def worker(
     metrics_port: MetricsPort = None,
     log_level: LogLevel = "INFO",
     log_format: LogFormat = "text",
+    deployment: DeploymentName = None,
+    build_id: BuildId = None,
+    promote: Promote = False,
+    unversioned: Unversioned = False,
 ) -> None:
-    """Run a worker in the foreground (for any Temporal cluster); a worker serves one namespace.
+    """Run a worker in the foreground (for any Temporal cluster); a worker serves one namespace and
+    joins a worker deployment as one build (its first build becomes current; later ones by promote).
 
     Example: wolf worker --profile prod --task-queue agentwolf --plugin my_tools --metrics-port 9464
     """
     from agentwolf.telemetry import logs
     from agentwolf.tenants import check_tenant, namespace_for
     from agentwolf.worker.__main__ import serve
+    from agentwolf.worker.deployment import from_flags
 
     logs.configure(log_level, log_format)
     if tenant:
@@ -77,6 +84,8 @@ async def worker(
         policy=policy,
         plugins=plugin or [],
         metrics_port=metrics_port,
+        deployment=from_flags(task_queue, deployment, build_id, unversioned),
+        promote=promote,
     )
 
 
