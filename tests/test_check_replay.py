@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from agentwolf.client.replay_check import check_corpus, check_live
-from agentwolf.workflows.loop import TurnLoop
+from agentwolf.workflows.loop import TurnRunner
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import HISTORIES, make_manifest, wait_for
 from tests.support.deploy_worker import changed
@@ -46,7 +46,7 @@ async def test_check_replay_names_the_histories_and_sessions_a_breaking_change_b
     )
     assert missing.returncode == 2 and "no recorded histories" in missing.stderr
 
-    monkeypatch.setattr(TurnLoop, "_run_turn", changed(TurnLoop._run_turn))
+    monkeypatch.setattr(TurnRunner, "run_turn", changed(TurnRunner.run_turn))
     replayed, broken = await check_corpus(corpus)
     assert replayed == 2 and sorted(b.source for b in broken) == ["multi_step_turn", "steer"]
     assert all("nondetermin" in b.error.lower() for b in broken), broken

@@ -27,7 +27,7 @@ from temporalio import workflow
 from agentwolf.connection import connect
 from agentwolf.worker.deployment import Deployment, default_name, take_current
 from agentwolf.worker.main import create_worker, run_worker
-from agentwolf.workflows.loop import TurnLoop
+from agentwolf.workflows.loop import TurnRunner
 from agentwolf.workflows.types import Prompt
 
 
@@ -45,15 +45,15 @@ def model(build: str) -> FunctionModel:
 
 
 def changed(
-    run_turn: Callable[[TurnLoop, Prompt], Awaitable[None]],
-) -> Callable[[TurnLoop, Prompt], Awaitable[None]]:
-    """`TurnLoop._run_turn` with a timer first: a command sequence no other build emits, unpatched."""
+    run_turn: Callable[[TurnRunner, Prompt], Awaitable[None]],
+) -> Callable[[TurnRunner, Prompt], Awaitable[None]]:
+    """`TurnRunner.run_turn` with a timer first: a command sequence no other build emits, unpatched."""
 
-    async def _run_turn(self: TurnLoop, prompt: Prompt) -> None:
+    async def timed(self: TurnRunner, prompt: Prompt) -> None:
         await workflow.sleep(timedelta(milliseconds=1))
         await run_turn(self, prompt)
 
-    return _run_turn
+    return timed
 
 
 async def main(address: str, task_queue: str, build: str) -> None:
@@ -72,5 +72,5 @@ async def main(address: str, task_queue: str, build: str) -> None:
 
 if __name__ == "__main__":
     if "--changed" in sys.argv:
-        TurnLoop._run_turn = changed(TurnLoop._run_turn)  # type: ignore[method-assign]
+        TurnRunner.run_turn = changed(TurnRunner.run_turn)  # type: ignore[method-assign]
     asyncio.run(main(*sys.argv[1:4]))
