@@ -681,7 +681,7 @@ def main() -> None:
     if report.landed:
         print(f"worker kills landed: {dict(report.landed)}")
     sys.stdout.flush()
-    os._exit(0 if report.ok() else 1)  # skip interpreter finalization (see agentwolf.client.cli._run)
+    os._exit(0 if report.ok() else 1)  # skip interpreter finalization (see agentwolf.cli._run)
 
 
 if __name__ == "__main__":

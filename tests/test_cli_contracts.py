@@ -9,8 +9,8 @@ import jsonschema
 import typer.main
 import yaml
 
-from agentwolf.client.cli import app
-from agentwolf.client.cli.sources import BUNDLED_CONFIG
+from agentwolf.cli import app
+from agentwolf.cli.sources import BUNDLED_CONFIG
 from tests.test_cli import _scripted_manifest, _wolf
 
 

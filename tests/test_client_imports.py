@@ -44,4 +44,4 @@ def test_the_guard_sees_what_a_session_start_imports():
 
 
 def test_help_imports_neither_temporal_nor_pydantic():
-    assert imported("import agentwolf.client.cli", HELP_HEAVY) == []
+    assert imported("import agentwolf.cli", HELP_HEAVY) == []

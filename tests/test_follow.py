@@ -11,7 +11,7 @@ import re
 import sys
 from pathlib import Path
 
-from agentwolf.client.live_view import RESTARTED
+from agentwolf.cli.live_view import RESTARTED
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.worker.main import TASK_QUEUE
 from tests.support.models import Script, sequence, text, tool

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from agentwolf.client.live_view import RESTARTED
+from agentwolf.cli.live_view import RESTARTED
 from agentwolf.worker.main import TASK_QUEUE
 from tests.support.models import Script, sequence, text
 from tests.support.terminal import Terminal

@@ -8,7 +8,7 @@ import sys
 
 import yaml
 
-from agentwolf.client.render import inert
+from agentwolf.cli.render import inert
 from tests.conftest import TOOLS_SERVER, wait_for
 from tests.test_cli import _wolf
 

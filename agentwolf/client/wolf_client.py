@@ -426,6 +426,19 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
 
         return await session_wait(self.client, (await self._handle(session_id)).id)
 
+    async def commands(self, session_id: str) -> dict[str, str]:
+        """The session's slash commands as its compiled agent knows them (`/skill`, `/server:prompt`),
+        by name with their descriptions; none from an old worker or a closed session."""
+        from agentwolf.workflows.contracts import COMPILED_QUERY, CompiledAgent
+
+        handle = self.client.get_workflow_handle(workflow_id(self.tenant, session_id))
+        try:
+            # temporalio's stub says `type`; its pydantic converter decodes any type hint, None included
+            compiled = await handle.query(COMPILED_QUERY, result_type=CompiledAgent | None)  # type: ignore[arg-type]
+        except (RPCError, WorkflowQueryFailedError):
+            return {}
+        return dict(compiled.commands) if compiled else {}
+
     async def transcript(self, session_id: str) -> list[ModelMessage]:
         from pydantic_ai.messages import ModelMessage
 

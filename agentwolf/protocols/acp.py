@@ -64,7 +64,6 @@ from pydantic_ai.messages import ModelMessage
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from agentwolf.client.chat import session_commands
 from agentwolf.client.wolf_client import NotOwner, SessionNotFound, WolfClient
 from agentwolf.config.manifest import McpServerConfig
 from agentwolf.protocols import access
@@ -347,7 +346,7 @@ class WolfAgent:
             attached.poke()
 
     async def _send_commands(self, attached: _Attached) -> None:
-        commands = await session_commands(self.wolf, attached.session_id)
+        commands = await self.wolf.commands(attached.session_id)
         if commands == attached.commands:
             return
         attached.commands = commands

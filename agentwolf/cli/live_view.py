@@ -4,7 +4,7 @@
 `Sink`: `PlainSink` writes text as it comes and nothing else (no control sequences: for pipes and
 logs); `RichSink` keeps a bottom region (the unfinished line of streamed text, a spinner while the
 model has not answered yet, one line per running tool) in a rich `Live` and prints finished lines
-above it. `wolf chat` shows the same region in its prompt (`agentwolf.client.chat`).
+above it. `wolf chat` shows the same region in its prompt (`agentwolf.cli.chat`).
 
 Deltas (`text_delta`, `thinking_delta`) are printed as they come and the durable `model_text` only
 adds what they did not show (nothing, when every delta arrived); `attempt_superseded` drops an
@@ -33,7 +33,7 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from agentwolf.client.render import inert
+from agentwolf.cli.render import inert
 from agentwolf.workflows.types import Event
 
 RESTARTED = "(answer restarted: the model request is retried)"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import typer
 
-from agentwolf.client.cli.common import Agent, ConfigOpt, Tenant, verb
-from agentwolf.client.cli.connection import Connection
-from agentwolf.client.cli.stack import TaskQueue
+from agentwolf.cli.common import Agent, ConfigOpt, Tenant, verb
+from agentwolf.cli.connection import Connection
+from agentwolf.cli.stack import TaskQueue
 from agentwolf.defaults import TASK_QUEUE
 
 app = typer.Typer()
@@ -28,10 +28,10 @@ async def acp(
 
     Example: wolf acp -a assistant -c wolf.yaml
     """
-    from agentwolf.client.cli.extras import require
+    from agentwolf.cli.extras import require
 
     require("acp", "acp")
-    from agentwolf.client.cli.sources import check_agent, config_source, source_args
+    from agentwolf.cli.sources import check_agent, config_source, source_args
     from agentwolf.protocols.acp import Served, serve_stdio
 
     source = config_source(config)

@@ -8,8 +8,9 @@ from typing import Annotated
 
 import typer
 
-from agentwolf.client.cli.common import Exit, Json, Tenant, err, out, verb
-from agentwolf.client.cli.connection import Connection
+from agentwolf.cli.common import Json, Tenant, verb
+from agentwolf.cli.connection import Connection
+from agentwolf.cli.console import Exit, err, out
 
 app = typer.Typer()
 
@@ -76,7 +77,7 @@ async def usage(
     if as_json:
         out().print(report.model_dump_json(), soft_wrap=True)
         return
-    from agentwolf.client.cli.tables import print_table
+    from agentwolf.cli.tables import print_table
 
     rows = []
     for row in [*report.rows, None]:

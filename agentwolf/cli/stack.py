@@ -9,9 +9,10 @@ from typing import Annotated, Any
 
 import typer
 
-from agentwolf.client.cli.common import ConfigOpt, Exit, Json, err, out, verb
-from agentwolf.client.cli.connection import Connection
-from agentwolf.client.cli.observability import LogFormat, LogLevel, MetricsPort, worker_flags
+from agentwolf.cli.common import ConfigOpt, Json, verb
+from agentwolf.cli.connection import Connection
+from agentwolf.cli.console import Exit, err, out
+from agentwolf.cli.observability import LogFormat, LogLevel, MetricsPort, worker_flags
 from agentwolf.defaults import TASK_QUEUE
 
 app = typer.Typer()
@@ -103,8 +104,8 @@ async def up(
 
     Example: wolf up --plugin my_tools --json
     """
+    from agentwolf.cli.connection import kept_env_note
     from agentwolf.client import local_stack
-    from agentwolf.client.cli.connection import kept_env_note
 
     flags = worker_flags(metrics_port, log_level, log_format)
     st = await local_stack.start(plugins=plugin, flags=flags, restart=restart)
@@ -209,10 +210,10 @@ async def serve(
 
     Example: wolf serve --no-auth --port 8088 --cors-origin http://localhost:3000
     """
-    from agentwolf.client.cli.extras import require
+    from agentwolf.cli.extras import require
 
     require("serve", "serve")  # before anything it imports: ag_ui, say, only loads with the first route
-    from agentwolf.client.cli.sources import config_source
+    from agentwolf.cli.sources import config_source
     from agentwolf.config.origins import web_origin
     from agentwolf.config.policy import load_policy
     from agentwolf.protocols.auth import ApiKeys

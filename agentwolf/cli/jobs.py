@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from agentwolf.client.cli.common import ConfigOpt, Exit, Json, Tenant, out, verb
-from agentwolf.client.cli.connection import Connection
-from agentwolf.client.cli.errors import check_worker
-from agentwolf.client.cli.sources import config_source, source_args
+from agentwolf.cli.common import ConfigOpt, Json, Tenant, verb
+from agentwolf.cli.connection import Connection
+from agentwolf.cli.console import Exit, out
+from agentwolf.cli.errors import check_worker
+from agentwolf.cli.sources import config_source, source_args
 
 if TYPE_CHECKING:
     from agentwolf.client.schedules import ScheduleSummary
@@ -69,7 +70,7 @@ async def run_job(
 
     Example: wolf run triage --var issue_url=https://github.com/o/r/issues/7 --json
     """
-    from agentwolf.client.cli.sessions import follow_events
+    from agentwolf.cli.sessions import follow_events
     from agentwolf.client.jobs import JobFailed
 
     variables = parse_vars(var)
@@ -92,7 +93,7 @@ async def run_job(
 
 
 def _show(summaries: list[ScheduleSummary], as_json: bool) -> None:
-    from agentwolf.client.render import inert
+    from agentwolf.cli.render import inert
 
     if as_json:
         out().print(json.dumps([s.model_dump(mode="json") for s in summaries]), soft_wrap=True)

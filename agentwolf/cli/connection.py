@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from agentwolf.cli.console import Exit, err
 from agentwolf.defaults import TASK_QUEUE
 
 if TYPE_CHECKING:
@@ -97,7 +98,6 @@ class Connection:
 
     def configured_address(self) -> str | None:
         """The server the flags, profile or environment name; None: the embedded local stack's."""
-        from agentwolf.client.cli.common import Exit
         from agentwolf.connection import connect_config
 
         try:
@@ -115,7 +115,6 @@ class Connection:
         self, tenant: str, *, start_local: bool = False, task_queue: str = TASK_QUEUE
     ) -> WolfClient:
         """Connect; with no server configured and `start_local`, bring the embedded local stack up."""
-        from agentwolf.client.cli.common import err
         from agentwolf.client.wolf_client import WolfClient
 
         target = self.configured_address()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import typer
 
-from agentwolf.client.cli.common import Json, Tenant, out, verb
-from agentwolf.client.cli.connection import Connection
+from agentwolf.cli.common import Json, Tenant, verb
+from agentwolf.cli.connection import Connection
+from agentwolf.cli.console import out
 
 app = typer.Typer()
 
@@ -37,7 +38,7 @@ async def limits(conn: Connection, tenant: Tenant = "default", as_json: Json = F
             "no provider endpoint under flow control has been used (limits: in the policy or manifest)"
         )
         return
-    from agentwolf.client.cli.tables import print_table
+    from agentwolf.cli.tables import print_table
 
     now = datetime.now(UTC)
     rows = []

@@ -6,8 +6,9 @@ from typing import Annotated
 
 import typer
 
-from agentwolf.client.cli.common import Exit, Json, out, verb
-from agentwolf.client.cli.connection import Connection
+from agentwolf.cli.common import Json, verb
+from agentwolf.cli.connection import Connection
+from agentwolf.cli.console import Exit, out
 
 app = typer.Typer()
 payloads_app = typer.Typer(

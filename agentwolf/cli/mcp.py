@@ -6,8 +6,9 @@ from typing import Annotated, Literal
 
 import typer
 
-from agentwolf.client.cli.common import ConfigOpt, Exit, Tenant, err, verb
-from agentwolf.client.cli.connection import Connection
+from agentwolf.cli.common import ConfigOpt, Tenant, verb
+from agentwolf.cli.connection import Connection
+from agentwolf.cli.console import Exit, err
 from agentwolf.defaults import TASK_QUEUE
 
 app = typer.Typer()
@@ -39,10 +40,10 @@ async def mcp(
 
     Example: wolf mcp --config wolf.yaml
     """
-    from agentwolf.client.cli.extras import require
+    from agentwolf.cli.extras import require
 
     require("serve", "mcp")
-    from agentwolf.client.cli.sources import config_source
+    from agentwolf.cli.sources import config_source
     from agentwolf.config.policy import load_policy
     from agentwolf.protocols.auth import ApiKeys, Principal
     from agentwolf.protocols.main import BindingRefused, CannotListen, check_binding, serve_app, served_by

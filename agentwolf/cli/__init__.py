@@ -3,7 +3,7 @@
 Exit codes: 0 ok, 1 the session failed, 2 usage or config error, 3 Temporal or a worker unreachable.
 
 Each module of this package holds the verbs of one concern on its own `typer.Typer()`, merged into
-`app` below. To add verbs: write `agentwolf/client/cli/<concern>.py` with `app = typer.Typer()` and
+`app` below. To add verbs: write `agentwolf/cli/<concern>.py` with `app = typer.Typer()` and
 commands decorated `@app.command()` then `@verb` (common.py: an async function; a `conn: Connection`
 parameter brings Temporal's connection options), give each docstring an `Example:` line, import
 heavy modules inside the verb (`wolf --help` loads every verb module), and list the module in
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from typer._click.core import Context  # typer's own click, whose Context its commands take
     from typer._click.formatting import HelpFormatter
 
-from agentwolf.client.cli import (
+from agentwolf.cli import (
     configs,
     editor,
     interactive,

@@ -1,4 +1,4 @@
-"""What every verb shares: the consoles, the option types, and `verb`, the one decorator that runs a
+"""What every verb shares: the option types, and `verb`, the one decorator that runs a
 verb's coroutine, connects it to Temporal and turns failures into one sentence and an exit code.
 
 Exit codes: 0 ok, 1 the session failed (or a bug: one line, the traceback only with WOLF_DEBUG=1),
@@ -13,14 +13,12 @@ import inspect
 import os
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, get_origin
+from typing import Annotated, Any, NoReturn, get_origin
 
 import typer
 
-from agentwolf.client.cli.connection import CONNECTION_OPTIONS, Connection
-
-if TYPE_CHECKING:
-    from rich.console import Console
+from agentwolf.cli.connection import CONNECTION_OPTIONS, Connection
+from agentwolf.cli.console import Exit, err, fail, literal
 
 Agent = Annotated[str, typer.Option("--agent", "-a", metavar="AGENT", help="Agent name from the config.")]
 ConfigOpt = Annotated[
@@ -41,59 +39,12 @@ JsonLines = Annotated[
 ]
 
 
-class Exit(Exception):
-    """A verb's failure as the sentence to print and the exit code to leave with."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def _console(stderr: bool) -> Console:
-    from rich.console import Console
-
-    # No markup, highlighting or emoji codes (`:smile:`) unless a line asks: session text prints as it is.
-    return Console(
-        stderr=stderr,
-        no_color=bool(os.environ.get("NO_COLOR")) or None,
-        highlight=False,
-        soft_wrap=True,
-        markup=False,
-        emoji=False,
-    )
-
-
-@functools.cache
-def out() -> Console:
-    return _console(stderr=False)
-
-
-@functools.cache
-def err() -> Console:
-    return _console(stderr=True)
-
-
-def literal(text: str) -> str:
-    """Session or server text inside a markup line: its `[` is not markup, its controls are shown,
-    not sent."""
-    from rich.markup import escape
-
-    from agentwolf.client.render import inert
-
-    return escape(inert(text))
-
-
-def fail(message: str, code: int) -> int:
-    err().print(f"[red]error:[/red] {literal(message)}", markup=True)
-    return code
-
-
 def _exit_code(exc: BaseException) -> int:
     """Print what went wrong as a sentence (an exception's class name only for a bug); its exit code."""
     from temporalio.service import RPCError
 
-    from agentwolf.client.cli.errors import explain_rpc, explain_unreachable
-    from agentwolf.client.cli.extras import extra_of, install_hint
+    from agentwolf.cli.errors import explain_rpc, explain_unreachable
+    from agentwolf.cli.extras import extra_of, install_hint
     from agentwolf.client.local_stack import StackError
     from agentwolf.config.loading import ManifestError
     from agentwolf.connection import TemporalUnreachable

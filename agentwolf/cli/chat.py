@@ -39,15 +39,13 @@ from pydantic_ai.messages import (
 )
 from rich.console import Console
 from rich.text import Text
-from temporalio.client import WorkflowQueryFailedError, WorkflowUpdateFailedError
-from temporalio.service import RPCError
+from temporalio.client import WorkflowUpdateFailedError
 
-from agentwolf.client.live_view import ConsoleSink, LiveView, PlainSink, Sink
-from agentwolf.client.render import inert
+from agentwolf.cli.live_view import ConsoleSink, LiveView, PlainSink, Sink
+from agentwolf.cli.render import inert
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.paths import data_dir
-from agentwolf.workflows.contracts import COMPILED_QUERY, CompiledAgent
-from agentwolf.workflows.types import LIVE_KINDS, Event, workflow_id
+from agentwolf.workflows.types import LIVE_KINDS, Event
 
 PROMPT = "you> "
 CHAT_COMMANDS = {
@@ -65,17 +63,6 @@ HELP = (
     "Ctrl-C interrupts a turn or clears the line; Ctrl-C twice at an empty prompt (or /exit, Ctrl-D) leaves. "
     "Tab completes slash commands."
 )
-
-
-async def session_commands(wolf: WolfClient, session_id: str) -> dict[str, str]:
-    """The session's slash commands as its compiled agent knows them: `/skill`, `/server:prompt`."""
-    handle = wolf.client.get_workflow_handle(workflow_id(wolf.tenant, session_id))
-    try:
-        # temporalio's stub says `type`; its pydantic converter decodes any type hint, None included
-        compiled = await handle.query(COMPILED_QUERY, result_type=CompiledAgent | None)  # type: ignore[arg-type]
-    except (RPCError, WorkflowQueryFailedError):  # an old worker, a closed session: only the chat's own
-        return {}
-    return dict(compiled.commands) if compiled else {}
 
 
 class SlashCompleter(Completer):
@@ -305,7 +292,7 @@ class Chat:
                     if event.kind in ("turn_finished", "session_closed"):
                         self.answered.clear()
                         self.armed = False
-                        self.commands.update(await session_commands(self.wolf, self.sid))
+                        self.commands.update(await self.wolf.commands(self.sid))
                     if event.kind == "session_closed":
                         self._say("the session is closed: /exit leaves")
                         return
@@ -328,7 +315,7 @@ class Chat:
 
     async def run(self, offset: int, running: bool) -> None:
         self.view.running = running
-        self.commands.update(await session_commands(self.wolf, self.sid))
+        self.commands.update(await self.wolf.commands(self.sid))
         loop = asyncio.get_running_loop()
         with patch_stdout(raw=True):
             follower = loop.create_task(self._follow(offset))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 
-from agentwolf.client.cli.common import Exit
+from agentwolf.cli.console import Exit
 
 EXTRA_MODULES = {
     "serve": ("starlette", "uvicorn", "sse_starlette", "ag_ui"),

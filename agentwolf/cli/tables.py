@@ -7,8 +7,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from agentwolf.client.cli.common import out
-from agentwolf.client.render import inert
+from agentwolf.cli.console import out
+from agentwolf.cli.render import inert
 
 
 def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:

@@ -7,10 +7,11 @@ from typing import Annotated
 
 import typer
 
-from agentwolf.client.cli.common import Agent, ConfigOpt, Tenant, err, out, verb
-from agentwolf.client.cli.connection import Connection
-from agentwolf.client.cli.errors import check_worker
-from agentwolf.client.cli.sources import check_agent, config_source, source_args
+from agentwolf.cli.common import Agent, ConfigOpt, Tenant, verb
+from agentwolf.cli.connection import Connection
+from agentwolf.cli.console import err, out
+from agentwolf.cli.errors import check_worker
+from agentwolf.cli.sources import check_agent, config_source, source_args
 
 app = typer.Typer()
 
@@ -32,8 +33,8 @@ async def chat(
     """
     from rich.text import Text
 
-    from agentwolf.client import chat as chat_ui
-    from agentwolf.client.render import inert
+    from agentwolf.cli import chat as chat_ui
+    from agentwolf.cli.render import inert
 
     wolf = await conn.client(tenant, start_local=True)
     if session:

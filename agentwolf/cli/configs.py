@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from agentwolf.client.cli.common import Agent, ConfigOpt, Exit, Json, Tenant, err, literal, out, verb
-from agentwolf.client.cli.connection import Connection
-from agentwolf.client.cli.sources import check_agent, config_path, config_source, registry_ref
+from agentwolf.cli.common import Agent, ConfigOpt, Json, Tenant, verb
+from agentwolf.cli.connection import Connection
+from agentwolf.cli.console import Exit, err, literal, out
+from agentwolf.cli.sources import check_agent, config_path, config_source, registry_ref
 
 if TYPE_CHECKING:
     from agentwolf.workflows.registry import PushResult, VersionInfo
@@ -40,7 +41,7 @@ async def commands(
 
     Example: wolf commands -a assistant -c wolf.yaml
     """
-    from agentwolf.client.render import inert
+    from agentwolf.cli.render import inert
     from agentwolf.hosts.host import HostRegistry
 
     source = config_source(config)
@@ -100,7 +101,7 @@ async def config_validate(
     """
     from dataclasses import asdict
 
-    from agentwolf.client.render import inert
+    from agentwolf.cli.render import inert
     from agentwolf.config.loading import ManifestError, load_manifest
     from agentwolf.config.policy import load_policy
     from agentwolf.tenants import check_tenant
@@ -142,7 +143,7 @@ async def config_show(
     """
     import yaml
 
-    from agentwolf.client.render import inert
+    from agentwolf.cli.render import inert
     from agentwolf.config.loading import load_manifest
     from agentwolf.config.masking import masked
 
@@ -170,7 +171,7 @@ def _describe(info: VersionInfo) -> str:
 
 
 def _print_push(result: PushResult, as_json: bool) -> None:
-    from agentwolf.client.render import inert
+    from agentwolf.cli.render import inert
 
     if as_json:
         out().print(result.model_dump_json())
@@ -230,7 +231,7 @@ async def config_list(conn: Connection, tenant: Tenant = "default", as_json: Jso
 
     Example: wolf config list --json
     """
-    from agentwolf.client.cli.tables import print_table
+    from agentwolf.cli.tables import print_table
 
     configs = await (await conn.client(tenant)).config_list()
     if as_json:
@@ -251,7 +252,7 @@ async def config_history(
 
     Example: wolf config history prod
     """
-    from agentwolf.client.cli.tables import print_table
+    from agentwolf.cli.tables import print_table
 
     versions = await (await conn.client(tenant)).config_history(name)
     if as_json:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from agentwolf.cli.console import Exit, err, literal
+
 if TYPE_CHECKING:
     from temporalio.service import RPCError
 
@@ -73,7 +75,6 @@ async def check_worker(wolf: WolfClient, *, required: bool, session_id: str | No
     """Say at once when no worker polls: an error for verbs that need an answer now (queries), a
     warning for those whose session simply waits for a worker. With `session_id`, the queue asked
     about is that session's."""
-    from agentwolf.client.cli.common import Exit, err, literal
 
     queue = (await _session_queue(wolf, session_id) if session_id else None) or wolf.task_queue
     if await worker_polls(wolf, queue):

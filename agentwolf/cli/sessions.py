@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from agentwolf.client.cli.common import Agent, ConfigOpt, Exit, Json, JsonLines, Tenant, err, out, verb
-from agentwolf.client.cli.connection import Connection
-from agentwolf.client.cli.errors import check_worker
-from agentwolf.client.cli.sources import check_agent, config_source, source_args
+from agentwolf.cli.common import Agent, ConfigOpt, Json, JsonLines, Tenant, verb
+from agentwolf.cli.connection import Connection
+from agentwolf.cli.console import Exit, err, out
+from agentwolf.cli.errors import check_worker
+from agentwolf.cli.sources import check_agent, config_source, source_args
 
 if TYPE_CHECKING:
     from agentwolf.client.wolf_client import WolfClient
@@ -33,8 +34,8 @@ async def follow_events(wolf: WolfClient, session_id: str, as_json: bool, until_
 
     from rich.text import Text
 
-    from agentwolf.client import live_view
-    from agentwolf.client.render import inert
+    from agentwolf.cli import live_view
+    from agentwolf.cli.render import inert
 
     await wolf.check_session(session_id)  # an unknown id is an error, before any output
     if as_json:
@@ -55,7 +56,7 @@ async def _print_result(wolf: WolfClient, sid: str, as_json: bool, *, quiet: boo
     from temporalio.client import WorkflowFailureError
     from temporalio.exceptions import FailureError
 
-    from agentwolf.client.render import inert
+    from agentwolf.cli.render import inert
     from agentwolf.workflows.types import TASK_FAILED
 
     try:
@@ -152,8 +153,8 @@ async def status(
 
     Example: wolf status 3f2a9c1b7d4e
     """
-    from agentwolf.client.cli.pending import approval_lines
-    from agentwolf.client.render import inert
+    from agentwolf.cli.pending import approval_lines
+    from agentwolf.cli.render import inert
 
     wolf = await conn.client(tenant)
     await check_worker(wolf, required=True, session_id=session_id)
@@ -347,7 +348,7 @@ async def list_sessions(
 
     Example: wolf list --state idle | cut -f1
     """
-    from agentwolf.client.cli.tables import print_table
+    from agentwolf.cli.tables import print_table
 
     wolf = await conn.client(tenant)
     sessions = await wolf.list_sessions(

@@ -7,12 +7,12 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentwolf.client.cli.common import Exit
+from agentwolf.cli.console import Exit
 
 if TYPE_CHECKING:
     from agentwolf.config.manifest import Manifest
 
-BUNDLED_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "wolf.yaml"
+BUNDLED_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "wolf.yaml"
 """The example config and its skills ship inside the package, so `wolf submit` works from any folder."""
 
 
