@@ -304,9 +304,9 @@ async def main() -> None:
     from openai import AsyncOpenAI
     from temporalio.testing import WorkflowEnvironment
 
-    from agentwolf.client.devserver import dynamic_config_args, temporal_binary
     from agentwolf.client.wolf_client import WolfClient
     from agentwolf.config.manifest import Manifest
+    from agentwolf.ops.devserver import dynamic_config_args, temporal_binary
     from agentwolf.payloads import data_converter
     from agentwolf.workflows.types import SEARCH_ATTRIBUTES
     from tests.support.serving import free_port

@@ -578,7 +578,7 @@ async def main() -> None:
     from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
     from temporalio.testing import WorkflowEnvironment
 
-    from agentwolf.client.devserver import dynamic_config_args, temporal_binary
+    from agentwolf.ops.devserver import dynamic_config_args, temporal_binary
     from agentwolf.payloads import data_converter
     from agentwolf.workflows.types import SEARCH_ATTRIBUTES
 

@@ -12,7 +12,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.worker import Replayer
 
-from agentwolf.client.devserver import temporal_binary
+from agentwolf.ops.devserver import temporal_binary
 from agentwolf.payloads import data_converter
 from agentwolf.worker.main import SANDBOX, WORKFLOWS
 from agentwolf.workflows.types import workflow_id

@@ -45,9 +45,9 @@ def _exit_code(exc: BaseException) -> int:
 
     from agentwolf.cli.errors import explain_rpc, explain_unreachable
     from agentwolf.cli.extras import extra_of, install_hint
-    from agentwolf.client.local_stack import StackError
     from agentwolf.config.loading import ManifestError
     from agentwolf.connection import TemporalUnreachable
+    from agentwolf.ops.local_stack import StackError
     from agentwolf.telemetry.tracing import TracingUnavailable
 
     if isinstance(exc, Exit):

@@ -119,7 +119,7 @@ class Connection:
 
         target = self.configured_address()
         if target is None:
-            from agentwolf.client import local_stack
+            from agentwolf.ops import local_stack
 
             target = local_stack.local_address()
             if start_local:

@@ -51,7 +51,7 @@ async def worker_polls(wolf: WolfClient, task_queue: str) -> bool:
         task_queue=TaskQueue(name=task_queue),
         task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
     )
-    from agentwolf.client.local_stack import polls_from_a_dead_process
+    from agentwolf.ops.local_stack import polls_from_a_dead_process
 
     described = await wolf.client.workflow_service.describe_task_queue(request, timeout=timedelta(seconds=2))
     return any(not polls_from_a_dead_process(poller.identity) for poller in described.pollers)

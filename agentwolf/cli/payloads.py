@@ -37,7 +37,7 @@ async def payloads_gc(
     Example: wolf payloads gc --older-than 30d --dry-run
     """
     from agentwolf.client.durations import parse_duration
-    from agentwolf.client.payload_gc import collect_garbage
+    from agentwolf.ops.payload_gc import collect_garbage
     from agentwolf.payloads import filesystem_root, store_location
 
     age = int(parse_duration(older_than, "--older-than").total_seconds())

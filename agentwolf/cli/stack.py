@@ -105,7 +105,7 @@ async def up(
     Example: wolf up --plugin my_tools --json
     """
     from agentwolf.cli.connection import kept_env_note
-    from agentwolf.client import local_stack
+    from agentwolf.ops import local_stack
 
     flags = worker_flags(metrics_port, log_level, log_format)
     st = await local_stack.start(plugins=plugin, flags=flags, restart=restart)
@@ -141,7 +141,7 @@ async def down(as_json: Json = False) -> None:
 
     Example: wolf down
     """
-    from agentwolf.client import local_stack
+    from agentwolf.ops import local_stack
 
     stopped = local_stack.down()
     out().print(
@@ -163,7 +163,7 @@ async def dev(
     """
     import asyncio
 
-    from agentwolf.client import local_stack
+    from agentwolf.ops import local_stack
     from agentwolf.telemetry import logs
 
     logs.configure(log_level, log_format)
@@ -259,7 +259,7 @@ async def setup(conn: Connection, as_json: Json = False) -> None:
 
     Example: wolf setup --profile prod --namespace agents
     """
-    from agentwolf.client.setup import register_search_attributes
+    from agentwolf.ops.setup import register_search_attributes
 
     wolf = await conn.client("default")
     added = await register_search_attributes(wolf.client)

@@ -29,8 +29,8 @@ from typing import Any
 
 import psutil
 
-from agentwolf.client.devserver import start_dev_command
 from agentwolf.defaults import TASK_QUEUE
+from agentwolf.ops.devserver import start_dev_command
 from agentwolf.paths import data_dir
 
 DEFAULT_ADDRESS = "localhost:7233"
