@@ -8,8 +8,8 @@ import uuid
 import pytest
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
+from agentwolf.access import TenantError, namespace_for, tenant_namespaces
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
-from agentwolf.tenants import TenantError, namespace_for, tenant_namespaces
 from agentwolf.workflows.session import SessionWorkflow
 from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.types import AGENT_ATTR, TENANT_ATTR, workflow_id

@@ -101,10 +101,10 @@ async def config_validate(
     """
     from dataclasses import asdict
 
+    from agentwolf.access import check_tenant_name
     from agentwolf.cli.render import inert
     from agentwolf.config.loading import ManifestError, load_manifest
     from agentwolf.config.policy import load_policy
-    from agentwolf.tenants import check_tenant
 
     try:
         manifest = load_manifest(file)
@@ -114,7 +114,7 @@ async def config_validate(
             out().print(json.dumps({"ok": False, "errors": errors}))
         raise
     worker_policy = load_policy(policy)
-    refused = worker_policy.problems(manifest, check_tenant(tenant))
+    refused = worker_policy.problems(manifest, check_tenant_name(tenant))
     agents = sorted(manifest.agents)
     if as_json:
         info = {"ok": not refused, "agents": agents, "identity": manifest.identity, "refused": refused}

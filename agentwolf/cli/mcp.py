@@ -43,9 +43,10 @@ async def mcp(
     from agentwolf.cli.extras import require
 
     require("serve", "mcp")
+    from agentwolf.access import Principal
     from agentwolf.cli.sources import config_source
     from agentwolf.config.policy import load_policy
-    from agentwolf.protocols.auth import ApiKeys, Principal
+    from agentwolf.protocols.auth import ApiKeys
     from agentwolf.protocols.main import BindingRefused, CannotListen, check_binding, serve_app, served_by
     from agentwolf.protocols.mcp_server import WolfMCP, http_routes
 

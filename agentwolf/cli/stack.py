@@ -56,13 +56,13 @@ async def worker(
 
     Example: wolf worker --profile prod --task-queue agentwolf --plugin my_tools --metrics-port 9464
     """
+    from agentwolf.access import check_tenant_name, namespace_for
     from agentwolf.telemetry import logs
-    from agentwolf.tenants import check_tenant, namespace_for
     from agentwolf.worker.__main__ import serve
 
     logs.configure(log_level, log_format)
     if tenant:
-        check_tenant(tenant)
+        check_tenant_name(tenant)
     # The worker connects through envconfig too: the flags it has no parameter for go by environment.
     for name, value in (("TEMPORAL_PROFILE", conn.profile), ("TEMPORAL_API_KEY", conn.api_key)):
         if value:

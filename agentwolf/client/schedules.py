@@ -40,11 +40,11 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from agentwolf.access import TenantError
 from agentwolf.client.durations import parse_duration
 from agentwolf.config.jobs import BusyPolicy, Hook
 from agentwolf.config.manifest import Manifest
 from agentwolf.config.suggest import listing
-from agentwolf.tenants import TenantError
 from agentwolf.workflows.registry import check_config_name
 from agentwolf.workflows.types import (
     RUN_PREFIX,

@@ -26,6 +26,7 @@ from temporalio.client import (
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.service import RPCError, RPCStatusCode
 
+from agentwolf.access import TenantError, check_tenant_name, namespace_for
 from agentwolf.client.configs import ConfigMethods
 from agentwolf.client.jobs import JobMethods
 from agentwolf.client.schedules import ScheduleMethods
@@ -36,7 +37,6 @@ from agentwolf.config.loading import load_manifest
 from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.connection import connect
 from agentwolf.defaults import TASK_QUEUE
-from agentwolf.tenants import TenantError, check_tenant, namespace_for
 from agentwolf.workflows.turn_settings import TurnSettings
 from agentwolf.workflows.types import (
     AGENT_ATTR,
@@ -110,7 +110,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
         """`idle_close_after`: sessions this client starts close after being idle this long, unless
         their manifest sets `host.sessions.idle_close_after` (`wolf serve` gives its sessions one)."""
         self.client = client
-        self.tenant = check_tenant(tenant)
+        self.tenant = check_tenant_name(tenant)
         self.task_queue = task_queue
         self.idle_close_after = idle_close_after
         self._owned: set[str] = set()  # workflow ids checked to be this tenant's sessions
@@ -129,7 +129,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods):
     ) -> WolfClient:
         """`namespace` defaults to the tenant's own (`WOLF_TENANT_NAMESPACES`), else the configured one."""
         client = await connect(
-            address, namespace or namespace_for(check_tenant(tenant)), profile, api_key=api_key, tls=tls
+            address, namespace or namespace_for(check_tenant_name(tenant)), profile, api_key=api_key, tls=tls
         )
         return cls(client, tenant=tenant, task_queue=task_queue)
 

@@ -8,37 +8,11 @@ the key may use the session's agent and config. Anything else is as unknown as a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol
-
+from agentwolf.access import Principal, Runs, runs
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
-from agentwolf.config.manifest import Manifest
 from agentwolf.protocols.app import Served, Target
-from agentwolf.protocols.auth import SERVED, Principal
+from agentwolf.protocols.auth import SERVED
 from agentwolf.workflows.types import SessionStatus
-
-
-class Runs(Protocol):
-    """An agent and its config (`start_session` keywords: `manifest=` or `config_name=`), as a
-    front end's `Target` or ACP's served agent carry them."""
-
-    @property
-    def agent(self) -> str: ...
-
-    @property
-    def source(self) -> Mapping[str, Any]: ...
-
-
-def runs(status: SessionStatus, served: Runs) -> bool:
-    """Whether the session runs `served`'s agent from `served`'s config."""
-    if status.agent != served.agent:
-        return False
-    name, manifest = served.source.get("config_name"), served.source.get("manifest")
-    if name is not None:
-        return status.config_name == name
-    if status.config_name is not None or not isinstance(manifest, Manifest):
-        return False
-    return status.config_id == manifest.identity
 
 
 async def session_of(wolf: WolfClient, served: Runs, session_id: str) -> SessionStatus:

@@ -64,12 +64,12 @@ from pydantic_ai.messages import ModelMessage
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
+from agentwolf.access import TenantError
 from agentwolf.client.wolf_client import NotOwner, SessionNotFound, WolfClient
 from agentwolf.config.manifest import McpServerConfig
 from agentwolf.protocols import access
 from agentwolf.protocols.acp_updates import Updates, replay, title, tool_finished
 from agentwolf.protocols.ndjson import MAX_LINE, NdjsonTransport
-from agentwolf.tenants import TenantError
 from agentwolf.workflows.types import LIVE_KINDS, Event, PendingApproval, SessionStatus
 
 log = logging.getLogger(__name__)

@@ -30,12 +30,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
+from agentwolf.access import Principal, TenantError
 from agentwolf.client.configs import ConfigNotFound, ConfigQueryFailed
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
 from agentwolf.config.manifest import Manifest
-from agentwolf.protocols.auth import SERVED, ApiKeys, Principal
+from agentwolf.protocols.auth import SERVED, ApiKeys
 from agentwolf.protocols.cors import CrossOrigin
-from agentwolf.tenants import TenantError
 
 log = logging.getLogger(__name__)
 REGISTRY_WAIT = timedelta(seconds=10)

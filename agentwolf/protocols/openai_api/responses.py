@@ -10,6 +10,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from agentwolf.access import TenantError
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
 from agentwolf.protocols import turns
 from agentwolf.protocols.access import reach, session_of
@@ -46,7 +47,6 @@ from agentwolf.protocols.openai_api.turns import (
     starting_after,
 )
 from agentwolf.protocols.turns import TurnRef
-from agentwolf.tenants import TenantError
 from agentwolf.workflows.types import SessionStatus
 
 
