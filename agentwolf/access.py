@@ -33,6 +33,7 @@ __all__ = [
     "Principal",
     "Runs",
     "TenantError",
+    "caller_tenant",
     "check_caller",
     "check_tenant_name",
     "namespace_for",
@@ -115,6 +116,21 @@ def runs(status: SessionStatus, served: Runs) -> bool:
     if status.config_name is not None or not isinstance(manifest, Manifest):
         return False
     return status.config_id == manifest.identity
+
+
+def caller_tenant(claimed: str | None = None) -> str:
+    """In an activity: the tenant the calling workflow's id names (a session, registry or schedule
+    firing); refused when the id names none, or when the input claims another (`claimed`)."""
+    caller = activity.info().workflow_id or ""
+    tenant = tenant_of(caller)
+    if tenant is None or (claimed is not None and claimed != tenant):
+        raise ApplicationError(
+            f"refused: the input names tenant {claimed!r}, but the calling workflow is {caller!r} "
+            f"(tenant {tenant!r})",
+            type="TenantMismatch",
+            non_retryable=True,
+        )
+    return tenant
 
 
 def check_caller(session_workflow_id: str, tenant: str, served: str | None) -> None:

@@ -17,7 +17,7 @@ the first at once, then one every `--chunk-ms`), the app (`create_app` on uvicor
    (a new background session each) with a key of its own (one key may hold only
    ServeLimits.max_requests_per_key streams): how many complete with the whole answer, wall time,
    the app's RSS before, at its peak (sampled every 100 ms from /proc), growth per client.
-3. Hostile clients, as `wolf serve` is configured (protocols/main.py `server_config`):
+3. Hostile clients, as `wolf serve` is configured (protocols/server.py `server_config`):
    - `--stalled` streaming chat completions opened by ONE key (each a long answer) whose client
      reads the status line and nothing more: how many are admitted and refused (429), the app's RSS
      and the Temporal dev server's RPC rate (its `service_requests` counters, /metrics) over
@@ -103,9 +103,10 @@ async def run_app(address: str, task_queue: str, port: int) -> None:
     import uvicorn
 
     from agentwolf.config.manifest import Manifest
-    from agentwolf.protocols.app import Served, create_app
+    from agentwolf.protocols.app import create_app
     from agentwolf.protocols.auth import ApiKeys
-    from agentwolf.protocols.main import server_config
+    from agentwolf.protocols.served import Served
+    from agentwolf.protocols.server import server_config
 
     served = Served(
         client=await _connect(address),

@@ -11,8 +11,8 @@ import pytest
 from openai import AsyncOpenAI
 
 from agentwolf.client.wolf_client import WolfClient
-from agentwolf.protocols.app import ApiError
 from agentwolf.protocols.openai_api import SLOT, ResponseId, TurnView, turns
+from agentwolf.protocols.served import ApiError
 from agentwolf.workflows.types import Event, Usage
 from tests.conftest import make_manifest, wait_for
 from tests.support.models import Script, sequence, text, tool

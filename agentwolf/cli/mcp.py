@@ -47,8 +47,8 @@ async def mcp(
     from agentwolf.cli.sources import config_source
     from agentwolf.config.policy import load_policy
     from agentwolf.protocols.auth import ApiKeys
-    from agentwolf.protocols.main import BindingRefused, CannotListen, check_binding, serve_app, served_by
     from agentwolf.protocols.mcp_server import WolfMCP, http_routes
+    from agentwolf.protocols.server import BindingRefused, CannotListen, check_binding, serve_app, served_by
 
     keys, origins = ApiKeys([]), list[str]()
     if transport == "http":

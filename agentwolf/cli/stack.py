@@ -217,8 +217,8 @@ async def serve(
     from agentwolf.config.origins import web_origin
     from agentwolf.config.policy import load_policy
     from agentwolf.protocols.auth import ApiKeys
-    from agentwolf.protocols.main import BindingRefused, CannotListen, check_binding
-    from agentwolf.protocols.main import serve as run_server
+    from agentwolf.protocols.server import BindingRefused, CannotListen, check_binding
+    from agentwolf.protocols.server import serve as run_server
     from agentwolf.telemetry import logs
 
     logs.configure(log_level, log_format)

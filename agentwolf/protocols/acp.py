@@ -67,7 +67,7 @@ from temporalio.service import RPCError
 from agentwolf.access import TenantError
 from agentwolf.client.wolf_client import NotOwner, SessionNotFound, WolfClient
 from agentwolf.config.manifest import McpServerConfig
-from agentwolf.protocols import access
+from agentwolf.protocols import served as serving
 from agentwolf.protocols.acp_updates import Updates, replay, title, tool_finished
 from agentwolf.protocols.ndjson import MAX_LINE, NdjsonTransport
 from agentwolf.workflows.types import LIVE_KINDS, Event, PendingApproval, SessionStatus
@@ -218,7 +218,7 @@ class WolfAgent:
         """The session's status, once the client's MCP servers (if any) have joined it: a session of
         the served agent and config only (protocols/access.py, the rule of every front end), and
         servers only into a session started for this user."""
-        status = await access.session_of(self.wolf, self.served, session_id)
+        status = await serving.session_of(self.wolf, self.served, session_id)
         if joining := session_servers(servers):
             try:
                 await self.wolf.join_servers(session_id, joining, owner=self.principal)

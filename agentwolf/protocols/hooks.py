@@ -36,7 +36,7 @@ from agentwolf.client.wolf_client import SessionNotFound
 from agentwolf.config.jobs import Hook, JobError
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError, WorkerPolicy, load_policy
-from agentwolf.protocols.app import ApiError, Served, not_found, served_of
+from agentwolf.protocols.served import ApiError, Served, not_found, served_of
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
-from agentwolf.protocols.app import Target
+from agentwolf.protocols.served import Target
 from agentwolf.workflows.turn import CUT_MARK, EVENT_TEXT_LIMIT
 from agentwolf.workflows.types import EVENTS_TOPIC, Event, PendingApproval, SessionStatus, workflow_id
 

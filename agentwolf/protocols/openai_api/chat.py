@@ -10,8 +10,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from agentwolf.client.wolf_client import WolfClient
-from agentwolf.protocols.access import session_of
-from agentwolf.protocols.app import ApiError, json_body, principal_of, served_of, session_errors
 from agentwolf.protocols.openai_api.approvals import FINISH, waiting_note
 from agentwolf.protocols.openai_api.settings import ChatRequest, checked
 from agentwolf.protocols.openai_api.targeting import (
@@ -34,6 +32,14 @@ from agentwolf.protocols.openai_api.turns import (
     follow,
     read_to_end,
     sse,
+)
+from agentwolf.protocols.served import (
+    ApiError,
+    json_body,
+    principal_of,
+    served_of,
+    session_errors,
+    session_of,
 )
 from agentwolf.workflows.types import Usage
 

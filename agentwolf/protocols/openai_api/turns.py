@@ -17,8 +17,8 @@ from starlette.requests import Request
 
 from agentwolf.client.live import STEP_ENDS
 from agentwolf.client.wolf_client import WolfClient
-from agentwolf.protocols.app import ApiError
 from agentwolf.protocols.openai_api.targeting import ResponseId
+from agentwolf.protocols.served import ApiError
 from agentwolf.workflows.types import Event, PendingApproval, Usage
 
 T = TypeVar("T")

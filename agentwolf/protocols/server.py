@@ -15,9 +15,11 @@ from starlette.types import ASGIApp
 
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
-from agentwolf.protocols.app import LOOPBACK_HOSTS, Served, create_app
+from agentwolf.protocols.app import create_app
 from agentwolf.protocols.auth import ApiKeys
+from agentwolf.protocols.guard import LOOPBACK_HOSTS
 from agentwolf.protocols.limits import Limited, ServeLimits, protocol
+from agentwolf.protocols.served import Served
 
 
 class BindingRefused(ValueError):
