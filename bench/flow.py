@@ -214,7 +214,7 @@ def worker(address: str, queue: str, mode: str, extra: str) -> None:
     from temporalio.worker import Worker
 
     from agentwolf.config.policy import WorkerPolicy, load_policy
-    from agentwolf.worker import main
+    from agentwolf.worker import bootstrap as main
 
     if mode == "queue":
         main.Worker = functools.partial(Worker, max_task_queue_activities_per_second=float(extra))  # type: ignore[misc]

@@ -87,7 +87,7 @@ async def _connect(address: str) -> Any:
 
 
 async def run_worker(address: str, task_queue: str, tokens: int, chunk_s: float) -> None:
-    from agentwolf.worker.main import create_worker
+    from agentwolf.worker.bootstrap import create_worker
 
     worker, hosts = create_worker(
         await _connect(address), task_queue=task_queue, local_models={"m": _model(tokens, chunk_s)}

@@ -64,7 +64,7 @@ async def test_config_schema_is_one_document_the_bundled_config_validates_agains
 
 
 async def test_list_is_tsv_when_piped_json_is_one_document_and_errors_are_sentences(client, tmp_path):
-    from agentwolf.worker.main import TASK_QUEUE, create_worker
+    from agentwolf.worker.bootstrap import TASK_QUEUE, create_worker
     from tests.conftest import wait_for
     from tests.support.models import Script, text
 

@@ -25,7 +25,7 @@ from agentwolf.client.schedules import ScheduleNotFound
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
 from agentwolf.config.jobs import JobError
 from agentwolf.config.manifest import Manifest
-from agentwolf.worker.main import create_worker
+from agentwolf.worker.bootstrap import create_worker
 from agentwolf.workflows.schedule import DeliverInput, Delivery
 from agentwolf.workflows.types import RUN_PREFIX, SCHEDULE_ATTR, schedule_id
 from tests.conftest import make_manifest, record_history, wait_for

@@ -21,7 +21,7 @@ from agentwolf.config.manifest import Manifest
 from agentwolf.protocols.app import create_app
 from agentwolf.protocols.auth import ApiKeys
 from agentwolf.protocols.limits import ServeLimits
-from agentwolf.protocols.openai_api.turns import sse
+from agentwolf.protocols.openai_api.turn_view import sse
 from agentwolf.protocols.served import Served
 from agentwolf.protocols.server import server_config
 from tests.conftest import make_manifest, wait_for

@@ -98,7 +98,7 @@ async def test_a_mapped_tenant_lives_in_its_own_namespace(env, client, task_queu
     from temporalio.service import RPCError
 
     from agentwolf.payloads import data_converter
-    from agentwolf.worker.main import create_worker
+    from agentwolf.worker.bootstrap import create_worker
     from agentwolf.workflows.types import SEARCH_ATTRIBUTES
 
     namespace = f"iso-{uuid.uuid4().hex[:6]}"

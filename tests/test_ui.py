@@ -14,7 +14,7 @@ from temporalio.worker import Replayer
 
 from agentwolf.ops.devserver import temporal_binary
 from agentwolf.payloads import data_converter
-from agentwolf.worker.main import SANDBOX, WORKFLOWS
+from agentwolf.worker.bootstrap import SANDBOX, WORKFLOWS
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import make_manifest, wait_for
 from tests.support.models import Script, sequence, text, tool

@@ -216,7 +216,7 @@ class WolfAgent:
 
     async def _join(self, session_id: str, servers: list[Any] | None) -> SessionStatus:
         """The session's status, once the client's MCP servers (if any) have joined it: a session of
-        the served agent and config only (protocols/access.py, the rule of every front end), and
+        the served agent and config only (`agentwolf.access.runs`, the rule of every front end), and
         servers only into a session started for this user."""
         status = await serving.session_of(self.wolf, self.served, session_id)
         if joining := session_servers(servers):

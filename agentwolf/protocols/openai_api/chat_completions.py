@@ -24,7 +24,7 @@ from agentwolf.protocols.openai_api.targeting import (
     split_instructions,
     start,
 )
-from agentwolf.protocols.openai_api.turns import (
+from agentwolf.protocols.openai_api.turn_view import (
     WAIT_LIMIT,
     ClientGone,
     TurnView,
