@@ -62,7 +62,7 @@ async def _session_queue(wolf: WolfClient, session_id: str) -> str | None:
     test); None when the session cannot be described, so the verb itself says why."""
     from temporalio.service import RPCError
 
-    from agentwolf.workflows.types import workflow_id
+    from agentwolf.access import workflow_id
 
     wid = session_id if session_id.startswith("wolf/") else workflow_id(wolf.tenant, session_id)
     try:

@@ -40,7 +40,7 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentwolf.access import TenantError
+from agentwolf.access import TenantError, workflow_id
 from agentwolf.client.durations import parse_duration
 from agentwolf.config.jobs import BusyPolicy, Hook
 from agentwolf.config.manifest import Manifest
@@ -53,7 +53,6 @@ from agentwolf.workflows.types import (
     fire_id,
     run_session_id,
     schedule_id,
-    workflow_id,
 )
 
 if TYPE_CHECKING:

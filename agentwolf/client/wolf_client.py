@@ -26,7 +26,7 @@ from temporalio.client import (
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentwolf.access import TenantError, check_tenant_name, namespace_for
+from agentwolf.access import TenantError, check_tenant_name, namespace_for, workflow_id
 from agentwolf.client.configs import ConfigMethods
 from agentwolf.client.jobs import JobMethods
 from agentwolf.client.schedules import ScheduleMethods
@@ -53,7 +53,6 @@ from agentwolf.workflows.types import (
     SessionResult,
     SessionStatus,
     quote,
-    workflow_id,
 )
 
 if TYPE_CHECKING:
