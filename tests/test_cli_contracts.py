@@ -15,8 +15,10 @@ from tests.test_cli import _scripted_manifest, _wolf
 
 
 def _commands(group=None, prefix=""):
+    """Every verb, through click's lookup (`wolf` builds a verb when it is first looked up)."""
     group = group or typer.main.get_command(app)
-    for name, command in group.commands.items():
+    for name in group.list_commands(None):
+        command = group.get_command(None, name)
         if hasattr(command, "commands"):
             yield from _commands(command, f"{prefix}{name} ")
         else:
