@@ -67,11 +67,11 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
-from agentwolf.client.devserver import start_dev_command
-from agentwolf.client.local_stack import listening
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
 from agentwolf.connection import connect
+from agentwolf.ops.devserver import start_dev_command
+from agentwolf.ops.local_stack import listening
 from agentwolf.workflows.session import SessionWorkflow
 from agentwolf.workflows.types import Approval, workflow_id
 from tests.support.openai_server import Reply, ScriptedOpenAI
@@ -681,7 +681,7 @@ def main() -> None:
     if report.landed:
         print(f"worker kills landed: {dict(report.landed)}")
     sys.stdout.flush()
-    os._exit(0 if report.ok() else 1)  # skip interpreter finalization (see agentwolf.client.cli._run)
+    os._exit(0 if report.ok() else 1)  # skip interpreter finalization (see agentwolf.cli._run)
 
 
 if __name__ == "__main__":

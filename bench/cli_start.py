@@ -19,9 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from agentwolf.client.devserver import start_dev_command
-from agentwolf.client.local_stack import listening
 from agentwolf.client.wolf_client import WolfClient
+from agentwolf.ops.devserver import start_dev_command
+from agentwolf.ops.local_stack import listening
 
 WOLF = str(Path(sys.executable).parent / "wolf")
 BUNDLED = Path(__file__).resolve().parents[1] / "agentwolf" / "examples" / "wolf.yaml"

@@ -41,12 +41,12 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from temporalio.testing import WorkflowEnvironment
 
-from agentwolf.client.devserver import dynamic_config_args, temporal_binary
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
+from agentwolf.ops.devserver import dynamic_config_args, temporal_binary
 from agentwolf.payloads import data_converter
 from agentwolf.plugins import PluginRegistry, Plugins
-from agentwolf.worker.main import create_worker
+from agentwolf.worker.bootstrap import create_worker
 from agentwolf.workflows.types import SEARCH_ATTRIBUTES
 
 RECORDS, THRESHOLD, REPEATS = 20, 50, 3

@@ -246,11 +246,11 @@ async def main() -> None:
     from playwright.async_api import async_playwright
     from temporalio.testing import WorkflowEnvironment
 
-    from agentwolf.client.devserver import dynamic_config_args, temporal_binary
     from agentwolf.client.wolf_client import WolfClient
     from agentwolf.config.manifest import Manifest
+    from agentwolf.ops.devserver import dynamic_config_args, temporal_binary
     from agentwolf.payloads import data_converter
-    from agentwolf.worker.main import create_worker
+    from agentwolf.worker.bootstrap import create_worker
     from agentwolf.workflows.types import SEARCH_ATTRIBUTES
     from bench.serve import KEY, MANIFEST, _child
     from tests.support.serving import free_port

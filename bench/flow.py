@@ -46,10 +46,10 @@ import yaml
 ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agentwolf.client.devserver import dynamic_config_args, temporal_binary  # noqa: E402
 from agentwolf.client.limits import endpoints  # noqa: E402
 from agentwolf.client.wolf_client import WolfClient  # noqa: E402
 from agentwolf.config.manifest import Manifest  # noqa: E402
+from agentwolf.ops.devserver import dynamic_config_args, temporal_binary  # noqa: E402
 from agentwolf.payloads import data_converter  # noqa: E402
 from agentwolf.workflows.types import SEARCH_ATTRIBUTES  # noqa: E402
 from tests.support.openai_server import Reply, ScriptedOpenAI  # noqa: E402
@@ -280,7 +280,7 @@ def worker(address: str, queue: str, mode: str, extra: str) -> None:
     from temporalio.worker import Worker
 
     from agentwolf.config.policy import WorkerPolicy, load_policy
-    from agentwolf.worker import main
+    from agentwolf.worker import bootstrap as main
 
     if mode == "queue":
         main.Worker = functools.partial(Worker, max_task_queue_activities_per_second=float(extra))  # type: ignore[misc]

@@ -42,11 +42,11 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from agentwolf.client.devserver import dynamic_config_args, temporal_binary
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
+from agentwolf.ops.devserver import dynamic_config_args, temporal_binary
 from agentwolf.payloads import data_converter
-from agentwolf.worker.main import create_worker
+from agentwolf.worker.bootstrap import create_worker
 from agentwolf.workflows.types import SEARCH_ATTRIBUTES, workflow_id
 
 TOOLS_SERVER = str(Path(__file__).resolve().parents[1] / "tests" / "support" / "tools_server.py")

@@ -44,9 +44,9 @@ from temporalio.client import Client  # noqa: E402
 from temporalio.testing import WorkflowEnvironment  # noqa: E402
 from workers import TOOLS_SERVER, WorkerProcess  # noqa: E402
 
-from agentwolf.client.devserver import dynamic_config_args, temporal_binary  # noqa: E402
 from agentwolf.client.wolf_client import WolfClient  # noqa: E402
 from agentwolf.config.manifest import Manifest  # noqa: E402
+from agentwolf.ops.devserver import dynamic_config_args, temporal_binary  # noqa: E402
 from agentwolf.payloads import data_converter  # noqa: E402
 from agentwolf.workflows.compaction import SUMMARY_INSTRUCTIONS  # noqa: E402
 from agentwolf.workflows.types import SEARCH_ATTRIBUTES, Event, workflow_id  # noqa: E402

@@ -60,9 +60,9 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from workers import TOOLS_SERVER, WorkerProcess, prompt_for
 
-from agentwolf.client.devserver import dynamic_config_args, temporal_binary
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
+from agentwolf.ops.devserver import dynamic_config_args, temporal_binary
 from agentwolf.payloads import data_converter
 from agentwolf.workflows.types import SEARCH_ATTRIBUTES, workflow_id
 

@@ -17,7 +17,7 @@ the first at once, then one every `--chunk-ms`), the app (`create_app` on uvicor
    (a new background session each) with a key of its own (one key may hold only
    ServeLimits.max_requests_per_key streams): how many complete with the whole answer, wall time,
    the app's RSS before, at its peak (sampled every 100 ms from /proc), growth per client.
-3. Hostile clients, as `wolf serve` is configured (protocols/main.py `server_config`):
+3. Hostile clients, as `wolf serve` is configured (protocols/server.py `server_config`):
    - `--stalled` streaming chat completions opened by ONE key (each a long answer) whose client
      reads the status line and nothing more: how many are admitted and refused (429), the app's RSS
      and the Temporal dev server's RPC rate (its `service_requests` counters, /metrics) over
@@ -87,7 +87,7 @@ async def _connect(address: str) -> Any:
 
 
 async def run_worker(address: str, task_queue: str, tokens: int, chunk_s: float) -> None:
-    from agentwolf.worker.main import create_worker
+    from agentwolf.worker.bootstrap import create_worker
 
     worker, hosts = create_worker(
         await _connect(address), task_queue=task_queue, local_models={"m": _model(tokens, chunk_s)}
@@ -103,9 +103,10 @@ async def run_app(address: str, task_queue: str, port: int) -> None:
     import uvicorn
 
     from agentwolf.config.manifest import Manifest
-    from agentwolf.protocols.app import Served, create_app
+    from agentwolf.protocols.app import create_app
     from agentwolf.protocols.auth import ApiKeys
-    from agentwolf.protocols.main import server_config
+    from agentwolf.protocols.served import Served
+    from agentwolf.protocols.server import server_config
 
     served = Served(
         client=await _connect(address),
@@ -304,9 +305,9 @@ async def main() -> None:
     from openai import AsyncOpenAI
     from temporalio.testing import WorkflowEnvironment
 
-    from agentwolf.client.devserver import dynamic_config_args, temporal_binary
     from agentwolf.client.wolf_client import WolfClient
     from agentwolf.config.manifest import Manifest
+    from agentwolf.ops.devserver import dynamic_config_args, temporal_binary
     from agentwolf.payloads import data_converter
     from agentwolf.workflows.types import SEARCH_ATTRIBUTES
     from tests.support.serving import free_port

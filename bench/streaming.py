@@ -211,7 +211,7 @@ async def run_worker(kind: str, address: str, namespace: str, task_queue: str) -
         return
 
     from agentwolf.payloads import data_converter
-    from agentwolf.worker import main as worker_main
+    from agentwolf.worker import bootstrap as worker_main
 
     if throttle := os.environ.get("BENCH_THROTTLE_MS"):  # --throttle-ms: a what-if, this process only
         worker_main.HEARTBEAT_THROTTLE_MS = int(throttle)
@@ -473,7 +473,7 @@ def verdict(ok: bool) -> str:
 
 def report(args: argparse.Namespace, figures: dict[str, Figures], answer_bytes: int) -> None:
     from agentwolf.client.feed import POLL_EVERY
-    from agentwolf.worker.main import HEARTBEAT_THROTTLE_MS
+    from agentwolf.worker.bootstrap import HEARTBEAT_THROTTLE_MS
 
     throttle = HEARTBEAT_THROTTLE_MS if args.throttle_ms is None else args.throttle_ms
     print()
@@ -578,7 +578,7 @@ async def main() -> None:
     from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
     from temporalio.testing import WorkflowEnvironment
 
-    from agentwolf.client.devserver import dynamic_config_args, temporal_binary
+    from agentwolf.ops.devserver import dynamic_config_args, temporal_binary
     from agentwolf.payloads import data_converter
     from agentwolf.workflows.types import SEARCH_ATTRIBUTES
 

@@ -57,9 +57,9 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.testing import WorkflowEnvironment
     from workers import MODEL, TOOLS_SERVER, WorkerProcess, prompt_for
 
-    from agentwolf.client.devserver import dynamic_config_args, temporal_binary
     from agentwolf.client.wolf_client import WolfClient
     from agentwolf.config.manifest import Manifest
+    from agentwolf.ops.devserver import dynamic_config_args, temporal_binary
     from agentwolf.payloads import data_converter
     from agentwolf.telemetry import tracing
     from agentwolf.workflows.types import SEARCH_ATTRIBUTES, workflow_id

@@ -100,7 +100,7 @@ async def wolf_worker(address: str, namespace: str, task_queue: str) -> None:
     from temporalio.client import Client
 
     from agentwolf.payloads import data_converter
-    from agentwolf.worker.main import create_worker
+    from agentwolf.worker.bootstrap import create_worker
 
     client = await Client.connect(address, namespace=namespace, data_converter=data_converter())
     worker, hosts = create_worker(client, task_queue=task_queue, local_models={"m": MODEL})

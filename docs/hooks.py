@@ -13,7 +13,7 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
 
 CLI_INTRO = """\
-Generated from the `wolf` program itself (`typer agentwolf.client.cli utils docs`), so it lists every
+Generated from the `wolf` program itself (`typer agentwolf.cli utils docs`), so it lists every
 verb and option of the installed version. `wolf VERB --help` prints the same text.
 
 Conventions every verb keeps:
@@ -58,7 +58,7 @@ def _run(*args: str) -> str:
 
 
 def cli_reference() -> str:
-    docs = _run("-m", "typer", "agentwolf.client.cli", "utils", "docs", "--name", "wolf", "--title", "CLI")
+    docs = _run("-m", "typer", "agentwolf.cli", "utils", "docs", "--name", "wolf", "--title", "CLI")
     title, _, body = docs.partition("\n")
     return f"{title} reference\n\n{CLI_INTRO}{body}"
 
@@ -120,7 +120,7 @@ def _section(name: str, schema: dict[str, Any], level: str) -> str:
 
 
 def manifest_reference() -> str:
-    wolf = ("-c", "from agentwolf.client.cli import app; app()")  # `wolf`, with this Python
+    wolf = ("-c", "from agentwolf.cli import app; app()")  # `wolf`, with this Python
     schema = json.loads(_run(*wolf, "config", "schema", "--json"))
     parts = [MANIFEST_INTRO, _section("Top level", schema, "##")]
     parts += [_section(name, definition, "##") for name, definition in sorted(schema["$defs"].items())]

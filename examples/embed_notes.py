@@ -11,7 +11,7 @@ from pathlib import Path
 from agentwolf.client.wolf_client import WolfClient, connect
 from agentwolf.config.loading import load_manifest
 from agentwolf.plugins import load_plugins
-from agentwolf.worker.main import create_worker
+from agentwolf.worker.bootstrap import create_worker
 
 MANIFEST = load_manifest(Path(__file__).with_name("notes.yaml"))
 QUEUE = "notes-example"

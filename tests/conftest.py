@@ -20,12 +20,12 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from agentwolf.client.devserver import dynamic_config_args, temporal_binary
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
 from agentwolf.hosts.host import HostRegistry
+from agentwolf.ops.devserver import dynamic_config_args, temporal_binary
 from agentwolf.payloads import data_converter
-from agentwolf.worker.main import create_worker
+from agentwolf.worker.bootstrap import create_worker
 from agentwolf.workflows.types import SEARCH_ATTRIBUTES
 from tests.support.needs import missing
 from tests.support.processes import (

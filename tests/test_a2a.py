@@ -32,7 +32,7 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError
 
 from agentwolf.client.wolf_client import WolfClient
-from agentwolf.worker.main import create_worker
+from agentwolf.worker.bootstrap import create_worker
 from tests.conftest import TOOLS_SERVER, make_manifest, tools_server, wait_for
 from tests.support.models import Script, sequence, text, tool
 from tests.support.serving import serving

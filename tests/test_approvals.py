@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic_ai.messages import ModelRequest
 
-from agentwolf.client.cli.errors import worker_polls
+from agentwolf.cli.errors import worker_polls
 from agentwolf.config.manifest import Manifest
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import (

@@ -12,7 +12,7 @@ import yaml
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
 from agentwolf.client.wolf_client import WolfClient
-from agentwolf.worker.main import TASK_QUEUE, create_worker
+from agentwolf.worker.bootstrap import TASK_QUEUE, create_worker
 from tests.conftest import TOOLS_SERVER, wait_for
 from tests.support.models import Script, text, tool, user_texts
 from tests.support.polls import idle

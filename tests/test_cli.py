@@ -43,7 +43,7 @@ async def _wolf(
 
 
 async def test_submit_wait_json_and_status(env, client, run_worker, tmp_path):
-    from agentwolf.worker.main import TASK_QUEUE
+    from agentwolf.worker.bootstrap import TASK_QUEUE
 
     address = client.service_client.config.target_host
     async with run_worker(task_queue=TASK_QUEUE):
@@ -98,7 +98,7 @@ def _scripted_manifest(tmp_path: Path, **tools_env: str) -> Path:
 
 
 async def test_steer_and_interrupt_from_a_second_process(client, run_worker, tmp_path):
-    from agentwolf.worker.main import TASK_QUEUE
+    from agentwolf.worker.bootstrap import TASK_QUEUE
     from tests.conftest import wait_for
     from tests.support.models import Script, text, tool, user_texts
 
@@ -140,7 +140,7 @@ async def _state(address, sid, state):
 
 
 async def test_list_filters_by_state_and_agent(client, run_worker, tmp_path):
-    from agentwolf.worker.main import TASK_QUEUE
+    from agentwolf.worker.bootstrap import TASK_QUEUE
     from tests.conftest import wait_for
     from tests.support.models import Script, text
 
@@ -232,7 +232,7 @@ async def test_config_validate_lists_what_the_worker_policy_refuses(tmp_path):
 
 
 async def test_chat_runs_turns_until_exit(client, run_worker, tmp_path):
-    from agentwolf.worker.main import TASK_QUEUE
+    from agentwolf.worker.bootstrap import TASK_QUEUE
     from tests.support.models import Script, text
 
     address = client.service_client.config.target_host
@@ -273,7 +273,7 @@ async def test_submit_brings_the_local_stack_up_and_down_leaves_nothing(tmp_path
 
 
 async def test_submit_follow_result_and_error_paths(client, run_worker, tmp_path):
-    from agentwolf.worker.main import TASK_QUEUE
+    from agentwolf.worker.bootstrap import TASK_QUEUE
     from tests.support.models import Script, sequence, text, tool
 
     address = client.service_client.config.target_host
@@ -349,7 +349,7 @@ async def test_text_that_looks_like_markup_is_printed_as_is(env, client, run_wor
     from pydantic_ai.messages import ModelResponse, TextPart
     from pydantic_ai.models.function import FunctionModel
 
-    from agentwolf.worker.main import TASK_QUEUE
+    from agentwolf.worker.bootstrap import TASK_QUEUE
 
     answer = "[/oops] kept [bold]literally[/bold]"
     model = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart(answer)]))

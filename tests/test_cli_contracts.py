@@ -9,14 +9,16 @@ import jsonschema
 import typer.main
 import yaml
 
-from agentwolf.client.cli import app
-from agentwolf.client.cli.sources import BUNDLED_CONFIG
+from agentwolf.cli import app
+from agentwolf.cli.sources import BUNDLED_CONFIG
 from tests.test_cli import _scripted_manifest, _wolf
 
 
 def _commands(group=None, prefix=""):
+    """Every verb, through click's lookup (`wolf` builds a verb when it is first looked up)."""
     group = group or typer.main.get_command(app)
-    for name, command in group.commands.items():
+    for name in group.list_commands(None):
+        command = group.get_command(None, name)
         if hasattr(command, "commands"):
             yield from _commands(command, f"{prefix}{name} ")
         else:
@@ -64,7 +66,7 @@ async def test_config_schema_is_one_document_the_bundled_config_validates_agains
 
 
 async def test_list_is_tsv_when_piped_json_is_one_document_and_errors_are_sentences(client, tmp_path):
-    from agentwolf.worker.main import TASK_QUEUE, create_worker
+    from agentwolf.worker.bootstrap import TASK_QUEUE, create_worker
     from tests.conftest import wait_for
     from tests.support.models import Script, text
 

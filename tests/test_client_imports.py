@@ -15,7 +15,14 @@ CLIENT_HEAVY = (
     "yaml",
     "agentwolf.workflows.session",
 )
-HELP_HEAVY = ("temporalio", "pydantic", "rich")
+HELP_HEAVY = ("temporalio", "pydantic", "rich", "agentwolf.protocols", "mcp")
+STATUS_HEAVY = ("pydantic_ai", "mcp", "agentwolf.protocols", "agentwolf.workflows.session", "prompt_toolkit")
+STATUS_VERB = """
+import typer.main
+from agentwolf.cli import app
+import agentwolf.cli.errors, agentwolf.cli.pending, agentwolf.cli.render, agentwolf.client.wolf_client
+typer.main.get_command(app).get_command(None, "status")
+"""
 
 
 def imported(statement: str, prefixes: tuple[str, ...]) -> list[str]:
@@ -44,4 +51,12 @@ def test_the_guard_sees_what_a_session_start_imports():
 
 
 def test_help_imports_neither_temporal_nor_pydantic():
-    assert imported("import agentwolf.client.cli", HELP_HEAVY) == []
+    assert imported("import agentwolf.cli", HELP_HEAVY) == []
+
+
+def test_wolf_status_imports_no_front_end_nor_agent_machinery():
+    """The `status` verb built, with every module its body imports: the CLI's floor stands on the
+    SDK, not on protocols/ (which `wolf serve`, `mcp` and `acp` load inside their verbs)."""
+    assert imported(STATUS_VERB, STATUS_HEAVY) == []
+    assert imported(STATUS_VERB + "import agentwolf.cli.stack", ("agentwolf.protocols",)) == []
+    assert imported("import agentwolf.protocols.app", ("agentwolf.cli", "prompt_toolkit")) == []

@@ -273,7 +273,7 @@ async def test_an_interrupt_stops_a_script_mid_call(wolf, run_worker):
 def test_a_script_call_is_drawn_under_its_run_code():
     from datetime import UTC, datetime
 
-    from agentwolf.client.live_view import event_line
+    from agentwolf.cli.live_view import event_line
     from agentwolf.workflows.types import Event
 
     at = datetime.now(UTC)

@@ -14,7 +14,7 @@ from pydantic_ai.messages import ModelRequest, UserPromptPart
 
 from agentwolf.activities.overflow import context_overflow
 from agentwolf.activities.window import known_window
-from agentwolf.client.live_view import event_line, json_line
+from agentwolf.cli.live_view import event_line, json_line
 from agentwolf.config.manifest import Manifest
 from agentwolf.workflows.compaction import FOLD_TO, SUMMARY_INSTRUCTIONS
 from agentwolf.workflows.types import Event, workflow_id

@@ -300,7 +300,7 @@ def _yaml(path: Path, instructions: str, **host: object) -> str:
 
 
 async def test_cli_push_list_history_show_rollback_and_submit(client, tmp_path):
-    from agentwolf.worker.main import TASK_QUEUE, create_worker
+    from agentwolf.worker.bootstrap import TASK_QUEUE, create_worker
     from tests.test_cli import _wolf
 
     address = client.service_client.config.target_host

@@ -21,7 +21,7 @@ import pytest
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 from pydantic_ai.messages import ModelRequest, ToolReturnPart, UserPromptPart
 
-from agentwolf.client.cli.errors import worker_polls
+from agentwolf.cli.errors import worker_polls
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.policy import ApiKeyEntry
 from agentwolf.protocols.auth import ApiKeys, digest

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from agentwolf.client.cli.sources import BUNDLED_CONFIG
-from agentwolf.client.live_view import DEMO_NOTE, event_line
+from agentwolf.cli.live_view import DEMO_NOTE, event_line
+from agentwolf.cli.sources import BUNDLED_CONFIG
 from agentwolf.config.loading import load_manifest
 
 

@@ -41,7 +41,7 @@ def _turns(script: Script) -> ModelResponse:
 async def test_captured_turns_replay_identically_and_regressions_are_found_at_their_step(
     client, run_worker, tmp_path
 ):
-    from agentwolf.worker.main import TASK_QUEUE  # the CLI's queue: `wolf config push --eval` runs there
+    from agentwolf.worker.bootstrap import TASK_QUEUE  # the CLI's queue: `wolf config push --eval` runs there
 
     wolf = WolfClient(client, task_queue=TASK_QUEUE)
     effects = tmp_path / "effects"

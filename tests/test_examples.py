@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agentwolf.client.cli.sources import BUNDLED_CONFIG
+from agentwolf.cli.sources import BUNDLED_CONFIG
 from agentwolf.config.loading import load_manifest
 from agentwolf.defaults import TASK_QUEUE
 from tests.support.serving import serving

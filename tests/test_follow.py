@@ -11,9 +11,9 @@ import re
 import sys
 from pathlib import Path
 
-from agentwolf.client.live_view import RESTARTED
+from agentwolf.cli.live_view import RESTARTED
 from agentwolf.client.wolf_client import WolfClient
-from agentwolf.worker.main import TASK_QUEUE
+from agentwolf.worker.bootstrap import TASK_QUEUE
 from tests.support.models import Script, sequence, text, tool
 from tests.support.terminal import CTRL_C, Terminal
 from tests.test_cli import _scripted_manifest, _wolf

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from agentwolf.client.live_view import RESTARTED
-from agentwolf.worker.main import TASK_QUEUE
+from agentwolf.cli.live_view import RESTARTED
+from agentwolf.worker.bootstrap import TASK_QUEUE
 from tests.support.models import Script, sequence, text
 from tests.support.terminal import Terminal
 from tests.test_cli import _scripted_manifest

@@ -20,7 +20,7 @@ from temporalio.worker import Replayer, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from agentwolf.client.wolf_client import WolfClient
-from agentwolf.worker.main import SANDBOX, WORKFLOWS
+from agentwolf.worker.bootstrap import SANDBOX, WORKFLOWS
 from agentwolf.workflows import session, stream
 from agentwolf.workflows.stream import MAX_WAITING_POLLS
 from agentwolf.workflows.types import workflow_id

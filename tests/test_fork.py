@@ -14,8 +14,8 @@ from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest, ModelRe
 from temporalio.api.enums.v1 import EventType
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
+from agentwolf.access import TenantError
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
-from agentwolf.tenants import TenantError
 from agentwolf.workflows.cuts import CutError
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import make_manifest, record_history, tools_server, wait_for
@@ -58,7 +58,7 @@ async def _activities(wolf: WolfClient, sid: str) -> list[str]:
 
 
 async def test_fork_reuses_the_prefix_and_lists_the_effects_after_it(client, run_worker, tmp_path):
-    from agentwolf.worker.main import TASK_QUEUE  # the CLI's queue: `wolf fork` starts forks there
+    from agentwolf.worker.bootstrap import TASK_QUEUE  # the CLI's queue: `wolf fork` starts forks there
 
     wolf = WolfClient(client, task_queue=TASK_QUEUE)
     effects = tmp_path / "effects"

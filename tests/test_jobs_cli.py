@@ -40,7 +40,7 @@ def _manifest(tmp_path: Path) -> Path:
 
 async def test_run_and_schedule_round_trip_with_json(env, client, tmp_path):
     from agentwolf.defaults import TASK_QUEUE
-    from agentwolf.worker.main import create_worker
+    from agentwolf.worker.bootstrap import create_worker
 
     address = client.service_client.config.target_host
     config = str(_manifest(tmp_path))

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 from rich.console import Console
 
-from agentwolf.client import live_view
-from agentwolf.client.live_view import RESTARTED, ConsoleSink, LiveView, PlainSink, follow, json_line
+from agentwolf.cli import live_view
+from agentwolf.cli.live_view import RESTARTED, ConsoleSink, LiveView, PlainSink, follow, json_line
 from agentwolf.workflows.types import Event
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -78,7 +78,7 @@ def test_down_stops_the_process_it_recorded(tmp_path, bystander):
 def test_up_starts_a_worker_when_worker_pid_names_a_foreign_process(
     tmp_path, bystander, monkeypatch, capsys, old_format
 ):
-    from agentwolf.client import local_stack
+    from agentwolf.ops import local_stack
 
     home = tmp_path / "home"
     home.mkdir()
@@ -122,7 +122,7 @@ def test_a_changed_environment_restarts_the_worker_only_when_asked(tmp_path, mon
     """A worker keeps the model and OTEL_* variables it started with (a client's shell may lack its
     keys): `up` names the variables that differ, `up(restart=True)` applies them; values never reach
     the disk."""
-    from agentwolf.client import local_stack
+    from agentwolf.ops import local_stack
 
     home = tmp_path / "home"
     home.mkdir()
@@ -153,7 +153,7 @@ def test_a_poller_of_a_killed_process_that_is_still_a_zombie_does_not_count(byst
     """A SIGKILLed worker stays a zombie until its parent (often init, which takes its time) reads
     its status; it has exited all the same, so its poller does not count as a worker (its PID
     exists meanwhile: psutil.pid_exists alone said the dead worker still polled)."""
-    from agentwolf.client.local_stack import polls_from_a_dead_process
+    from agentwolf.ops.local_stack import polls_from_a_dead_process
 
     host = socket.gethostname()
     assert not polls_from_a_dead_process(f"{bystander.pid}@{host}")

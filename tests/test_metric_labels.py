@@ -13,7 +13,7 @@ import sys
 
 import yaml
 
-from agentwolf.worker.main import TASK_QUEUE
+from agentwolf.worker.bootstrap import TASK_QUEUE
 from tests.conftest import wait_for
 from tests.support.openai_server import Reply, ScriptedOpenAI
 from tests.test_cli import _wolf

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from agentwolf.access import TenantError
 from agentwolf.client.pausing import PauseError, pause, unpause
-from agentwolf.tenants import TenantError
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import make_manifest, wait_for
 from tests.support.models import Script, sequence, text

@@ -29,7 +29,7 @@ from agentwolf.payloads import (
     data_converter,
     storage_driver,
 )
-from agentwolf.worker.main import create_worker
+from agentwolf.worker.bootstrap import create_worker
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import make_manifest
 from tests.support.history import references

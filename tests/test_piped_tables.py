@@ -13,7 +13,7 @@ NAME = "a-config-name-long-enough-to-be-cut-by-a-table-".ljust(60, "x")
 
 
 async def test_config_list_and_history_are_tsv_when_piped(client, tmp_path):
-    from agentwolf.worker.main import TASK_QUEUE, create_worker
+    from agentwolf.worker.bootstrap import TASK_QUEUE, create_worker
 
     address = client.service_client.config.target_host
     tenant = f"tsv-{uuid.uuid4().hex[:6]}"

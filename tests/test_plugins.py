@@ -240,7 +240,7 @@ def test_wolf_up_runs_the_worker_with_its_plugins(tmp_path, monkeypatch, notes):
     implicit `up` (plugins None) keeps the running worker's; a plugin that cannot load starts nothing."""
     import socket
 
-    from agentwolf.client import local_stack
+    from agentwolf.ops import local_stack
 
     home = tmp_path / "home"
     home.mkdir()

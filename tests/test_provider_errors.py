@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from temporalio.client import WorkflowFailureError
 
-from agentwolf.client.cli.sources import BUNDLED_CONFIG
+from agentwolf.cli.sources import BUNDLED_CONFIG
 from agentwolf.config.loading import load_manifest
 from agentwolf.config.manifest import Manifest
 from tests.support.openai_server import Reply, ScriptedOpenAI

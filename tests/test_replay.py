@@ -21,7 +21,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
 from agentwolf.payloads import DIGEST, THRESHOLD, data_converter, filesystem_root
-from agentwolf.worker.main import SANDBOX, WORKFLOWS
+from agentwolf.worker.bootstrap import SANDBOX, WORKFLOWS
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import HISTORIES, make_manifest, record_history
 from tests.support.history import references as history_references

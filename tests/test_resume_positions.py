@@ -12,7 +12,7 @@ from typing import Any
 
 from agentwolf.protocols.cursor import Cursor, events_after
 from agentwolf.protocols.openai_api.targeting import ResponseId
-from agentwolf.protocols.openai_api.turns import TurnView
+from agentwolf.protocols.openai_api.turn_view import TurnView
 from agentwolf.workflows.types import Event
 
 AT = datetime.now(UTC)

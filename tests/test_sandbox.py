@@ -18,7 +18,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
 import agentwolf.workflows
-from agentwolf.worker.main import SANDBOX, WORKFLOWS
+from agentwolf.worker.bootstrap import SANDBOX, WORKFLOWS
 from agentwolf.worker.sandbox import CODE_CACHE
 from tests.conftest import SUPPORT, wait_for
 from tests.support.clock_workflow import ClockWorkflow

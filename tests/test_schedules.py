@@ -18,14 +18,14 @@ from temporalio.client import Client, ScheduleActionExecutionStartWorkflow, Work
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
+from agentwolf.access import TenantError
 from agentwolf.activities.schedule import deliver
 from agentwolf.client.durations import parse_duration
 from agentwolf.client.schedules import ScheduleNotFound
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
 from agentwolf.config.jobs import JobError
 from agentwolf.config.manifest import Manifest
-from agentwolf.tenants import TenantError
-from agentwolf.worker.main import create_worker
+from agentwolf.worker.bootstrap import create_worker
 from agentwolf.workflows.schedule import DeliverInput, Delivery
 from agentwolf.workflows.types import RUN_PREFIX, SCHEDULE_ATTR, schedule_id
 from tests.conftest import make_manifest, record_history, wait_for

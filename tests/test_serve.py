@@ -10,9 +10,9 @@ import pytest
 from temporalio.client import Client
 
 from agentwolf.config.policy import ApiKeyEntry
-from agentwolf.protocols.app import ApiError, Served
 from agentwolf.protocols.auth import ApiKeys, digest
-from agentwolf.protocols.main import BindingRefused, check_binding
+from agentwolf.protocols.served import ApiError, Served
+from agentwolf.protocols.server import BindingRefused, check_binding
 from tests.conftest import make_manifest
 from tests.support.serving import serving
 

@@ -19,7 +19,7 @@ from agentwolf.config.origins import web_origin
 from agentwolf.config.policy import PolicyError, WorkerPolicy, load_policy
 from agentwolf.protocols.auth import ApiKeys
 from agentwolf.protocols.limits import ServeLimits
-from agentwolf.protocols.main import BindingRefused, check_binding
+from agentwolf.protocols.server import BindingRefused, check_binding
 from tests.conftest import make_manifest, wait_for
 from tests.support.serving import free_port, serving
 

@@ -1,6 +1,6 @@
 """`wolf serve` takes on only what it can hold: half-sent requests are cut, one key's streams are
 capped (429 with Retry-After), a client that stops reading is let go. The real app under uvicorn
-as `wolf serve` configures it (protocols/main.py `server_config`)."""
+as `wolf serve` configures it (protocols/server.py `server_config`)."""
 
 from __future__ import annotations
 
@@ -18,11 +18,12 @@ from starlette.routing import Route
 from temporalio.client import Client
 
 from agentwolf.config.manifest import Manifest
-from agentwolf.protocols.app import Served, create_app
+from agentwolf.protocols.app import create_app
 from agentwolf.protocols.auth import ApiKeys
 from agentwolf.protocols.limits import ServeLimits
-from agentwolf.protocols.main import server_config
-from agentwolf.protocols.openai_api.turns import sse
+from agentwolf.protocols.openai_api.turn_view import sse
+from agentwolf.protocols.served import Served
+from agentwolf.protocols.server import server_config
 from tests.conftest import make_manifest, wait_for
 from tests.support.models import Script, sequence
 from tests.support.serving import KEYS, free_port

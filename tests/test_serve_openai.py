@@ -11,8 +11,8 @@ import pytest
 from openai import AsyncOpenAI
 
 from agentwolf.client.wolf_client import WolfClient
-from agentwolf.protocols.app import ApiError
-from agentwolf.protocols.openai_api import SLOT, ResponseId, TurnView, turns
+from agentwolf.protocols.openai_api import SLOT, ResponseId, TurnView, turn_view
+from agentwolf.protocols.served import ApiError
 from agentwolf.workflows.types import Event, Usage
 from tests.conftest import make_manifest, wait_for
 from tests.support.models import Script, sequence, text, tool
@@ -103,7 +103,7 @@ async def test_chat_completions_stream_and_continue_a_durable_session(client, ta
 
 async def test_heartbeats_do_not_break_the_openai_client(client, task_queue, run_worker, monkeypatch):
     """An idle stream gets comment lines; the openai client must read through them (see _Heartbeat)."""
-    monkeypatch.setattr(turns, "HEARTBEAT", 0.05)
+    monkeypatch.setattr(turn_view, "HEARTBEAT", 0.05)
     script = Script(sequence(text(ANSWER)), chunk_delay=0.2)
     async with (
         run_worker(local_models={"m": script.model}),

@@ -18,9 +18,9 @@ from pydantic_ai.profiles import ModelProfile
 from agentwolf.activities.turn_settings import answer_format, instructions, merged_settings
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
-from agentwolf.protocols.app import IDLE_CLOSE_AFTER, ApiError
 from agentwolf.protocols.openai_api import ResponseId
 from agentwolf.protocols.openai_api.settings import ChatRequest, ResponsesRequest, checked
+from agentwolf.protocols.served import IDLE_CLOSE_AFTER, ApiError
 from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.turn_settings import AnswerFormat, TurnSettings
 from agentwolf.workflows.types import workflow_id

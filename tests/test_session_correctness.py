@@ -17,7 +17,7 @@ from agentwolf.activities.session import SessionActivities
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
 from agentwolf.hosts.host import HostRegistry
-from agentwolf.worker.main import SANDBOX, WORKFLOWS
+from agentwolf.worker.bootstrap import SANDBOX, WORKFLOWS
 from agentwolf.workflows.turn import Staleness
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import make_manifest, record_history, tools_server, wait_for

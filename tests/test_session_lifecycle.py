@@ -21,7 +21,7 @@ from temporalio.worker import Worker
 from agentwolf.activities.session import SessionActivities
 from agentwolf.config.manifest import Manifest, McpServerConfig, SessionSettings
 from agentwolf.hosts.host import HostRegistry
-from agentwolf.worker.main import SANDBOX, WORKFLOWS
+from agentwolf.worker.bootstrap import SANDBOX, WORKFLOWS
 from agentwolf.workflows.contracts import COMPILED_QUERY, CompiledAgent, HostRef
 from agentwolf.workflows.session_input import SessionInput, TurnSnapshot
 from agentwolf.workflows.turn import WAITING_SNAPSHOT_EVENTS

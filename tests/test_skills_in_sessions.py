@@ -9,7 +9,6 @@ from typing import Any
 
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
-from agentwolf.client.chat import session_commands
 from agentwolf.config.manifest import Manifest
 from agentwolf.workflows.types import Event, workflow_id
 from tests.conftest import SUPPORT, TOOLS_SERVER, record_history, tools_server, wait_for
@@ -133,7 +132,7 @@ async def test_slash_commands_expand_local_skills_and_mcp_prompts(wolf, run_work
         transcript = await wolf.transcript(sid)
         assert "/nope now" in user_texts(transcript)  # the prompt is kept on record
         # Clients (wolf chat's Tab completion) read the same commands from the compiled agent.
-        offered = await session_commands(wolf, sid)
+        offered = await wolf.commands(sid)
         assert offered["/review"] == "The review skill."
         assert "/s:review" in offered
         await wolf.close(sid)

@@ -158,7 +158,7 @@ def test_close_on_a_finished_session_says_so_and_exits_0(stack):
 def _wolf_without(module: str, address: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """`wolf ARGS` in a process where `module` fails to import exactly as one not installed does
     (None in sys.modules)."""
-    program = f"import sys; sys.modules[{module!r}] = None; from agentwolf.client.cli import app; app()"
+    program = f"import sys; sys.modules[{module!r}] = None; from agentwolf.cli import app; app()"
     return subprocess.run(
         [sys.executable, "-c", program, *args],
         capture_output=True,
@@ -203,7 +203,7 @@ def test_the_extras_table_names_the_modules_of_each_extras_packages():
     import importlib.util
     import re
 
-    from agentwolf.client.cli.extras import EXTRA_MODULES
+    from agentwolf.cli.extras import EXTRA_MODULES
 
     def canonical(name: str) -> str:
         return re.sub(r"[-_.]+", "-", name).lower()

@@ -19,7 +19,7 @@ from agentwolf.client.wolf_client import WolfClient, connect
 from agentwolf.config.manifest import McpServerConfig
 from agentwolf.extensions.pool import McpPool
 from agentwolf.telemetry import tracing
-from agentwolf.worker.main import create_worker
+from agentwolf.worker.bootstrap import create_worker
 from tests.conftest import (
     TOOLS_SERVER,
     make_manifest,
@@ -255,7 +255,7 @@ def test_tracing_is_off_without_otel_environment(monkeypatch):
 def test_off_costs_no_sdk_import():
     code = (
         "import sys, asyncio; from agentwolf.telemetry import tracing; "
-        "from agentwolf.worker.main import create_worker; "
+        "from agentwolf.worker.bootstrap import create_worker; "
         "assert tracing.interceptors() == [] and tracing.model_instrumentation() is False; "
         "assert not [m for m in sys.modules if m.startswith('opentelemetry.sdk')], 'sdk imported'"
     )

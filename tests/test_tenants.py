@@ -8,8 +8,8 @@ import uuid
 import pytest
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
+from agentwolf.access import TenantError, namespace_for, tenant_namespaces
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
-from agentwolf.tenants import TenantError, namespace_for, tenant_namespaces
 from agentwolf.workflows.session import SessionWorkflow
 from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.types import AGENT_ATTR, TENANT_ATTR, workflow_id
@@ -98,7 +98,7 @@ async def test_a_mapped_tenant_lives_in_its_own_namespace(env, client, task_queu
     from temporalio.service import RPCError
 
     from agentwolf.payloads import data_converter
-    from agentwolf.worker.main import create_worker
+    from agentwolf.worker.bootstrap import create_worker
     from agentwolf.workflows.types import SEARCH_ATTRIBUTES
 
     namespace = f"iso-{uuid.uuid4().hex[:6]}"

@@ -8,7 +8,7 @@ import sys
 
 import yaml
 
-from agentwolf.client.render import inert
+from agentwolf.cli.render import inert
 from tests.conftest import TOOLS_SERVER, wait_for
 from tests.test_cli import _wolf
 
@@ -47,7 +47,7 @@ def _no_raw_controls(text: str) -> None:
 
 
 async def test_follow_result_status_and_list_show_controls_and_json_keeps_them(client, tmp_path):
-    from agentwolf.worker.main import TASK_QUEUE, create_worker
+    from agentwolf.worker.bootstrap import TASK_QUEUE, create_worker
     from tests.support.models import Script, sequence, text, tool
 
     config = tmp_path / "wolf.yaml"

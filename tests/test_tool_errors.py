@@ -12,7 +12,7 @@ from agentwolf.activities.session import SessionActivities
 from agentwolf.extensions.functions import FunctionToolsCap
 from agentwolf.hosts.host import HostRegistry
 from agentwolf.plugins import PluginRegistry
-from agentwolf.worker.main import SANDBOX, WORKFLOWS
+from agentwolf.worker.bootstrap import SANDBOX, WORKFLOWS
 from agentwolf.workflows.contracts import CompiledAgent, CompileInput, ToolSpec
 from tests.conftest import make_manifest
 from tests.support.models import Script, sequence, text, tool

@@ -7,7 +7,7 @@ import asyncio
 import json
 import re
 
-from agentwolf.worker.main import TASK_QUEUE
+from agentwolf.worker.bootstrap import TASK_QUEUE
 from tests.support.models import Script, sequence, text, tool
 from tests.test_cli import _wolf
 from tests.test_follow import _progress_manifest

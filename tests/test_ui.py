@@ -12,9 +12,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.worker import Replayer
 
-from agentwolf.client.devserver import temporal_binary
+from agentwolf.ops.devserver import temporal_binary
 from agentwolf.payloads import data_converter
-from agentwolf.worker.main import SANDBOX, WORKFLOWS
+from agentwolf.worker.bootstrap import SANDBOX, WORKFLOWS
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import make_manifest, wait_for
 from tests.support.models import Script, sequence, text, tool

@@ -13,7 +13,8 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from agentwolf.activities.session import SessionActivities, check_tenant
+from agentwolf.access import check_caller
+from agentwolf.activities.session import SessionActivities
 from agentwolf.activities.session_io import heartbeating
 from agentwolf.config.manifest import AcpAgentConfig, McpServerConfig
 from agentwolf.config.placeholders import MissingVariable
@@ -48,7 +49,7 @@ class AcpActivities:
     @activity.defn(name="wolf.acp_turn")
     async def turn(self, inp: AcpTurnInput) -> AcpTurnOutput:
         hosts = self.sessions.hosts
-        check_tenant(inp.ref, hosts.tenant)
+        check_caller(inp.ref.workflow_id, inp.ref.tenant, hosts.tenant)
         with hosts.serving(inp.ref.config_id, inp.ref.tenant):
             host = await self.sessions._host(inp.ref)
             config = hosts.manifests[inp.ref.config_id].agents[inp.agent].acp

@@ -10,11 +10,11 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from agentwolf.access import caller_tenant
 from agentwolf.workflows.registry import NotifyInput
-from agentwolf.workflows.types import CONFIG_ATTR, SESSION_WORKFLOW, TENANT_ATTR, quote, tenant_of
+from agentwolf.workflows.types import CONFIG_ATTR, SESSION_WORKFLOW, TENANT_ATTR, quote
 
 CONTINUE_AS_NEW_GAP = timedelta(minutes=1)
 """While a session continues as new, visibility may show its old run closed before its new run is
@@ -36,12 +36,7 @@ def sessions_query(tenant: str, name: str, since: datetime) -> str:
 async def config_notify(inp: NotifyInput) -> int:
     """Signal `config_changed` to every running session of the config; returns how many were signalled."""
     client = activity.client()
-    tenant = tenant_of(activity.info().workflow_id or "")
-    if tenant != inp.tenant:  # the tenant is the registry's, from its id, never from input
-        raise ApplicationError(
-            f"refused: registry of tenant {tenant!r} asked to notify tenant {inp.tenant!r}",
-            non_retryable=True,
-        )
+    tenant = caller_tenant(inp.tenant)  # the registry's, from its id, never from input
     query = sessions_query(tenant, inp.update.name, datetime.now(UTC) - CONTINUE_AS_NEW_GAP)
     ids = sorted({wf.id async for wf in client.list_workflows(query)})
     gate = asyncio.Semaphore(PARALLEL_SIGNALS)

@@ -19,19 +19,12 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from agentwolf.access import caller_tenant, workflow_id
 from agentwolf.workflows.registry import ConfigRegistryWorkflow, registry_id
 from agentwolf.workflows.schedule import DeliverInput, Delivery, JobRequest, job_session
 from agentwolf.workflows.session_input import SessionInput
-from agentwolf.workflows.types import tenant_of, workflow_id
 
 BUSY_STATES = ("running", "waiting_approval")
-
-
-def _tenant() -> str:
-    tenant = tenant_of(activity.info().workflow_id or "")
-    if tenant is None:
-        raise ApplicationError("refused: a delivery outside a schedule firing", non_retryable=True)
-    return tenant
 
 
 @activity.defn(name="wolf.deliver_prompt")
@@ -39,7 +32,11 @@ async def deliver_prompt(inp: DeliverInput) -> Delivery:
     info = activity.info()
     since = info.scheduled_time if info.attempt > 1 else None  # a retry: look back to the first attempt
     return await deliver(
-        activity.client(), _tenant(), inp, update_id=f"{info.workflow_id}/{info.activity_id}", since=since
+        activity.client(),
+        caller_tenant(),
+        inp,
+        update_id=f"{info.workflow_id}/{info.activity_id}",
+        since=since,
     )
 
 
@@ -47,7 +44,7 @@ async def deliver_prompt(inp: DeliverInput) -> Delivery:
 async def registry_job_session(req: JobRequest) -> SessionInput:
     """The run of `req.job` on the current version of the tenant's config `req.config_name`; a
     config, job or variable that no longer fits fails the firing (retrying cannot fix it)."""
-    tenant = _tenant()
+    tenant = caller_tenant()
     registry = activity.client().get_workflow_handle(registry_id(tenant, req.config_name))
     try:
         current = await registry.query(ConfigRegistryWorkflow.current)

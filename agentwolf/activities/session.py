@@ -18,8 +18,8 @@ from typing import TypeVar
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
+from agentwolf.access import check_caller
 from agentwolf.activities import live, observe
 from agentwolf.activities.compile import compile_agent
 from agentwolf.activities.model_request import request_model
@@ -50,7 +50,6 @@ from agentwolf.workflows.contracts import (
     ToolCallInput,
     ToolCallOutput,
 )
-from agentwolf.workflows.types import tenant_of
 
 T = TypeVar("T")
 
@@ -67,31 +66,11 @@ def _serving(
 
     @functools.wraps(method)
     async def serve(self: SessionActivities, inp: A) -> T:
-        check_tenant(inp.ref, self.hosts.tenant)
+        check_caller(inp.ref.workflow_id, inp.ref.tenant, self.hosts.tenant)
         with self.hosts.serving(inp.ref.config_id, inp.ref.tenant):
             return await method(self, inp)
 
     return serve
-
-
-def check_tenant(ref: HostRef, served: str | None) -> None:
-    """The tenant is the one the calling workflow's id names; input that says otherwise is refused,
-    and so is a tenant this worker does not serve."""
-    caller = activity.info().workflow_id or ""
-    tenant = tenant_of(caller)
-    if ref.workflow_id != caller or ref.tenant != tenant:
-        raise ApplicationError(
-            f"refused: the input names session {ref.workflow_id!r} of tenant {ref.tenant!r}, "
-            f"but the calling workflow is {caller!r} (tenant {tenant!r})",
-            type="TenantMismatch",
-            non_retryable=True,
-        )
-    if served is not None and tenant != served:
-        raise ApplicationError(
-            f"refused: this worker serves tenant {served!r} only, not {tenant!r}",
-            type="TenantMismatch",
-            non_retryable=True,
-        )
 
 
 class SessionActivities:
@@ -227,7 +206,7 @@ class SessionActivities:
     async def release_session(self, ref: HostRef) -> None:
         """The session closed: this worker's host forgets it, and the MCP servers its client brought
         (SESSION scope) and its ACP agent's process stop."""
-        check_tenant(ref, self.hosts.tenant)
+        check_caller(ref.workflow_id, ref.tenant, self.hosts.tenant)
         host = self.hosts.find(ref.config_id, ref.tenant)
         if host is not None:
             if (run := host.acp_runs.pop(ref.workflow_id, None)) is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from agentwolf.activities.session import check_tenant
+from agentwolf.access import check_caller
 from agentwolf.activities.session_io import heartbeating
 from agentwolf.extensions import web
 from agentwolf.hosts.host import HostRegistry
@@ -19,7 +19,7 @@ class WebActivities:
 
     @activity.defn(name="wolf.web")
     async def web(self, inp: WebCall) -> ToolCallOutput:
-        check_tenant(inp.ref, self.hosts.tenant)
+        check_caller(inp.ref.workflow_id, inp.ref.tenant, self.hosts.tenant)
         secrets = self.hosts.policy.secrets_for(inp.ref.tenant)
         args, settings = inp.arguments, inp.settings
         try:

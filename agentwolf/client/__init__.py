@@ -1,6 +1,7 @@
-"""Layer 6: the Python client (`WolfClient`) and the `wolf` CLI.
+"""The Python SDK: `WolfClient` and what it needs (configs, jobs, schedules, followers, usage).
 
-`WolfClient` loads on first use, so `wolf --help` does not import Temporal's client or pydantic-ai."""
+`WolfClient` loads on first use, so importing the package (as the CLI's `--help` path does) costs
+neither Temporal's client nor pydantic-ai."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from temporalio.api.workflowservice.v1 import PauseWorkflowExecutionRequest, Unp
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentwolf.tenants import TenantError
+from agentwolf.access import TenantError
 from agentwolf.workflows.types import workflow_id
 
 

@@ -20,7 +20,7 @@ from temporalio.converter import DataConverter
 from temporalio.worker import Replayer
 
 from agentwolf.payloads import data_converter
-from agentwolf.worker.main import SANDBOX, WORKFLOWS
+from agentwolf.worker.bootstrap import SANDBOX, WORKFLOWS
 from agentwolf.workflows.types import SESSION_WORKFLOW
 
 

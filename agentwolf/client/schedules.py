@@ -40,11 +40,11 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from agentwolf.access import TenantError, workflow_id
 from agentwolf.client.durations import parse_duration
 from agentwolf.config.jobs import BusyPolicy, Hook
 from agentwolf.config.manifest import Manifest
 from agentwolf.config.suggest import listing
-from agentwolf.tenants import TenantError
 from agentwolf.workflows.registry import check_config_name
 from agentwolf.workflows.types import (
     RUN_PREFIX,
@@ -53,7 +53,6 @@ from agentwolf.workflows.types import (
     fire_id,
     run_session_id,
     schedule_id,
-    workflow_id,
 )
 
 if TYPE_CHECKING:

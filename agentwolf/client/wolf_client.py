@@ -26,6 +26,7 @@ from temporalio.client import (
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.service import RPCError, RPCStatusCode
 
+from agentwolf.access import TenantError, check_tenant_name, namespace_for, workflow_id
 from agentwolf.client.configs import ConfigMethods
 from agentwolf.client.forks import ForkMethods
 from agentwolf.client.jobs import JobMethods
@@ -37,7 +38,6 @@ from agentwolf.config.loading import load_manifest
 from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.connection import connect
 from agentwolf.defaults import TASK_QUEUE
-from agentwolf.tenants import TenantError, check_tenant, namespace_for
 from agentwolf.workflows.turn_settings import TurnSettings
 from agentwolf.workflows.types import (
     AGENT_ATTR,
@@ -54,7 +54,6 @@ from agentwolf.workflows.types import (
     SessionResult,
     SessionStatus,
     quote,
-    workflow_id,
 )
 
 if TYPE_CHECKING:
@@ -112,7 +111,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
         """`idle_close_after`: sessions this client starts close after being idle this long, unless
         their manifest sets `host.sessions.idle_close_after` (`wolf serve` gives its sessions one)."""
         self.client = client
-        self.tenant = check_tenant(tenant)
+        self.tenant = check_tenant_name(tenant)
         self.task_queue = task_queue
         self.idle_close_after = idle_close_after
         self._owned: set[str] = set()  # workflow ids checked to be this tenant's sessions
@@ -131,7 +130,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
     ) -> WolfClient:
         """`namespace` defaults to the tenant's own (`WOLF_TENANT_NAMESPACES`), else the configured one."""
         client = await connect(
-            address, namespace or namespace_for(check_tenant(tenant)), profile, api_key=api_key, tls=tls
+            address, namespace or namespace_for(check_tenant_name(tenant)), profile, api_key=api_key, tls=tls
         )
         return cls(client, tenant=tenant, task_queue=task_queue)
 
@@ -444,6 +443,19 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
         from agentwolf.client.limits import session_wait
 
         return await session_wait(self.client, (await self._handle(session_id)).id)
+
+    async def commands(self, session_id: str) -> dict[str, str]:
+        """The session's slash commands as its compiled agent knows them (`/skill`, `/server:prompt`),
+        by name with their descriptions; none from an old worker or a closed session."""
+        from agentwolf.workflows.contracts import COMPILED_QUERY, CompiledAgent
+
+        handle = self.client.get_workflow_handle(workflow_id(self.tenant, session_id))
+        try:
+            # temporalio's stub says `type`; its pydantic converter decodes any type hint, None included
+            compiled = await handle.query(COMPILED_QUERY, result_type=CompiledAgent | None)  # type: ignore[arg-type]
+        except (RPCError, WorkflowQueryFailedError):
+            return {}
+        return dict(compiled.commands) if compiled else {}
 
     async def transcript(self, session_id: str) -> list[ModelMessage]:
         from pydantic_ai.messages import ModelMessage

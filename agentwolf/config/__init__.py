@@ -1,4 +1,5 @@
-"""Layer 1: manifest models, YAML loading, placeholders, model aliases, config identity."""
+"""Manifest models, YAML loading, placeholders, model aliases, config identity, the worker policy:
+what every layer above reads, importing nothing of them."""
 
 from agentwolf.config.aliases import AliasError, resolve_model
 from agentwolf.config.loading import ManifestError, load_manifest, parse_manifest

@@ -1,1 +1,2 @@
-"""RFC-0051 extension registry (skills, MCP, commands): built by the extensions issue."""
+"""Extensions (RFC-0051): skills, MCP servers, slash commands, function tools, code mode and web,
+found by the ExtensionRegistry by scope."""

@@ -2,7 +2,7 @@
 without a provider. For "what time is it in <city>?" it does what a real model would with the
 bundled config: loads the `time-zones` skill, reads its zone table, calls the time tool with the
 city's zone and answers in a sentence. It streams its answer like a real provider. How to use a real
-model is said by the live view (client/live_view.py), never in the answer: /v1 and MCP clients get
+model is said by the live view (cli/live_view.py), never in the answer: /v1 and MCP clients get
 the answer alone."""
 
 from __future__ import annotations

@@ -71,6 +71,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from agentwolf.access import TenantError
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
 from agentwolf.config.manifest import Manifest, McpCapability
 from agentwolf.protocols import turns
@@ -88,9 +89,7 @@ from agentwolf.protocols.a2a_tasks import (
     prompt_text,
     task_id,
 )
-from agentwolf.protocols.access import session_of
-from agentwolf.protocols.app import Served, Target, principal_of, served_of
-from agentwolf.tenants import TenantError
+from agentwolf.protocols.served import Served, Target, principal_of, served_of, session_of
 
 CANCEL_WAIT = 30.0
 """How long `tasks/cancel` waits for the interrupted turn to finish before answering `working`."""

@@ -64,13 +64,12 @@ from pydantic_ai.messages import ModelMessage
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from agentwolf.client.chat import session_commands
+from agentwolf.access import TenantError
 from agentwolf.client.wolf_client import NotOwner, SessionNotFound, WolfClient
 from agentwolf.config.manifest import McpServerConfig
-from agentwolf.protocols import access
+from agentwolf.protocols import served as serving
 from agentwolf.protocols.acp_updates import Updates, replay, title, tool_finished
 from agentwolf.protocols.ndjson import MAX_LINE, NdjsonTransport
-from agentwolf.tenants import TenantError
 from agentwolf.workflows.types import LIVE_KINDS, Event, PendingApproval, SessionStatus
 
 log = logging.getLogger(__name__)
@@ -217,9 +216,9 @@ class WolfAgent:
 
     async def _join(self, session_id: str, servers: list[Any] | None) -> SessionStatus:
         """The session's status, once the client's MCP servers (if any) have joined it: a session of
-        the served agent and config only (protocols/access.py, the rule of every front end), and
+        the served agent and config only (`agentwolf.access.runs`, the rule of every front end), and
         servers only into a session started for this user."""
-        status = await access.session_of(self.wolf, self.served, session_id)
+        status = await serving.session_of(self.wolf, self.served, session_id)
         if joining := session_servers(servers):
             try:
                 await self.wolf.join_servers(session_id, joining, owner=self.principal)
@@ -347,7 +346,7 @@ class WolfAgent:
             attached.poke()
 
     async def _send_commands(self, attached: _Attached) -> None:
-        commands = await session_commands(self.wolf, attached.session_id)
+        commands = await self.wolf.commands(attached.session_id)
         if commands == attached.commands:
             return
         attached.commands = commands

@@ -61,9 +61,16 @@ from temporalio.service import RPCError
 
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
 from agentwolf.protocols import turns
-from agentwolf.protocols.access import session_of
-from agentwolf.protocols.app import ApiError, Target, json_body, principal_of, served_of, session_errors
 from agentwolf.protocols.cursor import Cursor, events_after
+from agentwolf.protocols.served import (
+    ApiError,
+    Target,
+    json_body,
+    principal_of,
+    served_of,
+    session_errors,
+    session_of,
+)
 from agentwolf.workflows.types import Event, PendingApproval, SessionStatus
 
 log = logging.getLogger(__name__)

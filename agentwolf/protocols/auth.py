@@ -10,29 +10,12 @@ import hashlib
 import hmac
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from agentwolf.access import Principal, check_tenant_name
 from agentwolf.client.configs import SERVED
 from agentwolf.config.policy import ApiKeyEntry
-from agentwolf.tenants import check_tenant
 
 __all__ = ["SERVED", "ApiKeys", "Principal", "digest"]
-
-
-@dataclass(frozen=True)
-class Principal:
-    """What a request may do: act as one tenant, optionally only on some configs and agents."""
-
-    tenant: str
-    configs: frozenset[str] | None = None
-    agents: frozenset[str] | None = None
-    key: str = ""
-    """The key's SHA-256 (empty: no key, as with `--no-auth` or on stdio): what MCP sessions bind to."""
-
-    def may_use(self, config: str, agent: str) -> bool:
-        return (self.configs is None or config in self.configs) and (
-            self.agents is None or agent in self.agents
-        )
 
 
 def digest(key: str) -> str:
@@ -42,7 +25,7 @@ def digest(key: str) -> str:
 class ApiKeys:
     def __init__(self, entries: list[ApiKeyEntry]) -> None:
         self._keys = [
-            (bytes.fromhex(e.sha256), Principal(check_tenant(e.tenant), e.configs, e.agents, e.sha256))
+            (bytes.fromhex(e.sha256), Principal(check_tenant_name(e.tenant), e.configs, e.agents, e.sha256))
             for e in entries
         ]
 

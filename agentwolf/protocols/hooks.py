@@ -30,14 +30,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from agentwolf.access import Principal, TenantError
 from agentwolf.client.configs import ConfigNotFound
 from agentwolf.client.wolf_client import SessionNotFound
 from agentwolf.config.jobs import Hook, JobError
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError, WorkerPolicy, load_policy
-from agentwolf.protocols.app import ApiError, Served, not_found, served_of
-from agentwolf.protocols.auth import Principal
-from agentwolf.tenants import TenantError
+from agentwolf.protocols.served import ApiError, Served, not_found, served_of
 
 log = logging.getLogger(__name__)
 

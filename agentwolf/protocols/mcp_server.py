@@ -50,12 +50,12 @@ from starlette.routing import BaseRoute, Route
 from temporalio.client import WorkflowQueryFailedError
 from temporalio.service import RPCError
 
+from agentwolf.access import Principal, TenantError
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
-from agentwolf.protocols import access, turns
-from agentwolf.protocols.access import reach, session_of
-from agentwolf.protocols.app import Served, Target
-from agentwolf.protocols.auth import SERVED, Principal
-from agentwolf.tenants import TenantError
+from agentwolf.protocols import served as serving
+from agentwolf.protocols import turns
+from agentwolf.protocols.auth import SERVED
+from agentwolf.protocols.served import Served, Target, reach, session_of
 from agentwolf.workflows.types import Event
 
 log = logging.getLogger(__name__)
@@ -288,7 +288,7 @@ class WolfMCP(MCPServer):
             s
             for s in found
             if s.agent
-            and access.target_of(self.served, principal, s.agent, s.config, identities.get(s.session_id))
+            and serving.target_of(self.served, principal, s.agent, s.config, identities.get(s.session_id))
         ][:LISTED]
         return ListResourcesResult(
             resources=[

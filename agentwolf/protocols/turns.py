@@ -19,10 +19,11 @@ from temporalio.contrib.workflow_streams import PollInput, PollResult
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
+from agentwolf.access import workflow_id
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
-from agentwolf.protocols.app import Target
+from agentwolf.protocols.served import Target
 from agentwolf.workflows.turn import CUT_MARK, EVENT_TEXT_LIMIT
-from agentwolf.workflows.types import EVENTS_TOPIC, Event, PendingApproval, SessionStatus, workflow_id
+from agentwolf.workflows.types import EVENTS_TOPIC, Event, PendingApproval, SessionStatus
 
 log = logging.getLogger(__name__)
 

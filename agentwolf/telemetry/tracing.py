@@ -88,7 +88,7 @@ def interceptors(present: Sequence[object] = ()) -> list[TracingInterceptor]:
         return []
     from temporalio.contrib.opentelemetry import TracingInterceptor
 
-    from agentwolf.telemetry.turns import TurnTracing
+    from agentwolf.telemetry.turn_traces import TurnTracing
 
     return [] if any(isinstance(i, TracingInterceptor) for i in present) else [TurnTracing()]
 

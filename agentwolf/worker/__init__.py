@@ -1,2 +1,2 @@
-"""Layer 2: worker bootstrap (the Temporal worker, its workflow sandbox) running the hosts of
-agentwolf.hosts."""
+"""The worker: its bootstrap (the Temporal worker with the session workflows and activities,
+bootstrap.py) and its workflow sandbox (sandbox.py), running the hosts of agentwolf.hosts."""

@@ -18,8 +18,8 @@ from agentwolf.config.policy import load_policy
 from agentwolf.connection import connect
 from agentwolf.plugins import PluginError, load_plugins
 from agentwolf.telemetry import logs, metrics
+from agentwolf.worker.bootstrap import TASK_QUEUE, create_worker, run_worker
 from agentwolf.worker.deployment import Deployment, from_flags, take_current
-from agentwolf.worker.main import TASK_QUEUE, create_worker, run_worker
 
 
 async def serve(

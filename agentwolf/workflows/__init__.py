@@ -1,1 +1,2 @@
-"""Layer 4: the durable session run loop. Deterministic code only."""
+"""The durable session run loop and the other workflows (config registry, schedule firings,
+provider limiters). Deterministic code only."""

@@ -2,7 +2,7 @@
 
 Workflow id `wolf-config/<tenant>/<name>`: configs are per tenant because a manifest names MCP
 server commands, URLs and secret placeholders that one tenant must not read or change for another,
-and because tenants may live in their own namespaces (see `agentwolf.tenants`).
+and because tenants may live in their own namespaces (see `agentwolf.access`).
 
 Versions are numbered 1, 2, 3... and never reused; a rollback pushes a new version equal to the old
 content. Pushing the content the current version already has creates nothing (CI can push on every

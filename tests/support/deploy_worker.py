@@ -25,8 +25,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from temporalio import workflow
 
 from agentwolf.connection import connect
+from agentwolf.worker.bootstrap import create_worker, run_worker
 from agentwolf.worker.deployment import Deployment, default_name, take_current
-from agentwolf.worker.main import create_worker, run_worker
 from agentwolf.workflows.loop import TurnRunner
 from agentwolf.workflows.types import Prompt
 

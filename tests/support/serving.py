@@ -12,10 +12,11 @@ import uvicorn
 from temporalio.client import Client
 
 from agentwolf.config.manifest import Manifest
-from agentwolf.protocols.app import IDLE_CLOSE_AFTER, Served, create_app
+from agentwolf.protocols.app import create_app
 from agentwolf.protocols.auth import ApiKeys
 from agentwolf.protocols.limits import ServeLimits
-from agentwolf.protocols.main import server_config
+from agentwolf.protocols.served import IDLE_CLOSE_AFTER, Served
+from agentwolf.protocols.server import server_config
 
 KEYS = {"key-a": "tenant-a", "key-b": "tenant-b"}
 """API keys the served app accepts in tests: key -> tenant."""
@@ -43,7 +44,7 @@ async def serving(
 ) -> AsyncIterator[str]:
     """Serve `manifest` (or a registry config) with the test keys (or, with `open_tenant`, without
     keys: `wolf serve --no-auth`) to pages of `cors_origins` too; yields the base URL. With `limits`,
-    the app runs wrapped as `wolf serve` runs it (protocols/main.py `server_config`)."""
+    the app runs wrapped as `wolf serve` runs it (protocols/server.py `server_config`)."""
     keys = keys or ApiKeys.load([], {"WOLF_API_KEYS": ",".join(f"{k}={t}" for k, t in KEYS.items())})
     served = Served(
         client=client,

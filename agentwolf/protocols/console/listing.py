@@ -16,11 +16,10 @@ from datetime import datetime
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
+from agentwolf.access import Principal, TenantError
 from agentwolf.client.wolf_client import SessionNotFound
-from agentwolf.protocols.access import reach
-from agentwolf.protocols.app import ApiError, Served
-from agentwolf.protocols.auth import SERVED, Principal
-from agentwolf.tenants import TenantError
+from agentwolf.protocols.auth import SERVED
+from agentwolf.protocols.served import ApiError, Served, reach
 from agentwolf.workflows.types import (
     AGENT_ATTR,
     CONFIG_ATTR,

@@ -12,13 +12,13 @@ import yaml
 from starlette.requests import Request
 from starlette.responses import Response
 
+from agentwolf.access import Principal
 from agentwolf.client.configs import ConfigNotFound
 from agentwolf.client.schedules import ScheduleNotFound
 from agentwolf.config.masking import masked
-from agentwolf.protocols.app import ApiError, principal_of, served_of
-from agentwolf.protocols.auth import Principal
 from agentwolf.protocols.console import listing
 from agentwolf.protocols.console.views import done, form, page, refused_page
+from agentwolf.protocols.served import ApiError, principal_of, served_of
 
 
 def _may_read(principal: Principal, name: str) -> bool:

@@ -19,15 +19,14 @@ from starlette.staticfiles import StaticFiles
 from temporalio.client import WorkflowQueryFailedError
 from temporalio.service import RPCError
 
+from agentwolf.access import TenantError
 from agentwolf.client.usage import UsageKey
 from agentwolf.client.wolf_client import SessionNotFound
 from agentwolf.protocols import turns
-from agentwolf.protocols.access import reach
-from agentwolf.protocols.app import ApiError, Target, principal_of, served_of
 from agentwolf.protocols.console import listing, operations, stream
 from agentwolf.protocols.console.signin import PREFIX, SignedIn, may_keep_key, sign_in, sign_out
 from agentwolf.protocols.console.views import done, form, money, page, refused_page, scripted
-from agentwolf.tenants import TenantError
+from agentwolf.protocols.served import ApiError, Target, principal_of, reach, served_of
 from agentwolf.workflows.types import PendingApproval, SessionStatus, workflow_id
 
 TEMPORAL_UI = "http://localhost:8233"

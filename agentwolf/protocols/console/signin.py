@@ -15,8 +15,9 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agentwolf.protocols.app import LOOPBACK_HOSTS, ApiError, Served, _loopback_only
-from agentwolf.protocols.auth import Principal
+from agentwolf.access import Principal
+from agentwolf.protocols.guard import LOOPBACK_HOSTS, loopback_only
+from agentwolf.protocols.served import ApiError, Served
 
 PREFIX = "/console"
 COOKIE = "wolf_console"
@@ -27,7 +28,7 @@ SAFE_METHODS = frozenset({"GET", "HEAD"})
 
 def principal_from_cookie(served: Served, request: Request) -> Principal | None:
     if served.open_tenant is not None:
-        _loopback_only(request)
+        loopback_only(request)
         return Principal(served.open_tenant)
     key = request.cookies.get(COOKIE)
     return served.keys.principal(key) if key else None

@@ -10,10 +10,9 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response
 
+from agentwolf.access import TenantError
 from agentwolf.client.wolf_client import SessionNotFound
-from agentwolf.protocols.access import reach
-from agentwolf.protocols.app import ApiError, not_found, principal_of, served_of
-from agentwolf.tenants import TenantError
+from agentwolf.protocols.served import ApiError, not_found, principal_of, reach, served_of
 
 PING = 15
 """Seconds between keep-alive comments while nothing happens."""

@@ -10,9 +10,9 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from agentwolf.protocols.app import ApiError, served_of
-from agentwolf.protocols.auth import Principal
+from agentwolf.access import Principal
 from agentwolf.protocols.console.signin import PREFIX
+from agentwolf.protocols.served import ApiError, served_of
 
 FORM_LIMIT = 64 * 1024
 """Bytes a console form may post (a prompt, a reason)."""

@@ -26,11 +26,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from agentwolf.protocols.app import principal_of, served_of
-from agentwolf.protocols.openai_api.chat import chat_completions
+from agentwolf.protocols.openai_api.chat_completions import chat_completions
 from agentwolf.protocols.openai_api.responses import cancel_response, create_response, retrieve_response
 from agentwolf.protocols.openai_api.targeting import ResponseId
-from agentwolf.protocols.openai_api.turns import SLOT, TurnView
+from agentwolf.protocols.openai_api.turn_view import SLOT, TurnView
+from agentwolf.protocols.served import principal_of, served_of
 
 __all__ = ["SLOT", "ResponseId", "TurnView", "routes"]
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentwolf.client.wolf_client import WolfClient
-from agentwolf.protocols.app import ApiError
 from agentwolf.protocols.openai_api.targeting import ResponseId
+from agentwolf.protocols.served import ApiError
 
 REQUEST_PREFIX = "mcpr_"
 """An approval request item's id: this and the waiting call's id."""

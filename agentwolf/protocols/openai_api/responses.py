@@ -10,17 +10,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from agentwolf.access import TenantError
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
 from agentwolf.protocols import turns
-from agentwolf.protocols.access import reach, session_of
-from agentwolf.protocols.app import (
-    ApiError,
-    json_body,
-    not_found,
-    principal_of,
-    served_of,
-    session_errors,
-)
 from agentwolf.protocols.openai_api.approvals import answer, answers_of
 from agentwolf.protocols.openai_api.settings import ResponsesRequest, checked
 from agentwolf.protocols.openai_api.targeting import (
@@ -35,7 +27,7 @@ from agentwolf.protocols.openai_api.targeting import (
     split_instructions,
     start,
 )
-from agentwolf.protocols.openai_api.turns import (
+from agentwolf.protocols.openai_api.turn_view import (
     ClientGone,
     TurnView,
     answered,
@@ -45,8 +37,17 @@ from agentwolf.protocols.openai_api.turns import (
     sse,
     starting_after,
 )
+from agentwolf.protocols.served import (
+    ApiError,
+    json_body,
+    not_found,
+    principal_of,
+    reach,
+    served_of,
+    session_errors,
+    session_of,
+)
 from agentwolf.protocols.turns import TurnRef
-from agentwolf.tenants import TenantError
 from agentwolf.workflows.types import SessionStatus
 
 

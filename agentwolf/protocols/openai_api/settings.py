@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
-from agentwolf.protocols.app import ApiError
+from agentwolf.protocols.served import ApiError
 from agentwolf.workflows.turn_settings import AnswerFormat, TurnSettings
 
 Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]

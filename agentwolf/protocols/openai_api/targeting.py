@@ -9,9 +9,10 @@ from typing import Any
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
+from agentwolf.access import Principal
 from agentwolf.client.wolf_client import WolfClient
-from agentwolf.protocols.app import ApiError, Served, Target, not_found
-from agentwolf.protocols.auth import SERVED, Principal
+from agentwolf.protocols.auth import SERVED
+from agentwolf.protocols.served import ApiError, Served, Target, not_found
 from agentwolf.workflows.turn_settings import TurnSettings
 
 RETRY_AFTER = "2"

@@ -1,0 +1,151 @@
+"""Run `wolf serve`: check the binding against the keys, connect, and serve with uvicorn."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Callable, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.routing import BaseRoute
+from starlette.types import ASGIApp
+
+from agentwolf.client.wolf_client import WolfClient
+from agentwolf.config.manifest import Manifest
+from agentwolf.protocols.app import create_app
+from agentwolf.protocols.auth import ApiKeys
+from agentwolf.protocols.guard import LOOPBACK_HOSTS
+from agentwolf.protocols.limits import Limited, ServeLimits, protocol
+from agentwolf.protocols.served import Served
+
+
+class BindingRefused(ValueError):
+    pass
+
+
+def loopback(host: str) -> bool:
+    try:
+        return all(ipaddress.ip_address(info[4][0]).is_loopback for info in socket.getaddrinfo(host, None))
+    except (OSError, ValueError):
+        return False
+
+
+def check_binding(host: str, keys: ApiKeys, no_auth: bool, cors_origins: Sequence[str] = ()) -> None:
+    """No keys: loopback only, and only when asked for (`--no-auth`), for pages of this machine only."""
+    if no_auth and keys:
+        raise BindingRefused("--no-auth with API keys configured: drop one of them")
+    if no_auth and not loopback(host):
+        raise BindingRefused(f"--no-auth is allowed on loopback only, not on {host}")
+    remote = [o for o in cors_origins if urlsplit(o).hostname not in LOOPBACK_HOSTS]
+    if no_auth and remote:
+        raise BindingRefused(
+            f"--no-auth answers only pages served from this machine, not from {', '.join(remote)}: "
+            "serve with API keys for those"
+        )
+    if not keys and not no_auth:
+        raise BindingRefused(
+            "no API keys: set WOLF_API_KEYS=key=tenant,... or `api_keys:` in the worker policy, "
+            "or serve on loopback with --no-auth"
+        )
+
+
+def served_by(
+    wolf: WolfClient,
+    source: Manifest | str,
+    keys: ApiKeys,
+    *,
+    no_auth: bool,
+    cors_origins: Sequence[str] = (),
+) -> Served:
+    """What a front-end process serves: `source` (a manifest, or a registry config name) to `keys`'
+    callers, or as `wolf`'s tenant without keys (`no_auth`), to the pages of `cors_origins` too."""
+    return Served(
+        client=wolf.client,
+        task_queue=wolf.task_queue,
+        keys=keys,
+        manifest=source if isinstance(source, Manifest) else None,
+        config_name=source if isinstance(source, str) else None,
+        open_tenant=wolf.tenant if no_auth else None,
+        hook_tenant=wolf.tenant,
+        cors_origins=tuple(dict.fromkeys(cors_origins)),
+    )
+
+
+async def serve(
+    wolf: WolfClient,
+    source: Manifest | str,
+    keys: ApiKeys,
+    *,
+    host: str,
+    port: int,
+    no_auth: bool,
+    cors_origins: Sequence[str] = (),
+    listening: Callable[[list[str]], None] = lambda front_ends: None,
+) -> None:
+    check_binding(host, keys, no_auth, cors_origins)
+    served = served_by(wolf, source, keys, no_auth=no_auth, cors_origins=cors_origins)
+    await serve_app(served, host=host, port=port, listening=listening)
+
+
+class CannotListen(OSError):
+    """The address is taken, or not this machine's."""
+
+
+FRONT_ENDS = (  # (path prefix, how the banner names it)
+    ("/v1/", "OpenAI /v1"),
+    ("/agui/", "AG-UI /agui/AGENT"),
+    ("/mcp", "MCP /mcp"),
+    ("/a2a/", "A2A /a2a/AGENT"),
+    ("/hooks/", "webhooks /hooks/NAME"),
+    ("/console", "web console /console"),
+)
+
+
+def front_ends(app: Starlette) -> list[str]:
+    """The front ends `app` mounts, named as the banner says them."""
+    paths = [getattr(route, "path", "") for route in app.routes]
+    return [name for prefix, name in FRONT_ENDS if any(p.startswith(prefix) for p in paths)]
+
+
+async def serve_app(
+    served: Served,
+    *,
+    host: str,
+    port: int,
+    routes: list[BaseRoute] | None = None,
+    listening: Callable[[list[str]], None] = lambda front_ends: None,
+) -> None:
+    """`create_app(served, routes)` with uvicorn until stopped; `listening(front_ends)` once the socket
+    is bound (a taken port is a CannotListen, before anything says "serving")."""
+    app = create_app(served, routes)
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.create_server((host, port), family=family)
+    except OSError as exc:
+        raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    with sock:
+        listening(front_ends(app))
+        await uvicorn.Server(server_config(app, host=host, port=port)).serve(sockets=[sock])
+
+
+def server_config(
+    app: ASGIApp, *, host: str, port: int, limits: ServeLimits | None = None, **options: Any
+) -> uvicorn.Config:
+    """uvicorn serving `app` within `limits` (agentwolf/protocols/limits.py): its own h11 protocol
+    holds the header deadline and the connection cap; `limit_concurrency` is only a backstop (its
+    503 says no Retry-After), past the caps that answer first."""
+    limits = limits or ServeLimits()
+    return uvicorn.Config(
+        Limited(app, limits),
+        host=host,
+        port=port,
+        http=protocol(limits),
+        limit_concurrency=limits.max_connections + 1,
+        log_level="warning",
+        timeout_keep_alive=15,
+        timeout_graceful_shutdown=5,
+        **options,
+    )
