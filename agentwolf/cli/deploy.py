@@ -31,9 +31,6 @@ BuildId = Annotated[
     typer.Option("--build-id", help="This worker's build (default: version + workflow code digest)."),
 ]
 Promote = Annotated[bool, typer.Option("--promote", help="Make this worker's build current once it polls.")]
-Unversioned = Annotated[
-    bool, typer.Option("--unversioned", help="Join no worker deployment (Temporal servers before 1.29).")
-]
 
 
 def _name(name: str | None) -> str:

@@ -12,7 +12,7 @@ import typer
 from agentwolf.cli.common import ConfigOpt, Json, verb
 from agentwolf.cli.connection import Connection
 from agentwolf.cli.console import Exit, err, out
-from agentwolf.cli.deploy import BuildId, DeploymentName, Promote, Unversioned
+from agentwolf.cli.deploy import BuildId, DeploymentName, Promote
 from agentwolf.cli.observability import LogFormat, LogLevel, MetricsPort, worker_flags
 from agentwolf.defaults import TASK_QUEUE
 
@@ -55,10 +55,11 @@ async def worker(
     deployment: DeploymentName = None,
     build_id: BuildId = None,
     promote: Promote = False,
-    unversioned: Unversioned = False,
 ) -> None:
-    """Run a worker in the foreground (for any Temporal cluster); a worker serves one namespace and
-    joins a worker deployment as one build (its first build becomes current; later ones by promote).
+    """Run a worker in the foreground (for any Temporal cluster); a worker serves one namespace.
+
+    With --deployment, --build-id or --promote it joins a worker deployment as one build (its first
+    build becomes current; later ones by promote): give them to every worker of the task queue.
 
     Example: wolf worker --profile prod --task-queue agentwolf --plugin my_tools --metrics-port 9464
     """
@@ -85,7 +86,7 @@ async def worker(
         policy=policy,
         plugins=plugin or [],
         metrics_port=metrics_port,
-        deployment=from_flags(task_queue, deployment, build_id, unversioned),
+        deployment=from_flags(task_queue, deployment, build_id, versioned=promote),
         promote=promote,
     )
 
@@ -214,9 +215,10 @@ async def serve(
     log_level: LogLevel = "INFO",
     log_format: LogFormat = "text",
 ) -> None:
-    """Serve agents over HTTP: OpenAI-compatible /v1, AG-UI /agui, MCP /mcp, A2A /a2a, webhooks
-    /hooks and the web console /console (API keys from WOLF_API_KEYS or the policy; browser pages of
-    --cors-origin origins).
+    """Serve agents over HTTP: /v1 (OpenAI), /agui, /mcp, /a2a, /hooks and the web console /console.
+
+    API keys come from WOLF_API_KEYS or the policy; pages of --cors-origin origins may call from a
+    browser.
 
     Example: wolf serve --no-auth --port 8088 --cors-origin http://localhost:3000
     """

@@ -1,6 +1,6 @@
 """`python -m agentwolf.worker [--address HOST:PORT] [--task-queue Q] [--tenant T] [--policy FILE]
 [--plugin MODULE ...] [--metrics-port P] [--log-level L] [--log-format text|json] [--deployment NAME]
-[--build-id ID] [--promote] [--sole] [--unversioned]`: run a worker until SIGINT/SIGTERM."""
+[--build-id ID] [--promote] [--sole]`: run a worker until SIGINT/SIGTERM."""
 
 from __future__ import annotations
 
@@ -116,7 +116,6 @@ def main() -> None:
     parser.add_argument("--build-id", help="this worker's build (default: version and workflow code digest)")
     parser.add_argument("--promote", action="store_true", help="make this build current once it polls")
     parser.add_argument("--sole", action="store_true", help=argparse.SUPPRESS)  # the local stack's worker
-    parser.add_argument("--unversioned", action="store_true", help="join no deployment (servers < 1.29)")
     args = parser.parse_args()
     logs.configure(args.log_level, args.log_format)
     try:
@@ -130,7 +129,7 @@ def main() -> None:
                 plugins=args.plugin,
                 metrics_port=args.metrics_port,
                 deployment=from_flags(
-                    args.task_queue, args.deployment, args.build_id, unversioned=args.unversioned
+                    args.task_queue, args.deployment, args.build_id, versioned=args.promote or args.sole
                 ),
                 promote=args.promote,
                 sole=args.sole,

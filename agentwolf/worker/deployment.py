@@ -213,9 +213,13 @@ async def adopt_pinned(client: Client, deployment: Deployment) -> int:
 
 
 def from_flags(
-    task_queue: str, name: str | None, build_id: str | None, unversioned: bool
+    task_queue: str, name: str | None, build_id: str | None, *, versioned: bool = False
 ) -> Deployment | None:
-    """The deployment a worker's flags ask for: by default the task queue's, as the working code's build."""
-    if unversioned:
+    """The deployment a worker's flags ask for: none unless one is named (`--deployment`, `--build-id`)
+    or `versioned` (`--promote`, the local stack's worker); then by default the task queue's, as the
+    working code's build. Opt-in, because a queue whose deployment has a current build no longer
+    hands new sessions to unversioned workers (`create_worker`, older fleets): mixing them starves
+    those."""
+    if not (versioned or name or build_id):
         return None
     return Deployment(name or default_name(task_queue), build_id or default_build_id())

@@ -193,12 +193,15 @@ async def continue_from(
     wolf: WolfClient, named: ResponseId, text: str, settings: TurnSettings | None
 ) -> ResponseId:
     """The next turn after the named response (OpenAI's `previous_response_id`): on its session when
-    that response is its latest turn; else (later turns followed it, or the session closed) on a
-    fork of the session cut after that turn (client/forks.py), so the earlier answer goes on."""
+    that response is its latest turn or has not finished (the new one queues behind it); else (later
+    turns followed it, or the session closed) on a fork of the session cut after that turn
+    (client/forks.py), so the earlier answer goes on."""
     from agentwolf.workflows.cuts import CutError
 
     status = await wolf.status(named.session)
-    if status.counters.turn_seq <= named.turn and status.state != "done":
+    running = _turn_number(status.turn_id) if status.turn_id else None
+    unfinished = running is not None and named.turn >= running  # it runs, or waits in the queue
+    if status.state != "done" and (status.counters.turn_seq <= named.turn or unfinished):
         return await ask(wolf, named.session, text, settings)
     try:
         made = await wolf.fork(named.session, at=str(named.turn))
