@@ -235,15 +235,18 @@ async def test_the_console_signs_in_streams_steers_and_accounts(client, task_que
 
 
 async def test_without_keys_the_console_needs_no_sign_in_on_loopback(client, task_queue):
+    tenant = f"open-{uuid.uuid4().hex[:6]}"
     async with (
-        serving(client, task_queue, make_manifest(), open_tenant="default") as base,
-        httpx.AsyncClient(base_url=base) as http,
+        # A tenant of its own: the page asks every registry config of its tenant, and other tests'
+        # (on this server, their workers gone) would each hold it for the listing's 10 s.
+        serving(client, task_queue, make_manifest(), open_tenant=tenant) as base,
+        httpx.AsyncClient(base_url=base, timeout=60) as http,
     ):
         login = await http.get("/console/login")
         listed = await http.get("/console/sessions", headers={"Accept": "text/html"})
         rebound = await http.get("/console/sessions", headers={"Host": "evil.test"})
     assert login.status_code == 303 and login.headers["location"] == "/console/sessions"
-    assert listed.status_code == 200 and "tenant <strong>default</strong>" in listed.text
+    assert listed.status_code == 200 and f"tenant <strong>{tenant}</strong>" in listed.text
     assert "Sign out" not in listed.text
     assert rebound.status_code == 403  # DNS rebinding: a page of another name reaching loopback
 

@@ -6,6 +6,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolReturnPart
@@ -84,7 +85,9 @@ async def test_captured_turns_replay_identically_and_regressions_are_found_at_th
             files[name] = tmp_path / f"{name}.json"
             files[name].write_text(m.model_dump_json(exclude_none=True))
         address = client.service_client.config.target_host
-        environ = {**os.environ, "NO_COLOR": "1", "TEMPORAL_ADDRESS": address}
+        # A tenant of its own: the registry config it pushes is no other test's (`wolf mcp` lists them).
+        tenant = f"evals-{uuid.uuid4().hex[:6]}"
+        environ = {**os.environ, "NO_COLOR": "1", "TEMPORAL_ADDRESS": address, "WOLF_TENANT": tenant}
 
         def push(name: str) -> subprocess.CompletedProcess[str]:
             args = [
@@ -106,4 +109,5 @@ async def test_captured_turns_replay_identically_and_regressions_are_found_at_th
         assert "step 1: called" in refused.stdout
         pushed = await asyncio.to_thread(push, "good")
         assert pushed.returncode == 0, pushed.stderr
-        assert (await wolf.config_get("evaluated")).version == 1
+        mine = WolfClient(client, tenant=tenant, task_queue=TASK_QUEUE)
+        assert (await mine.config_get("evaluated")).version == 1
