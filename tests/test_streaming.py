@@ -201,10 +201,14 @@ async def test_a_live_follower_survives_continue_as_new_steer_bursts_and_a_worke
     manifest = make_manifest(sessions={"continue_as_new_bytes": 1})  # continue as new at every idle point
     events: list[Event] = []
 
+    def finished(question: str) -> bool:
+        started = {e.turn_id for e in events if e.kind == "turn_started" and e.text == question}
+        return any(e.kind == "turn_finished" and e.turn_id in started for e in events)
+
     async def follow(sid: str) -> None:
         async for _, event in wolf.events(sid):
             events.append(event)
-            if sum(e.kind == "turn_finished" for e in events) == 3:
+            if finished("question 2"):
                 return
 
     async with run_worker(local_models={"m": script.model}):
@@ -216,7 +220,9 @@ async def test_a_live_follower_survives_continue_as_new_steer_bursts_and_a_worke
         await wolf.prompt(sid, "question 1")
         await wait_for(lambda: any(e.kind == "tool_call_started" for e in events[seen:]))
         await asyncio.gather(*(wolf.steer(sid, f"steer {i}") for i in range(20)))
-        await wait_for(lambda: sum(e.kind == "turn_finished" for e in events) == 2)
+        # Steers that arrive after the turn's last request start a turn of their own (a loaded
+        # machine delivers some late): wait until every steer is in one or the other.
+        await wait_for(lambda: finished("question 1") and _steers_in(events) == 20 and not _running(events))
         seen = len(events)
         await wolf.prompt(sid, "question 2")
         await wait_for(lambda: any(e.kind == "tool_call_started" for e in events[seen:]))
@@ -224,11 +230,22 @@ async def test_a_live_follower_survives_continue_as_new_steer_bursts_and_a_worke
         await asyncio.wait_for(follower, 120)
         status = await wolf.status(sid)
     assert status.counters.continued_as_new >= 2
-    assert sum(e.kind == "steer_applied" for e in events) == 20
+    assert _steers_in(events) == 20  # none lost, none twice
     texts = [e for e in events if e.kind == "model_text"]
-    assert len(texts) == 3
+    assert len(texts) == sum(e.kind == "turn_finished" for e in events)  # one answer a turn
     shown = rendered(events)
     assert [shown[(e.turn_id, e.step)] for e in texts] == [e.text for e in texts]
+
+
+def _steers_in(events: list[Event]) -> int:
+    """Steers applied in a running turn, and those that started a turn of their own."""
+    applied = sum(e.kind == "steer_applied" for e in events)
+    started = [e.text or "" for e in events if e.kind == "turn_started"]
+    return applied + sum(line.startswith("steer") for text in started for line in text.splitlines())
+
+
+def _running(events: list[Event]) -> bool:
+    return sum(e.kind == "turn_started" for e in events) > sum(e.kind == "turn_finished" for e in events)
 
 
 async def test_an_answer_longer_than_an_event_text_still_joins_exactly(wolf, run_worker):
