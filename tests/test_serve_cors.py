@@ -236,3 +236,19 @@ async def test_the_flag_adds_to_the_policy_and_bad_origins_exit_2(client, tmp_pa
     finally:
         proc.send_signal(signal.SIGTERM)
         await asyncio.to_thread(proc.wait, 30)
+
+
+async def test_a_listed_page_reads_a_refusal_s_retry_after_and_others_get_no_cors_header(client, task_queue):
+    # max_requests_per_key=0: every keyed request is refused before the app, as a busy key's would be.
+    limits = ServeLimits(max_requests_per_key=0)
+    async with (
+        serving(client, task_queue, make_manifest(), cors_origins=(PAGE,), limits=limits) as base,
+        httpx.AsyncClient(base_url=base) as http,
+    ):
+        refused = await http.get("/v1/models", headers={"Origin": PAGE, **KEY})
+        assert refused.status_code == 429 and refused.json()["error"]["code"] == "rate_limit_exceeded"
+        assert refused.headers["access-control-allow-origin"] == PAGE
+        assert "Retry-After" in refused.headers["access-control-expose-headers"].split(", ")
+        assert refused.headers["retry-after"] == "2"
+        other = await http.get("/v1/models", headers={"Origin": "https://evil.example", **KEY})
+        assert other.status_code == 429 and _cors_headers(other) == {}

@@ -9,7 +9,8 @@
   otherwise park its generator, and everything it holds, for as long as the TCP connection lives).
 
 Anything refused is answered at once with Retry-After: 429 when one key has its share, 503 when the
-process has; never a hang.
+process has; never a hang. A listed web origin's page gets those answers with its CORS headers, so
+its script reads the Retry-After instead of a failed fetch.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from agentwolf.protocols.auth import digest
+from agentwolf.protocols.cors import CrossOrigin
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +100,9 @@ class Limited:
     """The app within the request limits and the send timeout (outermost: it counts each request
     from its start to its response's end, under the digest of the key it presents, as Principal.key)."""
 
-    def __init__(self, app: ASGIApp, limits: ServeLimits) -> None:
+    def __init__(self, app: ASGIApp, limits: ServeLimits, cors_origins: Collection[str] = ()) -> None:
         self.app, self.limits, self.admission = app, limits, Admission(limits)
+        self.cors_origins = cors_origins
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] == "/healthz":
@@ -111,7 +114,10 @@ class Limited:
             release = self.admission.enter(key)
         except Refused as refused:
             log.info("answering %d to %s %s: %s", refused.status, scope["method"], scope["path"], refused)
-            await refused.response()(scope, receive, send)
+            answer: ASGIApp = refused.response()
+            if self.cors_origins:
+                answer = CrossOrigin(answer, self.cors_origins)
+            await answer(scope, receive, send)
             return
         try:
             await self.app(scope, receive, timed_send(send, self.limits.send_timeout))

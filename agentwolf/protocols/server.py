@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -128,18 +128,26 @@ async def serve_app(
         raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     with sock:
         listening(front_ends(app))
-        await uvicorn.Server(server_config(app, host=host, port=port)).serve(sockets=[sock])
+        config = server_config(app, host=host, port=port, cors_origins=served.cors_origins)
+        await uvicorn.Server(config).serve(sockets=[sock])
 
 
 def server_config(
-    app: ASGIApp, *, host: str, port: int, limits: ServeLimits | None = None, **options: Any
+    app: ASGIApp,
+    *,
+    host: str,
+    port: int,
+    limits: ServeLimits | None = None,
+    cors_origins: Collection[str] = (),
+    **options: Any,
 ) -> uvicorn.Config:
     """uvicorn serving `app` within `limits` (agentwolf/protocols/limits.py): its own h11 protocol
     holds the header deadline and the connection cap; `limit_concurrency` is only a backstop (its
-    503 says no Retry-After), past the caps that answer first."""
+    503 says no Retry-After), past the caps that answer first. Refusals carry the CORS headers of
+    `cors_origins`, as the app's own answers do."""
     limits = limits or ServeLimits()
     return uvicorn.Config(
-        Limited(app, limits),
+        Limited(app, limits, cors_origins),
         host=host,
         port=port,
         http=protocol(limits),

@@ -59,7 +59,7 @@ async def serving(
     port = free_port()
     asgi = create_app(served, **app)
     config = (
-        server_config(asgi, host="127.0.0.1", port=port, limits=limits)
+        server_config(asgi, host="127.0.0.1", port=port, limits=limits, cors_origins=cors_origins)
         if limits is not None
         else uvicorn.Config(asgi, host="127.0.0.1", port=port, log_level="warning")
     )
