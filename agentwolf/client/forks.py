@@ -10,43 +10,20 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from temporalio.client import Client, WorkflowHandle
-
+from agentwolf.client.core import ClientCore
 from agentwolf.workflows.types import RUN_PREFIX, workflow_id
 
 if TYPE_CHECKING:
     from agentwolf.workflows.branches import BranchInfo, Rewound
     from agentwolf.workflows.cuts import Fork
-    from agentwolf.workflows.registry import ConfigVersion
     from agentwolf.workflows.session_input import SessionInput
 
 FORK_MEMO = "fork_of"
 """The memo field naming a fork's source and point (`<session>@turn-4`)."""
 
 
-class ForkMethods:
+class ForkMethods(ClientCore):
     """Forks of this client's tenant's sessions."""
-
-    client: Client
-    tenant: str
-    _owned: set[str]
-
-    if TYPE_CHECKING:
-
-        async def _handle(self, session_id: str) -> WorkflowHandle[Any, Any]: ...
-
-        async def _launch(
-            self,
-            inp: SessionInput,
-            *,
-            prompt: str | None,
-            trigger: str | None = None,
-            unique: bool = False,
-            owner: str | None = None,
-            memo: dict[str, Any] | None = None,
-        ) -> None: ...
-
-        async def config_get(self, name: str, version: int | None = None) -> ConfigVersion: ...
 
     async def snapshot(self, session_id: str) -> SessionInput:
         """The session's state as a continue-as-new would hand it over (transcript, turns, counters)."""
