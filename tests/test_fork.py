@@ -243,3 +243,18 @@ def test_a_fork_leaves_the_sources_own_servers_and_always_allowed_tools_behind()
     assert (fork.always_allowed, fork.session_servers, fork.compiled) == ([], {}, None)
     assert fork_input(bare, cut(bare.transcript, bare.turns, None), "f").compiled == source.compiled
     assert fork.counters == counters and _dump(fork.transcript) == _dump(transcript)
+
+
+def test_a_turn_mark_leaves_counters_at_their_defaults_out_of_the_snapshot():
+    """One mark per turn rides every continue-as-new snapshot: zero fields stay out, and come back."""
+    from agentwolf.workflows.session_input import TurnMark
+    from agentwolf.workflows.types import Counters, Usage
+
+    usage = Usage(requests=2, input_tokens=200, output_tokens=20, cost_usd=0.002)
+    counters = Counters(turns=2, turn_seq=2, steps=2, usage=usage, models={"openai:gpt-5": usage})
+    mark = TurnMark(turn_id="turn-2", start=2, end=4, config_version=1, counters=counters)
+    dumped = json.loads(mark.model_dump_json())["counters"]
+    assert TurnMark.model_validate_json(mark.model_dump_json()) == mark
+    assert not {"subagents", "continued_as_new"} & set(dumped)
+    assert not {"tool_calls", "unpriced_requests"} & set(dumped["usage"])
+    assert len(json.dumps(dumped)) < 0.7 * len(counters.model_dump_json())
