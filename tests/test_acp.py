@@ -458,20 +458,17 @@ async def test_fork_a_session_from_the_editor(client, task_queue, run_worker, tm
         source = await wolf.transcript(sid)
         said_one = next(c.message_id for c in editor.of("agent_message_chunk") if c.content.text == "one")
         codes = {}
-        for name, target, at in (
-            ("unknown", "no-such-session", None),
-            ("other tenant", theirs, None),
-            ("other tenant by workflow id", f"wolf/other-tenant/{theirs}", None),
-            ("other agent", agent_b, None),
-            ("no such turn", sid, "9"),
+        for name, target, meta in (
+            ("unknown", "no-such-session", {}),
+            ("other tenant", theirs, {}),
+            ("other tenant by workflow id", f"wolf/other-tenant/{theirs}", {}),
+            ("other agent", agent_b, {}),
+            ("no such turn", sid, {"at": "9"}),
+            ("not a point", sid, {"at": 5}),
+            ("not an object", sid, "1"),
         ):
             with pytest.raises(RequestError) as refused:
-                await conn.fork_session(
-                    cwd=str(tmp_path),
-                    session_id=target,
-                    mcp_servers=[],
-                    **({"agentwolf": {"at": at}} if at else {}),
-                )
+                await conn.fork_session(cwd=str(tmp_path), session_id=target, mcp_servers=[], agentwolf=meta)
             codes[name] = refused.value.code
         fork = (
             await conn.fork_session(
@@ -495,6 +492,8 @@ async def test_fork_a_session_from_the_editor(client, task_queue, run_worker, tm
         "other tenant by workflow id": -32002,
         "other agent": -32002,
         "no such turn": -32602,
+        "not a point": -32602,
+        "not an object": -32602,
     }
     shown = [
         (u.session_update, u.content.text if hasattr(u.content, "text") else u.status)

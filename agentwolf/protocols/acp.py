@@ -452,6 +452,8 @@ def session_servers(servers: list[Any] | None) -> dict[str, McpServerConfig]:
 def fork_point(meta: dict[str, Any] | None) -> str | None:
     """Where `session/fork` cuts: after the step of a message id this agent sent (`turn-4.2.0`), at a
     fork point (`4`, `4.2`), or (None) after the last finished turn."""
+    if meta is not None and not isinstance(meta, dict):
+        raise ValueError(f'_meta.agentwolf is an object such as {{"at": "4.2"}}, not {meta!r}')
     at = (meta or {}).get("at")
     if at is None:
         return None
