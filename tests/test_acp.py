@@ -431,3 +431,94 @@ async def test_an_editors_server_token_reaches_the_server_but_not_the_session_hi
     assert editor.of("tool_call_update")[0].content[0].content.text == "****"  # it had it, redacted
     assert [e.event_type for e in history.events if canary.encode() in e.SerializeToString()] == []
     assert canary not in compiled and "sealed:" in compiled
+
+
+async def test_fork_a_session_from_the_editor(client, task_queue, run_worker, tmp_path):
+    """`session/fork` after the step of a message id the editor saw: the fork shows the source's
+    prefix on `session/load`, takes the editor's server, and its turns leave the source as it was.
+    Another tenant's, another agent's or an unknown session is not found, and nothing starts."""
+    config = tmp_path / "bare.yaml"
+    config.write_text(yaml.safe_dump({"agents": {"a": {"model": "local:m"}, "b": {"model": "local:m"}}}))
+    script = Script(
+        sequence(text("one"), text("two"), tool("add", {"a": 1, "b": 2}, "call-add"), text("three")),
+        chunk_delay=0.01,
+    )
+    wolf = WolfClient(client, task_queue=task_queue)
+    other = WolfClient(client, tenant="other-tenant", task_queue=task_queue)
+    theirs = await other.start_session("a", config)
+    agent_b = await wolf.start_session("b", config)
+    editor = Editor()
+    async with (
+        run_worker(local_models={"m": script.model}),
+        _wolf_acp(client, task_queue, config, editor) as (conn, _),
+    ):
+        sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+        for prompt in ("first", "second"):
+            await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[text_block(prompt)]), 60)
+        source = await wolf.transcript(sid)
+        said_one = next(c.message_id for c in editor.of("agent_message_chunk") if c.content.text == "one")
+        codes = {}
+        for name, target, meta in (
+            ("unknown", "no-such-session", {}),
+            ("other tenant", theirs, {}),
+            ("other tenant by workflow id", f"wolf/other-tenant/{theirs}", {}),
+            ("other agent", agent_b, {}),
+            ("no such turn", sid, {"at": "9"}),
+            ("not a point", sid, {"at": 5}),
+            ("not an object", sid, "1"),
+        ):
+            with pytest.raises(RequestError) as refused:
+                await conn.fork_session(cwd=str(tmp_path), session_id=target, mcp_servers=[], agentwolf=meta)
+            codes[name] = refused.value.code
+        fork = (
+            await conn.fork_session(
+                cwd=str(tmp_path),
+                session_id=sid,
+                mcp_servers=[_stdio_server("tools")],
+                agentwolf={"at": said_one},
+            )
+        ).session_id
+        done = await asyncio.wait_for(conn.prompt(session_id=fork, prompt=[text_block("add")]), 60)
+        seen = len(editor.updates)
+        await conn.load_session(cwd=str(tmp_path), session_id=fork, mcp_servers=[])
+        loaded = [u for s, u in editor.updates[seen:] if s == fork]
+        after = await wolf.transcript(sid)
+        query = f"TaskQueue = '{task_queue}' AND WolfTenant = 'default'"
+        started = await wait_for(lambda: _listed_with(client, query, workflow_id("default", fork)))
+    assert said_one == "turn-1.1.0" and fork != sid and done.stop_reason == "end_turn"
+    assert codes == {
+        "unknown": -32002,
+        "other tenant": -32002,
+        "other tenant by workflow id": -32002,
+        "other agent": -32002,
+        "no such turn": -32602,
+        "not a point": -32602,
+        "not an object": -32602,
+    }
+    shown = [
+        (u.session_update, u.content.text if hasattr(u.content, "text") else u.status)
+        for u in loaded
+        if u.session_update in ("user_message_chunk", "agent_message_chunk", "tool_call_update")
+    ]
+    assert shown == [
+        ("user_message_chunk", "first"),
+        ("agent_message_chunk", "one"),
+        ("user_message_chunk", "add"),
+        ("tool_call_update", "completed"),
+        ("agent_message_chunk", "three"),
+    ]
+    assert "add" in script.offered[2]  # the editor's server joined the fork
+    assert _dump(after) == _dump(source) and len(source) == 4  # the source is as it was
+    assert sorted(started) == sorted(workflow_id("default", s) for s in (sid, agent_b, fork))
+
+
+async def _listed_with(client: Any, query: str, wid: str) -> list[str] | None:
+    """The workflow ids `query` lists, once visibility shows `wid` among them."""
+    ids = [w.id async for w in client.list_workflows(query)]
+    return ids if wid in ids else None
+
+
+def _dump(messages: Any) -> bytes:
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    return ModelMessagesTypeAdapter.dump_json(messages)

@@ -212,3 +212,49 @@ async def test_an_openai_previous_response_id_of_an_older_turn_continues_a_fork(
         more = await oa.responses.create(model="a", input="turn 4", previous_response_id=again.id)
         assert ResponseId.parse(more.id).session == forked.session
         assert user_texts(script.requests[-1]) == ["turn 1", "turn 2", "turn 3, other", "turn 4"]
+
+
+def test_a_fork_leaves_the_sources_own_servers_and_always_allowed_tools_behind():
+    """What belongs to the source session, not to its conversation: the tools its user allowed
+    "always" (the fork asks again) and its own MCP servers (an editor's), with the compiled agent
+    that names them (the fork compiles without them); a source without servers lends its agent."""
+    from pydantic_ai.messages import TextPart, UserPromptPart
+
+    from agentwolf.config.manifest import McpServerConfig
+    from agentwolf.workflows.contracts import CompiledAgent
+    from agentwolf.workflows.cuts import cut, fork_input
+    from agentwolf.workflows.session_input import SessionInput, TurnMark
+    from agentwolf.workflows.types import Counters
+
+    transcript = [ModelRequest(parts=[UserPromptPart("hi")]), ModelResponse(parts=[TextPart("hello")])]
+    counters = Counters(turns=1, turn_seq=1, steps=1)
+    source = SessionInput(
+        session_id="s",
+        agent="a",
+        manifest=make_manifest(),
+        transcript=transcript,
+        turns=[TurnMark(turn_id="turn-1", start=0, end=2, counters=counters)],
+        compiled=CompiledAgent(agent="a", models=["local:m"], instructions="", tools=[]),
+        always_allowed=["record"],
+        session_servers={"editor": McpServerConfig(command="editor-tools")},
+    )
+    fork = fork_input(source, cut(source.transcript, source.turns, None), "f")
+    bare = source.model_copy(update={"session_servers": {}})
+    assert (fork.always_allowed, fork.session_servers, fork.compiled) == ([], {}, None)
+    assert fork_input(bare, cut(bare.transcript, bare.turns, None), "f").compiled == source.compiled
+    assert fork.counters == counters and _dump(fork.transcript) == _dump(transcript)
+
+
+def test_a_turn_mark_leaves_counters_at_their_defaults_out_of_the_snapshot():
+    """One mark per turn rides every continue-as-new snapshot: zero fields stay out, and come back."""
+    from agentwolf.workflows.session_input import TurnMark
+    from agentwolf.workflows.types import Counters, Usage
+
+    usage = Usage(requests=2, input_tokens=200, output_tokens=20, cost_usd=0.002)
+    counters = Counters(turns=2, turn_seq=2, steps=2, usage=usage, models={"openai:gpt-5": usage})
+    mark = TurnMark(turn_id="turn-2", start=2, end=4, config_version=1, counters=counters)
+    dumped = json.loads(mark.model_dump_json())["counters"]
+    assert TurnMark.model_validate_json(mark.model_dump_json()) == mark
+    assert not {"subagents", "continued_as_new"} & set(dumped)
+    assert not {"tool_calls", "unpriced_requests"} & set(dumped["usage"])
+    assert len(json.dumps(dumped)) < 0.7 * len(counters.model_dump_json())

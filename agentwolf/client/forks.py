@@ -10,43 +10,20 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from temporalio.client import Client, WorkflowHandle
-
+from agentwolf.client.core import ClientCore
 from agentwolf.workflows.types import RUN_PREFIX, workflow_id
 
 if TYPE_CHECKING:
     from agentwolf.workflows.branches import BranchInfo, Rewound
     from agentwolf.workflows.cuts import Fork
-    from agentwolf.workflows.registry import ConfigVersion
     from agentwolf.workflows.session_input import SessionInput
 
 FORK_MEMO = "fork_of"
 """The memo field naming a fork's source and point (`<session>@turn-4`)."""
 
 
-class ForkMethods:
+class ForkMethods(ClientCore):
     """Forks of this client's tenant's sessions."""
-
-    client: Client
-    tenant: str
-    _owned: set[str]
-
-    if TYPE_CHECKING:
-
-        async def _handle(self, session_id: str) -> WorkflowHandle[Any, Any]: ...
-
-        async def _launch(
-            self,
-            inp: SessionInput,
-            *,
-            prompt: str | None,
-            trigger: str | None = None,
-            unique: bool = False,
-            owner: str | None = None,
-            memo: dict[str, Any] | None = None,
-        ) -> None: ...
-
-        async def config_get(self, name: str, version: int | None = None) -> ConfigVersion: ...
 
     async def snapshot(self, session_id: str) -> SessionInput:
         """The session's state as a continue-as-new would hand it over (transcript, turns, counters)."""
@@ -57,19 +34,37 @@ class ForkMethods:
         return await handle.query(SNAPSHOT_QUERY, result_type=SessionInput)
 
     async def start_from(
-        self, inp: SessionInput, *, prompt: str | None = None, memo: dict[str, Any] | None = None
+        self,
+        inp: SessionInput,
+        *,
+        prompt: str | None = None,
+        memo: dict[str, Any] | None = None,
+        owner: str | None = None,
     ) -> None:
-        """Start a session from a snapshot (a fork, an eval case); its id must be new."""
-        await self._launch(inp, prompt=prompt, unique=True, memo=memo)
+        """Start a session from a snapshot (a fork, an eval case); its id must be new. `owner`: who it
+        is started for, as `start_session(owner=...)` says."""
+        await self._launch(inp, prompt=prompt, unique=True, memo=memo, owner=owner)
         self._owned.add(workflow_id(self.tenant, inp.session_id))
 
     async def fork(
-        self, session_id: str, *, at: str | None = None, edit: str | None = None, as_id: str | None = None
+        self,
+        session_id: str,
+        *,
+        at: str | None = None,
+        edit: str | None = None,
+        as_id: str | None = None,
+        owner: str | None = None,
     ) -> Fork:
         """A new session whose transcript is `session_id`'s up to `at` (`4`: after turn 4, `4.2`:
         after its second step; default: its last finished turn), on the config version, counters and
         compiled agent it had there. `edit`: the fork instead stops before turn `at` and runs `edit`
-        as that turn's prompt. `as_id`: the new session's id (refused if taken)."""
+        as that turn's prompt. `as_id`: the new session's id (refused if taken). `owner`: who the
+        fork is started for (only they join MCP servers to it, `join_servers`).
+
+        What the source's user allowed "always" is not carried: that answer holds for the rest of
+        the session it was given in, and the snapshot cannot tell whether it was given before the
+        cut, so the fork asks again. Nor are the source's own MCP servers (an editor's): they
+        belong to its user, whose servers join a fork as they join any session."""
         from agentwolf.workflows.cuts import CutError, Fork, cut, effect_ledger, fork_input, parse_point
 
         new_id = as_id or uuid.uuid4().hex[:12]
@@ -82,7 +77,8 @@ class ForkMethods:
         if point.config_version != source.config_version and source.config_name is not None:
             old = await self.config_get(source.config_name, point.config_version)
             inp.manifest = old.manifest
-        await self.start_from(inp, prompt=edit, memo={FORK_MEMO: f"{source.session_id}@{point.point}"})
+        memo = {FORK_MEMO: f"{source.session_id}@{point.point}"}
+        await self.start_from(inp, prompt=edit, memo=memo, owner=owner)
         return Fork(
             session_id=new_id,
             source=source.session_id,

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 from temporalio.client import WorkflowFailureError
 
+from agentwolf.client.core import ClientCore
 from agentwolf.config.loading import load_manifest
 from agentwolf.config.manifest import Manifest
 from agentwolf.workflows.types import SessionResult
 
 if TYPE_CHECKING:
-    from agentwolf.client.configs import ConfigVersion
     from agentwolf.workflows.session_input import SessionInput
 
 
@@ -41,14 +41,10 @@ def job_output(result: SessionResult) -> dict[str, Any] | str | None:
     return result.structured if result.structured is not None else result.output
 
 
-class JobMethods:
+class JobMethods(ClientCore):
     """Jobs of a manifest or registry config, run as background sessions of this client's tenant."""
 
-    tenant: str
-
-    if TYPE_CHECKING:  # provided by WolfClient and ConfigMethods
-
-        async def config_get(self, name: str, version: int | None = None) -> ConfigVersion: ...
+    if TYPE_CHECKING:  # provided by WolfClient
 
         async def start_session(
             self,

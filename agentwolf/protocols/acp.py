@@ -1,19 +1,22 @@
 """`wolf acp`: AgentWolf as an ACP agent for editors (Zed and other Agent Client Protocol clients).
 
-An ACP session is a durable session (the same id). `session/new` starts one with the served agent
-and config; `session/load` reattaches to a session of the tenant that runs the served agent from the
-served config (any other is "not found", as on every front end), replaying its transcript as
-`session/update`s, then following it live; `session/resume` only follows. `session/prompt` sends a
-turn and answers with its stop reason once the turn ends, while the session's follower streams
-what happens (acp_updates.py). A tool call waiting for approval becomes `session/request_permission`
-(allow once, allow always: the tool for the rest of the session, reject), answered with
-approve/deny. `session/cancel` interrupts the running turn. The session's slash commands (from its
-compiled agent) go out with `available_commands_update` whenever it compiles (hot reload included).
-The MCP servers the client passes (stdio, streamable HTTP) join that session only, and only a session
-started for the same user (`editor_principal`): the worker registers them at the extension
-registry's SESSION scope, starts them under its policy and stops them when the session closes; their
-`env` and header values are sealed out of history (agentwolf/config/session_servers.py). Loading
-another user's session shows it without joining the editor's servers (and its credentials) to it.
+An ACP session is a durable session (the same id). `session/new` starts one with the served agent and
+config; `session/load` reattaches to a session of the tenant that runs the served agent from the served
+config (any other is "not found", as on every front end), replaying its transcript as `session/update`s,
+then following it live; `session/resume` only follows. `session/fork` forks such a session
+(`WolfClient.fork`: nothing in the prefix runs again) after its last finished turn, or after the step of
+a message id this agent sent (`_meta: {"agentwolf": {"at": "turn-4.2.0"}}`; a fork point such as `4` or
+`4.2` works too), into a new session the editor prompts like any other. `session/prompt` sends a turn
+and answers with its stop reason once the turn ends, while the session's follower streams what happens
+(acp_updates.py). A tool call waiting for approval becomes `session/request_permission` (allow once,
+allow always: the tool for the rest of the session, reject), answered with approve/deny.
+`session/cancel` interrupts the running turn. The session's slash commands (from its compiled agent) go
+out with `available_commands_update` whenever it compiles (hot reload included). The MCP servers the
+client passes (stdio, streamable HTTP) join that session only, and only a session started for the same
+user (`editor_principal`): the worker registers them at the extension registry's SESSION scope, starts
+them under its policy and stops them when the session closes; their `env` and header values are sealed
+out of history (agentwolf/config/session_servers.py). Loading another user's session shows it without
+joining the editor's servers (and its credentials) to it.
 
 Nothing lives in this process but followers: a turn runs in its session whatever happens to the
 editor or to `wolf acp`, and a new `wolf acp` that loads the session shows what happened meanwhile.
@@ -26,6 +29,7 @@ import asyncio
 import contextlib
 import getpass
 import logging
+import re
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -41,6 +45,7 @@ from acp.schema import (
     AllowedOutcome,
     AvailableCommand,
     AvailableCommandsUpdate,
+    ForkSessionResponse,
     HttpMcpServer,
     Implementation,
     InitializeResponse,
@@ -53,6 +58,7 @@ from acp.schema import (
     PromptResponse,
     ResumeSessionResponse,
     SessionCapabilities,
+    SessionForkCapabilities,
     SessionResumeCapabilities,
     StopReason,
     ToolCallProgress,
@@ -77,6 +83,8 @@ log = logging.getLogger(__name__)
 SNAPSHOT_TRIES = 20
 """Reads of a busy session's transcript before `session/load` takes one that may overlap its events."""
 FOLLOW_RETRIES = 5
+MESSAGE_ID = re.compile(r"^(turn-\d+\.\d+)\.\d+$")
+"""A message id of the updates this agent sends (`<turn>.<step>.<attempt>`, acp_updates.py)."""
 
 PERMISSION_OPTIONS = [
     PermissionOption(option_id="allow", name="Allow", kind="allow_once"),
@@ -168,7 +176,9 @@ class WolfAgent:
                 load_session=True,
                 prompt_capabilities=PromptCapabilities(embedded_context=True),
                 mcp_capabilities=McpCapabilities(http=True),
-                session_capabilities=SessionCapabilities(resume=SessionResumeCapabilities()),
+                session_capabilities=SessionCapabilities(
+                    resume=SessionResumeCapabilities(), fork=SessionForkCapabilities()
+                ),
             ),
             agent_info=Implementation(name="agentwolf", title="AgentWolf", version=version("agentwolf")),
         )
@@ -213,6 +223,25 @@ class WolfAgent:
         for pending in status.pending_approvals:
             self._ask(attached, pending)
         return ResumeSessionResponse()
+
+    @_protocol_errors
+    async def fork_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: list[Any] | None = None,
+        agentwolf: dict[str, Any] | None = None,
+        **_: Any,
+    ) -> ForkSessionResponse:
+        """A new session from a session of the served agent and config, cut where `agentwolf["at"]`
+        (the request's `_meta`) says; the editor's MCP servers join the fork, which is its user's."""
+        joining = session_servers(mcp_servers)
+        await serving.session_of(self.wolf, self.served, session_id)
+        made = await self.wolf.fork(session_id, at=fork_point(agentwolf), owner=self.principal)
+        if joining:
+            await self.wolf.join_servers(made.session_id, joining, owner=self.principal)
+        self._attach(made.session_id, 0)
+        return ForkSessionResponse(session_id=made.session_id)
 
     async def _join(self, session_id: str, servers: list[Any] | None) -> SessionStatus:
         """The session's status, once the client's MCP servers (if any) have joined it: a session of
@@ -418,6 +447,20 @@ def session_servers(servers: list[Any] | None) -> dict[str, McpServerConfig]:
             raise ValueError(f"MCP server names must be present and unique ({server.name!r})")
         out[server.name] = config
     return out
+
+
+def fork_point(meta: dict[str, Any] | None) -> str | None:
+    """Where `session/fork` cuts: after the step of a message id this agent sent (`turn-4.2.0`), at a
+    fork point (`4`, `4.2`), or (None) after the last finished turn."""
+    if meta is not None and not isinstance(meta, dict):
+        raise ValueError(f'_meta.agentwolf is an object such as {{"at": "4.2"}}, not {meta!r}')
+    at = (meta or {}).get("at")
+    if at is None:
+        return None
+    if not isinstance(at, str):
+        raise ValueError(f"_meta.agentwolf.at is a message id or a fork point such as 4.2, not {at!r}")
+    message = MESSAGE_ID.match(at.strip())
+    return message[1] if message else at
 
 
 def _prompt_text(blocks: list[Any]) -> str:

@@ -255,8 +255,10 @@ def _repeat_safe(compiled: CompiledAgent | None) -> set[str]:
 def fork_input(source: SessionInput, at: Cut, session_id: str, *, edit: str | None = None) -> SessionInput:
     """The start input of a fork: the snapshot a continue-as-new would hand over, cut at `at`. The
     compiled agent goes along when the config version is the source's current one (the fork's
-    first turn needs no compile); an edit waits in the queue as the replaced turn's prompt."""
-    same = at.config_version == source.config_version
+    first turn needs no compile) and names none of the source's own MCP servers (the fork has none
+    of them); an edit waits in the queue as the replaced turn's prompt. Neither the source's own
+    servers nor its "always allowed" tools are carried (client/forks.py says why)."""
+    same = at.config_version == source.config_version and not source.session_servers
     view = clamp_view(source.context, len(at.prefix)) if source.context else None
     queue = [Prompt(turn_id=at.edit_turn, text=edit)] if edit is not None and at.edit_turn else []
     return SessionInput(

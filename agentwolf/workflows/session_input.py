@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_serializer
 from pydantic_ai.messages import ModelMessage, ModelRequestPart, ToolCallPart, ToolReturnPart
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
@@ -55,6 +55,12 @@ class TurnMark(BaseModel):
     end: int | None = None
     config_version: int | None = None
     counters: Counters | None = None
+
+    @field_serializer("counters")
+    def _compact(self, counters: Counters | None) -> dict[str, Any] | None:
+        """Without the fields at their defaults (no subagents, no unpriced requests, ...): one mark
+        per turn rides every snapshot, and this leaves about a third of its bytes out."""
+        return None if counters is None else counters.model_dump(mode="json", exclude_defaults=True)
 
 
 class Branch(BaseModel):
