@@ -57,10 +57,10 @@ async def test_captured_turns_replay_identically_and_regressions_are_found_at_th
             await wolf.prompt(sid, f"case {n}")
         await wait_for(lambda: idle(wolf, sid, CASES))
         for n in range(1, CASES + 1):
-            evals.save(await evals.capture(wolf, sid, n), dataset)
+            await evals.save(wolf, await evals.capture(wolf, sid, n), dataset)
         recorded, requests = effects.read_text(), script.calls
 
-        same = await evals.run(wolf, evals.load(dataset), manifest)
+        same = await evals.run(wolf, (await evals.load(wolf, dataset)), manifest)
         assert [c.divergence for c in same.cases] == [None] * CASES and same.score == 1.0
         assert [c.output for c in same.cases] == [f"done {n}" for n in range(1, CASES + 1)]
         assert effects.read_text() == recorded  # every call got its recorded result
@@ -68,9 +68,11 @@ async def test_captured_turns_replay_identically_and_regressions_are_found_at_th
 
         progress = await client.get_workflow_handle(same.run_id).query("progress")
         assert progress == [CASES, CASES]
-        two = await evals.run(wolf, evals.load(dataset)[:2], manifest)  # a run small enough to keep
+        two = await evals.run(
+            wolf, (await evals.load(wolf, dataset))[:2], manifest
+        )  # a run small enough to keep
         await record_history(client, two.run_id, "eval_run")
-        worse = await evals.run(wolf, evals.load(dataset), regressed)
+        worse = await evals.run(wolf, (await evals.load(wolf, dataset)), regressed)
         found = {int(c.name.rsplit("-", 1)[-1]): c.divergence for c in worse.cases if c.divergence}
         assert {n: int(d.split(":")[0].removeprefix("step ")) for n, d in found.items()} == REGRESSED
         assert "add" in found[3] and "'done 7 otherwise'" in found[7] and "fail" in found[11]
