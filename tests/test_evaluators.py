@@ -146,6 +146,7 @@ async def test_evaluators_pass_the_recorded_answers_fail_regressed_ones_and_gate
             refused = await asyncio.to_thread(wolf_cli, *push)
             assert refused.returncode == 1, refused.stderr
             assert "not pushed" in refused.stderr and "scores 0.00 on regress" in refused.stderr
+            assert "(SameTrajectory 0.00, EqualsExpected 0.00, Contains 0.00, LLMJudge 0.00" in refused.stderr
             assert "EqualsExpected FAIL" in refused.stdout and "LLMJudge FAIL: it says oops" in refused.stdout
 
 

@@ -135,7 +135,8 @@ async def eval_run(
     manifest = await _manifest(wolf, config)
     report = await run_dataset(wolf, dataset, manifest, model=model, live_tools=live_tools)
     if as_json:
-        body = {"score": report.score, "cases": [c.model_dump() for c in report.cases]}
+        cases = [c.model_dump() for c in report.cases]
+        body = {"score": report.score, "evaluators": report.by_evaluator(), "cases": cases}
         out().print(json.dumps(body), soft_wrap=True)
     else:
         print_report(report)
@@ -182,11 +183,15 @@ def print_report(report: EvalReport) -> None:
         for c in report.cases
     ]
     print_table(["CASE", "SCORE", "TRAJECTORY", "EVALUATORS", "REQUESTS"], rows)
-    err().print(f"score {report.score:.2f} over {len(report.cases)} cases")
+    means = ", ".join(f"{name} {score:.2f}" for name, score in report.by_evaluator().items())
+    err().print(f"score {report.score:.2f} over {len(report.cases)} cases" + (f" ({means})" if means else ""))
 
 
 def _verdict(evaluation: Evaluation) -> str:
+    from agentwolf.workflows.evals import SAME_TRAJECTORY
+
     value = evaluation.value
     shown = ("pass" if value else "FAIL") if isinstance(value, bool) else f"{value:.2f}"
-    why = f": {evaluation.reason}" if evaluation.reason and not (isinstance(value, bool) and value) else ""
+    shown_beside = evaluation.name == SAME_TRAJECTORY  # its reason is the TRAJECTORY column
+    why = f": {evaluation.reason}" if evaluation.reason and not shown_beside and value is not True else ""
     return f"{evaluation.name} {shown}{why}"

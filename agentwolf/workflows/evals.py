@@ -136,6 +136,13 @@ class EvalReport(BaseModel):
     def score(self) -> float:
         return sum(c.score for c in self.cases) / len(self.cases) if self.cases else 0.0
 
+    def by_evaluator(self) -> dict[str, float]:
+        """Each evaluator's mean score over the cases it judged (pydantic-evals' averages)."""
+        scores: dict[str, list[float]] = {}
+        for evaluation in (e for c in self.cases for e in c.evaluations):
+            scores.setdefault(evaluation.name, []).append(evaluation.score)
+        return {name: sum(s) / len(s) for name, s in scores.items()}
+
 
 class Recording:
     """Recorded results, served once each in order per (tool, arguments)."""
