@@ -150,6 +150,42 @@ async def test_evaluators_pass_the_recorded_answers_fail_regressed_ones_and_gate
             assert "EqualsExpected FAIL" in refused.stdout and "LLMJudge FAIL: it says oops" in refused.stdout
 
 
+async def test_a_worker_lost_mid_run_keeps_the_verdicts_it_recorded(client, run_worker, task_queue):
+    """Each case's evaluators run in one activity whose result is in the run's history: the worker
+    that finishes the run replays the verdicts of the one that stopped, and asks no judge again."""
+    wolf = WolfClient(client, tenant=f"evaluators-{uuid.uuid4().hex[:6]}", task_queue=task_queue)
+    script = Script(_answers)
+    with ScriptedOpenAI(_judge) as judge:
+        models = {"providers": {"openai": {"api_key": "k", "base_url": judge.base_url}}}
+        manifest = make_manifest({"capabilities": []}, mcp_servers={}, models=models)
+        rubric = {"LLMJudge": {"rubric": "says done", "model": "openai:gpt-4o-mini"}}
+        async with run_worker(local_models={"m": script.model}):
+            sid = await wolf.start_session("a", manifest)
+            for n in (1, 2, 3):
+                await wolf.prompt(sid, f"case {n}")
+            await wait_for(lambda: idle(wolf, sid, 3))
+            cases = [await evals.capture(wolf, sid, n, evaluators=[rubric]) for n in (1, 2, 3)]
+            run = asyncio.create_task(evals.run(wolf, cases, manifest, concurrency=1))
+            runs = f"WorkflowType = 'EvalRun' AND WorkflowId STARTS_WITH 'wolf/{wolf.tenant}/'"
+            run_id = (await wait_for(lambda: _first(client.list_workflows(runs)))).id
+            await wait_for(lambda: _finished(client, run_id, 1))
+        async with run_worker(local_models={"m": script.model}):  # another worker finishes the run
+            report = await asyncio.wait_for(run, 120)
+    assert [[e.value for e in c.evaluations] for c in report.cases] == [[True, True]] * 3
+    assert len(judge.requests) == 3  # one verdict a case, none asked twice
+
+
+async def _first(found: Any) -> Any:
+    async for item in found:
+        return item
+    return None
+
+
+async def _finished(client: Any, run_id: str, cases: int) -> bool:
+    done, _ = await client.get_workflow_handle(run_id).query("progress")
+    return done >= cases
+
+
 async def _listed(wolf: WolfClient) -> bool:
     return [(d.name, d.cases) for d in await evals.datasets(wolf)] == [("regress", 2)]
 

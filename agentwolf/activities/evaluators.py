@@ -24,6 +24,7 @@ from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.settings import ModelSettings
 
 from agentwolf.activities import live
+from agentwolf.activities.model_request import PERMANENT_HTTP
 from agentwolf.activities.provider_errors import http_failure
 from agentwolf.activities.session_io import heartbeating
 from agentwolf.config.aliases import resolve_model
@@ -37,9 +38,6 @@ JUDGE_INSTRUCTIONS = (
     '{"reason": "<why, in one sentence>", "pass": <true if the answer meets the rubric, else false>, '
     '"score": <a number from 0 to 1>}'
 )
-TRANSIENT = frozenset({408, 409, 429, 500, 502, 503, 504})
-"""Provider statuses a retry of the activity may get past (anything else is the judge's verdict: an
-error)."""
 
 
 class Grading(BaseModel):
@@ -49,7 +47,7 @@ class Grading(BaseModel):
 
     reason: str
     passed: bool = Field(alias="pass")
-    score: float = Field(1.0, ge=0, le=1)
+    score: float | None = None
 
 
 def _short(text: str | None) -> str:
@@ -139,8 +137,8 @@ class Evaluators:
                     False, f"no evaluator named {spec.name!r} on this worker ({known})"
                 )
         except ModelHTTPError as exc:
-            if exc.status_code in TRANSIENT:
-                raise  # the activity is retried
+            if exc.status_code not in PERMANENT_HTTP:
+                raise  # the activity is retried, as a session's model request would be
             verdict = EvaluationReason(False, f"{spec.name} failed: {http_failure(exc)}")
         except Exception as exc:  # noqa: BLE001 - a failing evaluator is a failed verdict, said
             verdict = EvaluationReason(False, f"{spec.name} failed: {type(exc).__name__}: {exc}")

@@ -15,7 +15,7 @@ from datetime import timedelta
 from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ChildWorkflowError
+from temporalio.exceptions import ActivityError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from agentwolf.config.limits import PRIORITY_MEMO, session_priority
@@ -119,20 +119,18 @@ class EvalRunWorkflow:
                 memo={PRIORITY_MEMO: session_priority(True, None)},
             )
         except ChildWorkflowError as err:
-            failed = f"the case's session failed: {err.cause or err}"
-            return CaseResult(
-                name=case.name, session_id=session_id, score=0.0, divergence=failed, output=None,
-                requests=0, cost_usd=None,
-            )  # fmt: skip
+            return _failed(case, session_id, f"the case's session failed: {err.cause or err}")
         if workflow.patched(EVALUATORS):
-            scored = await workflow.execute_activity(
-                "wolf.eval_score",
-                ScoreInput.of(case, wid, result.output),
-                result_type=Scored,
-                start_to_close_timeout=timedelta(minutes=5),
-                heartbeat_timeout=timedelta(seconds=60),
-                retry_policy=STEPS_RETRY,
-            )
+            try:
+                scored = await workflow.execute_activity(
+                    "wolf.eval_score",
+                    ScoreInput.of(case, wid, result.output),
+                    result_type=Scored,
+                    start_to_close_timeout=timedelta(minutes=5),
+                    retry_policy=STEPS_RETRY,
+                )
+            except ActivityError as err:  # e.g. the judge's provider down past every retry
+                return _failed(case, session_id, f"the case could not be scored: {err.cause or err}")
             score, diverged, evaluations = (
                 case_score(scored.evaluations),
                 scored.divergence,
@@ -167,3 +165,15 @@ class EvalRunWorkflow:
     @workflow.query(description="The config the cases run (an LLM judge's model and providers).")
     def manifest(self) -> Manifest:
         return self.inp.manifest
+
+
+def _failed(case: EvalCase, session_id: str, why: str) -> CaseResult:
+    return CaseResult(
+        name=case.name,
+        session_id=session_id,
+        score=0.0,
+        divergence=why,
+        output=None,
+        requests=0,
+        cost_usd=None,
+    )
