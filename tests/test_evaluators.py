@@ -139,7 +139,7 @@ async def test_evaluators_pass_the_recorded_answers_fail_regressed_ones_and_gate
 
             # `wolf eval datasets`, and the push gate on a registry dataset.
             listed = await asyncio.to_thread(wolf_cli, "eval", "datasets")
-            assert listed.returncode == 0 and "regress\t2\t" in listed.stdout, listed
+            assert listed.returncode == 0 and "regress\t2\n" in listed.stdout, listed
             bad = tmp_path / "bad.json"
             bad.write_text(regressed.model_dump_json(exclude_none=True))
             push = ["config", "push", "evaluated", str(bad), "--eval", "regress", "--min-score", "0.5"]

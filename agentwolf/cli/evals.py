@@ -105,10 +105,7 @@ async def eval_datasets(conn: Connection, tenant: Tenant = "default", as_json: J
     if as_json:
         out().print(json.dumps([d.model_dump(mode="json") for d in found]), soft_wrap=True)
         return
-    print_table(
-        ["DATASET", "CASES", "CREATED"],
-        [[d.name, str(d.cases), f"{d.created_at:%Y-%m-%d %H:%M}"] for d in found],
-    )
+    print_table(["DATASET", "CASES"], [[d.name, str(d.cases)] for d in found])
 
 
 @eval_app.command("run")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +31,6 @@ class DatasetSummary(BaseModel):
 
     name: str
     cases: int
-    created_at: datetime
 
 
 def in_registry(dataset: str | Path) -> bool:
@@ -154,7 +152,7 @@ async def datasets(wolf: WolfClient) -> list[DatasetSummary]:
     async for wf in wolf.client.list_workflows(query):
         name = wf.id.rsplit("/", 1)[-1]
         cases = (await wf.memo()).get("cases", 0)
-        found[name] = DatasetSummary(name=name, cases=int(cases), created_at=wf.start_time)
+        found[name] = DatasetSummary(name=name, cases=int(cases))
     return sorted(found.values(), key=lambda d: d.name)
 
 
