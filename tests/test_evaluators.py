@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from pydantic_ai.messages import ModelResponse
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
@@ -23,7 +24,9 @@ from agentwolf.client import evals
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.hosts.host import HostRegistry
 from agentwolf.plugins import EvaluatorContext, load_plugins
+from agentwolf.workflows.datasets import DatasetInput, EvalDatasetWorkflow, dataset_id
 from agentwolf.workflows.evals import EvalCase, EvaluatorSpec, ScoreInput
+from agentwolf.workflows.types import TENANT_ATTR, quote
 from tests.conftest import make_manifest, record_history, wait_for
 from tests.support.models import Script, text, user_texts
 from tests.support.openai_server import Reply, ScriptedOpenAI
@@ -173,6 +176,35 @@ async def test_a_worker_lost_mid_run_keeps_the_verdicts_it_recorded(client, run_
             report = await asyncio.wait_for(run, 120)
     assert [[e.value for e in c.evaluations] for c in report.cases] == [[True, True]] * 3
     assert len(judge.requests) == 3  # one verdict a case, none asked twice
+
+
+async def test_a_registry_dataset_keeps_its_cases_and_size_across_continue_as_new(
+    client, run_worker, task_queue
+):
+    wolf = WolfClient(client, tenant=f"evaluators-{uuid.uuid4().hex[:6]}", task_queue=task_queue)
+    fields = {"agent": "a", "prefix": [], "prompt": "p", "calls": [], "steps": [], "output": "o"}
+    async with run_worker():
+        await client.start_workflow(
+            EvalDatasetWorkflow.run,
+            DatasetInput(name="small", max_history_events=10),  # continues as new every few cases
+            id=dataset_id(wolf.tenant, "small"),
+            task_queue=task_queue,
+            search_attributes=TypedSearchAttributes([SearchAttributePair(TENANT_ATTR, wolf.tenant)]),
+        )
+        for n in range(1, 9):
+            assert await evals.save(wolf, EvalCase(name=f"c{n}", **fields), "small") == n
+        runs = await _runs(client, dataset_id(wolf.tenant, "small"))
+        assert runs > 1, "the dataset never continued as new"
+        assert [c.name for c in await evals.load(wolf, "small")] == [f"c{n}" for n in range(1, 9)]
+        await wait_for(lambda: _sized(wolf, 8))
+
+
+async def _runs(client: Any, workflow_id: str) -> int:
+    return len([wf async for wf in client.list_workflows(f"WorkflowId = {quote(workflow_id)}")])
+
+
+async def _sized(wolf: WolfClient, cases: int) -> bool:
+    return [(d.name, d.cases) for d in await evals.datasets(wolf)] == [("small", cases)]
 
 
 async def _first(found: Any) -> Any:
