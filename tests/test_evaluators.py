@@ -52,10 +52,10 @@ def _judge(body: dict[str, Any]) -> Reply:
 
 
 async def test_evaluators_pass_the_recorded_answers_fail_regressed_ones_and_gate_a_push(
-    client, run_worker, tmp_path
+    client, run_worker, task_queue, tmp_path
 ):
-    queue, tenant = f"tq-{uuid.uuid4().hex[:8]}", f"evaluators-{uuid.uuid4().hex[:6]}"
-    wolf = WolfClient(client, tenant=tenant, task_queue=queue)
+    tenant = f"evaluators-{uuid.uuid4().hex[:6]}"
+    wolf = WolfClient(client, tenant=tenant, task_queue=task_queue)
     script = Script(_answers)
     with ScriptedOpenAI(_judge) as judge:
         models = {"providers": {"openai": {"api_key": "k", "base_url": judge.base_url}}}
@@ -65,7 +65,7 @@ async def test_evaluators_pass_the_recorded_answers_fail_regressed_ones_and_gate
             {**agent, "instructions": "be brief; regress"}, mcp_servers={}, models=models
         )
         plugins = load_plugins([PLUGIN], entry_points=[])
-        async with run_worker(task_queue=queue, local_models={"m": script.model}, plugins=plugins):
+        async with run_worker(local_models={"m": script.model}, plugins=plugins):
             sid = await wolf.start_session("a", manifest)
             for n in (1, 2):
                 await wolf.prompt(sid, f"case {n}")
@@ -77,7 +77,7 @@ async def test_evaluators_pass_the_recorded_answers_fail_regressed_ones_and_gate
                 "COLUMNS": "250",
                 "TEMPORAL_ADDRESS": address,
                 "WOLF_TENANT": tenant,
-                "WOLF_TASK_QUEUE": queue,
+                "WOLF_TASK_QUEUE": task_queue,  # the CLI's work goes to this test's worker
             }
 
             def wolf_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -132,7 +132,7 @@ async def test_evaluators_pass_the_recorded_answers_fail_regressed_ones_and_gate
             assert reasons["mentions_case"] == "no 'done 2' in the answer"
 
             # Another tenant finds neither the dataset nor its listing; a path is a file, never a name.
-            other = WolfClient(client, tenant=f"{tenant}-other", task_queue=queue)
+            other = WolfClient(client, tenant=f"{tenant}-other", task_queue=task_queue)
             with pytest.raises(evals.DatasetNotFound, match="no dataset named 'regress' in tenant"):
                 await evals.load(other, "regress")
             with pytest.raises(FileNotFoundError):
