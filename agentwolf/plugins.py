@@ -1,4 +1,4 @@
-"""Extend a worker in Python: plugins register `local:` models and function tools.
+"""Extend a worker in Python: plugins register `local:` models, function tools and eval evaluators.
 
 A plugin is a module with a registration hook::
 
@@ -16,12 +16,19 @@ A plugin is a module with a registration hook::
             '''
             ...
 
+        @wolf.evaluator
+        def cites_a_source(ctx: EvaluatorContext, min_sources: int = 1) -> bool:
+            return ctx.output is not None and ctx.output.count("http") >= min_sources
+
 A worker loads it with `wolf worker --plugin my_module` (or `wolf up --plugin`), or finds it as an
 `agentwolf.plugins` entry point (`notes = "my_package.plugin"`, or `"my_package:register"`). Tools are
 pydantic-ai function tools: the schema comes from the signature and the docstring. A manifest serves
 them as one more tool source, `host.mcp_servers.<label>: {plugin: <name>}` (the module's name, or the
 entry point's), so permission rules (`<label>:lookup`), `repeat_safe` and `call_timeout` hold as for
-an MCP server, and each call runs as a `wolf.call_tool` activity on the worker.
+an MCP server, and each call runs as a `wolf.call_tool` activity on the worker. An evaluator is named
+in an eval dataset as pydantic-evals names one (`"cites_a_source"`, `{"cites_a_source": {"min_sources":
+2}}`) and runs in the `wolf.eval_score` activity: it returns a bool (pass), a number (a score in
+[0, 1]) or an `EvaluationReason` (either, with why).
 """
 
 from __future__ import annotations
@@ -48,6 +55,35 @@ LocalModel = Model | ModelFactory
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+@dataclass(frozen=True)
+class EvaluatorContext:
+    """What an evaluator judges: one eval case asked again (pydantic-evals' context, for text)."""
+
+    name: str
+    """The case's name (`<session>:turn-N`)."""
+    inputs: str
+    """The case's prompt."""
+    output: str | None
+    """The new answer."""
+    expected_output: str | None
+    recorded_output: str | None
+    """The answer the recorded turn gave."""
+    steps: list[dict[str, Any]]
+    """The new trajectory: one `{"calls": ["tool {args}", ...], "text": answer or None}` per step."""
+
+
+@dataclass(frozen=True)
+class EvaluationReason:
+    """An evaluator's verdict with why: `value` a bool (pass) or a score in [0, 1]."""
+
+    value: bool | float
+    reason: str | None = None
+
+
+Evaluator = Callable[..., Any]
+"""`(ctx: EvaluatorContext, *args, **kwargs) -> bool | float | EvaluationReason`, sync or async."""
+
+
 class PluginError(ValueError):
     """A plugin that cannot be loaded or registers something invalid: the message names it and why
     (a ValueError, so the CLI prints it as a one-line error with exit code 2)."""
@@ -68,6 +104,7 @@ class PluginRegistry:
         self.name = name
         self.models: dict[str, LocalModel] = {}
         self.tools: dict[str, FunctionTool] = {}
+        self.evaluators: dict[str, Evaluator] = {}
 
     def model(self, name: str, model: LocalModel) -> None:
         """Register `local:<name>`: a pydantic-ai `Model`, or a zero-argument factory returning one."""
@@ -113,6 +150,25 @@ class PluginRegistry:
 
         return add if function is None else add(function)
 
+    @overload
+    def evaluator(self, function: F) -> F: ...
+
+    @overload
+    def evaluator(self, *, name: str | None = None) -> Callable[[F], F]: ...
+
+    def evaluator(self, function: F | None = None, *, name: str | None = None) -> F | Callable[[F], F]:
+        """Register an eval evaluator (`@wolf.evaluator` or `@wolf.evaluator(name=...)`), named in
+        datasets by `name` (default: the function's name)."""
+
+        def add(fn: F) -> F:
+            key = name or fn.__name__
+            if key in self.evaluators:
+                raise PluginError(f"plugin {self.name!r} registers evaluator {key!r} twice")
+            self.evaluators[key] = fn
+            return fn
+
+        return add if function is None else add(function)
+
 
 @dataclass
 class Plugins:
@@ -121,6 +177,7 @@ class Plugins:
     models: dict[str, LocalModel] = field(default_factory=dict)
     tools: dict[str, dict[str, FunctionTool]] = field(default_factory=dict)
     """Plugin name -> tool name -> tool (every loaded plugin has an entry, maybe empty)."""
+    evaluators: dict[str, Evaluator] = field(default_factory=dict)
 
     def add(self, registry: PluginRegistry) -> None:
         if registry.name in self.tools:
@@ -131,14 +188,22 @@ class Plugins:
                 f"plugin {registry.name!r} registers models another plugin registered: "
                 f"{', '.join(f'local:{n}' for n in clash)}"
             )
+        clash = sorted(set(registry.evaluators) & set(self.evaluators))
+        if clash:
+            raise PluginError(
+                f"plugin {registry.name!r} registers evaluators another plugin registered: {', '.join(clash)}"
+            )
         self.models.update(registry.models)
         self.tools[registry.name] = dict(registry.tools)
+        self.evaluators.update(registry.evaluators)
 
     def describe(self) -> list[str]:
         """One line per plugin, for the worker's log."""
-        return [
-            f"plugin {name}: tools {', '.join(tools) or 'none'}" for name, tools in self.tools.items()
-        ] + ([f"plugin models: {', '.join(f'local:{m}' for m in self.models)}"] if self.models else [])
+        return (
+            [f"plugin {name}: tools {', '.join(tools) or 'none'}" for name, tools in self.tools.items()]
+            + ([f"plugin models: {', '.join(f'local:{m}' for m in self.models)}"] if self.models else [])
+            + ([f"plugin evaluators: {', '.join(self.evaluators)}"] if self.evaluators else [])
+        )
 
 
 def load_plugins(

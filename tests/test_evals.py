@@ -40,27 +40,25 @@ def _turns(script: Script) -> ModelResponse:
 
 
 async def test_captured_turns_replay_identically_and_regressions_are_found_at_their_step(
-    client, run_worker, tmp_path
+    client, run_worker, task_queue, tmp_path
 ):
-    from agentwolf.worker.bootstrap import TASK_QUEUE  # the CLI's queue: `wolf config push --eval` runs there
-
-    wolf = WolfClient(client, task_queue=TASK_QUEUE)
+    wolf = WolfClient(client, task_queue=task_queue)
     effects = tmp_path / "effects"
     servers = {"tools": tools_server(WOLF_SIDE_EFFECTS=str(effects))}
     manifest = make_manifest({"instructions": "be brief"}, mcp_servers=servers)
     regressed = make_manifest({"instructions": "be brief; regress"}, mcp_servers=servers)
     script = Script(_turns)
     dataset = tmp_path / "cases.jsonl"
-    async with run_worker(task_queue=TASK_QUEUE, local_models={"m": script.model}):
+    async with run_worker(local_models={"m": script.model}):
         sid = await wolf.start_session("a", manifest)
         for n in range(1, CASES + 1):  # queued: they run one after another
             await wolf.prompt(sid, f"case {n}")
         await wait_for(lambda: idle(wolf, sid, CASES))
         for n in range(1, CASES + 1):
-            evals.save(await evals.capture(wolf, sid, n), dataset)
+            await evals.save(wolf, await evals.capture(wolf, sid, n), dataset)
         recorded, requests = effects.read_text(), script.calls
 
-        same = await evals.run(wolf, evals.load(dataset), manifest)
+        same = await evals.run(wolf, (await evals.load(wolf, dataset)), manifest)
         assert [c.divergence for c in same.cases] == [None] * CASES and same.score == 1.0
         assert [c.output for c in same.cases] == [f"done {n}" for n in range(1, CASES + 1)]
         assert effects.read_text() == recorded  # every call got its recorded result
@@ -68,9 +66,11 @@ async def test_captured_turns_replay_identically_and_regressions_are_found_at_th
 
         progress = await client.get_workflow_handle(same.run_id).query("progress")
         assert progress == [CASES, CASES]
-        two = await evals.run(wolf, evals.load(dataset)[:2], manifest)  # a run small enough to keep
+        two = await evals.run(
+            wolf, (await evals.load(wolf, dataset))[:2], manifest
+        )  # a run small enough to keep
         await record_history(client, two.run_id, "eval_run")
-        worse = await evals.run(wolf, evals.load(dataset), regressed)
+        worse = await evals.run(wolf, (await evals.load(wolf, dataset)), regressed)
         found = {int(c.name.rsplit("-", 1)[-1]): c.divergence for c in worse.cases if c.divergence}
         assert {n: int(d.split(":")[0].removeprefix("step ")) for n, d in found.items()} == REGRESSED
         assert "add" in found[3] and "'done 7 otherwise'" in found[7] and "fail" in found[11]
@@ -88,6 +88,7 @@ async def test_captured_turns_replay_identically_and_regressions_are_found_at_th
         # A tenant of its own: the registry config it pushes is no other test's (`wolf mcp` lists them).
         tenant = f"evals-{uuid.uuid4().hex[:6]}"
         environ = {**os.environ, "NO_COLOR": "1", "TEMPORAL_ADDRESS": address, "WOLF_TENANT": tenant}
+        environ["WOLF_TASK_QUEUE"] = task_queue  # `wolf config push --eval` runs on this test's worker
 
         def push(name: str) -> subprocess.CompletedProcess[str]:
             args = [
@@ -109,5 +110,5 @@ async def test_captured_turns_replay_identically_and_regressions_are_found_at_th
         assert "step 1: called" in refused.stdout
         pushed = await asyncio.to_thread(push, "good")
         assert pushed.returncode == 0, pushed.stderr
-        mine = WolfClient(client, tenant=tenant, task_queue=TASK_QUEUE)
+        mine = WolfClient(client, tenant=tenant, task_queue=task_queue)
         assert (await mine.config_get("evaluated")).version == 1

@@ -101,6 +101,8 @@ def test_the_corpus_covers_every_feature():
         "limiter_continue_as_new",
         "rewind_and_redo",
         "eval_run",
+        "eval_run_scored",
+        "eval_dataset",
         "limiter_paced",
     } <= names
 

@@ -1,18 +1,75 @@
-"""The eval run's one activity: a finished case's trajectory, read from its session (eval_run.py)."""
+"""The eval run's activities (eval_run.py): `wolf.eval_score` reads a finished case's trajectory from
+its session and runs the case's evaluators (activities/evaluators.py); `wolf.eval_steps` only reads
+the trajectory, for runs recorded before evaluators."""
 
 from __future__ import annotations
 
 from pydantic_ai.messages import ModelMessage
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
+from agentwolf.activities.evaluators import Evaluators, Target
+from agentwolf.config.manifest import Manifest
+from agentwolf.hosts.host import HostRegistry
+from agentwolf.plugins import EvaluatorContext
 from agentwolf.workflows.contracts import TRANSCRIPT_QUERY
 from agentwolf.workflows.eval_run import StepsInput
-from agentwolf.workflows.evals import Step, trajectory
+from agentwolf.workflows.evals import Scored, ScoreInput, Step, divergence, trajectory
+from agentwolf.workflows.types import tenant_of
 
 
 @activity.defn(name="wolf.eval_steps")
 async def eval_steps(inp: StepsInput) -> list[Step]:
     """The steps of the case's session after its recorded prefix (only they enter history)."""
-    handle = activity.client().get_workflow_handle(inp.workflow_id)
+    return await _steps(inp.workflow_id, inp.start)
+
+
+async def _steps(workflow_id: str, start: int) -> list[Step]:
+    handle = activity.client().get_workflow_handle(workflow_id)
     transcript = await handle.query(TRANSCRIPT_QUERY, result_type=list[ModelMessage])
-    return trajectory(transcript[inp.start :])
+    return trajectory(transcript[start:])
+
+
+class EvalActivities:
+    def __init__(self, hosts: HostRegistry) -> None:
+        self.hosts = hosts
+        self.evaluators = Evaluators(hosts)
+
+    @activity.defn(name="wolf.eval_score")
+    async def eval_score(self, inp: ScoreInput) -> Scored:
+        """The case's new trajectory, where it left the recorded one, and each evaluator's verdict."""
+        run_id = activity.info().workflow_id or ""
+        tenant = tenant_of(run_id)
+        if tenant is None or tenant_of(inp.workflow_id) != tenant:
+            raise ApplicationError(
+                f"refused: run {run_id!r} may score only its own tenant's sessions, not {inp.workflow_id!r}",
+                type="TenantMismatch",
+                non_retryable=True,
+            )
+        if self.hosts.tenant is not None and tenant != self.hosts.tenant:
+            raise ApplicationError(
+                f"refused: this worker serves tenant {self.hosts.tenant!r} only, not {tenant!r}",
+                type="TenantMismatch",
+                non_retryable=True,
+            )
+        steps = await _steps(inp.workflow_id, inp.start)
+        diverged = divergence(inp.steps, steps)
+        ctx = EvaluatorContext(
+            name=inp.name,
+            inputs=inp.prompt,
+            output=inp.output,
+            expected_output=inp.expected_output,
+            recorded_output=inp.steps[-1].text if inp.steps else None,
+            steps=[s.model_dump() for s in steps],
+        )
+
+        async def manifest() -> Manifest:
+            return await activity.client().get_workflow_handle(run_id).query("manifest", result_type=Manifest)
+
+        target = Target(tenant=tenant, agent=inp.agent, manifest=manifest)
+        evaluations = [
+            found
+            for spec in inp.evaluators
+            if (found := await self.evaluators.run(spec, ctx, diverged, target)) is not None
+        ]
+        return Scored(steps=steps, divergence=diverged, evaluations=evaluations)

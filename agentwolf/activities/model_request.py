@@ -38,7 +38,7 @@ from agentwolf.workflows.contracts import (
 )
 from agentwolf.workflows.output import OUTPUT_DESCRIPTION, OUTPUT_TOOL
 
-_PERMANENT_HTTP = {400, 401, 403, 404, 422}
+PERMANENT_HTTP = {400, 401, 403, 404, 422}
 
 
 async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestInput) -> ModelRequestOutput:
@@ -162,7 +162,7 @@ def model_http_error(exc: ModelHTTPError, host: AgentHost) -> ApplicationError:
     message = host.secrets.redact(http_failure(exc))
     if exc.status_code in (400, 413) and (found := context_overflow(exc.body, exc.provider_error_code)):
         return ApplicationError(message, found.window, type=CONTEXT_LENGTH_EXCEEDED, non_retryable=True)
-    return ApplicationError(message, type="ModelHTTPError", non_retryable=exc.status_code in _PERMANENT_HTTP)
+    return ApplicationError(message, type="ModelHTTPError", non_retryable=exc.status_code in PERMANENT_HTTP)
 
 
 @dataclasses.dataclass

@@ -194,7 +194,8 @@ async def config_push(
     conn: Connection,
     note: Annotated[str, typer.Option("--note", help="Why this version (shown by history).")] = "",
     eval_dataset: Annotated[
-        Path | None, typer.Option("--eval", metavar="DATASET", help="Run this eval dataset first.")
+        str | None,
+        typer.Option("--eval", metavar="DATASET", help="Run this eval dataset (a name or a file) first."),
     ] = None,
     min_score: Annotated[
         float, typer.Option("--min-score", metavar="S", help="With --eval: refuse below this score (0-1).")

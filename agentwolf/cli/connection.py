@@ -112,10 +112,14 @@ class Connection:
         return named
 
     async def client(
-        self, tenant: str, *, start_local: bool = False, task_queue: str = TASK_QUEUE
+        self, tenant: str, *, start_local: bool = False, task_queue: str | None = None
     ) -> WolfClient:
-        """Connect; with no server configured and `start_local`, bring the embedded local stack up."""
+        """Connect; with no server configured and `start_local`, bring the embedded local stack up.
+        Work goes to `task_queue`, else $WOLF_TASK_QUEUE (workers started with `--task-queue`), else
+        the default queue."""
         from agentwolf.client.wolf_client import WolfClient
+
+        task_queue = task_queue or os.environ.get("WOLF_TASK_QUEUE") or TASK_QUEUE
 
         target = self.configured_address()
         if target is None:

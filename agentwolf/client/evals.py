@@ -4,13 +4,17 @@ config or model with the recorded tool results, report scores and where trajecto
 A run is an `EvalRun` workflow (workflows/eval_run.py); each case a background child session started
 from the turn's prefix (as a fork is) with the prompt queued and the tool results recorded: matching
 calls run nothing.
-Datasets are JSON Lines files, one case a line."""
+A dataset is a JSON Lines file (one case a line) when named by a path, or an `EvalDataset` workflow of
+the client's tenant (workflows/datasets.py) when named by a plain name (no `.` or `/`)."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
 
 if TYPE_CHECKING:
     from agentwolf.client.wolf_client import WolfClient
@@ -18,12 +22,36 @@ if TYPE_CHECKING:
     from agentwolf.workflows.evals import EvalCase, EvalReport
 
 
+class DatasetNotFound(ValueError):
+    pass
+
+
+class DatasetSummary(BaseModel):
+    """One registry dataset as `wolf eval datasets` shows it (from visibility: no worker needed)."""
+
+    name: str
+    cases: int
+
+
+def in_registry(dataset: str | Path) -> bool:
+    """A plain name (`regressions`) names a registry dataset; anything with `.` or `/` a file."""
+    from agentwolf.workflows.registry import is_config_name
+
+    return isinstance(dataset, str) and is_config_name(dataset)
+
+
 async def capture(
-    wolf: WolfClient, session_id: str, turn: int | None = None, *, expect_contains: str | None = None
+    wolf: WolfClient,
+    session_id: str,
+    turn: int | None = None,
+    *,
+    expected_output: str | None = None,
+    evaluators: Sequence[Any] = (),
 ) -> EvalCase:
-    """Turn `turn` of the session (default: its last finished one) as an eval case."""
+    """Turn `turn` of the session (default: its last finished one) as an eval case, scored by
+    `SameTrajectory` and `evaluators` (EvaluatorSpec or their dataset forms: `{"Contains": "x"}`)."""
     from agentwolf.workflows.cuts import CutError
-    from agentwolf.workflows.evals import EvalCase, prompt_of, recorded_calls, trajectory
+    from agentwolf.workflows.evals import SAME_TRAJECTORY, EvalCase, prompt_of, recorded_calls, trajectory
 
     source = await wolf.snapshot(session_id)
     finished = [m for m in source.turns if m.end is not None]
@@ -44,22 +72,88 @@ async def capture(
         calls=recorded_calls(messages),
         steps=steps,
         output=steps[-1].text if steps else None,
-        expect_contains=expect_contains,
+        expected_output=expected_output,
+        evaluators=[
+            SAME_TRAJECTORY,
+            *(["EqualsExpected"] if expected_output is not None else []),
+            *evaluators,
+        ],
     )
 
 
-def save(case: EvalCase, dataset: Path) -> None:
-    with dataset.open("a") as f:
-        f.write(case.model_dump_json() + "\n")
+async def save(wolf: WolfClient, case: EvalCase, dataset: str | Path) -> int:
+    """Append the case to the dataset (a registry dataset is created by its first case); its size."""
+    if not in_registry(dataset):
+        path = Path(dataset)
+        with path.open("a") as f:
+            f.write(case.model_dump_json() + "\n")
+        return sum(1 for line in path.read_text().splitlines() if line.strip())
+    from temporalio.client import WithStartWorkflowOperation
+    from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
+
+    from agentwolf.workflows.datasets import DatasetInput, EvalDatasetWorkflow, dataset_id
+    from agentwolf.workflows.types import TENANT_ATTR
+
+    name = str(dataset)
+    start = WithStartWorkflowOperation(
+        EvalDatasetWorkflow.run,
+        DatasetInput(name=name),
+        id=dataset_id(wolf.tenant, name),
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        task_queue=wolf.task_queue,
+        search_attributes=TypedSearchAttributes([SearchAttributePair(TENANT_ATTR, wolf.tenant)]),
+    )
+    return await wolf.client.execute_update_with_start_workflow(
+        EvalDatasetWorkflow.add, case, start_workflow_operation=start
+    )
 
 
-def load(dataset: Path) -> list[EvalCase]:
+async def load(wolf: WolfClient, dataset: str | Path) -> list[EvalCase]:
+    """A dataset's cases: a file's lines, or the registry dataset of the client's tenant."""
     from agentwolf.workflows.evals import EvalCase
 
-    lines = [line for line in dataset.read_text().splitlines() if line.strip()]
-    if not lines:
+    if in_registry(dataset):
+        cases = await _registry_cases(wolf, str(dataset))
+    else:
+        lines = [line for line in Path(dataset).read_text().splitlines() if line.strip()]
+        cases = [EvalCase.model_validate_json(line) for line in lines]
+    if not cases:
         raise ValueError(f"dataset {dataset} has no cases: `wolf eval capture` adds them")
-    return [EvalCase.model_validate_json(line) for line in lines]
+    return cases
+
+
+async def _registry_cases(wolf: WolfClient, name: str) -> list[EvalCase]:
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from agentwolf.workflows.datasets import EvalDatasetWorkflow, dataset_id
+
+    handle = wolf.client.get_workflow_handle_for(EvalDatasetWorkflow.run, dataset_id(wolf.tenant, name))
+    try:
+        return await handle.query(EvalDatasetWorkflow.cases)
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise DatasetNotFound(
+                f"no dataset named {name!r} in tenant {wolf.tenant!r} (`wolf eval capture ID --dataset "
+                f"{name}` creates it; a file is named by a path, ./{name})"
+            ) from None
+        raise
+
+
+async def datasets(wolf: WolfClient) -> list[DatasetSummary]:
+    """The client's tenant's registry datasets, by name."""
+    from agentwolf.workflows.datasets import DATASET_WORKFLOW
+    from agentwolf.workflows.types import TENANT_ATTR, quote
+
+    query = (
+        f"WorkflowType = '{DATASET_WORKFLOW}' AND {TENANT_ATTR.name} = {quote(wolf.tenant)}"
+        " AND ExecutionStatus = 'Running'"
+    )
+    found = {}
+    async for wf in wolf.client.list_workflows(query):
+        name = wf.id.rsplit("/", 1)[-1]
+        cases = (await wf.memo()).get("cases", 0)
+        found[name] = DatasetSummary(name=name, cases=int(cases))
+    return sorted(found.values(), key=lambda d: d.name)
 
 
 async def run(

@@ -15,7 +15,7 @@ from temporalio.worker.workflow_sandbox import SandboxRestrictions
 from agentwolf.activities.acp import AcpActivities, home_queue
 from agentwolf.activities.code import CodeActivities
 from agentwolf.activities.config import config_notify
-from agentwolf.activities.evals import eval_steps
+from agentwolf.activities.evals import EvalActivities, eval_steps
 from agentwolf.activities.schedule import deliver_prompt, registry_job_session
 from agentwolf.activities.session import SessionActivities
 from agentwolf.activities.web import WebActivities
@@ -29,6 +29,7 @@ from agentwolf.telemetry import tracing
 from agentwolf.telemetry.interceptor import ActivityContext
 from agentwolf.worker.deployment import Deployment
 from agentwolf.worker.sandbox import CachingSandboxedWorkflowRunner
+from agentwolf.workflows.datasets import EvalDatasetWorkflow
 from agentwolf.workflows.eval_run import EvalRunWorkflow
 from agentwolf.workflows.limiter import LimiterWorkflow
 from agentwolf.workflows.pinned import PinnedSessionWorkflow
@@ -41,7 +42,14 @@ log = logging.getLogger(__name__)
 
 HEARTBEAT_THROTTLE_MS = 100
 """At most one heartbeat per this many ms per activity reaches the server (the SDK sends the newest)."""
-WORKFLOWS = [SessionWorkflow, ConfigRegistryWorkflow, ScheduleFireWorkflow, LimiterWorkflow, EvalRunWorkflow]
+WORKFLOWS = [
+    SessionWorkflow,
+    ConfigRegistryWorkflow,
+    ScheduleFireWorkflow,
+    LimiterWorkflow,
+    EvalRunWorkflow,
+    EvalDatasetWorkflow,
+]
 VERSIONED_WORKFLOWS = [PinnedSessionWorkflow, *WORKFLOWS[1:]]
 """A versioned worker's: sessions pinned to their build, the rest auto-upgrading (Deployment.config)."""
 
@@ -115,6 +123,7 @@ def create_worker(
             deliver_prompt,
             registry_job_session,
             eval_steps,
+            EvalActivities(hosts).eval_score,
             acp.home,
         ],
         workflow_runner=workflow_runner,

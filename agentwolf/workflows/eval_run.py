@@ -2,9 +2,10 @@
 
 Each case is a background session started from the recorded turn's prefix with its prompt queued
 and its tool results recorded; at most `concurrency` run at once, and the run survives worker
-restarts like any workflow (`progress` says how far it is). A finished case's trajectory is read by
-`wolf.eval_steps` (a query of the child, the new messages only, so history stays small) and judged
-here. Deterministic code only."""
+restarts like any workflow (`progress` says how far it is). A finished case is scored by
+`wolf.eval_score`: it reads the case's trajectory (a query of the child, the new messages only, so
+history stays small) and runs the case's evaluators, the LLM judge and plugins' evaluators included,
+so their verdicts are recorded once and a worker lost mid-run loses none. Deterministic code only."""
 
 from __future__ import annotations
 
@@ -14,12 +15,21 @@ from datetime import timedelta
 from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ChildWorkflowError
+from temporalio.exceptions import ActivityError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from agentwolf.config.limits import PRIORITY_MEMO, session_priority
     from agentwolf.config.manifest import Manifest
-    from agentwolf.workflows.evals import CaseResult, EvalCase, EvalReport, Step, judged
+    from agentwolf.workflows.evals import (
+        CaseResult,
+        EvalCase,
+        EvalReport,
+        Scored,
+        ScoreInput,
+        Step,
+        case_score,
+        divergence,
+    )
     from agentwolf.workflows.session_input import SessionInput
     from agentwolf.workflows.types import (
         AGENT_ATTR,
@@ -36,6 +46,9 @@ with workflow.unsafe.imports_passed_through():
 
 EVAL_WORKFLOW = "EvalRun"
 STEPS_RETRY = RetryPolicy(maximum_attempts=5)
+EVALUATORS = "eval-evaluators"
+"""Patch: a case is scored by `wolf.eval_score` (evaluators); runs recorded before it read the
+trajectory with `wolf.eval_steps` and scored it here."""
 
 
 class EvalRunInput(BaseModel):
@@ -54,13 +67,14 @@ class StepsInput(BaseModel):
 
 @workflow.defn(name=EVAL_WORKFLOW)
 class EvalRunWorkflow:
-    def __init__(self) -> None:
+    @workflow.init
+    def __init__(self, inp: EvalRunInput) -> None:
         self.finished = 0
-        self.total = 0
+        self.total = len(inp.cases)
+        self.inp = inp
 
     @workflow.run
     async def run(self, inp: EvalRunInput) -> EvalReport:
-        self.total = len(inp.cases)
         run_id = workflow.info().workflow_id
         gate = asyncio.Semaphore(max(1, inp.concurrency))
 
@@ -105,19 +119,33 @@ class EvalRunWorkflow:
                 memo={PRIORITY_MEMO: session_priority(True, None)},
             )
         except ChildWorkflowError as err:
-            failed = f"the case's session failed: {err.cause or err}"
-            return CaseResult(
-                name=case.name, session_id=session_id, score=0.0, divergence=failed, output=None,
-                requests=0, cost_usd=None,
-            )  # fmt: skip
-        steps = await workflow.execute_activity(
-            "wolf.eval_steps",
-            StepsInput(workflow_id=wid, start=len(case.prefix)),
-            result_type=list[Step],
-            start_to_close_timeout=timedelta(seconds=60),
-            retry_policy=STEPS_RETRY,
-        )
-        score, diverged = judged(case, steps, result.output)
+            return _failed(case, session_id, f"the case's session failed: {err.cause or err}")
+        if workflow.patched(EVALUATORS):
+            try:
+                scored = await workflow.execute_activity(
+                    "wolf.eval_score",
+                    ScoreInput.of(case, wid, result.output),
+                    result_type=Scored,
+                    start_to_close_timeout=timedelta(minutes=5),
+                    retry_policy=STEPS_RETRY,
+                )
+            except ActivityError as err:  # e.g. the judge's provider down past every retry
+                return _failed(case, session_id, f"the case could not be scored: {err.cause or err}")
+            score, diverged, evaluations = (
+                case_score(scored.evaluations),
+                scored.divergence,
+                scored.evaluations,
+            )
+        else:
+            steps = await workflow.execute_activity(
+                "wolf.eval_steps",
+                StepsInput(workflow_id=wid, start=len(case.prefix)),
+                result_type=list[Step],
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=STEPS_RETRY,
+            )
+            diverged, evaluations = divergence(case.steps, steps), []
+            score = 1.0 if diverged is None else 0.0
         usage = result.counters.usage
         return CaseResult(
             name=case.name,
@@ -127,8 +155,25 @@ class EvalRunWorkflow:
             output=result.output,
             requests=usage.requests,
             cost_usd=usage.cost_usd,
+            evaluations=evaluations,
         )
 
     @workflow.query(description="Cases finished, of how many.")
     def progress(self) -> tuple[int, int]:
         return self.finished, self.total
+
+    @workflow.query(description="The config the cases run (an LLM judge's model and providers).")
+    def manifest(self) -> Manifest:
+        return self.inp.manifest
+
+
+def _failed(case: EvalCase, session_id: str, why: str) -> CaseResult:
+    return CaseResult(
+        name=case.name,
+        session_id=session_id,
+        score=0.0,
+        divergence=why,
+        output=None,
+        requests=0,
+        cost_usd=None,
+    )

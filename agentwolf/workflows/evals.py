@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, model_serializer, model_validator
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolReturnPart, UserPromptPart
 
 from agentwolf.workflows.contracts import ToolCallOutput, ToolOutcome, ToolSpec
@@ -40,6 +40,41 @@ class Step(BaseModel):
     text: str | None = None
 
 
+SAME_TRAJECTORY = "SameTrajectory"
+"""The evaluator every captured case starts with: the new trajectory is the recorded one."""
+
+
+class EvaluatorSpec(BaseModel):
+    """An evaluator as a dataset names it, in pydantic-evals' short forms: `"EqualsExpected"` (no
+    arguments), `{"Contains": "Tokyo"}` (one positional argument), `{"LLMJudge": {"rubric": "...",
+    "model": "openai:gpt-4o"}}` (keyword arguments)."""
+
+    name: str
+    arguments: Any = None
+    """None, one positional argument, or a dict of keyword arguments."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"name": data}
+        if isinstance(data, dict) and len(data) == 1 and "name" not in data:
+            ((name, arguments),) = data.items()
+            return {"name": name, "arguments": arguments}
+        return data
+
+    @model_serializer
+    def _dump(self) -> Any:
+        return self.name if self.arguments is None else {self.name: self.arguments}
+
+    def call_arguments(self) -> tuple[list[Any], dict[str, Any]]:
+        if self.arguments is None:
+            return [], {}
+        if isinstance(self.arguments, dict):
+            return [], self.arguments
+        return [self.arguments], {}
+
+
 class EvalCase(BaseModel):
     """One recorded turn, as `wolf eval capture` writes it (a line of a dataset's JSONL file)."""
 
@@ -50,18 +85,46 @@ class EvalCase(BaseModel):
     calls: list[RecordedCall]
     steps: list[Step]
     output: str | None
-    expect_contains: str | None = None
+    """The recorded answer."""
+    expected_output: str | None = None
+    """What `EqualsExpected` compares the new answer with (`--expect-exact`)."""
+    evaluators: list[EvaluatorSpec] = [EvaluatorSpec(name=SAME_TRAJECTORY)]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older_expectation(cls, data: Any) -> Any:
+        """Datasets written before evaluators said `expect_contains`: a `Contains` evaluator now."""
+        if isinstance(data, dict) and "expect_contains" in data:
+            data = dict(data)
+            contains = data.pop("expect_contains")
+            if contains is not None:
+                data["evaluators"] = [SAME_TRAJECTORY, {"Contains": contains}]
+        return data
+
+
+class Evaluation(BaseModel):
+    """One evaluator's verdict on one case: an assertion (bool) or a score in [0, 1]."""
+
+    name: str
+    value: bool | float
+    reason: str | None = None
+
+    @property
+    def score(self) -> float:
+        return float(self.value)
 
 
 class CaseResult(BaseModel):
     name: str
     session_id: str
     score: float
+    """The mean of the evaluations' scores (1 when the case has none)."""
     divergence: str | None
     """Where the trajectory left the recorded one (None: the same)."""
     output: str | None
     requests: int
     cost_usd: float | None
+    evaluations: list[Evaluation] = []
 
 
 class EvalReport(BaseModel):
@@ -72,6 +135,13 @@ class EvalReport(BaseModel):
     @property
     def score(self) -> float:
         return sum(c.score for c in self.cases) / len(self.cases) if self.cases else 0.0
+
+    def by_evaluator(self) -> dict[str, float]:
+        """Each evaluator's mean score over the cases it judged (pydantic-evals' averages)."""
+        scores: dict[str, list[float]] = {}
+        for evaluation in (e for c in self.cases for e in c.evaluations):
+            scores.setdefault(evaluation.name, []).append(evaluation.score)
+        return {name: sum(s) / len(s) for name, s in scores.items()}
 
 
 class Recording:
@@ -151,9 +221,39 @@ def _short(text: str | None) -> str:
     return repr(text if text is None or len(text) <= 60 else text[:57] + "...")
 
 
-def judged(case: EvalCase, steps: list[Step], output: str | None) -> tuple[float, str | None]:
-    """A case's score (1 or 0) and why not 1: where the trajectory diverged, or a missed expectation."""
-    diverged = divergence(case.steps, steps)
-    if diverged is None and case.expect_contains is not None and case.expect_contains not in (output or ""):
-        diverged = f"the answer lacks {case.expect_contains!r}"
-    return (1.0 if diverged is None else 0.0), diverged
+def case_score(evaluations: list[Evaluation]) -> float:
+    return sum(e.score for e in evaluations) / len(evaluations) if evaluations else 1.0
+
+
+class ScoreInput(BaseModel):
+    """`wolf.eval_score`: read a finished case's trajectory from its session and run the case's
+    evaluators (the case without its prefix and recorded calls, so history stays small)."""
+
+    workflow_id: str
+    start: int
+    """The transcript index where the case's new messages begin (after the recorded prefix)."""
+    name: str
+    agent: str
+    prompt: str
+    steps: list[Step]
+    """The recorded trajectory."""
+    expected_output: str | None
+    evaluators: list[EvaluatorSpec]
+    output: str | None
+    """The new answer."""
+
+    @classmethod
+    def of(cls, case: EvalCase, workflow_id: str, output: str | None) -> ScoreInput:
+        return cls(
+            workflow_id=workflow_id,
+            start=len(case.prefix),
+            **case.model_dump(include={"name", "agent", "prompt", "steps", "expected_output"}),
+            evaluators=case.evaluators,
+            output=output,
+        )
+
+
+class Scored(BaseModel):
+    steps: list[Step]
+    divergence: str | None
+    evaluations: list[Evaluation]
