@@ -10,6 +10,7 @@ from typing import Any
 import psutil
 
 from agentwolf.config.manifest import Manifest
+from tests.conftest import wait_for
 from tests.support.needs import missing
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
 from tests.support.processes import alive
@@ -51,12 +52,13 @@ def scripted(request: dict[str, Any]) -> Reply:
 
 
 def codex_processes(cwd: Path) -> list[psutil.Process]:
-    """The adapter's processes (its node launcher and the Codex binary), found by their working folder."""
-    found = []
-    for proc in psutil.process_iter(["cwd", "name"]):
-        if proc.info["cwd"] == str(cwd) and "codex" in (proc.info["name"] or ""):
-            found.append(proc)
-    return found
+    """The adapter's processes working in `cwd`: its node launcher and the Codex binary (not the
+    shells Codex starts)."""
+    return [
+        p
+        for p in psutil.process_iter(["cwd", "cmdline"])
+        if p.info["cwd"] == str(cwd) and any("codex-acp" in arg for arg in p.info["cmdline"] or [])
+    ]
 
 
 async def test_codex_acp_answers_from_the_scripted_server_and_asks_before_its_shell_command(
@@ -93,11 +95,12 @@ async def test_codex_acp_answers_from_the_scripted_server_and_asks_before_its_sh
                         break
                 await wolf.close(sid)
                 result = await wolf.result(sid)
+                assert len(started) == 2  # node's launcher and Codex: closing the session stops both
+                await wait_for(lambda: not any(alive(p.pid) for p in started))
         finally:
-            for proc in started:  # stopped with the session; killed here only when the test failed early
+            for proc in started:  # killed here only when the test failed before they stopped
                 if alive(proc.pid):
                     proc.kill()
-    assert started and not any(alive(p.pid) for p in started)
     assert events[-1].outcome == "completed", events[-1].text
     assert result.output == "Marking it. Done: the file marked is there."
     assert "".join(deltas).endswith("Done: the file marked is there.")
