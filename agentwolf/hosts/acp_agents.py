@@ -13,6 +13,7 @@ import logging
 from contextlib import AsyncExitStack
 from typing import Any, cast
 
+import psutil
 from acp import PROTOCOL_VERSION, Client, RequestError, spawn_agent_process, text_block
 from acp.client.connection import ClientSideConnection
 from acp.schema import (
@@ -155,8 +156,10 @@ class AcpRun:
     async def close(self) -> None:
         if self.prompt is not None:
             self.prompt.cancel()
+        spawned = _descendants(self._process)
         with contextlib.suppress(Exception):
             await self._stack.aclose()
+        await _stop(spawned)
 
     # -- the ACP client side: what the agent calls --------------------------------------------------
 
@@ -195,3 +198,27 @@ class AcpRun:
         if not option:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         return RequestPermissionResponse(outcome=AllowedOutcome(option_id=option, outcome="selected"))
+
+
+def _descendants(process: Any) -> list[psutil.Process]:
+    """The live agent's own processes. The SDK stops only the one it started (stdin closed, then
+    SIGTERM): an npm launcher such as codex-acp's dies of it, and the agent it started, which ignores
+    the end of its input, would live on."""
+    if process is None or process.returncode is not None:
+        return []
+    try:
+        return psutil.Process(process.pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+async def _stop(processes: list[psutil.Process]) -> None:
+    """SIGTERM what is left of them, SIGKILL after CANCEL_GRACE (psutil tells a reused PID apart)."""
+    left = [p for p in processes if p.is_running()]
+    for proc in left:
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    _, alive = await asyncio.to_thread(psutil.wait_procs, left, timeout=CANCEL_GRACE)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
