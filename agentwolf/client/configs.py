@@ -19,7 +19,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentwolf.config.manifest import Manifest
-from agentwolf.workflows.registry import (
+from agentwolf.workflows.config_registry import (
     ConfigRegistryWorkflow,
     ConfigVersion,
     PushRequest,

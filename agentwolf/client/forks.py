@@ -16,8 +16,8 @@ from agentwolf.workflows.types import RUN_PREFIX, workflow_id
 
 if TYPE_CHECKING:
     from agentwolf.workflows.branches import BranchInfo, Rewound
+    from agentwolf.workflows.config_registry import ConfigVersion
     from agentwolf.workflows.cuts import Fork
-    from agentwolf.workflows.registry import ConfigVersion
     from agentwolf.workflows.session_input import SessionInput
 
 FORK_MEMO = "fork_of"

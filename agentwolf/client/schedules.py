@@ -45,7 +45,7 @@ from agentwolf.client.durations import parse_duration
 from agentwolf.config.jobs import BusyPolicy, Hook
 from agentwolf.config.manifest import Manifest
 from agentwolf.config.suggest import listing
-from agentwolf.workflows.registry import check_config_name
+from agentwolf.workflows.config_registry import check_config_name
 from agentwolf.workflows.types import (
     RUN_PREFIX,
     SCHEDULE_ATTR,
