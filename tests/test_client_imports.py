@@ -16,7 +16,14 @@ CLIENT_HEAVY = (
     "agentwolf.workflows.session",
 )
 HELP_HEAVY = ("temporalio", "pydantic", "rich", "agentwolf.protocols", "mcp")
-STATUS_HEAVY = ("pydantic_ai", "mcp", "agentwolf.protocols", "agentwolf.workflows.session", "prompt_toolkit")
+STATUS_HEAVY = (
+    "pydantic_ai",
+    "mcp",
+    "agentwolf.protocols",
+    "agentwolf.workflows.session",
+    "prompt_toolkit",
+    "agentwolf.config.manifest",  # about 150 ms of pydantic model building: a session's config
+)
 STATUS_VERB = """
 import typer.main
 from agentwolf.cli import app
@@ -56,7 +63,8 @@ def test_help_imports_neither_temporal_nor_pydantic():
 
 def test_wolf_status_imports_no_front_end_nor_agent_machinery():
     """The `status` verb built, with every module its body imports: the CLI's floor stands on the
-    SDK, not on protocols/ (which `wolf serve`, `mcp` and `acp` load inside their verbs)."""
+    SDK, not on protocols/ (which `wolf serve`, `mcp` and `acp` load inside their verbs), and reads
+    a session without building the manifest models."""
     assert imported(STATUS_VERB, STATUS_HEAVY) == []
     assert imported(STATUS_VERB + "import agentwolf.cli.stack", ("agentwolf.protocols",)) == []
     assert imported("import agentwolf.protocols.app", ("agentwolf.cli", "prompt_toolkit")) == []

@@ -18,9 +18,8 @@ from agentwolf.workflows.config_registry import (
     ConfigRegistryWorkflow,
     PushRequest,
     RegistryInput,
-    registry_id,
 )
-from agentwolf.workflows.types import workflow_id
+from agentwolf.workflows.types import registry_id, workflow_id
 from tests.conftest import TOOLS_SERVER, record_history, wait_for
 from tests.support.models import Script, text
 from tests.support.polls import idle

@@ -207,7 +207,8 @@ async def config_push(
 
     Example: wolf config push prod wolf.yaml --note "stricter rules" --eval evals.jsonl --min-score 0.9
     """
-    from agentwolf.workflows.config_registry import check_config_name, pushable
+    from agentwolf.workflows.config_registry import pushable
+    from agentwolf.workflows.types import check_config_name
 
     manifest = pushable(file)  # file:line errors before anything is sent
     wolf = await conn.client(tenant, start_local=True)

@@ -13,12 +13,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 from temporalio.client import WorkflowFailureError
 
-from agentwolf.config.loading import load_manifest
-from agentwolf.config.manifest import Manifest
 from agentwolf.workflows.types import SessionResult
 
 if TYPE_CHECKING:
     from agentwolf.client.configs import ConfigVersion
+    from agentwolf.config.manifest import Manifest
     from agentwolf.workflows.session_input import SessionInput
 
 
@@ -75,6 +74,8 @@ class JobMethods:
     ) -> SessionInput:
         """The session a run of `job` starts (its id left to the caller): variables are bound here, so
         an unknown job or a bad variable is an error before anything starts."""
+        from agentwolf.config.loading import load_manifest
+        from agentwolf.config.manifest import Manifest
         from agentwolf.workflows.schedule import job_session  # pydantic-ai: only when a job runs
 
         if (manifest is None) == (config_name is None):
