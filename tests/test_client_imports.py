@@ -1,6 +1,7 @@
 """Import cost guards: `wolf status` and programs embedding `WolfClient` pay for Temporal's client,
 not for pydantic-ai's agent machinery (~430 ms), workflow streams, jsonschema or YAML; `wolf --help` pays
-for neither Temporal nor pydantic. Checked in a fresh interpreter, so no other test's imports count."""
+for neither Temporal nor pydantic (nor asyncio). Checked in a fresh interpreter, so no other test's
+imports count."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ CLIENT_HEAVY = (
     "yaml",
     "agentwolf.workflows.session",
 )
-HELP_HEAVY = ("temporalio", "pydantic", "rich", "agentwolf.protocols", "mcp")
+HELP_HEAVY = ("temporalio", "pydantic", "rich", "agentwolf.protocols", "mcp", "asyncio")
 STATUS_HEAVY = (
     "pydantic_ai",
     "mcp",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable
 from datetime import timedelta
 from typing import TYPE_CHECKING, TypeVar
@@ -64,6 +63,8 @@ async def worker_polls(wolf: WolfClient, task_queue: str) -> bool:
 async def with_worker(wolf: WolfClient, session_id: str, ask: Awaitable[T]) -> T:
     """`ask` (what needs the session's worker: a query), sent while `check_worker` runs rather than
     after it, a round trip sooner; when no worker polls, that error is the one said."""
+    import asyncio  # not at the top: `wolf --help` does without it
+
     asking = asyncio.ensure_future(ask)
     try:
         await check_worker(wolf, required=True, session_id=session_id)
