@@ -26,7 +26,6 @@ from typing import Any, Protocol
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from agentwolf.config.manifest import Manifest
 from agentwolf.workflows.types import SessionStatus, tenant_of, workflow_id
 
 __all__ = [
@@ -108,6 +107,8 @@ def runs(status: SessionStatus, served: Runs) -> bool:
     """Whether an existing session may be reached through `served`: only if it runs that agent from
     that config, a registry config by name, a manifest file by identity (`SessionStatus.config_id`;
     every session of any file has no config name, so the name alone would admit them all)."""
+    from agentwolf.config.manifest import Manifest  # front ends have it loaded; clients need not
+
     if status.agent != served.agent:
         return False
     name, manifest = served.source.get("config_name"), served.source.get("manifest")

@@ -14,8 +14,12 @@ from temporalio.client import WorkflowUpdateFailedError
 
 from agentwolf.config.loading import ManifestError
 from agentwolf.config.manifest import Manifest
-from agentwolf.workflows.registry import ConfigRegistryWorkflow, PushRequest, RegistryInput, registry_id
-from agentwolf.workflows.types import workflow_id
+from agentwolf.workflows.config_registry import (
+    ConfigRegistryWorkflow,
+    PushRequest,
+    RegistryInput,
+)
+from agentwolf.workflows.types import registry_id, workflow_id
 from tests.conftest import TOOLS_SERVER, record_history, wait_for
 from tests.support.models import Script, text
 from tests.support.polls import idle

@@ -35,7 +35,7 @@ def test_workflow_modules_are_sandboxed():
     ]
     assert {
         "agentwolf.workflows.session",
-        "agentwolf.workflows.registry",
+        "agentwolf.workflows.config_registry",
         "agentwolf.workflows.stream",
     } <= set(workflow_code)
     assert [m for m in workflow_code if m != "agentwolf.workflows.types" and _passed_through(m)] == []
@@ -70,7 +70,7 @@ async def test_workflow_modules_are_compiled_once_per_process(client: Client):
     Worker(client, task_queue=f"tq-{uuid.uuid4().hex[:8]}", workflows=WORKFLOWS, workflow_runner=SANDBOX)
     workflows = Path(agentwolf.workflows.__file__).parent
     compiled = {Path(p) for p in CODE_CACHE.cached()}
-    assert {workflows / "session.py", workflows / "stream.py", workflows / "registry.py"} <= compiled
+    assert {workflows / "session.py", workflows / "stream.py", workflows / "config_registry.py"} <= compiled
     assert workflows / "types.py" not in compiled  # passed through: the host's module, never re-run
     assert CODE_CACHE.covers("agentwolf.workflows.session") and not CODE_CACHE.covers("agentwolfish")
 

@@ -25,7 +25,7 @@ import yaml
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.protocols import agui
 from agentwolf.worker.bootstrap import create_worker
-from agentwolf.workflows.registry import registry_id
+from agentwolf.workflows.types import registry_id
 from tests.conftest import TOOLS_SERVER, make_manifest, tools_server, wait_for
 from tests.support.models import Script, sequence, text, tool, tools
 from tests.support.serving import free_port, serving

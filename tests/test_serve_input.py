@@ -22,7 +22,7 @@ from agentwolf.protocols.a2a_tasks import task_id
 from agentwolf.protocols.auth import ApiKeys
 from agentwolf.protocols.openai_api import ResponseId
 from agentwolf.protocols.turns import TurnRef
-from agentwolf.workflows.registry import registry_id
+from agentwolf.workflows.types import registry_id
 from tests.conftest import make_manifest, tools_server, wait_for
 from tests.support.models import Script, sequence, text, tool
 from tests.support.serving import serving

@@ -14,7 +14,7 @@ from agentwolf.cli.console import Exit, err, literal, out
 from agentwolf.cli.sources import check_agent, config_path, config_source, registry_ref
 
 if TYPE_CHECKING:
-    from agentwolf.workflows.registry import PushResult, VersionInfo
+    from agentwolf.workflows.config_registry import PushResult, VersionInfo
 
 app = typer.Typer()
 config_app = typer.Typer(
@@ -208,7 +208,8 @@ async def config_push(
 
     Example: wolf config push prod wolf.yaml --note "stricter rules" --eval evals.jsonl --min-score 0.9
     """
-    from agentwolf.workflows.registry import check_config_name, pushable
+    from agentwolf.workflows.config_registry import pushable
+    from agentwolf.workflows.types import check_config_name
 
     manifest = pushable(file)  # file:line errors before anything is sent
     wolf = await conn.client(tenant, start_local=True)

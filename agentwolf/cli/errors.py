@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from agentwolf.cli.console import Exit, err, literal
 
@@ -12,6 +13,8 @@ if TYPE_CHECKING:
 
     from agentwolf.client.wolf_client import WolfClient
     from agentwolf.connection import TemporalUnreachable
+
+T = TypeVar("T")
 
 START_A_WORKER = "start one with `wolf up` (the embedded local stack) or `wolf worker` (any cluster)"
 
@@ -55,6 +58,21 @@ async def worker_polls(wolf: WolfClient, task_queue: str) -> bool:
 
     described = await wolf.client.workflow_service.describe_task_queue(request, timeout=timedelta(seconds=2))
     return any(not polls_from_a_dead_process(poller.identity) for poller in described.pollers)
+
+
+async def with_worker(wolf: WolfClient, session_id: str, ask: Awaitable[T]) -> T:
+    """`ask` (what needs the session's worker: a query), sent while `check_worker` runs rather than
+    after it, a round trip sooner; when no worker polls, that error is the one said."""
+    import asyncio  # not at the top: `wolf --help` does without it
+
+    asking = asyncio.ensure_future(ask)
+    try:
+        await check_worker(wolf, required=True, session_id=session_id)
+    except BaseException:
+        asking.cancel()
+        await asyncio.gather(asking, return_exceptions=True)  # its outcome is not the one to say
+        raise
+    return await asking
 
 
 async def _session_queue(wolf: WolfClient, session_id: str) -> str | None:

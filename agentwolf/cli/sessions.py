@@ -12,7 +12,7 @@ import typer
 from agentwolf.cli.common import Agent, ConfigOpt, Json, JsonLines, Tenant, verb
 from agentwolf.cli.connection import Connection
 from agentwolf.cli.console import Exit, err, out
-from agentwolf.cli.errors import check_worker
+from agentwolf.cli.errors import check_worker, with_worker
 from agentwolf.cli.sources import check_agent, config_source, source_args
 
 if TYPE_CHECKING:
@@ -157,8 +157,7 @@ async def status(
     from agentwolf.cli.render import inert
 
     wolf = await conn.client(tenant)
-    await check_worker(wolf, required=True, session_id=session_id)
-    st = await wolf.status(session_id)
+    st = await with_worker(wolf, session_id, wolf.status(session_id))
     wait = await wolf.waiting(session_id) if st.state == "running" else None
     if as_json:
         data = st.model_dump(mode="json") | ({"waiting": wait.model_dump(mode="json")} if wait else {})

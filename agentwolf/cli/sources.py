@@ -29,7 +29,7 @@ def config_source(config: str | None) -> Manifest | str:
 
     Registry names have no '.' or '/'; a path that exists is always a file."""
     from agentwolf.config.loading import load_manifest
-    from agentwolf.workflows.registry import is_config_name
+    from agentwolf.workflows.types import is_config_name
 
     value = config or os.environ.get("WOLF_CONFIG")
     if value and is_config_name(value) and not Path(value).exists():
@@ -39,7 +39,7 @@ def config_source(config: str | None) -> Manifest | str:
 
 def registry_ref(target: str | None) -> tuple[str, int | None] | None:
     """`NAME` or `NAME@VERSION` (a registry config), else None (a manifest file)."""
-    from agentwolf.workflows.registry import is_config_name
+    from agentwolf.workflows.types import is_config_name
 
     value = target or os.environ.get("WOLF_CONFIG")
     if not value or Path(value).exists():

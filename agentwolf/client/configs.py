@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import BaseModel
 from temporalio.client import (
@@ -18,23 +18,20 @@ from temporalio.client import (
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentwolf.config.manifest import Manifest
-from agentwolf.workflows.registry import (
-    ConfigRegistryWorkflow,
-    ConfigVersion,
-    PushRequest,
-    PushResult,
-    RegistryInput,
-    RollbackRequest,
-    VersionInfo,
-    check_config_name,
-    pushable,
-    registry_id,
-)
-from agentwolf.workflows.types import CONFIG_ATTR, TENANT_ATTR, quote
+from agentwolf.workflows.types import CONFIG_ATTR, TENANT_ATTR, check_config_name, quote, registry_id
+
+if TYPE_CHECKING:
+    from agentwolf.config.manifest import Manifest
+    from agentwolf.workflows.config_registry import (
+        ConfigRegistryWorkflow,
+        ConfigVersion,
+        PushResult,
+        VersionInfo,
+    )
+
+    Registry = WorkflowHandle[ConfigRegistryWorkflow, None]
 
 T = TypeVar("T")
-Registry = WorkflowHandle[ConfigRegistryWorkflow, None]
 
 
 SERVED = "served"
@@ -68,6 +65,8 @@ class ConfigMethods:
     task_queue: str
 
     def _registry(self, name: str) -> Registry:
+        from agentwolf.workflows.config_registry import ConfigRegistryWorkflow
+
         return self.client.get_workflow_handle_for(
             ConfigRegistryWorkflow.run, registry_id(self.tenant, check_config_name(name))
         )
@@ -79,6 +78,13 @@ class ConfigMethods:
             raise ValueError(
                 f"{SERVED!r} names the config wolf serve serves (API keys' `configs`): choose another"
             )
+        from agentwolf.workflows.config_registry import (
+            ConfigRegistryWorkflow,
+            PushRequest,
+            RegistryInput,
+            pushable,
+        )
+
         manifest = pushable(manifest)
         start = WithStartWorkflowOperation(
             ConfigRegistryWorkflow.run,
@@ -115,10 +121,14 @@ class ConfigMethods:
         return sorted(configs, key=lambda c: c.name)
 
     async def config_history(self, name: str) -> list[VersionInfo]:
+        from agentwolf.workflows.config_registry import ConfigRegistryWorkflow
+
         return await self._ask(name, lambda h: h.query(ConfigRegistryWorkflow.history))
 
     async def config_get(self, name: str, version: int | None = None) -> ConfigVersion:
         """A version's content (the current one by default)."""
+        from agentwolf.workflows.config_registry import ConfigRegistryWorkflow
+
         if version is not None:
             return await self._ask(name, lambda h: h.query(ConfigRegistryWorkflow.get, version))
         current = await self._ask(name, lambda h: h.query(ConfigRegistryWorkflow.current))
@@ -128,6 +138,8 @@ class ConfigMethods:
 
     async def config_rollback(self, name: str, version: int, *, note: str = "") -> PushResult:
         """Push a new version equal to `version`'s content (running sessions switch to it)."""
+        from agentwolf.workflows.config_registry import ConfigRegistryWorkflow, RollbackRequest
+
         request = RollbackRequest(version=version, note=note)
         return await self._ask(name, lambda h: h.execute_update(ConfigRegistryWorkflow.rollback, request))
 

@@ -35,7 +35,7 @@ class DatasetSummary(BaseModel):
 
 def in_registry(dataset: str | Path) -> bool:
     """A plain name (`regressions`) names a registry dataset; anything with `.` or `/` a file."""
-    from agentwolf.workflows.registry import is_config_name
+    from agentwolf.workflows.types import is_config_name
 
     return isinstance(dataset, str) and is_config_name(dataset)
 

@@ -14,11 +14,10 @@ from pydantic import BaseModel
 from temporalio.client import WorkflowFailureError
 
 from agentwolf.client.core import ClientCore
-from agentwolf.config.loading import load_manifest
-from agentwolf.config.manifest import Manifest
 from agentwolf.workflows.types import SessionResult
 
 if TYPE_CHECKING:
+    from agentwolf.config.manifest import Manifest
     from agentwolf.workflows.session_input import SessionInput
 
 
@@ -71,6 +70,8 @@ class JobMethods(ClientCore):
     ) -> SessionInput:
         """The session a run of `job` starts (its id left to the caller): variables are bound here, so
         an unknown job or a bad variable is an error before anything starts."""
+        from agentwolf.config.loading import load_manifest
+        from agentwolf.config.manifest import Manifest
         from agentwolf.workflows.schedule import job_session  # pydantic-ai: only when a job runs
 
         if (manifest is None) == (config_name is None):

@@ -42,20 +42,20 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agentwolf.access import TenantError, workflow_id
 from agentwolf.client.durations import parse_duration
-from agentwolf.config.jobs import BusyPolicy, Hook
-from agentwolf.config.manifest import Manifest
 from agentwolf.config.suggest import listing
-from agentwolf.workflows.registry import check_config_name
 from agentwolf.workflows.types import (
     RUN_PREFIX,
     SCHEDULE_ATTR,
     TENANT_ATTR,
+    check_config_name,
     fire_id,
     run_session_id,
     schedule_id,
 )
 
 if TYPE_CHECKING:
+    from agentwolf.config.jobs import BusyPolicy, Hook
+    from agentwolf.config.manifest import Manifest
     from agentwolf.workflows.session_input import SessionInput
 
 Overlap = Literal["skip", "buffer_one", "allow_all"]

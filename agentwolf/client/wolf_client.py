@@ -33,12 +33,8 @@ from agentwolf.client.jobs import JobMethods
 from agentwolf.client.schedules import ScheduleMethods
 from agentwolf.client.transient import transient
 from agentwolf.client.usage import UsageKey, UsageReport, usage_report
-from agentwolf.config.limits import PRIORITY_MEMO, session_priority
-from agentwolf.config.loading import load_manifest
-from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.connection import connect
 from agentwolf.defaults import TASK_QUEUE
-from agentwolf.workflows.turn_settings import TurnSettings
 from agentwolf.workflows.types import (
     AGENT_ATTR,
     CONFIG_ATTR,
@@ -49,7 +45,6 @@ from agentwolf.workflows.types import (
     STATE_ATTR,
     TENANT_ATTR,
     Approval,
-    ConfigUpdate,
     Event,
     SessionResult,
     SessionStatus,
@@ -60,7 +55,9 @@ if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
 
     from agentwolf.client.limits import SessionWait
+    from agentwolf.config.manifest import Manifest, McpServerConfig
     from agentwolf.workflows.session_input import SessionInput
+    from agentwolf.workflows.turn_settings import TurnSettings
 
 
 class SessionSummary(BaseModel):
@@ -203,6 +200,9 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
 
         The config is a manifest (file or object), or `config_name` from the registry: the session
         starts on its current version and takes new ones at turn boundaries unless `pinned`."""
+        from agentwolf.config.loading import load_manifest
+        from agentwolf.config.manifest import Manifest
+
         version = None
         if config_name is not None:
             if manifest is not None:
@@ -259,6 +259,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
         memo: dict[str, Any] | None = None,
     ) -> None:
         """Start the session workflow of `inp`: its search attributes, summary and priority memo."""
+        from agentwolf.config.limits import PRIORITY_MEMO, session_priority
         from agentwolf.workflows.turn import short
 
         attributes = [
@@ -306,6 +307,8 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
             delay = min(delay * 2, 0.5)
         current = await self.config_get(name)
         if current.version > version:
+            from agentwolf.workflows.config_update import ConfigUpdate
+
             update = ConfigUpdate(name=name, version=current.version, manifest=current.manifest)
             try:
                 await (await self._handle(session_id)).signal("config_changed", update)

@@ -14,7 +14,7 @@ from temporalio.worker.workflow_sandbox import SandboxRestrictions
 
 from agentwolf.activities.acp import AcpActivities, home_queue
 from agentwolf.activities.code import CodeActivities
-from agentwolf.activities.config import config_notify
+from agentwolf.activities.config_notify import config_notify
 from agentwolf.activities.evals import EvalActivities, eval_steps
 from agentwolf.activities.schedule import deliver_prompt, registry_job_session
 from agentwolf.activities.session import SessionActivities
@@ -29,11 +29,11 @@ from agentwolf.telemetry import tracing
 from agentwolf.telemetry.interceptor import ActivityContext
 from agentwolf.worker.deployment import Deployment
 from agentwolf.worker.sandbox import CachingSandboxedWorkflowRunner
+from agentwolf.workflows.config_registry import ConfigRegistryWorkflow
 from agentwolf.workflows.datasets import EvalDatasetWorkflow
 from agentwolf.workflows.eval_run import EvalRunWorkflow
 from agentwolf.workflows.limiter import LimiterWorkflow
 from agentwolf.workflows.pinned import PinnedSessionWorkflow
-from agentwolf.workflows.registry import ConfigRegistryWorkflow
 from agentwolf.workflows.schedule import ScheduleFireWorkflow
 from agentwolf.workflows.session import SessionWorkflow
 from agentwolf.workflows.types import ExtensionsChanged

@@ -23,6 +23,7 @@ from temporalio import workflow
 from agentwolf.config.manifest import AgentConfig, Limits
 from agentwolf.telemetry import metrics
 from agentwolf.workflows.approvals import Approvals
+from agentwolf.workflows.config_update import ConfigUpdate
 from agentwolf.workflows.contracts import (
     EMPTY_DIGEST,
     CompiledAgent,
@@ -39,7 +40,6 @@ from agentwolf.workflows.turn import CUT_MARK, EVENT_TEXT_LIMIT, MODEL_TEXT_LIMI
 from agentwolf.workflows.types import (
     EVENTS_TOPIC,
     STATE_ATTR,
-    ConfigUpdate,
     Event,
     Prompt,
     SessionState,

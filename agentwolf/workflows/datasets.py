@@ -1,5 +1,5 @@
 """EvalDataset: one named eval dataset of one tenant, kept in the registry as a long-lived workflow
-(as configs are, workflows/registry.py).
+(as configs are, workflows/config_registry.py).
 
 Workflow id `wolf-dataset/<tenant>/<name>`: the tenant comes from the id the client builds from the
 tenant it serves, so another tenant's client names another workflow and finds nothing. Cases are

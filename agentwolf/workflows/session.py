@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from agentwolf.workflows import branches
     from agentwolf.workflows.acp import AcpRunner
     from agentwolf.workflows.branches import BranchInfo, Line, Rewound
+    from agentwolf.workflows.config_update import ConfigUpdate
     from agentwolf.workflows.context import ContextKeeper
     from agentwolf.workflows.contracts import (
         BRANCHES_QUERY,
@@ -50,7 +51,6 @@ with workflow.unsafe.imports_passed_through():
         SESSION_WORKFLOW,
         TASK_FAILED,
         Approval,
-        ConfigUpdate,
         ExtensionsChanged,
         Prompt,
         SessionResult,

@@ -14,12 +14,12 @@ from temporalio.contrib.workflow_streams import WorkflowStreamState
 from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.workflows.acp_types import AcpSession
 from agentwolf.workflows.compaction import ContextView
+from agentwolf.workflows.config_update import ConfigUpdate
 from agentwolf.workflows.contracts import CompiledAgent
 from agentwolf.workflows.evals import RecordedCall
 from agentwolf.workflows.turn_settings import TurnSettings
 from agentwolf.workflows.types import (
     Approval,
-    ConfigUpdate,
     Counters,
     PendingApproval,
     Prompt,

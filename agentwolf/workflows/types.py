@@ -5,13 +5,13 @@ A session's start input, which carries a transcript, is in session_input.py."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 from temporalio.common import SearchAttributeKey
 
-from agentwolf.config.manifest import Manifest
 from agentwolf.workflows.turn_settings import TurnSettings
 
 SessionState = Literal["idle", "running", "waiting_approval", "done"]
@@ -53,6 +53,24 @@ def schedule_id(tenant: str, name: str) -> str:
 
 def fire_id(tenant: str, name: str) -> str:
     return f"{FIRE_PREFIX}/{tenant}/{name}"
+
+
+CONFIG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+"""Config names: no `.` or `/`, so the CLI can tell a name from a manifest path."""
+
+
+def registry_id(tenant: str, name: str) -> str:
+    return f"wolf-config/{tenant}/{name}"
+
+
+def is_config_name(text: str) -> bool:
+    return CONFIG_NAME.fullmatch(text) is not None
+
+
+def check_config_name(name: str) -> str:
+    if not is_config_name(name):
+        raise ValueError(f"invalid config name {name!r}: use letters, digits, '-' and '_' (at most 64)")
+    return name
 
 
 RUN_PREFIX = "_"
@@ -212,14 +230,6 @@ class Counters(BaseModel):
     def total(self) -> Usage:
         """Its own usage and its subagents': what `usd_budget_session` counts."""
         return self.usage.plus(self.subagents)
-
-
-class ConfigUpdate(BaseModel):
-    """A new version of a named config, sent to its running sessions (applied at a turn boundary)."""
-
-    name: str
-    version: int
-    manifest: Manifest
 
 
 class ExtensionsChanged(BaseModel):

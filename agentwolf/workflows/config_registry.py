@@ -14,7 +14,6 @@ last `keep_manifests` manifests. Deterministic code only.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -26,28 +25,11 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from agentwolf.config.loading import ManifestError, load_manifest, reference_problems
     from agentwolf.config.manifest import Manifest
-    from agentwolf.workflows.types import ConfigUpdate
-
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
-"""Config names: no `.` or `/`, so the CLI can tell a name from a manifest path."""
+    from agentwolf.workflows.config_update import ConfigUpdate
 
 NOTIFY_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=10
 )
-
-
-def registry_id(tenant: str, name: str) -> str:
-    return f"wolf-config/{tenant}/{name}"
-
-
-def is_config_name(text: str) -> bool:
-    return NAME.fullmatch(text) is not None
-
-
-def check_config_name(name: str) -> str:
-    if not is_config_name(name):
-        raise ValueError(f"invalid config name {name!r}: use letters, digits, '-' and '_' (at most 64)")
-    return name
 
 
 def config_problems(manifest: Manifest) -> list[str]:
