@@ -40,6 +40,7 @@ from agentwolf.connection import connect
 from agentwolf.defaults import TASK_QUEUE
 from agentwolf.workflows.turn_settings import TurnSettings
 from agentwolf.workflows.types import (
+    ACTIVE_ATTR,
     AGENT_ATTR,
     CONFIG_ATTR,
     PARENT_ATTR,
@@ -261,10 +262,11 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
         """Start the session workflow of `inp`: its search attributes, summary and priority memo."""
         from agentwolf.workflows.turn import short
 
-        attributes = [
+        attributes: list[SearchAttributePair[Any]] = [
             SearchAttributePair(TENANT_ATTR, self.tenant),
             SearchAttributePair(AGENT_ATTR, inp.agent),
             SearchAttributePair(STATE_ATTR, "idle"),
+            SearchAttributePair(ACTIVE_ATTR, datetime.now(UTC)),
         ]
         if inp.config_name is not None:
             attributes.append(SearchAttributePair(CONFIG_ATTR, inp.config_name))

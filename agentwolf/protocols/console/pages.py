@@ -83,6 +83,7 @@ async def sessions(request: Request) -> Response:
         agent=query.get("agent", "").strip(),
         config=query.get("config", "").strip(),
         search=query.get("search", "").strip(),
+        sort=query.get("sort", "") if query.get("sort", "") in listing.SORTS else "",
     )
     listed = listing.sessions_page(served.client, principal, filters, query.get("page"))
     targets: list[Target] = []
@@ -94,7 +95,8 @@ async def sessions(request: Request) -> Response:
     here = {**kept, "page": query["page"]} if query.get("page") else kept
     context: dict[str, Any] = {
         "page_rows": found.rows,
-        "filtered": bool(kept),
+        "filtered": bool(kept.keys() - {"sort"}),
+        "sorted_here": found.sorted_here,
         "next_url": _list_url({**kept, "page": found.next_token}) if found.next_token else None,
         "first_url": _list_url(kept) if query.get("page") else None,
     }
