@@ -32,7 +32,7 @@ from agentwolf.client.forks import ForkMethods
 from agentwolf.client.jobs import JobMethods
 from agentwolf.client.schedules import ScheduleMethods
 from agentwolf.client.transient import transient
-from agentwolf.client.usage import UsageKey, UsageReport, usage_report
+from agentwolf.client.usage import Spending, UsageKey, UsageReport, read_spending, usage_report
 from agentwolf.config.limits import PRIORITY_MEMO, session_priority
 from agentwolf.config.loading import load_manifest
 from agentwolf.config.manifest import Manifest, McpServerConfig
@@ -554,8 +554,12 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
     ) -> UsageReport:
         """What this tenant's sessions spent, grouped `by` (client/usage.py); `all_tenants`: every
         tenant's sessions in this namespace (an operator's view)."""
+        return usage_report(await self.spending(since=since, all_tenants=all_tenants), since=since, by=by)
+
+    async def spending(self, *, since: datetime | None = None, all_tenants: bool = False) -> list[Spending]:
+        """This tenant's sessions started at or after `since`, each with its counters."""
         where = None if all_tenants else f"{TENANT_ATTR.name} = {quote(self.tenant)}"
-        return await usage_report(self.client, where, since=since, by=by)
+        return await read_spending(self.client, where, since=since)
 
 
 NO_POLLER_WAIT = 5.0
