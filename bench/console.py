@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -92,13 +92,21 @@ async def _started(client: Any, manifest: Any, count: int) -> None:
     from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
     from agentwolf.workflows.session_input import SessionInput
-    from agentwolf.workflows.types import AGENT_ATTR, SESSION_WORKFLOW, STATE_ATTR, TENANT_ATTR, workflow_id
+    from agentwolf.workflows.types import (
+        ACTIVE_ATTR,
+        AGENT_ATTR,
+        SESSION_WORKFLOW,
+        STATE_ATTR,
+        TENANT_ATTR,
+        workflow_id,
+    )
 
     attributes = TypedSearchAttributes(
         [
             SearchAttributePair(TENANT_ATTR, "bench"),
             SearchAttributePair(AGENT_ATTR, "a"),
             SearchAttributePair(STATE_ATTR, "idle"),
+            SearchAttributePair(ACTIVE_ATTR, datetime.now(UTC)),  # as WolfClient starts a session
         ]
     )
     gate = asyncio.Semaphore(STARTS_AT_ONCE)

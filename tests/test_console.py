@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -25,7 +27,16 @@ from agentwolf.cli.errors import worker_polls
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.policy import ApiKeyEntry
 from agentwolf.protocols.auth import ApiKeys, digest
-from tests.conftest import make_manifest, openai_manifest, tools_server, wait_for, worker_process
+from agentwolf.protocols.console import pages
+from agentwolf.workflows.types import workflow_id
+from tests.conftest import (
+    make_manifest,
+    openai_manifest,
+    record_history,
+    tools_server,
+    wait_for,
+    worker_process,
+)
 from tests.support.models import Script, text, tool
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
 from tests.support.serving import serving
@@ -105,12 +116,15 @@ def own_tenants() -> tuple[str, ApiKeys]:
     return tenant, ApiKeys.load([], {"WOLF_API_KEYS": f"key-a={tenant},key-b={tenant}-b"})
 
 
-async def test_the_console_signs_in_streams_steers_and_accounts(client, task_queue, run_worker, env):
+async def test_the_console_signs_in_streams_steers_and_accounts(
+    client, task_queue, run_worker, env, monkeypatch
+):
     script = Script(decide, chunk_delay=0.05)
     tenant, keys = own_tenants()
+    budgets = {"limits": {"usd_budget_session": 0.5, "usd_budget_turn": 0.1}}
     async with (
         run_worker(local_models={"m": script.model}),
-        serving(client, task_queue, make_manifest(), keys=keys) as base,
+        serving(client, task_queue, make_manifest(budgets), keys=keys) as base,
         chromium() as browser,
     ):
         # Signing in: a wrong key is refused on the page; the right one is kept HTTP-only.
@@ -146,6 +160,8 @@ async def test_the_console_signs_in_streams_steers_and_accounts(client, task_que
             "href", f"http://localhost:8233/namespaces/default/workflows/wolf%2F{tenant}%2F{sid}"
         )
         await photograph(page, "session")
+        await page.goto(f"{base}/console/sessions/wolf%2F{tenant}%2F{sid}")  # as the Temporal UI names it
+        await expect(page).to_have_url(f"{base}/console/sessions/{sid}")
 
         # Steering a running turn: the model's next request reads it.
         await start(page, base, "slow then answer")
@@ -159,23 +175,52 @@ async def test_the_console_signs_in_streams_steers_and_accounts(client, task_que
         await page.get_by_label("Message").fill("and again")
         await page.get_by_role("button", name="Send as a new turn").click()
         await expect(page.locator("#timeline .turn")).to_have_count(2, timeout=30_000)
+        await expect(page.locator("#state")).to_have_text("idle", timeout=30_000)
+        steered = page.url.rsplit("/", 1)[-1]
+        await record_history(client, workflow_id(tenant, steered), "last_activity")
+        # A long session's page replays only its latest events, and links to the whole of it.
+        monkeypatch.setattr(pages, "EVENTS_SHOWN", 4)
+        await page.reload()
+        await expect(page.locator("#earlier")).to_contain_text("The latest 4 of")
+        await expect(page.locator("#timeline .turn")).to_have_count(1)  # only the last turn's end
+        await page.get_by_role("link", name="Show the whole conversation").click()
+        await expect(page.locator("#timeline .turn")).to_have_count(2)
+        await expect(page.locator("#earlier")).to_have_count(0)
 
         # The list: both sessions, their figures, a state filter.
         await page.goto(f"{base}/console/sessions")
         rows = page.locator("table.sessions tbody tr[data-session]")
         await expect(rows).to_have_count(2)
         await expect(page.locator(f'tr[data-session="{sid}"] [data-fig="turns"]')).to_have_text("1")
+        # Last activity: the steered session changed state after the first one did; newest first.
+        times = {s: page.locator(f'tr[data-session="{s}"] [data-active] time') for s in (sid, steered)}
+        active = {s: datetime.fromisoformat(str(await t.get_attribute("datetime"))) for s, t in times.items()}
+        assert active[steered] > active[sid], active
+        recently = re.compile(r"just now|\d+ min ago")
+        await expect(page.locator(f'tr[data-session="{steered}"] [data-active]')).to_have_text(recently)
+        started = page.locator(f'tr[data-session="{steered}"] td[data-label="Started"] time')
+        # WolfActive, set at its last state change, not its start:
+        assert active[steered] > datetime.fromisoformat(str(await started.get_attribute("datetime")))
+        await page.get_by_label("Order").select_option("active")
+        await page.get_by_role("button", name="Filter").click()
+        await expect(rows.first).to_have_attribute("data-session", steered)
+        await expect(page.locator("#sorted-here")).to_be_visible()  # the dev server's SQL visibility
         await photograph(page, "sessions")
         await page.get_by_label("State").select_option("running")
         await page.get_by_role("button", name="Filter").click()
         await expect(page.get_by_text("No sessions match these filters.")).to_be_visible()
 
-        # Usage: the page's totals are `wolf usage --json`'s.
+        # Usage over the last 24 hours: the totals are `wolf usage --json --since <its start>`'s, and
+        # the chart's bars add up to them; the agent's budgets stand beside what it spent.
         await page.goto(f"{base}/console/usage")
+        await page.get_by_label("Sessions started in the last").select_option("24h")
+        await page.get_by_role("button", name="Show").click()
+        await expect(page.locator("#since")).to_have_attribute("datetime", re.compile(r":00:00\+00:00$"))
+        since = await page.locator("#since").get_attribute("datetime")
         address = env.client.service_client.config.target_host
         cli = await asyncio.to_thread(
             subprocess.run,
-            [WOLF, "usage", "--json", "--tenant", tenant, "--address", address],
+            [WOLF, "usage", "--json", "--tenant", tenant, "--address", address, "--since", str(since)],
             capture_output=True,
             text=True,
         )
@@ -191,6 +236,15 @@ async def test_the_console_signs_in_streams_steers_and_accounts(client, task_que
             **{k: str(total[k]) for k in ("requests", "input_tokens", "output_tokens", "tool_calls")},
         }
         assert total["requests"] == 4  # what this test's sessions asked (its tenant is its own)
+        bars = await page.locator("#chart rect[data-group]").evaluate_all(
+            "rs => rs.map(r => [r.dataset.group, Number(r.dataset.tokens), Number(r.dataset.requests)])"
+        )
+        assert {group for group, _, _ in bars} == {"a"}
+        assert sum(t for _, t, _ in bars) == total["input_tokens"] + total["output_tokens"]
+        assert sum(r for _, _, r in bars) == total["requests"]
+        budget = page.locator('tr[data-budget="a"]')
+        await expect(budget.locator("td")).to_have_text(["file", "0.5000", "0.1000", "2", "0.0000"])
+        await expect(page.get_by_text("No session in this range is at 80 % of its budget.")).to_be_visible()
         await photograph(page, "usage")
 
         # Another tenant: the session is as unknown as a missing one, by page, stream or action.
@@ -202,6 +256,10 @@ async def test_the_console_signs_in_streams_steers_and_accounts(client, task_que
             await expect(stranger.get_by_role("alert")).to_have_text(f"session {path!r} not found")
         by_full_id = await stranger.goto(f"{base}/console/sessions/wolf%2F{tenant}%2F{sid}")
         assert by_full_id is not None and by_full_id.status == 404
+        await expect(stranger.get_by_role("alert")).to_have_text(f"session 'wolf/{tenant}/{sid}' not found")
+        elsewhere = await stranger.goto(f"{base}/console/no/such/page")
+        assert elsewhere is not None and elsewhere.status == 404
+        await expect(stranger.get_by_role("heading", name="Not found")).to_be_visible()
         probes = await stranger.evaluate(
             """async (sid) => {
                 const form = {method: "POST", headers: {"Content-Type": "application/x-www-form-urlencoded",

@@ -104,6 +104,7 @@ def test_the_corpus_covers_every_feature():
         "eval_run_scored",
         "eval_dataset",
         "limiter_paced",
+        "last_activity",
     } <= names
 
 

@@ -106,8 +106,8 @@ async def test_a_mapped_tenant_lives_in_its_own_namespace(env, client, task_queu
         RegisterNamespaceRequest(namespace=namespace, workflow_execution_retention_period=timedelta(days=1))
     )
     request = AddSearchAttributesRequest(
-        namespace=namespace, search_attributes={a.name: 2 for a in SEARCH_ATTRIBUTES}
-    )  # 2: keyword
+        namespace=namespace, search_attributes={a.name: int(a.indexed_value_type) for a in SEARCH_ATTRIBUTES}
+    )
     for attempt in range(50):  # a new namespace takes a moment to be usable
         try:
             await client.operator_service.add_search_attributes(request)

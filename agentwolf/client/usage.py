@@ -1,5 +1,5 @@
-"""`wolf usage`: what sessions spent (tokens, tool calls, USD), grouped by agent, model, session or
-tenant, read from visibility and each session's own counters.
+"""`wolf usage` and the console's usage page: what sessions spent (tokens, tool calls, USD), grouped
+by agent, model, session or tenant, read from visibility and each session's own counters.
 
 Each session counts only its own requests (`Counters.usage`); a subagent is a session of its own, so
 summing sessions counts its spending once. A running session answers the `status` query, a finished
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
@@ -58,11 +59,19 @@ class UsageReport(BaseModel):
     """Sessions whose counters no one could answer for (ended without a result, no worker)."""
 
 
-async def usage_report(
-    client: Client, where: str | None, *, since: datetime | None = None, by: UsageKey = "agent"
-) -> UsageReport:
+@dataclass(frozen=True)
+class Spending:
+    """One session as visibility lists it, and its counters (None: no one could answer for them)."""
+
+    execution: WorkflowExecution
+    counters: Counters | None
+
+
+async def read_spending(
+    client: Client, where: str | None, *, since: datetime | None = None
+) -> list[Spending]:
     """Sessions matching the visibility clause `where` (a tenant's) whose current run started at or
-    after `since`, their spending grouped `by`."""
+    after `since`, each with its counters."""
     clauses = [f"WorkflowType = '{SESSION_WORKFLOW}'", "ExecutionStatus != 'ContinuedAsNew'"]
     if where is not None:
         clauses.append(where)
@@ -71,30 +80,38 @@ async def usage_report(
     executions = [wf async for wf in client.list_workflows(" AND ".join(clauses))]
     gate = asyncio.Semaphore(READERS)
 
-    async def read(wf: WorkflowExecution) -> Counters | None:
+    async def read(wf: WorkflowExecution) -> Spending:
         async with gate:
-            return await _counters(client, wf)
+            return Spending(wf, await _counters(client, wf))
 
-    counted = await asyncio.gather(*(read(wf) for wf in executions))
+    return list(await asyncio.gather(*(read(wf) for wf in executions)))
+
+
+def usage_report(
+    spending: list[Spending], *, since: datetime | None = None, by: UsageKey = "agent"
+) -> UsageReport:
+    """The sessions' spending grouped `by`."""
     groups: dict[str, Usage] = defaultdict(Usage)
     members: dict[str, set[str]] = defaultdict(set)
     total, unreadable = Usage(), []
-    for wf, counters in zip(executions, counted, strict=True):
+    for spent in spending:
+        wf, counters = spent.execution, spent.counters
         if counters is None:
             unreadable.append(wf.id)
             continue
         total = total.plus(counters.usage)
-        for key, usage in _parts(wf, counters, by):
+        for key, usage in parts(wf, counters, by):
             groups[key] = groups[key].plus(usage)
             members[key].add(wf.id)
     rows = [UsageRow(key=k, sessions=len(members[k]), usage=u) for k, u in groups.items()]
     rows.sort(key=lambda r: (-r.usage.spent, -r.usage.total_tokens, r.key))
     return UsageReport(
-        by=by, since=since, rows=rows, total=total, sessions=len(executions), unreadable=unreadable
+        by=by, since=since, rows=rows, total=total, sessions=len(spending), unreadable=unreadable
     )
 
 
-def _parts(wf: WorkflowExecution, counters: Counters, by: UsageKey) -> list[tuple[str, Usage]]:
+def parts(wf: WorkflowExecution, counters: Counters, by: UsageKey) -> list[tuple[str, Usage]]:
+    """What one session spent, split by the `by` key (by model: one part per model)."""
     if by == "model":
         return list(counters.models.items())
     attrs = wf.typed_search_attributes

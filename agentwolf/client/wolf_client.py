@@ -32,10 +32,11 @@ from agentwolf.client.forks import ForkMethods
 from agentwolf.client.jobs import JobMethods
 from agentwolf.client.schedules import ScheduleMethods
 from agentwolf.client.transient import transient
-from agentwolf.client.usage import UsageKey, UsageReport, usage_report
+from agentwolf.client.usage import Spending, UsageKey, UsageReport, read_spending, usage_report
 from agentwolf.connection import connect
 from agentwolf.defaults import TASK_QUEUE
 from agentwolf.workflows.types import (
+    ACTIVE_ATTR,
     AGENT_ATTR,
     CONFIG_ATTR,
     PARENT_ATTR,
@@ -262,10 +263,11 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
         from agentwolf.config.limits import PRIORITY_MEMO, session_priority
         from agentwolf.workflows.turn import short
 
-        attributes = [
+        attributes: list[SearchAttributePair[Any]] = [
             SearchAttributePair(TENANT_ATTR, self.tenant),
             SearchAttributePair(AGENT_ATTR, inp.agent),
             SearchAttributePair(STATE_ATTR, "idle"),
+            SearchAttributePair(ACTIVE_ATTR, datetime.now(UTC)),
         ]
         if inp.config_name is not None:
             attributes.append(SearchAttributePair(CONFIG_ATTR, inp.config_name))
@@ -555,8 +557,12 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
     ) -> UsageReport:
         """What this tenant's sessions spent, grouped `by` (client/usage.py); `all_tenants`: every
         tenant's sessions in this namespace (an operator's view)."""
+        return usage_report(await self.spending(since=since, all_tenants=all_tenants), since=since, by=by)
+
+    async def spending(self, *, since: datetime | None = None, all_tenants: bool = False) -> list[Spending]:
+        """This tenant's sessions started at or after `since`, each with its counters."""
         where = None if all_tenants else f"{TENANT_ATTR.name} = {quote(self.tenant)}"
-        return await usage_report(self.client, where, since=since, by=by)
+        return await read_spending(self.client, where, since=since)
 
 
 NO_POLLER_WAIT = 5.0

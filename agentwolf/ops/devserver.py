@@ -52,4 +52,8 @@ def dynamic_config_args() -> list[str]:
 
 
 def search_attribute_args() -> list[str]:
-    return [arg for key in SEARCH_ATTRIBUTES for arg in ("--search-attribute", f"{key.name}=Keyword")]
+    return [
+        arg
+        for key in SEARCH_ATTRIBUTES
+        for arg in ("--search-attribute", f"{key.name}={key.indexed_value_type.name.title()}")
+    ]

@@ -10,27 +10,25 @@ from agentwolf.workflows.types import SEARCH_ATTRIBUTES
 
 
 async def register_search_attributes(client: Client) -> list[str]:
-    """Add the session search attributes the namespace lacks (all Keyword); returns their names.
+    """Add the session search attributes the namespace lacks (Keyword, WolfActive a Datetime); returns
+    their names.
 
     An attribute that exists with another type is an error: sessions could not be listed by it."""
     namespace = client.namespace
     listed = await client.operator_service.list_search_attributes(
         ListSearchAttributesRequest(namespace=namespace)
     )
-    keyword = IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
+    wanted = {key.name: IndexedValueType.ValueType(key.indexed_value_type) for key in SEARCH_ATTRIBUTES}
     wrong = [
-        key.name
-        for key in SEARCH_ATTRIBUTES
-        if key.name in listed.custom_attributes and listed.custom_attributes[key.name] != keyword
+        f"{name} (wanted {IndexedValueType.Name(kind).removeprefix('INDEXED_VALUE_TYPE_').title()})"
+        for name, kind in wanted.items()
+        if name in listed.custom_attributes and listed.custom_attributes[name] != kind
     ]
     if wrong:
-        raise ValueError(
-            f"namespace {namespace!r} has {', '.join(wrong)} with a type other than Keyword: "
-            "remove them first"
-        )
-    missing = [key.name for key in SEARCH_ATTRIBUTES if key.name not in listed.custom_attributes]
+        raise ValueError(f"namespace {namespace!r} has {', '.join(wrong)} of another type: remove them first")
+    missing = {name: kind for name, kind in wanted.items() if name not in listed.custom_attributes}
     if missing:
         await client.operator_service.add_search_attributes(
-            AddSearchAttributesRequest(namespace=namespace, search_attributes=dict.fromkeys(missing, keyword))
+            AddSearchAttributesRequest(namespace=namespace, search_attributes=missing)
         )
-    return missing
+    return list(missing)

@@ -15,10 +15,11 @@ rules the code relies on").
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai.messages import ModelMessage, ToolCallPart, ToolReturnPart
 from temporalio import workflow
+from temporalio.common import SearchAttributeUpdate
 
 from agentwolf.config.manifest import AgentConfig, Limits
 from agentwolf.telemetry import metrics
@@ -38,6 +39,7 @@ from agentwolf.workflows.guard import LimitGuard
 from agentwolf.workflows.session_input import Branch, SessionInput, TurnMark
 from agentwolf.workflows.turn import CUT_MARK, EVENT_TEXT_LIMIT, MODEL_TEXT_LIMIT, Staleness, Turn, shared
 from agentwolf.workflows.types import (
+    ACTIVE_ATTR,
     EVENTS_TOPIC,
     STATE_ATTR,
     Event,
@@ -48,6 +50,7 @@ from agentwolf.workflows.types import (
 )
 
 RESUME_INTERRUPT = "resume-interrupt"  # patch: an interrupt or close as a waiting turn resumes ends it
+LAST_ACTIVITY = "last-activity"  # patch: a state change also sets WolfActive (the console's last activity)
 
 if TYPE_CHECKING:
     from agentwolf.workflows.stream import SessionStream
@@ -172,7 +175,12 @@ class SessionCore:
 
     def set_state(self, state: SessionState) -> None:
         if state != self.state:
-            workflow.upsert_search_attributes([STATE_ATTR.value_set(state)])
+            updates: list[SearchAttributeUpdate[Any]] = [STATE_ATTR.value_set(state)]
+            # Only a session started with WolfActive sets it: the namespace then has the attribute,
+            # whereas an upsert of one it lacks fails the workflow task until someone registers it.
+            if ACTIVE_ATTR in workflow.info().typed_search_attributes and workflow.patched(LAST_ACTIVITY):
+                updates.append(ACTIVE_ATTR.value_set(workflow.now()))
+            workflow.upsert_search_attributes(updates)
             metrics.count(metrics.SESSION_STATES, state=state)  # workflow.metric_meter(): replay-safe
         self.state = state
         self.show_details()

@@ -29,7 +29,17 @@ CONFIG_ATTR = SearchAttributeKey.for_keyword("WolfConfig")
 """The registry name of the session's config (absent for a config given as a file)."""
 SCHEDULE_ATTR = SearchAttributeKey.for_keyword("WolfSchedule")
 """The schedule whose firing started the session (a job run)."""
-SEARCH_ATTRIBUTES = (TENANT_ATTR, AGENT_ATTR, STATE_ATTR, PARENT_ATTR, CONFIG_ATTR, SCHEDULE_ATTR)
+ACTIVE_ATTR = SearchAttributeKey.for_datetime("WolfActive")
+"""When the session last changed state (set at start): visibility keeps no update time of its own."""
+SEARCH_ATTRIBUTES = (
+    TENANT_ATTR,
+    AGENT_ATTR,
+    STATE_ATTR,
+    PARENT_ATTR,
+    CONFIG_ATTR,
+    SCHEDULE_ATTR,
+    ACTIVE_ATTR,
+)
 
 
 def quote(value: str) -> str:

@@ -3,7 +3,12 @@ visibility (its page token goes in the URL), so 10,000 sessions cost what 25 do.
 
 Visibility knows state, agent, config and times; what a session has spent (turns, tokens, USD) and
 whether it waits on a provider's limits are asked of each listed session afterwards (`figures`),
-so the page never waits for them; what cannot be asked shows as unknown."""
+so the page never waits for them; what cannot be asked shows as unknown.
+
+Last activity is the session's `WolfActive` attribute (set at start and at each state change); an
+older session without it shows its start time. Sorting by it asks visibility to (`ORDER BY`, which
+Elasticsearch visibility does); SQL visibility (the dev server's) cannot, and then the page's own rows
+are sorted."""
 
 from __future__ import annotations
 
@@ -11,9 +16,15 @@ import asyncio
 import base64
 import binascii
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
-from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus, WorkflowQueryFailedError
+from temporalio.client import (
+    Client,
+    WorkflowExecution,
+    WorkflowExecutionAsyncIterator,
+    WorkflowExecutionStatus,
+    WorkflowQueryFailedError,
+)
 from temporalio.service import RPCError
 
 from agentwolf.access import Principal, TenantError
@@ -21,6 +32,7 @@ from agentwolf.client.wolf_client import SessionNotFound
 from agentwolf.protocols.auth import SERVED
 from agentwolf.protocols.served import ApiError, Served, reach
 from agentwolf.workflows.types import (
+    ACTIVE_ATTR,
     AGENT_ATTR,
     CONFIG_ATTR,
     PARENT_ATTR,
@@ -34,6 +46,8 @@ from agentwolf.workflows.types import (
 
 PAGE_SIZE = 25
 STATES = ("idle", "running", "waiting_approval", "done")
+SORTS = ("", "active")
+"""Visibility's order (running first, newest first), or the latest activity first."""
 FIGURES_WAIT = 3.0
 """Seconds one session's figures may take (a session whose worker is gone never answers)."""
 
@@ -45,6 +59,8 @@ class Filters:
     config: str = ""
     search: str = ""
     """The start of a session id."""
+    sort: str = ""
+    """One of SORTS."""
 
     def clauses(self, tenant: str) -> list[str]:
         clauses = [
@@ -75,6 +91,8 @@ class Row:
     schedule: str | None
     started: datetime | None
     closed: datetime | None
+    active: datetime | None
+    """Its last state change, else its start."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +100,8 @@ class Page:
     rows: list[Row]
     next_token: str | None
     """The next page's token for the URL (None: this is the last)."""
+    sorted_here: bool = False
+    """Visibility could not sort: only this page's rows are in activity order."""
 
 
 def _row(wf: WorkflowExecution) -> Row:
@@ -96,6 +116,7 @@ def _row(wf: WorkflowExecution) -> Row:
         schedule=attrs.get(SCHEDULE_ATTR),
         started=wf.start_time,
         closed=wf.close_time,
+        active=attrs.get(ACTIVE_ATTR) or wf.start_time,
     )
 
 
@@ -112,20 +133,37 @@ async def sessions_page(
         page_token = base64.urlsafe_b64decode(token) if token else None
     except (binascii.Error, ValueError):
         raise ApiError(400, "that page token is not one this console gave", code="invalid_page") from None
-    listing = client.list_workflows(" AND ".join(clauses), page_size=size, next_page_token=page_token)
+    query, sorted_here = " AND ".join(clauses), False
     try:
-        await listing.fetch_next_page()
+        listing = await _fetch(client, query, filters.sort, size, page_token)
     except RPCError as exc:
-        if "token" in exc.message.lower() or "invalid" in exc.message.lower():
-            raise ApiError(400, "that page token is not one this console gave", code="invalid_page") from None
-        raise
+        if "order by" not in exc.message.lower():
+            raise
+        listing, sorted_here = await _fetch(client, query, "", size, page_token), True
     rows = [
         _row(wf)
         for wf in listing.current_page or []
         if principal.may_use(wf.typed_search_attributes.get(CONFIG_ATTR) or SERVED, _row(wf).agent)
     ]
+    if sorted_here:
+        rows.sort(key=lambda r: r.active or datetime.min.replace(tzinfo=UTC), reverse=True)
     following = listing.next_page_token
-    return Page(rows, base64.urlsafe_b64encode(following).decode() if following else None)
+    return Page(rows, base64.urlsafe_b64encode(following).decode() if following else None, sorted_here)
+
+
+async def _fetch(
+    client: Client, query: str, sort: str, size: int, token: bytes | None
+) -> WorkflowExecutionAsyncIterator:
+    """One page of `query`, in `sort` order (RPCError naming ORDER BY where visibility cannot)."""
+    order = f" ORDER BY {ACTIVE_ATTR.name} DESC" if sort == "active" else ""
+    listing = client.list_workflows(query + order, page_size=size, next_page_token=token)
+    try:
+        await listing.fetch_next_page()
+    except RPCError as exc:
+        if "token" in exc.message.lower() or ("invalid" in exc.message.lower() and not order):
+            raise ApiError(400, "that page token is not one this console gave", code="invalid_page") from None
+        raise
+    return listing
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,9 @@ to the page); console.js sends them with `fetch` instead and keeps the page."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, get_args
 from urllib.parse import quote, urlencode, urlsplit
@@ -20,10 +21,10 @@ from temporalio.client import WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from agentwolf.access import TenantError
-from agentwolf.client.usage import UsageKey
+from agentwolf.client.usage import UsageKey, usage_report
 from agentwolf.client.wolf_client import SessionNotFound
 from agentwolf.protocols import turns
-from agentwolf.protocols.console import listing, operations, stream
+from agentwolf.protocols.console import budgets, listing, operations, stream, usage_chart
 from agentwolf.protocols.console.signin import PREFIX, SignedIn, may_keep_key, sign_in, sign_out
 from agentwolf.protocols.console.views import done, form, money, page, refused_page, scripted
 from agentwolf.protocols.served import ApiError, Target, principal_of, reach, served_of
@@ -31,6 +32,11 @@ from agentwolf.workflows.types import PendingApproval, SessionStatus, workflow_i
 
 TEMPORAL_UI = "http://localhost:8233"
 """Where the Temporal UI is, unless WOLF_TEMPORAL_UI says (the Temporal CLI dev server's default)."""
+EVENTS_SHOWN = 500
+"""Events a session page replays at first (the latest ones): a session of a thousand turns opens as
+fast as a short one; a link replays them all."""
+OFFSET_WAIT = 2.0
+"""Seconds the page waits to learn how many events there are (none: it replays them all)."""
 
 
 # Signing in
@@ -83,6 +89,7 @@ async def sessions(request: Request) -> Response:
         agent=query.get("agent", "").strip(),
         config=query.get("config", "").strip(),
         search=query.get("search", "").strip(),
+        sort=query.get("sort", "") if query.get("sort", "") in listing.SORTS else "",
     )
     listed = listing.sessions_page(served.client, principal, filters, query.get("page"))
     targets: list[Target] = []
@@ -94,7 +101,8 @@ async def sessions(request: Request) -> Response:
     here = {**kept, "page": query["page"]} if query.get("page") else kept
     context: dict[str, Any] = {
         "page_rows": found.rows,
-        "filtered": bool(kept),
+        "filtered": bool(kept.keys() - {"sort"}),
+        "sorted_here": found.sorted_here,
         "next_url": _list_url({**kept, "page": found.next_token}) if found.next_token else None,
         "first_url": _list_url(kept) if query.get("page") else None,
     }
@@ -157,6 +165,12 @@ async def session(request: Request) -> Response:
         return refused_page(request, f"session {sid!r} not found")
     served = served_of(request)
     base = f"{PREFIX}/sessions/{quote(status.session_id, safe='')}"
+    head = 0
+    if request.query_params.get("history") != "all":
+        with contextlib.suppress(RPCError, WorkflowQueryFailedError, TimeoutError):
+            async with asyncio.timeout(OFFSET_WAIT):
+                head = await served.wolf(principal_of(request)).event_offset(status.session_id)
+    shown_from = max(0, head - EVENTS_SHOWN)
     ui = os.environ.get("WOLF_TEMPORAL_UI", TEMPORAL_UI).rstrip("/")
     wid = workflow_id(status.tenant, status.session_id)
     usage = status.counters.total
@@ -170,11 +184,29 @@ async def session(request: Request) -> Response:
         usage=usage,
         cost=money(usage.cost_usd),
         config=config,
-        events_url=f"{base}/events",
+        events_url=f"{base}/events?from={shown_from}",
+        shown_from=shown_from,
+        events_head=head,
+        whole_url=f"{base}?history=all",
         actions_url=base,
         temporal_url=f"{ui}/namespaces/{quote(served.client.namespace, safe='')}/workflows/"
         + quote(wid, safe=""),
     )
+
+
+async def by_workflow_id(request: Request) -> Response:
+    """A session's full workflow id in the path (`wolf/<tenant>/<id>`, as the Temporal UI shows it):
+    the session's own page when it is this key's tenant's, else "not found"."""
+    path = request.path_params["path"]
+    tenant, _, sid = path.removeprefix("wolf/").partition("/")
+    if path.startswith("wolf/") and tenant == principal_of(request).tenant and sid and "/" not in sid:
+        return RedirectResponse(f"{PREFIX}/sessions/{quote(sid, safe='')}", status_code=303)
+    return refused_page(request, f"session {path!r} not found")
+
+
+async def nothing_here(request: Request) -> Response:
+    """Any other console address: the console's own "not found" page (JSON to scripts)."""
+    return refused_page(request, f"no console page at {request.url.path!r}")
 
 
 async def act(request: Request) -> Response:
@@ -258,24 +290,19 @@ USAGE_KEYS: tuple[UsageKey, ...] = tuple(k for k in get_args(UsageKey) if k != "
 
 
 async def usage(request: Request) -> Response:
-    """What the tenant's sessions spent, as `wolf usage --json` counts it, with a bar per group."""
-    principal = principal_of(request)
+    """What the tenant's sessions spent over a range, as `wolf usage --json --since <its start>`
+    counts it: a chart per hour or day (usage_chart.py), a row per group, and the budgets."""
+    served, principal, query = served_of(request), principal_of(request), request.query_params
     if principal.agents is not None or principal.configs is not None:
         refusal = "usage covers the whole tenant: this key may use only some of it"
         raise ApiError(403, refusal, "permission_error")
-    by = request.query_params.get("by", "agent")
+    by = query.get("by", "agent")
     by = by if by in USAGE_KEYS else "agent"
-    since_text, since = request.query_params.get("since", ""), None
-    try:
-        if since_text:
-            since = datetime.combine(date.fromisoformat(since_text), datetime.min.time(), UTC)
-    except ValueError:
-        raise ApiError(400, "since is a date (YYYY-MM-DD)", code="invalid_value") from None
-    report = await served_of(request).wolf(principal).usage(since=since, by=by)
-    priced = any(r.usage.cost_usd for r in report.rows)
-    measure = "USD" if priced else "Tokens"
-    values = [(r.usage.spent if priced else r.usage.total_tokens) for r in report.rows]
-    top = max(values, default=0) or 1
+    range_ = next((r for r in usage_chart.RANGES if r.name == query.get("range")), usage_chart.DEFAULT_RANGE)
+    since = range_.start(datetime.now(UTC))
+    spending = await served.wolf(principal).spending(since=since)
+    report = usage_report(spending, since=since, by=by)
+    budgets_, flagged = await budgets.budgets(served, principal, spending)
     return page(
         request,
         "usage.html",
@@ -283,9 +310,11 @@ async def usage(request: Request) -> Response:
         page="usage",
         report=report,
         keys=USAGE_KEYS,
-        since=since_text,
-        measure=measure,
-        bars=[(r, round(100 * v / top, 1)) for r, v in zip(report.rows, values, strict=True)],
+        ranges=usage_chart.RANGES,
+        chart=usage_chart.chart(spending, by, range_, since),
+        budgets=budgets_,
+        flagged=flagged,
+        near=round(100 * budgets.NEAR),
     )
 
 
@@ -305,6 +334,7 @@ def routes() -> list[BaseRoute]:
                 Route("/sessions/{session_id}", session, methods=["GET"]),
                 Route("/sessions/{session_id}/events", stream.events, methods=["GET"]),
                 Route("/sessions/{session_id}/{action}", act, methods=["POST"]),
+                Route("/sessions/{path:path}", by_workflow_id, methods=["GET"]),
                 Route("/approvals", approvals, methods=["GET"]),
                 Route("/usage", usage, methods=["GET"]),
                 Route("/configs", operations.configs, methods=["GET"]),
@@ -312,6 +342,7 @@ def routes() -> list[BaseRoute]:
                 Route("/schedules", operations.schedules, methods=["GET"]),
                 Route("/schedules/{name}/{action}", operations.schedule_act, methods=["POST"]),
                 Mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static"),
+                Route("/{path:path}", nothing_here),
             ],
             middleware=[Middleware(SignedIn)],
         )

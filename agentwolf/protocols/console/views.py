@@ -3,6 +3,7 @@ pages post, and what an action answers: JSON to console.js, a redirect back to a
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -27,6 +28,15 @@ def money(usd: float | None) -> str:
     return "unknown" if usd is None else f"{usd:.4f}"
 
 
+def ago(when: datetime) -> str:
+    """How long ago, as people say it ("2 min ago")."""
+    seconds = max(0, int((datetime.now(UTC) - when).total_seconds()))
+    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit} ago"
+    return "just now"
+
+
 def page(request: Request, template: str, *, status_code: int = 200, **context: Any) -> HTMLResponse:
     principal: Principal | None = request.scope.get("state", {}).get("principal")
     served = served_of(request)
@@ -35,6 +45,7 @@ def page(request: Request, template: str, *, status_code: int = 200, **context: 
         tenant=principal.tenant if principal else None,
         can_sign_out=served.open_tenant is None,
         money=money,
+        ago=ago,
         **context,
     )
     return HTMLResponse(html, status_code=status_code, headers={"Cache-Control": "no-store"})
