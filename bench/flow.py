@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from temporalio.service import RPCError
 
 ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT))
@@ -114,8 +115,9 @@ async def _session(
     interactive: bool,
     delay: float,
     starting: asyncio.Semaphore,
-) -> tuple[str, bool, float, bool]:
-    """One session's first turn: (tenant, interactive, seconds from prompt to answer, failed)."""
+) -> tuple[str, bool, float, str]:
+    """One session's first turn: (tenant, interactive, seconds from prompt to answer, why it failed
+    or '')."""
     await asyncio.sleep(delay)
     wolf = WolfClient(client, tenant=tenant, task_queue=queue)
     text = f"tenant={tenant} {'interactive' if interactive else 'job'} {PADDING}"
@@ -126,18 +128,26 @@ async def _session(
         else:  # a job
             sid = await wolf.start_session("a", manifest, prompt=text, background=True, trigger="bench")
     if interactive:
+        error = "the session ended without finishing its turn"
         async for _, event in wolf.events(sid, live=False):
+            if event.kind == "error":
+                error = f"{sid}: {event.kind}: {event.text}"
             if event.kind == "turn_finished":
-                failed = event.outcome != "completed"
                 await wolf.close(sid)
-                return tenant, True, time.monotonic() - started, failed
-        return tenant, True, time.monotonic() - started, True
-    try:
-        result = await wolf.result(sid)
-        failed = result.outcome != "completed"
-    except Exception:  # noqa: BLE001 - a failed workflow is a failed turn
-        failed = True
-    return tenant, False, time.monotonic() - started, failed
+                ok = event.outcome == "completed"
+                return tenant, True, time.monotonic() - started, "" if ok else f"{event.outcome}: {error}"
+        return tenant, True, time.monotonic() - started, error
+    while True:
+        try:
+            result = await wolf.result(sid)
+        except RPCError as exc:  # the loaded server's deadline, not the session's failure: ask again
+            print(f"  {sid}: asking for its result again: {exc}", file=sys.stderr)
+            continue
+        except Exception as exc:  # noqa: BLE001 - a failed workflow is a failed turn
+            why = f"{sid}: {type(exc).__name__}: {exc} ({exc.__cause__})"
+            return tenant, False, time.monotonic() - started, why
+        failed = "" if result.outcome == "completed" else f"{sid}: {result.outcome}: {result.output}"
+        return tenant, False, time.monotonic() - started, failed
 
 
 async def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -216,6 +226,9 @@ def _figures(limit: RateLimit, outcomes: list[Any], args: argparse.Namespace) ->
     log = limit.log
     accepted = limit.accepted()
     failed = sum(1 for o in outcomes if o[3])
+    for o in outcomes:
+        if o[3]:
+            print(f"  failed turn ({'interactive' if o[1] else 'job'}): {o[3]}", file=sys.stderr)
     interactive = sorted(o[2] for o in outcomes if o[1] and not o[3])
     # Budget use from the first accepted request, and tenant shares from the first request of the
     # tenant that came last (sessions start in tenant order: a tenant with nothing waiting yet
