@@ -137,17 +137,19 @@ async def _session(
                 ok = event.outcome == "completed"
                 return tenant, True, time.monotonic() - started, "" if ok else f"{event.outcome}: {error}"
         return tenant, True, time.monotonic() - started, error
-    while True:
+    for attempt in range(30):
         try:
             result = await wolf.result(sid)
         except RPCError as exc:  # the loaded server's deadline, not the session's failure: ask again
             print(f"  {sid}: asking for its result again: {exc}", file=sys.stderr)
+            await asyncio.sleep(min(2**attempt, 10))
             continue
         except Exception as exc:  # noqa: BLE001 - a failed workflow is a failed turn
             why = f"{sid}: {type(exc).__name__}: {exc} ({exc.__cause__})"
             return tenant, False, time.monotonic() - started, why
         failed = "" if result.outcome == "completed" else f"{sid}: {result.outcome}: {result.output}"
         return tenant, False, time.monotonic() - started, failed
+    return tenant, False, time.monotonic() - started, f"{sid}: its result could not be read"
 
 
 async def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:

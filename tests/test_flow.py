@@ -5,6 +5,7 @@ two worker processes sharing one budget."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import itertools
 import json
@@ -19,13 +20,15 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowFailureError
+from temporalio.service import RPCError
 
 from agentwolf.client.limits import endpoints
+from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.limits import EndpointLimits, FlowPolicy
 from agentwolf.config.manifest import Manifest
 from agentwolf.config.policy import WorkerPolicy
 from agentwolf.defaults import TASK_QUEUE
-from agentwolf.hosts.flow import Endpoint, Flow
+from agentwolf.hosts.flow import Endpoint, Flow, endpoint_id
 from agentwolf.workflows.limiter import (
     BURST,
     Ask,
@@ -377,3 +380,57 @@ async def test_a_grant_whose_answer_was_lost_is_sent_again(client, run_worker, t
         await handle.terminate()
     assert [g.granted for g in first.grants] == [True] and again.grants == first.grants
     assert status.requests == 1 and status.use.active == 1
+
+
+async def test_an_interactive_session_goes_ahead_of_its_workers_queued_jobs(client, run_worker, task_queue):
+    """Forty job requests of one worker wait behind a held lease (concurrency 1), then a session a
+    person talks to asks through the same worker. The worker tells the limiter about the jobs in a
+    few signals (one in flight at a time, not one each); the interactive request goes past them, its
+    priority carried in the model request, and is granted first: the session answers while the jobs
+    still wait (a job granted first would hold the only slot: none gives it back)."""
+    tenant = f"t-{task_queue}"
+    with ScriptedOpenAI(lambda r: Reply(text="first")) as server:
+        manifest = limited_manifest(server.base_url, concurrency=1)
+        limits = manifest.host.models.limits[0]
+        base_url = server.base_url.rstrip("/") + "/"  # as the openai client holds it
+        endpoint = Endpoint(endpoint_id(base_url, "k", "gpt-4o-mini"), "test", limits)
+        handle = client.get_workflow_handle(limiter_id(endpoint.id))
+        async with run_worker() as hosts:
+            flow = hosts.flow
+            assert flow is not None
+            now = datetime.now(UTC)
+            await flow.acquire(endpoint, _ask("held", tenant, 2, 1.0, now, limits))
+            asks = [_ask(f"j{i}", tenant, 2, 1.0, now, limits) for i in range(40)]
+            jobs = [asyncio.create_task(flow.acquire(endpoint, a)) for a in asks]
+            wolf = WolfClient(client, tenant=tenant, task_queue=task_queue)
+            sid = await wolf.start_session("a", manifest, prompt="hi")
+            try:
+                await wait_for(lambda: _waiting(handle, 41), timeout=90)
+                await handle.signal(LimiterWorkflow.release, Release(lease_id="held"))
+                finished = await asyncio.wait_for(_turn_finished(wolf, sid), timeout=90)
+                status = await handle.query(LimiterWorkflow.status)
+                await record_history(client, workflow_id(tenant, sid), "flow_interactive_first")
+                await record_history(client, handle.id, "limiter_news")
+                signals = [
+                    e.workflow_execution_signaled_event_attributes.signal_name
+                    async for e in handle.fetch_history_events()
+                    if e.HasField("workflow_execution_signaled_event_attributes")
+                ]
+            finally:  # nothing left waiting for the worker's shutdown to wait on
+                for job in jobs:
+                    job.cancel()
+                await asyncio.gather(*jobs, return_exceptions=True)
+                await handle.terminate()
+                with contextlib.suppress(RPCError):
+                    await client.get_workflow_handle(workflow_id(tenant, sid)).terminate()
+    # the slot went to the session, then (released) to one job at most: the rest never had it
+    assert finished.outcome == "completed" and sum(not job.cancelled() for job in jobs) <= 1
+    assert {w.priority for w in status.waiting} == {2} and len(status.waiting) >= 39 and 1 in status.wait_p95
+    assert "enqueue" not in signals and signals.count("news") <= 6, signals
+
+
+async def _turn_finished(wolf: Any, sid: str) -> Any:
+    async for _, event in wolf.events(sid, live=False):
+        if event.kind == "turn_finished":
+            return event
+    raise AssertionError("the session ended without finishing its turn")

@@ -102,6 +102,8 @@ def test_the_corpus_covers_every_feature():
         "rewind_and_redo",
         "eval_run",
         "limiter_paced",
+        "limiter_news",
+        "flow_interactive_first",
     } <= names
 
 
