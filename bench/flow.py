@@ -121,7 +121,7 @@ async def _session(
     await asyncio.sleep(delay)
     wolf = WolfClient(client, tenant=tenant, task_queue=queue)
     text = f"tenant={tenant} {'interactive' if interactive else 'job'} {PADDING}"
-    async with starting:  # a dev server on a loaded machine times out 150 starts sent at once
+    async with starting:
         started = time.monotonic()
         if interactive:  # a person's session: priority 1
             sid = await wolf.start_session("a", manifest, prompt=text)
@@ -175,12 +175,16 @@ async def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
             await _polling(env.client, queue, len(procs))
             manifest = _manifest(server.base_url)
             tenants = [t for t in TENANTS for _ in range(args.sessions // len(TENANTS))]
-            plan, starting = [], asyncio.Semaphore(10)
+            # jobs start 10 at a time (a dev server on a loaded machine times out 150 starts sent at
+            # once); people's prompts do not queue behind the job script's starts, else they arrive
+            # bunched when the jobs' starts are slow
+            plan, starting = [], {True: asyncio.Semaphore(10), False: asyncio.Semaphore(10)}
             for i, tenant in enumerate(tenants):
                 interactive = i % 5 == 0  # 20 %
                 # jobs all at once (a saturated queue), interactive prompts spread over the run
                 delay = rng.uniform(5, args.sessions / args.rpm * args.window * 0.6) if interactive else 0.0
-                plan.append(_session(env.client, queue, manifest, tenant, interactive, delay, starting))
+                gate = starting[interactive]
+                plan.append(_session(env.client, queue, manifest, tenant, interactive, delay, gate))
             progress = asyncio.create_task(_progress(env.client))
             try:
                 outcomes = await asyncio.wait_for(asyncio.gather(*plan), timeout=args.timeout)
