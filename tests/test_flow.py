@@ -207,9 +207,11 @@ async def test_a_turn_waits_out_a_long_refusal_and_status_shows_it(wolf, client,
             wolf = WolfClient(client, task_queue=TASK_QUEUE)
             sid = await wolf.submit("hi", "a", manifest)
             follower = asyncio.create_task(_events(wolf, sid))
-            wait = await wait_for(lambda: wolf.waiting(sid), timeout=60)
+            # a request that has just asked waits `queued` until the limiter's first word: wait
+            # for the cooldown's, which says when
+            wait = await wait_for(lambda: _timed_wait(wolf, sid), timeout=60)
             assert wait.waiting.startswith("rate_limited") and wait.resumes_in() is not None
-            shown = await _wolf(address, "status", sid)
+            shown = await wait_for(lambda: _shows_resuming(address, sid), timeout=90, interval=0.5)
             assert "waiting: rate_limited, resumes in" in shown.stdout, shown.stderr
             listed = json.loads((await _wolf(address, "limits", "--json")).stdout)
             (mine,) = [e for e in listed if server.base_url in e["label"]]
@@ -232,6 +234,16 @@ async def test_a_wait_past_rate_wait_max_fails_the_turn_saying_why(wolf, run_wor
                 await wolf.result(sid)
     assert "rate_wait_max" in str(failure.value.cause)
     assert len(limit.log) <= 2  # it waited out the cooldown instead of resending
+
+
+async def _timed_wait(wolf: Any, sid: str) -> Any:
+    wait = await wolf.waiting(sid)
+    return wait if wait is not None and wait.resumes_in() is not None else None
+
+
+async def _shows_resuming(address: str, sid: str) -> subprocess.CompletedProcess[str] | None:
+    shown = await _wolf(address, "status", sid)
+    return shown if "waiting: rate_limited, resumes in" in shown.stdout else None
 
 
 async def _events(wolf: Any, sid: str) -> list[Any]:
