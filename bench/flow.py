@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from temporalio.service import RPCError
 
 ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT))
@@ -114,30 +115,41 @@ async def _session(
     interactive: bool,
     delay: float,
     starting: asyncio.Semaphore,
-) -> tuple[str, bool, float, bool]:
-    """One session's first turn: (tenant, interactive, seconds from prompt to answer, failed)."""
+) -> tuple[str, bool, float, str]:
+    """One session's first turn: (tenant, interactive, seconds from prompt to answer, why it failed
+    or '')."""
     await asyncio.sleep(delay)
     wolf = WolfClient(client, tenant=tenant, task_queue=queue)
     text = f"tenant={tenant} {'interactive' if interactive else 'job'} {PADDING}"
-    async with starting:  # a dev server on a loaded machine times out 150 starts sent at once
+    async with starting:
         started = time.monotonic()
         if interactive:  # a person's session: priority 1
             sid = await wolf.start_session("a", manifest, prompt=text)
         else:  # a job
             sid = await wolf.start_session("a", manifest, prompt=text, background=True, trigger="bench")
     if interactive:
+        error = "the session ended without finishing its turn"
         async for _, event in wolf.events(sid, live=False):
+            if event.kind == "error":
+                error = f"{sid}: {event.kind}: {event.text}"
             if event.kind == "turn_finished":
-                failed = event.outcome != "completed"
                 await wolf.close(sid)
-                return tenant, True, time.monotonic() - started, failed
-        return tenant, True, time.monotonic() - started, True
-    try:
-        result = await wolf.result(sid)
-        failed = result.outcome != "completed"
-    except Exception:  # noqa: BLE001 - a failed workflow is a failed turn
-        failed = True
-    return tenant, False, time.monotonic() - started, failed
+                ok = event.outcome == "completed"
+                return tenant, True, time.monotonic() - started, "" if ok else f"{event.outcome}: {error}"
+        return tenant, True, time.monotonic() - started, error
+    for attempt in range(30):
+        try:
+            result = await wolf.result(sid)
+        except RPCError as exc:  # the loaded server's deadline, not the session's failure: ask again
+            print(f"  {sid}: asking for its result again: {exc}", file=sys.stderr)
+            await asyncio.sleep(min(2**attempt, 10))
+            continue
+        except Exception as exc:  # noqa: BLE001 - a failed workflow is a failed turn
+            why = f"{sid}: {type(exc).__name__}: {exc} ({exc.__cause__})"
+            return tenant, False, time.monotonic() - started, why
+        failed = "" if result.outcome == "completed" else f"{sid}: {result.outcome}: {result.output}"
+        return tenant, False, time.monotonic() - started, failed
+    return tenant, False, time.monotonic() - started, f"{sid}: its result could not be read"
 
 
 async def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -163,12 +175,16 @@ async def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
             await _polling(env.client, queue, len(procs))
             manifest = _manifest(server.base_url)
             tenants = [t for t in TENANTS for _ in range(args.sessions // len(TENANTS))]
-            plan, starting = [], asyncio.Semaphore(10)
+            # jobs start 10 at a time (a dev server on a loaded machine times out 150 starts sent at
+            # once); people's prompts do not queue behind the job script's starts, else they arrive
+            # bunched when the jobs' starts are slow
+            plan, starting = [], {True: asyncio.Semaphore(10), False: asyncio.Semaphore(10)}
             for i, tenant in enumerate(tenants):
                 interactive = i % 5 == 0  # 20 %
                 # jobs all at once (a saturated queue), interactive prompts spread over the run
                 delay = rng.uniform(5, args.sessions / args.rpm * args.window * 0.6) if interactive else 0.0
-                plan.append(_session(env.client, queue, manifest, tenant, interactive, delay, starting))
+                gate = starting[interactive]
+                plan.append(_session(env.client, queue, manifest, tenant, interactive, delay, gate))
             progress = asyncio.create_task(_progress(env.client))
             try:
                 outcomes = await asyncio.wait_for(asyncio.gather(*plan), timeout=args.timeout)
@@ -216,6 +232,9 @@ def _figures(limit: RateLimit, outcomes: list[Any], args: argparse.Namespace) ->
     log = limit.log
     accepted = limit.accepted()
     failed = sum(1 for o in outcomes if o[3])
+    for o in outcomes:
+        if o[3]:
+            print(f"  failed turn ({'interactive' if o[1] else 'job'}): {o[3]}", file=sys.stderr)
     interactive = sorted(o[2] for o in outcomes if o[1] and not o[3])
     # Budget use from the first accepted request, and tenant shares from the first request of the
     # tenant that came last (sessions start in tenant order: a tenant with nothing waiting yet

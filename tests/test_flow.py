@@ -5,7 +5,9 @@ two worker processes sharing one budget."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import itertools
 import json
 import os
 import signal
@@ -18,14 +20,17 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowFailureError
+from temporalio.service import RPCError
 
 from agentwolf.client.limits import endpoints
+from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.limits import EndpointLimits, FlowPolicy
 from agentwolf.config.manifest import Manifest
 from agentwolf.config.policy import WorkerPolicy
 from agentwolf.defaults import TASK_QUEUE
-from agentwolf.hosts.flow import Endpoint, Flow
+from agentwolf.hosts.flow import Endpoint, Flow, endpoint_id
 from agentwolf.workflows.limiter import (
+    BURST,
     Ask,
     LimiterState,
     LimiterStatus,
@@ -202,9 +207,11 @@ async def test_a_turn_waits_out_a_long_refusal_and_status_shows_it(wolf, client,
             wolf = WolfClient(client, task_queue=TASK_QUEUE)
             sid = await wolf.submit("hi", "a", manifest)
             follower = asyncio.create_task(_events(wolf, sid))
-            wait = await wait_for(lambda: wolf.waiting(sid), timeout=60)
+            # a request that has just asked waits `queued` until the limiter's first word: wait
+            # for the cooldown's, which says when
+            wait = await wait_for(lambda: _timed_wait(wolf, sid), timeout=60)
             assert wait.waiting.startswith("rate_limited") and wait.resumes_in() is not None
-            shown = await _wolf(address, "status", sid)
+            shown = await wait_for(lambda: _shows_resuming(address, sid), timeout=90, interval=0.5)
             assert "waiting: rate_limited, resumes in" in shown.stdout, shown.stderr
             listed = json.loads((await _wolf(address, "limits", "--json")).stdout)
             (mine,) = [e for e in listed if server.base_url in e["label"]]
@@ -227,6 +234,16 @@ async def test_a_wait_past_rate_wait_max_fails_the_turn_saying_why(wolf, run_wor
                 await wolf.result(sid)
     assert "rate_wait_max" in str(failure.value.cause)
     assert len(limit.log) <= 2  # it waited out the cooldown instead of resending
+
+
+async def _timed_wait(wolf: Any, sid: str) -> Any:
+    wait = await wolf.waiting(sid)
+    return wait if wait is not None and wait.resumes_in() is not None else None
+
+
+async def _shows_resuming(address: str, sid: str) -> subprocess.CompletedProcess[str] | None:
+    shown = await _wolf(address, "status", sid)
+    return shown if "waiting: rate_limited, resumes in" in shown.stdout else None
 
 
 async def _events(wolf: Any, sid: str) -> list[Any]:
@@ -317,8 +334,9 @@ async def test_the_limiter_continues_as_new_keeping_its_ledger(client, run_worke
 
 async def test_waiting_requests_are_paced_and_shared_by_weight(client, run_worker, task_queue):
     """Everything waits behind a held lease (concurrency 1, 8 requests per 2 s window), then each
-    grant is released at once. Interactive requests go first; the grants after them are spread at
-    least most of an interval (2 s / 8) apart, however fast releases come back; and tenant `c`
+    grant is released at once. Interactive requests go first; the grants after them keep to the
+    budget's rate (an interval, 2 s / 8, each: a late one is caught up, at most BURST intervals at
+    once), however fast releases come back; and tenant `c`
     (weight 2) gets twice `a`'s grants, `a`'s interactive ones counted in its share."""
     limits = EndpointLimits(rpm=8, window=timedelta(seconds=2), concurrency=1)
     endpoint = Endpoint(f"test-paced-{task_queue}", "test", limits)
@@ -354,8 +372,9 @@ async def test_waiting_requests_are_paced_and_shared_by_weight(client, run_worke
     assert sorted(order[:2]) == ["ai0", "ai1"], order
     first = [name[0] for name in order[:11]]  # 11 grants: a's fair share is 11/3, c's 22/3
     assert abs(first.count("c") - 2 * first.count("a")) <= 2, order
-    gaps = [(b - a).total_seconds() for (_, a), (_, b) in zip(granted, granted[1:], strict=False)]
-    assert min(gaps) >= 0.75 * 2 / 8, gaps
+    times = [at for _, at in granted]
+    for i, j in itertools.combinations(range(len(times)), 2):
+        assert (times[j] - times[i]).total_seconds() >= 0.75 * 2 / 8 * (j - i - BURST), times
 
 
 async def test_a_grant_whose_answer_was_lost_is_sent_again(client, run_worker, task_queue):
@@ -373,3 +392,57 @@ async def test_a_grant_whose_answer_was_lost_is_sent_again(client, run_worker, t
         await handle.terminate()
     assert [g.granted for g in first.grants] == [True] and again.grants == first.grants
     assert status.requests == 1 and status.use.active == 1
+
+
+async def test_an_interactive_session_goes_ahead_of_its_workers_queued_jobs(client, run_worker, task_queue):
+    """Forty job requests of one worker wait behind a held lease (concurrency 1), then a session a
+    person talks to asks through the same worker. The worker tells the limiter about the jobs in a
+    few signals (one in flight at a time, not one each); the interactive request goes past them, its
+    priority carried in the model request, and is granted first: the session answers while the jobs
+    still wait (a job granted first would hold the only slot: none gives it back)."""
+    tenant = f"t-{task_queue}"
+    with ScriptedOpenAI(lambda r: Reply(text="first")) as server:
+        manifest = limited_manifest(server.base_url, concurrency=1)
+        limits = manifest.host.models.limits[0]
+        base_url = server.base_url.rstrip("/") + "/"  # as the openai client holds it
+        endpoint = Endpoint(endpoint_id(base_url, "k", "gpt-4o-mini"), "test", limits)
+        handle = client.get_workflow_handle(limiter_id(endpoint.id))
+        async with run_worker() as hosts:
+            flow = hosts.flow
+            assert flow is not None
+            now = datetime.now(UTC)
+            await flow.acquire(endpoint, _ask("held", tenant, 2, 1.0, now, limits))
+            asks = [_ask(f"j{i}", tenant, 2, 1.0, now, limits) for i in range(40)]
+            jobs = [asyncio.create_task(flow.acquire(endpoint, a)) for a in asks]
+            wolf = WolfClient(client, tenant=tenant, task_queue=task_queue)
+            sid = await wolf.start_session("a", manifest, prompt="hi")
+            try:
+                await wait_for(lambda: _waiting(handle, 41), timeout=90)
+                await handle.signal(LimiterWorkflow.release, Release(lease_id="held"))
+                finished = await asyncio.wait_for(_turn_finished(wolf, sid), timeout=90)
+                status = await handle.query(LimiterWorkflow.status)
+                await record_history(client, workflow_id(tenant, sid), "flow_interactive_first")
+                await record_history(client, handle.id, "limiter_news")
+                signals = [
+                    e.workflow_execution_signaled_event_attributes.signal_name
+                    async for e in handle.fetch_history_events()
+                    if e.HasField("workflow_execution_signaled_event_attributes")
+                ]
+            finally:  # nothing left waiting for the worker's shutdown to wait on
+                for job in jobs:
+                    job.cancel()
+                await asyncio.gather(*jobs, return_exceptions=True)
+                await handle.terminate()
+                with contextlib.suppress(RPCError):
+                    await client.get_workflow_handle(workflow_id(tenant, sid)).terminate()
+    # the slot went to the session, then (released) to one job at most: the rest never had it
+    assert finished.outcome == "completed" and sum(not job.cancelled() for job in jobs) <= 1
+    assert {w.priority for w in status.waiting} == {2} and len(status.waiting) >= 39 and 1 in status.wait_p95
+    assert "enqueue" not in signals and signals.count("news") <= 6, signals
+
+
+async def _turn_finished(wolf: Any, sid: str) -> Any:
+    async for _, event in wolf.events(sid, live=False):
+        if event.kind == "turn_finished":
+            return event
+    raise AssertionError("the session ended without finishing its turn")

@@ -105,6 +105,8 @@ def test_the_corpus_covers_every_feature():
         "eval_dataset",
         "limiter_paced",
         "last_activity",
+        "limiter_news",
+        "flow_interactive_first",
     } <= names
 
 

@@ -67,7 +67,7 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
         model = host.model(compiled.models)
         answer_mode, answer_object = turn_settings.answer_format(inp.settings, model.profile)
         streamed = live.LiveResponse(inp.turn_id, inp.step, host.secrets) if compiled.stream else None
-        waits = flow.Waits()
+        waits = flow.Waits(priority=inp.priority)
         flow.WAITS.set(waits)
         response = await heartbeating(
             live.request(

@@ -17,6 +17,7 @@ PRIORITIES = {1: "interactive", 2: "job", 3: "background"}
 """Session priorities, lower first (Temporal's priority-key scale): `wolf chat`/`prompt` sessions, job
 and schedule runs (and sessions started without one: subagents), background tasks (`wolf submit`)."""
 DEFAULT_PRIORITY = 2
+INTERACTIVE = 1
 PRIORITY_MEMO = "priority"
 """The session's memo key holding its priority (set by `WolfClient.start_session`)."""
 

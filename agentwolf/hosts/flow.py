@@ -15,7 +15,7 @@ import asyncio
 import hashlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Coroutine, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -39,7 +39,14 @@ from temporalio.common import Priority, WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentwolf.config.limits import DEFAULT_PRIORITY, PRIORITY_MEMO, EndpointLimits, FlowPolicy, limits_for
+from agentwolf.config.limits import (
+    DEFAULT_PRIORITY,
+    INTERACTIVE,
+    PRIORITY_MEMO,
+    EndpointLimits,
+    FlowPolicy,
+    limits_for,
+)
 from agentwolf.workflows.limiter import (
     Ask,
     Cooldown,
@@ -47,6 +54,7 @@ from agentwolf.workflows.limiter import (
     Learned,
     LimiterState,
     LimiterWorkflow,
+    News,
     Poll,
     Polled,
     Release,
@@ -59,8 +67,6 @@ RETRY_AFTER_DEFAULT = 1.0
 """Seconds of cooldown after a 429 that says nothing about when to come back."""
 PRIORITIES_KEPT = 10_000
 """Sessions whose priority key a worker remembers (oldest out first)."""
-SENDS = 4
-"""Signals in flight to one limiter from one worker (more make a busy server refuse them)."""
 SIGNAL_TRIES = 60.0
 """Seconds a signal to a limiter is tried again while the server is busy."""
 ATTEMPT_MARGIN = timedelta(seconds=30)
@@ -87,9 +93,11 @@ class Wait:
 
 @dataclass
 class Waits:
-    """The current activity's wait, if any (set by `FlowModel`, read by the heartbeat)."""
+    """The current activity's wait, if any (set by `FlowModel`, read by the heartbeat), and its
+    session's priority when the request carried it."""
 
     now: Wait | None = None
+    priority: int | None = None
 
 
 WAITS: ContextVar[Waits | None] = ContextVar("wolf_flow_waits", default=None)
@@ -121,6 +129,12 @@ class _Queue:
     poller: asyncio.Task[None] | None = None
     held: set[str] = field(default_factory=set)
     """Leases granted to this worker and not given back (a grant the limiter sends again is no news)."""
+    news: News | None = None
+    """What the next signal tells the limiter (gathered while the last one is in flight)."""
+    sender: asyncio.Task[None] | None = None
+    """The one signal in flight (several, each about one request, crowd a busy server)."""
+    urgent: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    """Interactive requests announced on their own, past the signal in flight: lease -> its send."""
 
 
 @dataclass
@@ -138,9 +152,6 @@ class Flow:
     _priorities: dict[str, int] = field(default_factory=dict)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     """Signals being sent (`close` waits for them)."""
-    _last_send: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict)
-    """(endpoint, lease) -> its last signal being sent."""
-    _sending: dict[str, asyncio.Semaphore] = field(default_factory=dict)
 
     def wrap(self, model: Model, spec: str, manifest_limits: list[EndpointLimits], tenant: str) -> Model:
         """`model` under flow control when a `limits` entry matches `spec`, else as it is."""
@@ -170,8 +181,7 @@ class Flow:
             if queue.poller is None or queue.poller.done():
                 queue.poller = asyncio.create_task(self._poll(queue))
             else:  # a poll is in flight: announce this one now rather than at the next poll
-                enqueue = Poll(worker=self.worker, asks=[ask])
-                self._send(endpoint, ask.lease_id, [(LimiterWorkflow.enqueue, enqueue)])
+                self._tell(queue, News(worker=self.worker, asks=[ask]), urgent=ask.priority <= INTERACTIVE)
             while True:
                 await asyncio.wait({waiting.grant}, timeout=0.5)
                 if waiting.grant.done():
@@ -193,11 +203,14 @@ class Flow:
             poller.cancel()
         await asyncio.gather(*pollers, *self._tasks, return_exceptions=True)
 
-    async def priority(self, info: activity.Info) -> int:
+    async def priority(self, info: activity.Info, carried: int | None = None) -> int:
         """The asking session's priority: the activity's Temporal priority key when it has one, else
-        the one its session was started with (its memo); one describe per session, remembered."""
+        the one its session was started with (its memo): carried in the request's input, or (sessions
+        since before the `priority-input` patch) one describe per session, remembered."""
         if info.priority and info.priority.priority_key:
             return info.priority.priority_key
+        if carried is not None:
+            return carried
         wid = info.workflow_id
         if wid is None:
             return DEFAULT_PRIORITY
@@ -253,8 +266,11 @@ class Flow:
     async def _polling(self, queue: _Queue) -> None:
         endpoint = queue.endpoint
         state = LimiterState(endpoint=endpoint.id, label=endpoint.label, limits=endpoint.limits)
-        backoff = 0.1
+        backoff, running = 0.1, False
         while queue.waiting:
+            # a granted request leaves `waiting` only when its task runs again: not in the next poll
+            asks = [w.ask for w in queue.waiting.values() if not w.grant.done()]
+            poll = Poll(worker=self.worker, asks=asks, ungranted=True)
             start = WithStartWorkflowOperation(  # one per request: the SDK refuses to reuse one
                 LimiterWorkflow.run,
                 state,
@@ -264,20 +280,22 @@ class Flow:
                 # first in the queue: its tasks must not wait behind the sessions it paces
                 priority=Priority(priority_key=1),
             )
-            # a granted request leaves `waiting` only when its task runs again: not in the next poll
-            asks = [w.ask for w in queue.waiting.values() if not w.grant.done()]
-            poll = Poll(worker=self.worker, asks=asks, ungranted=True)
             try:
-                polled: Polled = await self.client.execute_update_with_start_workflow(
-                    LimiterWorkflow.poll, poll, start_workflow_operation=start, id=uuid.uuid4().hex
-                )
+                if running:  # a plain update: less work for the server than update-with-start
+                    handle = self.client.get_workflow_handle(limiter_id(endpoint.id))
+                    update = uuid.uuid4().hex
+                    polled: Polled = await handle.execute_update(LimiterWorkflow.poll, poll, id=update)
+                else:  # the first poll, or after an error (the limiter may have ended when idle)
+                    polled = await self.client.execute_update_with_start_workflow(
+                        LimiterWorkflow.poll, poll, start_workflow_operation=start, id=uuid.uuid4().hex
+                    )
             except (RPCError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError) as exc:
                 # the server busy (too many updates in flight), or the limiter moving to a new run
                 log.debug("limiter %s: %s; polling again", endpoint.label, exc)
                 await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 2.0)
+                backoff, running = min(backoff * 2, 2.0), False
                 continue
-            backoff = 0.1
+            backoff, running = 0.1, True
             for grant in polled.grants:
                 waiting = queue.waiting.get(grant.lease_id)
                 if not grant.granted:
@@ -291,60 +309,79 @@ class Flow:
 
     def release(self, endpoint: Endpoint, release: Release) -> None:
         """Give a lease back, in the background: it must go out even when the activity is cancelled."""
-        if (queue := self._queues.get(endpoint.id)) is not None:
-            queue.held.discard(release.lease_id)
-        self._send(endpoint, release.lease_id, [(LimiterWorkflow.release, release)])
+        queue = self._queues.setdefault(endpoint.id, _Queue(endpoint))
+        queue.held.discard(release.lease_id)
+        self._tell(queue, News(worker=self.worker, releases=[release]))
 
     def rate_limited(self, endpoint: Endpoint, exc: ModelHTTPError, release: Release) -> None:
         """A 429: stop this worker at once, and every other through the limiter; the cooldown reaches
-        the limiter before the lease comes back (no grant in between)."""
+        the limiter with the lease coming back (no grant in between)."""
         wait = exc.retry_after if exc.retry_after is not None else _reset_seconds(exc.headers or {})
         until = datetime.now(UTC) + timedelta(seconds=wait if wait is not None else RETRY_AFTER_DEFAULT)
         self.cooldowns[endpoint.id] = max(until, self.cooldowns.get(endpoint.id, until))
         cooldown = Cooldown(until=until, reason=f"429 from {endpoint.label}")
-        signals: list[tuple[Any, Any]] = [(LimiterWorkflow.cooldown, cooldown)]
-        self._send(endpoint, release.lease_id, [*signals, (LimiterWorkflow.release, release)])
+        news = News(worker=self.worker, cooldown=cooldown, releases=[release])
+        self._tell(self._queues.setdefault(endpoint.id, _Queue(endpoint)), news, urgent=True)
 
-    def _send(self, endpoint: Endpoint, lease_id: str, signals: list[tuple[Any, Any]]) -> None:
-        """Signal the limiter in the background, after the signals sent before about the same lease
-        (an enqueue before the release that cancels it), SENDS at a time per endpoint, each tried
-        again while the server is busy, for up to SIGNAL_TRIES. Signals about different leases do
-        not wait for each other: in one line, on a busy server, releases reached the limiter minutes
-        late and held the budget meanwhile."""
-        key = (endpoint.id, lease_id)
-        before = self._last_send.get(key)
-        sending = self._sending.setdefault(endpoint.id, asyncio.Semaphore(SENDS))
+    def _tell(self, queue: _Queue, news: News, urgent: bool = False) -> None:
+        """Add `news` to what the next signal to the limiter says and send it in the background: one
+        signal in flight per endpoint, carrying everything gathered meanwhile. Urgent news (an
+        interactive request, a 429) that finds a signal in flight goes at once on its own rather
+        than wait behind the jobs' news."""
+        if urgent and queue.sender is not None and not queue.sender.done():
+            task = self._spawn(self._signal(queue.endpoint, news))
+            leases = [a.lease_id for a in news.asks]
+            for lease in leases:
+                queue.urgent[lease] = task
 
-        async def send() -> None:
-            if before is not None:
-                await asyncio.gather(before, return_exceptions=True)
-            handle = self.client.get_workflow_handle(limiter_id(endpoint.id))
-            for signal, arg in signals:
-                deadline, backoff = asyncio.get_running_loop().time() + SIGNAL_TRIES, 0.2
-                while True:
-                    try:
-                        async with sending:
-                            await handle.signal(signal, arg)
-                        break
-                    except RPCError as exc:  # "workflow is busy", a deadline, the limiter moving
-                        if (
-                            exc.status == RPCStatusCode.NOT_FOUND
-                            or asyncio.get_running_loop().time() > deadline
-                        ):
-                            log.warning("limiter %s: %s not sent: %s", endpoint.label, signal.__name__, exc)
-                            break
-                        await asyncio.sleep(backoff)
-                        backoff = min(backoff * 2, 2.0)
+            def sent(_: asyncio.Task[None]) -> None:
+                for lease in leases:
+                    queue.urgent.pop(lease, None)
 
-        def done(task: asyncio.Task[None]) -> None:
-            self._tasks.discard(task)
-            if self._last_send.get(key) is task:
-                del self._last_send[key]
+            task.add_done_callback(sent)
+            return
+        if queue.news is None:
+            queue.news = news
+        else:
+            gathered = queue.news
+            gathered.asks += news.asks
+            gathered.releases += news.releases
+            if news.cooldown is not None and (
+                gathered.cooldown is None or news.cooldown.until > gathered.cooldown.until
+            ):
+                gathered.cooldown = news.cooldown
+        if queue.sender is None or queue.sender.done():
+            queue.sender = self._spawn(self._sending(queue))
 
-        task = asyncio.get_running_loop().create_task(send())
-        self._last_send[key] = task
+    async def _sending(self, queue: _Queue) -> None:
+        while (news := queue.news) is not None:
+            queue.news = None
+            # a release after the announcement of its request (it was cancelled at once): else the
+            # limiter would queue, and later grant, a request nobody waits for
+            before = [queue.urgent[r.lease_id] for r in news.releases if r.lease_id in queue.urgent]
+            await asyncio.gather(*before, return_exceptions=True)
+            await self._signal(queue.endpoint, news)
+
+    async def _signal(self, endpoint: Endpoint, news: News) -> None:
+        """Signal the limiter, tried again while the server is busy, for up to SIGNAL_TRIES."""
+        handle = self.client.get_workflow_handle(limiter_id(endpoint.id))
+        deadline, backoff = asyncio.get_running_loop().time() + SIGNAL_TRIES, 0.2
+        while True:
+            try:
+                await handle.signal(LimiterWorkflow.news, news)
+                return
+            except RPCError as exc:  # "workflow is busy", a deadline, the limiter moving
+                if exc.status == RPCStatusCode.NOT_FOUND or asyncio.get_running_loop().time() > deadline:
+                    log.warning("limiter %s: news not sent: %s", endpoint.label, exc)
+                    return
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
-        task.add_done_callback(done)
+        task.add_done_callback(self._tasks.discard)
+        return task
 
 
 def _reset_seconds(headers: Mapping[str, str]) -> float | None:
@@ -425,7 +462,8 @@ class FlowModel(WrapperModel):
         lease_id: str,
     ) -> Ask:
         info = activity.info() if activity.in_activity() else None
-        priority = await self.flow.priority(info) if info else DEFAULT_PRIORITY
+        carried = waits.priority if (waits := WAITS.get()) is not None else None
+        priority = await self.flow.priority(info, carried) if info else carried or DEFAULT_PRIORITY
         max_tokens = (settings or {}).get("max_tokens")
         return Ask(
             lease_id=lease_id,

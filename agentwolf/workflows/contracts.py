@@ -254,6 +254,9 @@ class ModelRequestInput(BaseModel):
     """The turn's own settings, laid over the agent's (activities/turn_settings.py)."""
     view: ContextView | None = None
     """The working context (workflows/compaction.py), applied on the worker to its whole copy."""
+    priority: int | None = None
+    """The session's priority key (its memo) for the provider's limiter: carried here, the worker
+    need not describe the session before each request (None: sent before the patch, described)."""
 
 
 class CompactInput(BaseModel):

@@ -5,15 +5,17 @@ Workflow id `wolf-limiter/<endpoint>` (a digest of base URL, API key and model: 
 Each worker process keeps one `poll` update in flight per endpoint, carrying every request of that
 worker that waits for a lease; the update answers as soon as one of them is granted (with every
 grant ready for that worker), else within POLL. A request that starts waiting while a poll is in
-flight is announced with the `enqueue` signal, so it need not wait for the next poll. Temporal
-bounds the updates in flight per workflow (`history.maxInFlightUpdates`, 10 by default): one per
-worker, not one per request, keeps a fleet of workers within it. A lease goes back with the `release`
-signal, carrying the real usage (reserve, then reconcile). A lease counts in the window from its
-grant until a window after its release (paced runs: after its end as the worker saw it), so the
-provider, which saw the request somewhere in between, never counts more than the limiter did. A
-lease never released (its worker was SIGKILLed) ends at its TTL; a worker that stops polling loses
-its waiting requests after STALE. A 429 posts a `cooldown` that holds every grant back until it
-passes.
+flight is announced by signal, so it need not wait for the next poll. Temporal bounds the updates in
+flight per workflow (`history.maxInFlightUpdates`, 10 by default): one per worker, not one per
+request, keeps a fleet of workers within it. A lease goes back by signal, carrying the real usage
+(reserve, then reconcile). Workers send what they have to say (requests that started waiting, a
+429's cooldown, leases given back) as one `news` signal at a time per endpoint (before: `enqueue`,
+`cooldown` and `release`, a signal each, which a busy server took seconds each to record). A lease
+counts in the window from its grant until a window after its release (paced runs: after its end as
+the worker saw it), so the provider, which saw the request somewhere in between, never counts more
+than the limiter did. A lease never released (its worker was SIGKILLed) ends at its TTL; a worker
+that stops polling loses its waiting requests after STALE. A 429's cooldown holds every grant back
+until it passes.
 
 Waiters are served by priority (Temporal priority key: interactive 1, jobs 2, background 3), then by
 tenant share (start-time fair queuing: each grant advances the tenant's virtual time by its cost
@@ -47,6 +49,10 @@ with workflow.unsafe.imports_passed_through():
 LIMITER_WORKFLOW = "Limiter"
 PACED = "limiter-paced"
 """Patch: grants paced while requests wait; tenants' virtual times start at the system's on joining."""
+CATCH_UP = "limiter-catch-up"
+"""Patch: paced grants the limiter's workflow tasks made late are caught up, up to BURST intervals."""
+BURST = 2.0
+"""Intervals of paced grants a late workflow task may catch up (before the patch: a quarter)."""
 POLL = timedelta(seconds=10)
 """A `poll` with nothing granted answers by then (with why its requests wait); the worker polls again."""
 STALE = timedelta(seconds=30)
@@ -131,6 +137,17 @@ class Release(BaseModel):
 class Cooldown(BaseModel):
     until: datetime
     reason: str = ""
+
+
+class News(BaseModel):
+    """What one worker has to tell a limiter since its last signal, as one `news` signal (workers
+    since batching; before, a signal each): requests that started waiting while its poll was in
+    flight, a 429's cooldown, leases given back, applied in that order."""
+
+    worker: str
+    asks: list[Ask] = []
+    cooldown: Cooldown | None = None
+    releases: list[Release] = []
 
 
 class Lease(BaseModel):
@@ -235,6 +252,7 @@ class LimiterWorkflow:
         self.changed = False
         self.moving = False
         self.paced = workflow.patched(PACED)
+        self.burst = BURST if self.paced and workflow.patched(CATCH_UP) else 0.25
 
     @workflow.run
     async def run(self, state: LimiterState) -> None:
@@ -321,6 +339,17 @@ class LimiterWorkflow:
                     s.paced_at -= max(0.0, reserved - self._share(lease)) * s.limits.window
         if release.learned is not None:
             self.state.learned = release.learned
+        self.changed = True
+
+    @workflow.signal
+    def news(self, news: News) -> None:
+        """A worker's requests, cooldown and releases in one signal: a busy server takes a signal per
+        request and per release minutes late, and a workflow task completes behind them."""
+        self._enqueue(news.worker, news.asks)
+        if news.cooldown is not None:
+            self.cooldown(news.cooldown)
+        for release in news.releases:
+            self.release(release)
         self.changed = True
 
     @workflow.signal
@@ -468,10 +497,11 @@ class LimiterWorkflow:
             if self.paced:
                 behind = [s.virtual.get(a.tenant, s.clock) for a in s.queue]
                 s.clock = max(s.clock, min([start, *behind]))
-                # the next grant while others wait: an interval on, from this one's slot (a grant
-                # late by a little keeps the rate) or, after a longer wait, from now (no burst)
+                # the next grant while others wait: an interval on, from this one's slot (grants
+                # late by up to `burst` intervals keep the rate: a loaded server runs this workflow's
+                # tasks seconds late) or, after a longer wait, from now (no larger burst)
                 interval = self._share(ask) * s.limits.window
-                s.paced_at = max(s.paced_at or now, now - interval / 4) + interval
+                s.paced_at = max(s.paced_at or now, now - interval * self.burst) + interval
             else:
                 s.clock = start
             lease = Lease(

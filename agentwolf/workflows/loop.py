@@ -21,6 +21,7 @@ from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
+from agentwolf.config.limits import DEFAULT_PRIORITY, PRIORITY_MEMO
 from agentwolf.config.manifest import Team
 from agentwolf.telemetry import metrics
 from agentwolf.workflows.acp import AcpRunner
@@ -67,6 +68,7 @@ TURN_END_CLEARS_APPROVALS = "turn-end-clears-approvals"  # patch: a turn's end d
 SNAPSHOT_UNANSWERED = "snapshot-unanswered"  # patch: no waiting snapshot while an answer waits to be taken
 SNAPSHOT_STALE = "snapshot-stale"  # patch: a waiting turn continues as new with a stale agent too
 UPGRADE_AT_IDLE = "upgrade-at-idle"  # patch: an idle session continues as new onto the current build
+PRIORITY_INPUT = "priority-input"  # patch: model requests carry the session's priority (no describe)
 
 
 class TurnRunner:
@@ -349,6 +351,9 @@ class TurnRunner:
                 output=self.core.inp.output_schema,
                 settings=self.core.prompt_running.settings if self.core.prompt_running else None,
                 view=self.context.sent_view(),
+                priority=workflow.memo_value(PRIORITY_MEMO, DEFAULT_PRIORITY, type_hint=int)
+                if workflow.patched(PRIORITY_INPUT)
+                else None,
             ),
             result_type=ModelRequestOutput,
             start_to_close_timeout=MODEL_TIMEOUT,
