@@ -27,7 +27,9 @@ Every worker runs in a process of its own (bench/workers.py); this process only 
     time, alternating, `--repeats` times (median). AgentWolf is measured once per `--workers` count:
     that many worker processes share a task queue of their own (a fleet serving one namespace; each
     process keeps its own MCP pool). Printed as ratios: one AgentWolf worker / pydantic-ai, and two
-    AgentWolf workers / one.
+    AgentWolf workers / one; beside each rate the CPU milliseconds per round spent by the runtime's
+    worker processes (their MCP servers included) and by the dev server, which tell where a round's
+    cost goes and vary less with the machine's load than rates do.
 
 Targets (from the issue): RSS bounded by the cache from 1k to 10k idle sessions, prompt update p95
 <= 50 ms; throughput >= 3x pydantic-ai with one worker, two workers >= 1.7x one.
