@@ -42,6 +42,10 @@ log = logging.getLogger(__name__)
 
 HEARTBEAT_THROTTLE_MS = 100
 """At most one heartbeat per this many ms per activity reaches the server (the SDK sends the newest)."""
+WORKFLOW_TASK_SLOTS = 20
+"""Workflow tasks a worker runs at once (temporalio's default: 100). Activations are Python under one
+GIL: more at once adds no throughput, only wait; on a busy CPU a burst of 100 (10,000 sessions
+starting) kept each activation waiting past the SDK's 2 s deadlock limit, failing their tasks."""
 WORKFLOWS = [
     SessionWorkflow,
     ConfigRegistryWorkflow,
@@ -72,6 +76,7 @@ def create_worker(
     policy: WorkerPolicy | None = None,
     tenant: str | None = None,
     max_concurrent_activities: int = 200,
+    max_concurrent_workflow_tasks: int = WORKFLOW_TASK_SLOTS,
     workflow_runner: WorkflowRunner = SANDBOX,
     deployment: Deployment | None = None,
 ) -> tuple[Worker, HostRegistry]:
@@ -128,6 +133,7 @@ def create_worker(
         ],
         workflow_runner=workflow_runner,
         max_concurrent_activities=max_concurrent_activities,
+        max_concurrent_workflow_tasks=max_concurrent_workflow_tasks,
         **options,
     )
     return worker, hosts

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
 
 from agentwolf.config.manifest import CodeModeSettings, Manifest, McpServerConfig
@@ -181,10 +181,26 @@ class CompiledAgent(BaseModel):
     """Code mode: the tools a `run_code` script may call (offered to the model as Python signatures)."""
     code_mode: CodeModeSettings | None = Field(None, exclude_if=lambda v: v is None)
 
+    _digest: str | None = PrivateAttr(None)
+
     @property
     def digest(self) -> str:
-        body = self.model_dump(mode="json", exclude={"labels"})
-        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+        """What the workflow asks the worker for, twice a round: dumped and hashed once per object,
+        again after a field is assigned (the compile activity fills some in after construction)."""
+        if self._digest is None:
+            body = self.model_dump(mode="json", exclude={"labels"})
+            self._digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+        return self._digest
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if name in type(self).model_fields:
+            self._digest = None
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> CompiledAgent:
+        copied = super().model_copy(update=update, deep=deep)
+        copied._digest = None
+        return copied
 
     def tool(self, name: str) -> ToolSpec | None:
         return next((t for t in self.tools if t.name == name), None)
