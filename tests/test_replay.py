@@ -102,6 +102,7 @@ def test_the_corpus_covers_every_feature():
         "rewind_and_redo",
         "eval_run",
         "limiter_paced",
+        "projected_snapshot",
     } <= names
 
 
