@@ -18,8 +18,11 @@ from agentwolf.worker.memory import tune_malloc
 
 tuned = tune_malloc() if sys.argv[1] == "tuned" else None
 kept = []
+together = threading.Barrier(6)
 def allocate():
+    together.wait()  # all alive at once: a thread that ended hands its arena on to the next
     kept.append([bytearray(4000) for _ in range(200)])  # past pymalloc's 512 B: from the thread's arena
+    together.wait()
 threads = [threading.Thread(target=allocate) for _ in range(6)]
 for t in threads:
     t.start()
