@@ -17,7 +17,8 @@ Prints, as ratios where they have a goal (issue 25):
 - the worker's RSS at turns 50, 100, 150 and 200 (goal: flat after 50); with `--trim`, also once
   glibc's `malloc_trim` returned the free heap at each of them (what the worker holds, not what its
   allocator keeps; the later plain figures are then after a trim too); with `--memory`, where it is
-  (glibc's main heap, other anonymous mappings, files, pymalloc's arenas, threads);
+  (glibc's main heap, other anonymous mappings, files, pymalloc's arenas, threads; with
+  WOLF_BENCH_TRACE=1 in the environment, the Python allocations that grew most since the first reading);
 - requests after the fifth compaction that lack one of the ten facts (goal: 0).
 
 Run:  python bench/longrun.py [--turns 200] [--window 32768] [--can-bytes 1000000] [--trim] [--memory]
@@ -126,7 +127,7 @@ async def session(
     cpu: list[float] = []  # the worker's CPU seconds per turn
     rss: dict[int, tuple[int, int]] = {}  # turn: RSS, RSS once malloc_trim returned the free heap
     cached: dict[int, int] = {}  # turn: workflow runs the worker holds
-    memory: dict[int, dict[str, int]] = {}  # turn: the worker's stats (with --memory, where its RSS is)
+    memory: dict[int, dict[str, Any]] = {}  # turn: the worker's stats (with --memory, where its RSS is)
     events: list[Event] = []  # all of them: each continue-as-new keeps only the last `events_kept`
     offset = 0
     try:
@@ -236,6 +237,8 @@ def report(args: argparse.Namespace, server: ScriptedOpenAI, measured: dict[str,
                 f"{m['file_kb'] / 1024:.0f}; pymalloc arenas {m['pymalloc_kb'] / 1024:.0f} "
                 f"(used {m['pymalloc_used_kb'] / 1024:.0f}); threads {m['threads']}"
             )
+            for line in m["grown"]:
+                print(f"    {line}")
     if len(compacted) < 5:
         print("facts: fewer than 5 compactions, not checked")
     else:

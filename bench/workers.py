@@ -31,7 +31,9 @@ import re
 import subprocess
 import sys
 import tempfile
+import tracemalloc
 from pathlib import Path
+from typing import Any
 
 from pydantic_ai.messages import (
     ModelMessage,
@@ -84,7 +86,7 @@ def _rss_kb() -> int:
     raise RuntimeError("no VmRSS in /proc/self/status")
 
 
-def _memory() -> dict[str, int]:
+def _memory() -> dict[str, Any]:
     """Where the RSS is (KB): the main heap (`[heap]`: glibc's main arena), other anonymous mappings
     (other threads' glibc arenas, large mallocs, pymalloc's arenas, stacks), files; pymalloc's arenas
     and the bytes in their used blocks (`sys._debugmallocstats`, which writes to the C stderr)."""
@@ -113,7 +115,27 @@ def _memory() -> dict[str, int]:
         "pymalloc_kb": int(arenas.group(1).replace(",", "")) * 1024 if arenas else -1,
         "pymalloc_used_kb": int(used.group(1).replace(",", "")) // 1024 if used else -1,
     }
-    return {**rss, **pymalloc, "threads": len(os.listdir("/proc/self/task"))}
+    return {**rss, **pymalloc, "threads": len(os.listdir("/proc/self/task")), "grown": _traced()}
+
+
+_first: list[tracemalloc.Snapshot] = []
+
+
+def _traced() -> list[str]:
+    """With WOLF_BENCH_TRACE=1: tracemalloc from the first reading on (slow), and at each later one
+    the live Python allocations that grew most since, by traceback (the frames nearest the caller)."""
+    if os.environ.get("WOLF_BENCH_TRACE") != "1":
+        return []
+    if not _first:
+        tracemalloc.start(12)
+        _first.append(tracemalloc.take_snapshot())
+        return []
+    grown = tracemalloc.take_snapshot().compare_to(_first[0], "traceback")[:6]
+    return [
+        f"{d.size_diff / 1024:+.0f} KB in {d.count_diff:+d} blocks at "
+        + " <- ".join(f"{Path(f.filename).name}:{f.lineno}" for f in list(d.traceback)[::-1][:6])
+        for d in grown
+    ]
 
 
 async def _serve(worker: object, on_exit: object = None) -> None:
@@ -197,7 +219,7 @@ class WorkerProcess:
             raise RuntimeError(f"the worker process said {answer!r}, not ready")
         return self
 
-    async def stats(self, trim: bool = False, memory: bool = False) -> dict[str, int]:
+    async def stats(self, trim: bool = False, memory: bool = False) -> dict[str, Any]:
         """`memory`: with where the RSS is (`_memory`)."""
         line = "stats" + " trim" * trim + " memory" * memory
         self.proc.stdin.write(line + "\n")  # type: ignore[union-attr]
