@@ -16,10 +16,12 @@ Prints, as ratios where they have a goal (issue 25):
   in history (the transcript goes to the payload store by reference past 256 KiB);
 - the worker's RSS at turns 50, 100, 150 and 200 (goal: flat after 50); with `--trim`, also once
   glibc's `malloc_trim` returned the free heap at each of them (what the worker holds, not what its
-  allocator keeps; the later plain figures are then after a trim too);
+  allocator keeps; the later plain figures are then after a trim too); with `--memory`, where it is
+  (glibc's main heap, other anonymous mappings, files, pymalloc's arenas, threads; with
+  WOLF_BENCH_TRACE=1 in the environment, the Python allocations that grew most since the first reading);
 - requests after the fifth compaction that lack one of the ten facts (goal: 0).
 
-Run:  python bench/longrun.py [--turns 200] [--window 32768] [--can-bytes 1000000] [--trim]
+Run:  python bench/longrun.py [--turns 200] [--window 32768] [--can-bytes 1000000] [--trim] [--memory]
 """
 
 from __future__ import annotations
@@ -125,6 +127,7 @@ async def session(
     cpu: list[float] = []  # the worker's CPU seconds per turn
     rss: dict[int, tuple[int, int]] = {}  # turn: RSS, RSS once malloc_trim returned the free heap
     cached: dict[int, int] = {}  # turn: workflow runs the worker holds
+    memory: dict[int, dict[str, Any]] = {}  # turn: the worker's stats (with --memory, where its RSS is)
     events: list[Event] = []  # all of them: each continue-as-new keeps only the last `events_kept`
     offset = 0
     try:
@@ -143,9 +146,10 @@ async def session(
             seconds.append(time.perf_counter() - start)
             cpu.append(cpu_seconds(worker.proc.pid) - used)
             if turn % 50 == 0 or turn == args.turns:
-                stats = await worker.stats(trim=args.trim)
+                stats = await worker.stats(trim=args.trim, memory=args.memory)
                 rss[turn] = stats["rss_kb"], stats.get("trimmed_kb", 0)
                 cached[turn] = stats["cached"]
+                memory[turn] = stats
         status = await wolf.status(sid)
         wid = workflow_id(wolf.tenant, sid)
         await wolf.close(sid)
@@ -156,6 +160,7 @@ async def session(
             "cpu": cpu,
             "rss": rss,
             "cached": cached,
+            "memory": memory,
             "status": status,
             "events": events,
             "runs": await runs(client, wid),
@@ -212,7 +217,7 @@ def report(args: argparse.Namespace, server: ScriptedOpenAI, measured: dict[str,
     history = measured["runs"]
     print(
         f"runs: {len(history)}; history bytes per run / continue_as_new_bytes: max "
-        f"{max(b for b, _ in history) / args.can_bytes:.2f} ({max(b for b, _ in history):,} B); "
+        f"{max(b for b, _ in history) / args.can_bytes:.3f} ({max(b for b, _ in history):,} B)  goal < 1; "
         f"continue-as-new input in history: max {max(i for _, i in history[1:] or [(0, 0)]):,} B"
     )
     rss = measured["rss"]
@@ -224,6 +229,16 @@ def report(args: argparse.Namespace, server: ScriptedOpenAI, measured: dict[str,
         )
     held = ", ".join(f"turn {t}: {n}" for t, n in measured["cached"].items())
     print(f"workflow runs the worker holds: {held}")
+    if args.memory:
+        print("worker memory (MB; heap = glibc's main arena, anon = other anonymous mappings):")
+        for turn, m in measured["memory"].items():
+            print(
+                f"  turn {turn}: heap {m['heap_kb'] / 1024:.0f}, anon {m['anon_kb'] / 1024:.0f}, files "
+                f"{m['file_kb'] / 1024:.0f}; pymalloc arenas {m['pymalloc_kb'] / 1024:.0f} "
+                f"(used {m['pymalloc_used_kb'] / 1024:.0f}); threads {m['threads']}"
+            )
+            for line in m["grown"]:
+                print(f"    {line}")
     if len(compacted) < 5:
         print("facts: fewer than 5 compactions, not checked")
     else:
@@ -244,6 +259,7 @@ async def main() -> None:
         "--can-bytes", type=int, default=1_000_000, help="host.sessions.continue_as_new_bytes"
     )
     parser.add_argument("--trim", action="store_true", help="also the worker's RSS after malloc_trim")
+    parser.add_argument("--memory", action="store_true", help="where the worker's RSS is, at each reading")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, ScriptedOpenAI(reply, window=args.window) as server:
         os.environ["WOLF_PAYLOAD_STORE"] = str(Path(tmp) / "payloads")  # this process and the worker's

@@ -9,7 +9,8 @@ The workers: `python bench/workers.py wolf|pai ADDRESS NAMESPACE TASK_QUEUE` run
 (bench/tool_round.py's `PaiTurn` on a `PydanticAIPlugin` client) until `stop` or the end of stdin,
 answering each `stats` line with a JSON line (`rss_kb`, `cached` workflow runs, after `gc.collect()`;
 and for `stats trim`, `trimmed_kb`: the RSS once glibc's `malloc_trim` returned the free heap to the
-system, which tells what the process holds from what its allocator keeps);
+system, which tells what the process holds from what its allocator keeps; with `memory`,
+where the RSS is: heap, other anonymous mappings, files, pymalloc's arenas, threads);
 its answers start with `@@bench ` (Temporal's core SDK logs to stdout too).
 In its own process each worker's RSS is its own, and AgentWolf's worker imports only what a real one
 does: importing fastmcp (pydantic-ai's MCP toolset) installs beartype's import hook process-wide,
@@ -26,9 +27,13 @@ import ctypes
 import gc
 import json
 import os
+import re
 import subprocess
 import sys
+import tempfile
+import tracemalloc
 from pathlib import Path
+from typing import Any
 
 from pydantic_ai.messages import (
     ModelMessage,
@@ -81,6 +86,58 @@ def _rss_kb() -> int:
     raise RuntimeError("no VmRSS in /proc/self/status")
 
 
+def _memory() -> dict[str, Any]:
+    """Where the RSS is (KB): the main heap (`[heap]`: glibc's main arena), other anonymous mappings
+    (other threads' glibc arenas, large mallocs, pymalloc's arenas, stacks), files; pymalloc's arenas
+    and the bytes in their used blocks (`sys._debugmallocstats`, which writes to the C stderr)."""
+    rss = {"heap_kb": 0, "anon_kb": 0, "file_kb": 0}
+    kind = "anon_kb"
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if not head[0].endswith(":"):  # a mapping's first line: range perms offset dev inode [path]
+            path = head[5] if len(head) > 5 else ""
+            kind = "heap_kb" if path == "[heap]" else "file_kb" if path.startswith("/") else "anon_kb"
+        elif head[0] == "Rss:":
+            rss[kind] += int(head[1])
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as out:
+        os.dup2(out.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        text = out.read().decode()
+    arenas = re.search(r"# arenas allocated current\s+=\s+([\d,]+)", text)
+    used = re.search(r"# bytes in allocated blocks\s+=\s+([\d,]+)", text)
+    pymalloc = {
+        "pymalloc_kb": int(arenas.group(1).replace(",", "")) * 1024 if arenas else -1,
+        "pymalloc_used_kb": int(used.group(1).replace(",", "")) // 1024 if used else -1,
+    }
+    return {**rss, **pymalloc, "threads": len(os.listdir("/proc/self/task")), "grown": _traced()}
+
+
+_first: list[tracemalloc.Snapshot] = []
+
+
+def _traced() -> list[str]:
+    """With WOLF_BENCH_TRACE=1: tracemalloc from the first reading on (slow), and at each later one
+    the live Python allocations that grew most since, by traceback (the frames nearest the caller)."""
+    if os.environ.get("WOLF_BENCH_TRACE") != "1":
+        return []
+    if not _first:
+        tracemalloc.start(12)
+        _first.append(tracemalloc.take_snapshot())
+        return []
+    grown = tracemalloc.take_snapshot().compare_to(_first[0], "traceback")[:6]
+    return [
+        f"{d.size_diff / 1024:+.0f} KB in {d.count_diff:+d} blocks at "
+        + " <- ".join(f"{Path(f.filename).name}:{f.lineno}" for f in list(d.traceback)[::-1][:6])
+        for d in grown
+    ]
+
+
 async def _serve(worker: object, on_exit: object = None) -> None:
     """Run `worker` (a temporalio Worker) and answer `stats` lines until `stop` or the end of stdin."""
     loop = asyncio.get_running_loop()
@@ -90,9 +147,11 @@ async def _serve(worker: object, on_exit: object = None) -> None:
             gc.collect()
             running = getattr(getattr(worker, "_workflow_worker", None), "_running_workflows", None)
             stats = {"rss_kb": _rss_kb(), "cached": len(running) if running is not None else -1}
-            if line == "stats trim":
+            if "trim" in line.split():
                 ctypes.CDLL("libc.so.6").malloc_trim(0)
                 stats["trimmed_kb"] = _rss_kb()
+            if "memory" in line.split():  # after a trim: what the process holds
+                stats.update(_memory())
             print(MARK + json.dumps(stats), flush=True)
 
 
@@ -101,7 +160,9 @@ async def wolf_worker(address: str, namespace: str, task_queue: str) -> None:
 
     from agentwolf.payloads import data_converter
     from agentwolf.worker.bootstrap import create_worker
+    from agentwolf.worker.memory import tune_malloc
 
+    tune_malloc()  # before connecting, as `python -m agentwolf.worker` does
     client = await Client.connect(address, namespace=namespace, data_converter=data_converter())
     worker, hosts = create_worker(client, task_queue=task_queue, local_models={"m": MODEL})
     try:
@@ -158,8 +219,10 @@ class WorkerProcess:
             raise RuntimeError(f"the worker process said {answer!r}, not ready")
         return self
 
-    async def stats(self, trim: bool = False) -> dict[str, int]:
-        self.proc.stdin.write("stats trim\n" if trim else "stats\n")  # type: ignore[union-attr]
+    async def stats(self, trim: bool = False, memory: bool = False) -> dict[str, Any]:
+        """`memory`: with where the RSS is (`_memory`)."""
+        line = "stats" + " trim" * trim + " memory" * memory
+        self.proc.stdin.write(line + "\n")  # type: ignore[union-attr]
         self.proc.stdin.flush()  # type: ignore[union-attr]
         return json.loads(await self._line())
 

@@ -107,6 +107,7 @@ def test_the_corpus_covers_every_feature():
         "last_activity",
         "limiter_news",
         "flow_interactive_first",
+        "projected_snapshot",
     } <= names
 
 

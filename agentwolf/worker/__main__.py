@@ -20,6 +20,7 @@ from agentwolf.plugins import PluginError, load_plugins
 from agentwolf.telemetry import logs, metrics
 from agentwolf.worker.bootstrap import TASK_QUEUE, create_worker, run_worker
 from agentwolf.worker.deployment import Deployment, from_flags, take_current
+from agentwolf.worker.memory import tune_malloc
 
 
 async def serve(
@@ -41,6 +42,7 @@ async def serve(
     plugin that cannot load raises PluginError before anything connects); `metrics_port`: serve
     Prometheus metrics (Temporal's and AgentWolf's) on that port; `deployment`: the worker deployment
     and build it joins, its build made current when `promote` or first (`sole`: take_current)."""
+    tune_malloc()  # before connecting starts the Temporal core's threads
     worker_policy = load_policy(policy)
     loaded = load_plugins(plugins)
     log = logging.getLogger(__name__)

@@ -28,6 +28,7 @@ from agentwolf.plugins import LocalModel, Plugins
 from agentwolf.telemetry import tracing
 from agentwolf.telemetry.interceptor import ActivityContext
 from agentwolf.worker.deployment import Deployment
+from agentwolf.worker.memory import tune_malloc
 from agentwolf.worker.sandbox import CachingSandboxedWorkflowRunner
 from agentwolf.workflows.config_registry import ConfigRegistryWorkflow
 from agentwolf.workflows.datasets import EvalDatasetWorkflow
@@ -85,8 +86,10 @@ def create_worker(
     (default: `load_policy()`'s), `tenant` is the only one served, `deployment` the worker deployment
     and build it joins (None: unversioned).
 
-    The process becomes non-dumpable, so the MCP servers it starts cannot read its environment."""
+    The process becomes non-dumpable, so the MCP servers it starts cannot read its environment, and
+    its malloc is tuned for a long life (worker/memory.py)."""
     protect_process()
+    tune_malloc()
     redact_logs()
     hosts = hosts or HostRegistry(local_models, plugins=plugins, policy=policy, tenant=tenant)
     hosts.notify = _signaller(client)

@@ -27,10 +27,17 @@ EMPTY_DIGEST = ""
 
 def chain_digest(digest: str, messages: Sequence[ModelMessage]) -> str:
     """Extend `digest` with `messages`, one message at a time (so any split gives the same hash)."""
+    return chained(digest, messages)[0]
+
+
+def chained(digest: str, messages: Sequence[ModelMessage]) -> tuple[str, int]:
+    """`chain_digest`, and the bytes `messages` serialise to (about what they add to a snapshot)."""
+    size = 0
     for message in messages:
         body = ModelMessagesTypeAdapter.dump_json([message])
         digest = hashlib.sha256(digest.encode() + body).hexdigest()
-    return digest
+        size += len(body)
+    return digest, size
 
 
 class HostRef(BaseModel):

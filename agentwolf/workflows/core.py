@@ -33,6 +33,7 @@ from agentwolf.workflows.contracts import (
     SkillInfo,
     ToolOutcome,
     chain_digest,
+    chained,
 )
 from agentwolf.workflows.evals import Recording
 from agentwolf.workflows.guard import LimitGuard
@@ -71,6 +72,8 @@ class SessionCore:
         self.events = stream.topic(EVENTS_TOPIC, type=Event)
         self.transcript: list[ModelMessage] = list(inp.transcript)
         self.digest = chain_digest(EMPTY_DIGEST, self.transcript)
+        self.appended_bytes = 0
+        """What this run added to the transcript, serialised: what its snapshot carries more."""
         # What the workers were last sent: the next model request carries only what follows.
         self.synced_len = len(self.transcript)
         self.synced_digest = self.digest
@@ -148,7 +151,8 @@ class SessionCore:
 
     def append(self, message: ModelMessage) -> None:
         self.transcript.append(message)
-        self.digest = chain_digest(self.digest, [message])
+        self.digest, size = chained(self.digest, [message])
+        self.appended_bytes += size
 
     def tool_return(self, call: ToolCallPart, content: str, outcome: ToolOutcome) -> ToolReturnPart:
         return ToolReturnPart(

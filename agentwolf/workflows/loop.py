@@ -23,6 +23,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_
 
 from agentwolf.config.limits import DEFAULT_PRIORITY, PRIORITY_MEMO
 from agentwolf.config.manifest import Team
+from agentwolf.payloads import THRESHOLD
 from agentwolf.telemetry import metrics
 from agentwolf.workflows.acp import AcpRunner
 from agentwolf.workflows.compaction import ContextView
@@ -69,6 +70,7 @@ SNAPSHOT_UNANSWERED = "snapshot-unanswered"  # patch: no waiting snapshot while 
 SNAPSHOT_STALE = "snapshot-stale"  # patch: a waiting turn continues as new with a stale agent too
 UPGRADE_AT_IDLE = "upgrade-at-idle"  # patch: an idle session continues as new onto the current build
 PRIORITY_INPUT = "priority-input"  # patch: model requests carry the session's priority (no describe)
+PROJECTED_SNAPSHOT = "projected-snapshot"  # patch: at idle, continue as new before the limit, not past it
 
 
 class TurnRunner:
@@ -79,6 +81,13 @@ class TurnRunner:
         self.router = router
         self.context = context
         self.acp = acp
+        self.carried = workflow.info().get_current_history_size()
+        """This run's history when it started: about the snapshot it began with."""
+        self.largest_turn = 0
+        """The most history bytes a turn of this run added, with the idle time before it (followers'
+        polls, pushes): what the next one is expected to add."""
+        self.turn_ended_at: int | None = None
+        """The history's size when this run's last turn ended."""
 
     async def run_turn(self, prompt: Prompt) -> None:
         resume, self.core.resume = self.core.resume, None
@@ -91,6 +100,7 @@ class TurnRunner:
         )
         self.core.prompt_running = prompt
         self.core.turns_this_run += 1
+        started_at = self.turn_ended_at or workflow.info().get_current_history_size()
         self.core.set_state("running")
         if resume is None:
             self.core.publish("turn_started", text=prompt.text)
@@ -170,6 +180,8 @@ class TurnRunner:
         metrics.count(metrics.TURNS, outcome=outcome)
         self.core.turn_id = None
         self.core.set_state("idle")
+        self.turn_ended_at = workflow.info().get_current_history_size()
+        self.largest_turn = max(self.largest_turn, self.turn_ended_at - started_at)
 
     async def _run_steps(self, turn: Turn, resuming: bool = False) -> str | None:
         """Model request -> tool calls, until an answer without tool calls or a limit. `resuming`: the
@@ -391,16 +403,30 @@ class TurnRunner:
 
     def should_snapshot(self) -> bool:
         """At idle: when Temporal suggests it (also in a run without turns: idle followers' polls grow
-        history too), when a newer build is current, or past the byte limit once this run has run a turn."""
+        history too), when a newer build is current, or once this run has run a turn, before the byte
+        limit: when the next turn (as large as this run's largest) and the snapshot that ends the run
+        would pass it. Runs recorded before waited until the history itself had passed it."""
         if self.core.state != "idle":
             return False
         info = workflow.info()
         if info.is_continue_as_new_suggested() or self.moving():
             return True
-        return (
-            bool(self.core.turns_this_run)
-            and info.get_current_history_size() > self.core.inp.manifest.host.sessions.continue_as_new_bytes
-        )
+        if not self.core.turns_this_run:
+            return False
+        size = info.get_current_history_size()
+        limit = self.core.inp.manifest.host.sessions.continue_as_new_bytes
+        if size > limit:
+            return True
+        projected = size + self.largest_turn + self.snapshot_bytes(self.largest_turn)
+        return projected > limit and workflow.patched(PROJECTED_SNAPSHOT)
+
+    def snapshot_bytes(self, more: int) -> int:
+        """About what the snapshot that ends this run adds to its history once the transcript grew by
+        `more` bytes (a turn adds at most its history bytes): the snapshot this run began with and what
+        the run added to the transcript, inline up to the payload threshold; past it the history keeps
+        a reference to the payload store."""
+        inline = self.carried + self.core.appended_bytes + more
+        return inline if inline <= THRESHOLD else 0
 
     def moving(self) -> bool:
         """Worker Versioning made another build current than the one this pinned run is on: at idle,
