@@ -22,6 +22,7 @@ from agentwolf.activities.evals import EvalActivities
 from agentwolf.activities.evaluators import Evaluators, Target
 from agentwolf.client import evals
 from agentwolf.client.wolf_client import WolfClient
+from agentwolf.config.policy import REDACTED
 from agentwolf.hosts.host import HostRegistry
 from agentwolf.plugins import EvaluatorContext, load_plugins
 from agentwolf.workflows.datasets import DatasetInput, EvalDatasetWorkflow, dataset_id
@@ -249,6 +250,14 @@ async def test_dataset_forms_unknown_evaluators_and_a_run_scoring_another_tenant
     assert "mentions_case" in nope[1]  # type: ignore[operator]
     wrong = await verdict({"Contains": {"text": "x"}})  # a wrong argument: a failed verdict, said
     assert wrong is not None and wrong[0] is False and "unexpected keyword argument 'text'" in str(wrong[1])
+    secret = f"sk-{uuid.uuid4().hex}"  # a value this worker resolved (a provider key): never in a verdict
+    REDACTED.add(secret)
+    try:
+        leaked = await verdict({"Equals": secret})
+    finally:
+        REDACTED.discard(secret)
+    assert leaked is not None and leaked[0] is False and "expected" in str(leaked[1])
+    assert secret[:20] not in str(leaked[1])
 
     # A run of tenant `b` is refused scoring a session of tenant `a`.
     activity = ActivityEnvironment()

@@ -22,6 +22,7 @@ from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelRequest, UserPromptPart
 from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.settings import ModelSettings
+from temporalio.exceptions import ApplicationError
 
 from agentwolf.activities import live
 from agentwolf.activities.model_request import PERMANENT_HTTP
@@ -29,6 +30,7 @@ from agentwolf.activities.provider_errors import http_failure
 from agentwolf.activities.session_io import heartbeating
 from agentwolf.config.aliases import resolve_model
 from agentwolf.config.manifest import Manifest
+from agentwolf.config.policy import redact
 from agentwolf.hosts.host import HostRegistry
 from agentwolf.plugins import EvaluationReason, Evaluator, EvaluatorContext, PluginError
 from agentwolf.workflows.evals import SAME_TRAJECTORY, Evaluation, EvaluatorSpec
@@ -137,14 +139,14 @@ class Evaluators:
                     False, f"no evaluator named {spec.name!r} on this worker ({known})"
                 )
         except ModelHTTPError as exc:
-            if exc.status_code not in PERMANENT_HTTP:
-                raise  # the activity is retried, as a session's model request would be
+            if exc.status_code not in PERMANENT_HTTP:  # retried, as a session's model request is
+                raise ApplicationError(redact(http_failure(exc)), type="ModelHTTPError") from None
             verdict = EvaluationReason(False, f"{spec.name} failed: {http_failure(exc)}")
         except Exception as exc:  # noqa: BLE001 - a failing evaluator is a failed verdict, said
             verdict = EvaluationReason(False, f"{spec.name} failed: {type(exc).__name__}: {exc}")
         found = _evaluation(spec.name, verdict)
         if found is not None and found.reason:  # a judge's error may name a provider URL with a key
-            found.reason = self.hosts.policy.secrets_for(target.tenant).redact(found.reason)
+            found.reason = redact(found.reason)  # every secret value this process resolved
         return found
 
     async def judge(
