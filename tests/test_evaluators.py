@@ -272,3 +272,10 @@ async def test_dataset_forms_unknown_evaluators_and_a_run_scoring_another_tenant
 
 async def _no_manifest() -> Any:
     raise AssertionError("only an LLM judge asks for the config")
+
+
+def test_a_plain_name_is_a_registry_dataset_unless_a_file_has_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert evals.in_registry("regressions") and not evals.in_registry("cases.jsonl")
+    (tmp_path / "regressions").write_text("")  # a file kept under a plain name stays that file
+    assert not evals.in_registry("regressions") and not evals.in_registry(tmp_path / "regressions")

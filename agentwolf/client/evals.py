@@ -34,10 +34,11 @@ class DatasetSummary(BaseModel):
 
 
 def in_registry(dataset: str | Path) -> bool:
-    """A plain name (`regressions`) names a registry dataset; anything with `.` or `/` a file."""
+    """A plain name (`regressions`) names a registry dataset; anything with `.` or `/` a file, and so
+    does a path that exists (a dataset file kept under a plain name before datasets had a registry)."""
     from agentwolf.workflows.types import is_config_name
 
-    return isinstance(dataset, str) and is_config_name(dataset)
+    return isinstance(dataset, str) and is_config_name(dataset) and not Path(dataset).exists()
 
 
 async def capture(
