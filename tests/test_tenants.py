@@ -99,14 +99,16 @@ async def test_a_mapped_tenant_lives_in_its_own_namespace(env, client, task_queu
 
     from agentwolf.payloads import data_converter
     from agentwolf.worker.bootstrap import create_worker
-    from agentwolf.workflows.types import SEARCH_ATTRIBUTES
+    from agentwolf.workflows.types import ACTIVE_ATTR, SEARCH_ATTRIBUTES, workflow_id
 
     namespace = f"iso-{uuid.uuid4().hex[:6]}"
     await client.workflow_service.register_namespace(
         RegisterNamespaceRequest(namespace=namespace, workflow_execution_retention_period=timedelta(days=1))
     )
+    # Set up as before WolfActive existed: sessions start and finish without it (no `wolf setup` yet).
+    older = [a for a in SEARCH_ATTRIBUTES if a != ACTIVE_ATTR]
     request = AddSearchAttributesRequest(
-        namespace=namespace, search_attributes={a.name: int(a.indexed_value_type) for a in SEARCH_ATTRIBUTES}
+        namespace=namespace, search_attributes={a.name: int(a.indexed_value_type) for a in older}
     )
     for attempt in range(50):  # a new namespace takes a moment to be usable
         try:
@@ -126,7 +128,9 @@ async def test_a_mapped_tenant_lives_in_its_own_namespace(env, client, task_queu
     )
     async with worker:
         sid = await wolf.submit("hi", "a", make_manifest())
-        assert (await wolf.result(sid)).output == "isolated"
+        assert (await wolf.result(sid)).output == "isolated"  # its state changes set no WolfActive
+        described = await served.get_workflow_handle(workflow_id("iso", sid)).describe()
+        assert ACTIVE_ATTR not in described.typed_search_attributes and not wolf._stamps_activity
         await hosts.close()
     shared = WolfClient(client, tenant="iso", task_queue=task_queue)  # the default namespace
     with pytest.raises(SessionNotFound):

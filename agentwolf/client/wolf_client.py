@@ -113,6 +113,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
         self.task_queue = task_queue
         self.idle_close_after = idle_close_after
         self._owned: set[str] = set()  # workflow ids checked to be this tenant's sessions
+        self._stamps_activity = True  # False once the namespace refused WolfActive (no `wolf setup` yet)
 
     @classmethod
     async def connect(
@@ -267,19 +268,17 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
             SearchAttributePair(TENANT_ATTR, self.tenant),
             SearchAttributePair(AGENT_ATTR, inp.agent),
             SearchAttributePair(STATE_ATTR, "idle"),
-            SearchAttributePair(ACTIVE_ATTR, datetime.now(UTC)),
         ]
+        if self._stamps_activity:
+            attributes.append(SearchAttributePair(ACTIVE_ATTR, datetime.now(UTC)))
         if inp.config_name is not None:
             attributes.append(SearchAttributePair(CONFIG_ATTR, inp.config_name))
         if trigger is not None:  # the schedule or webhook that started it
             attributes.append(SearchAttributePair(SCHEDULE_ATTR, trigger))
         agent, manifest, version = inp.agent, inp.manifest, inp.config_version
-        await self.client.start_workflow(
-            SESSION_WORKFLOW,
-            inp,
+        options: dict[str, Any] = dict(
             id=workflow_id(self.tenant, inp.session_id),
             task_queue=self.task_queue,
-            search_attributes=TypedSearchAttributes(attributes),
             # `unique`: an id used before, even by a session that ended, is refused (idempotent starts).
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE
             if unique
@@ -292,6 +291,18 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
             | ({OWNER_MEMO: owner} if owner is not None else {})
             | (memo or {}),
         )
+        try:
+            await self.client.start_workflow(
+                SESSION_WORKFLOW, inp, search_attributes=TypedSearchAttributes(attributes), **options
+            )
+        except RPCError as exc:
+            # A namespace set up before WolfActive existed: sessions start without it (they never set
+            # it, and the console shows their start time as last activity) until `wolf setup` adds it.
+            if not self._stamps_activity or ACTIVE_ATTR.name not in exc.message:
+                raise
+            self._stamps_activity = False
+            unstamped = TypedSearchAttributes([a for a in attributes if a.key != ACTIVE_ATTR])
+            await self.client.start_workflow(SESSION_WORKFLOW, inp, search_attributes=unstamped, **options)
 
     async def _catch_up(self, session_id: str, name: str, version: int) -> None:
         """Close the race between starting a session and a push of its config.
