@@ -136,8 +136,9 @@ async def sessions_page(
     query, sorted_here = " AND ".join(clauses), False
     try:
         listing = await _fetch(client, query, filters.sort, size, page_token)
-    except RPCError as exc:
-        if "order by" not in exc.message.lower():
+    except RPCError as exc:  # visibility cannot sort, or the namespace has no WolfActive yet
+        unsortable = "order by" in exc.message.lower() or ACTIVE_ATTR.name in exc.message
+        if not (filters.sort and unsortable):
             raise
         listing, sorted_here = await _fetch(client, query, "", size, page_token), True
     rows = [
