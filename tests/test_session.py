@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolReturnPart
 
 from agentwolf.workflows.types import workflow_id
-from tests.conftest import make_manifest, record_history
+from tests.conftest import make_manifest, record_history, tools_server
 from tests.support.models import Script, sequence, text, tool, tools, user_texts
 from tests.support.polls import idle
 
@@ -63,12 +63,17 @@ async def test_events_describe_the_turn(wolf, run_worker):
     assert events[-2].outcome == "completed" and events[-2].usage.requests == 2
 
 
-async def test_steer_reaches_the_very_next_model_request(wolf, run_worker):
-    script = Script(sequence(tool("slow", {"seconds": 1.5}), text("ok")))
+async def test_steer_reaches_the_very_next_model_request(wolf, run_worker, tmp_path):
+    # The tool answers once the steer is in (a gate, not a clock: a loaded machine took longer than
+    # a fixed 1.5 s tool to report it started, and the steer then came after the next request).
+    gate = tmp_path / "gate"
+    script = Script(sequence(tool("slow", {"seconds": 120}), text("ok")))
+    manifest = make_manifest(mcp_servers={"tools": tools_server(WOLF_SLOW_GATE=str(gate))})
     async with run_worker(local_models={"m": script.model}):
-        sid = await wolf.submit("start", "a", make_manifest())
+        sid = await wolf.submit("start", "a", manifest)
         await events_until(wolf, sid, "tool_call_started")
         await wolf.steer(sid, "also check the weather")
+        gate.touch()
         result = await wolf.result(sid)
         await record_history(wolf.client, workflow_id("default", sid), "steer")
     assert result.output == "ok"
