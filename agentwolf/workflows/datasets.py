@@ -47,7 +47,8 @@ class EvalDatasetWorkflow:
             )
         )
         await workflow.wait_condition(workflow.all_handlers_finished)
-        workflow.continue_as_new(inp.model_copy(update={"cases": self.kept}))
+        # The size goes along by name: the memo a continued run inherits need not hold the last upsert.
+        workflow.continue_as_new(inp.model_copy(update={"cases": self.kept}), memo={"cases": len(self.kept)})
 
     @workflow.update
     def add(self, case: EvalCase) -> int:
