@@ -7,12 +7,14 @@ Each module of this package holds the verbs of one concern on its own `typer.Typ
 commands decorated `@app.command()` then `@verb` (common.py: an async function; a `conn: Connection`
 parameter brings Temporal's connection options), give each docstring an `Example:` line, import
 heavy modules inside the verb (`wolf --help` loads every verb module), and list the module in
-VERB_MODULES. Typer builds a verb's command (its options, from the signature) only when that verb
-runs or shows its own help: `wolf --help` lists verbs from their docstrings alone.
+VERB_MODULES and PANELS. A verb's module is imported when that verb runs (modules before it in
+VERB_MODULES too), and Typer builds the verb's command (its options, from the signature) only when
+that verb runs or shows its own help: `wolf --help` lists verbs from their docstrings alone.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
@@ -26,51 +28,37 @@ if TYPE_CHECKING:
     from typer._click.core import Command, Context  # typer's own click
     from typer._click.formatting import HelpFormatter
 
-from agentwolf.cli import (
-    configs,
-    deploy,
-    editor,
-    evals,
-    forks,
-    interactive,
-    jobs,
-    limits,
-    mcp,
-    payloads,
-    sessions,
-    stack,
-    usage,
-)
-
 VERB_MODULES = (
-    sessions,
-    interactive,
-    forks,
-    configs,
-    evals,
-    jobs,
-    stack,
-    deploy,
-    payloads,
-    mcp,
-    editor,
-    usage,
-    limits,
+    "sessions",
+    "interactive",
+    "forks",
+    "configs",
+    "evals",
+    "jobs",
+    "stack",
+    "deploy",
+    "payloads",
+    "mcp",
+    "editor",
+    "usage",
+    "limits",
 )
+"""The modules of agentwolf.cli holding verbs, imported in this order until the verb asked for is found
+(`wolf status` loads sessions alone); `wolf --help` and a misspelt verb load them all."""
 PANELS = {  # `wolf --help` groups each module's verbs under its heading (a verb may name its own)
-    sessions: "Sessions",
-    interactive: "Sessions",
-    forks: "Sessions",
-    configs: "Configs and jobs",
-    evals: "Configs and jobs",
-    jobs: "Configs and jobs",
-    stack: "Running AgentWolf",
-    deploy: "Running AgentWolf",
-    payloads: "Running AgentWolf",
-    mcp: "Front ends",
-    editor: "Front ends",
-    usage: "Spending",
-    limits: "Spending",
+    "sessions": "Sessions",
+    "interactive": "Sessions",
+    "forks": "Sessions",
+    "configs": "Configs and jobs",
+    "evals": "Configs and jobs",
+    "jobs": "Configs and jobs",
+    "stack": "Running AgentWolf",
+    "deploy": "Running AgentWolf",
+    "payloads": "Running AgentWolf",
+    "mcp": "Front ends",
+    "editor": "Front ends",
+    "usage": "Spending",
+    "limits": "Spending",
 }
 
 SHORT_HELP = 200
@@ -83,21 +71,40 @@ Exit codes: 0 ok, 1 the session failed, 2 usage or config error, 3 Temporal or a
 
 
 class _Group(TyperGroup):
-    """Verbs built on first use (building all 40 from their signatures was most of `wolf --help`'s
-    start-up); plain help (rich's rendering tripled start-up time) that still groups verbs by their
-    help panel and does not cut their descriptions; choice errors without pydantic's "Value error, "."""
+    """Verbs imported and built on first use (building all 40 from their signatures was most of
+    `wolf --help`'s start-up, importing all their modules a tenth of `wolf status`'s); plain help
+    (rich's rendering tripled start-up time) that still groups verbs by their help panel and does
+    not cut their descriptions; choice errors without pydantic's "Value error, "."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.unbuilt = {name: _listing(name, info) for name, info in LAZY.items()}
-        self.commands.update(self.unbuilt)  # listed (and suggested for typos) before they are built
+        self.unbuilt: dict[str, CommandInfo | TyperInfo] = {}
+        self.unread = list(VERB_MODULES)
+
+    def _read(self, until: str | None = None) -> None:
+        """Import verb modules in order until one holds `until` (all of them when None), listing
+        their verbs unbuilt: with their help, for `wolf --help` and suggestions for typos."""
+        while self.unread and (until is None or until not in self.commands):
+            name = self.unread.pop(0)
+            module = importlib.import_module(f"agentwolf.cli.{name}")
+            for info in [*module.app.registered_commands, *module.app.registered_groups]:
+                info.rich_help_panel = info.rich_help_panel or PANELS[name]
+                verb = info.name or get_command_name(info.callback.__name__)
+                self.unbuilt[verb] = info
+                self.commands[verb] = _listing(verb, info)
 
     def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
-        if self.unbuilt.pop(cmd_name, None) is not None:
-            self.commands[cmd_name] = _build(LAZY[cmd_name])
+        self._read(until=cmd_name)  # a verb not found reads them all: typer suggests from the lot
+        if (info := self.unbuilt.pop(cmd_name, None)) is not None:
+            self.commands[cmd_name] = _build(info)
         return self.commands.get(cmd_name)
 
+    def list_commands(self, ctx: Context) -> list[str]:
+        self._read()
+        return super().list_commands(ctx)
+
     def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
+        self._read()
         panels: dict[str, list[tuple[str, str]]] = {}
         for name, command in self.commands.items():  # unbuilt verbs list from their docstrings
             if not command.hidden:
@@ -149,12 +156,6 @@ app = typer.Typer(
     rich_markup_mode=None,  # plain help: rendering it with rich tripled `wolf --help`'s start-up time
     pretty_exceptions_enable=False,
 )
-LAZY: dict[str, CommandInfo | TyperInfo] = {}
-"""Every verb by name, built into `_Group.commands` when first asked for."""
-for module in VERB_MODULES:
-    for info in [*module.app.registered_commands, *module.app.registered_groups]:
-        info.rich_help_panel = info.rich_help_panel or PANELS[module]
-        LAZY[info.name or get_command_name(info.callback.__name__)] = info
 
 
 def _version(show: bool) -> None:

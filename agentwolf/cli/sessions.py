@@ -153,6 +153,7 @@ async def status(
 
     Example: wolf status 3f2a9c1b7d4e
     """
+    # Plain print(): its lines have no style, and rich's import would be a twentieth of its start.
     from agentwolf.cli.pending import approval_lines
     from agentwolf.cli.render import inert
 
@@ -161,20 +162,20 @@ async def status(
     wait = await wolf.waiting(session_id) if st.state == "running" else None
     if as_json:
         data = st.model_dump(mode="json") | ({"waiting": wait.model_dump(mode="json")} if wait else {})
-        out().print(json.dumps(data), soft_wrap=True)
+        print(json.dumps(data))
         return
     c = st.counters
     last = f" last={st.last_outcome}" if st.last_outcome else ""  # no turn has ended yet: nothing to say
-    out().print(
+    print(
         inert(
             f"{st.session_id} [{st.agent}] {st.state}  turns={c.turns} steps={c.steps} "
             f"tokens={c.usage.total_tokens} tool_calls={c.usage.tool_calls}{last}" + _context_use(st)
         )
     )
     if wait is not None:
-        out().print(wait.line())
+        print(wait.line())
     for line in approval_lines(st, wolf.tenant):
-        out().print(inert(line))
+        print(inert(line))
 
 
 def _context_use(st: SessionStatus) -> str:
