@@ -53,8 +53,8 @@ def test_a_process_left_behind_fails_the_run_and_is_stopped(tmp_path):
         import subprocess, sys
 
         def test_leaves_a_sleeper(tmp_path_factory):
-            sleeper = "import time; time.sleep(600)"
-            spawn = f"import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', {sleeper!r}],"
+            # coreutils' sleep, not Python: nothing at its start can fail (its output goes nowhere)
+            spawn = "import subprocess; print(subprocess.Popen(['sleep', '600'],"
             spawn += " start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)"
             pid = subprocess.run([sys.executable, "-c", spawn], capture_output=True, text=True).stdout
             open("sleeper.pid", "w").write(pid)
@@ -62,7 +62,7 @@ def test_a_process_left_behind_fails_the_run_and_is_stopped(tmp_path):
     )
     pid = int((tmp_path / "sleeper.pid").read_text())
     try:
-        assert run.returncode == 1, run.stdout + run.stderr
+        assert run.returncode == 1, f"sleeper alive: {alive(pid)}\n{run.stdout}{run.stderr}"
         assert "processes left behind" in run.stdout and f"pid {pid}:" in run.stdout, run.stdout
         assert "test_inner.py::test_leaves_a_sleeper" in run.stdout
         assert "1 passed" in run.stdout  # the test itself passed: the run fails for what it left
