@@ -19,7 +19,7 @@ from temporalio.worker import Worker
 
 import agentwolf.workflows
 from agentwolf.worker.bootstrap import SANDBOX, WORKFLOWS
-from agentwolf.worker.sandbox import CODE_CACHE
+from agentwolf.worker.sandbox import CODE_CACHE, compiled_once
 from tests.conftest import SUPPORT, wait_for
 from tests.support.clock_workflow import ClockWorkflow
 
@@ -42,8 +42,9 @@ def test_workflow_modules_are_sandboxed():
 
 
 async def test_a_clock_read_in_workflow_code_fails_the_task_on_every_run(client: Client, task_queue: str):
-    """The second run executes the module's code compiled for the first (agentwolf/worker/sandbox.py):
-    still inside the sandbox, still caught."""
+    """The second run executes the module's code compiled for the first (agentwolf/worker/sandbox.py),
+    and the sandbox's entry strings compiled once: still inside the sandbox, still caught."""
+    reused = compiled_once.cache_info().hits
     async with Worker(client, task_queue=task_queue, workflows=[ClockWorkflow], workflow_runner=SANDBOX):
         for _ in range(2):
             handle = await client.start_workflow(
@@ -55,6 +56,7 @@ async def test_a_clock_read_in_workflow_code_fails_the_task_on_every_run(client:
                 await handle.terminate()
             assert "datetime.datetime.now" in failure, failure
     assert str(SUPPORT / "clock_workflow.py") in CODE_CACHE.cached()
+    assert compiled_once.cache_info().hits > reused
 
 
 async def _task_failure(handle: WorkflowHandle) -> str | None:
