@@ -18,7 +18,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
 import agentwolf.workflows
-from agentwolf.worker.bootstrap import SANDBOX, WORKFLOWS
+from agentwolf.worker.bootstrap import SANDBOX, VERSIONED_WORKFLOWS, WORKFLOWS
 from agentwolf.worker.sandbox import CODE_CACHE, compiled_once
 from tests.conftest import SUPPORT, wait_for
 from tests.support.clock_workflow import ClockWorkflow
@@ -74,6 +74,10 @@ async def test_workflow_modules_are_compiled_once_per_process(client: Client):
     compiled = {Path(p) for p in CODE_CACHE.cached()}
     assert {workflows / "session.py", workflows / "stream.py", workflows / "config_registry.py"} <= compiled
     assert workflows / "types.py" not in compiled  # passed through: the host's module, never re-run
+    # Only modules that define workflows (and the stream they share) run per workflow run: a helper
+    # imported as `from package import module` slipped past the passthrough (branches.py did).
+    defining = {Path(sys.modules[w.__module__].__file__).name for w in {*WORKFLOWS, *VERSIONED_WORKFLOWS}}
+    assert {p.name for p in compiled if p.parent == workflows} <= {*defining, "stream.py", "__init__.py"}
     assert CODE_CACHE.covers("agentwolf.workflows.session") and not CODE_CACHE.covers("agentwolfish")
 
 
