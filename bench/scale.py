@@ -38,7 +38,8 @@ Targets (from the issue): RSS bounded by the cache from 1k to 10k idle sessions,
 
 Measured 2026-12-02 on 2 CPUs shared with other work (docs/features/versions.md): 10,000 idle
 sessions 333 MB, prompt p50 24 / p95 39 ms (load 4.8); throughput x1/pai 1.70 at CPU per round
-13.1 + 11.4 ms against 21.6 + 19.6 ms, x2/x1 under 1.1 with the machine's 2 CPUs busy (load 9-15).
+13.1 + 11.4 ms against 21.6 + 19.6 ms (load 9-15); x2/x1 0.73-1.42 across runs at load 5-15,
+the machine's 2 CPUs busy throughout.
 
 Run:  python bench/scale.py [--sizes 1000,5000,10000] [--concurrency 20,50] [--rounds 20] [--probes 40]
       [--workers 1,2] [--parts idle,throughput]
