@@ -29,10 +29,17 @@ Every worker runs in a process of its own (bench/workers.py); this process only 
     process keeps its own MCP pool). Printed as ratios: one AgentWolf worker / pydantic-ai, and two
     AgentWolf workers / one; beside each rate the CPU milliseconds per round spent by the runtime's
     worker processes (their MCP servers included) and by the dev server, which tell where a round's
-    cost goes and vary less with the machine's load than rates do.
+    cost goes and vary less with the machine's load than rates do; and how many CPUs the whole
+    machine kept busy meanwhile (other work included): at its CPU count, rounds/s measure the share
+    of CPU the runtime got, and a second worker process can only split that share.
 
 Targets (from the issue): RSS bounded by the cache from 1k to 10k idle sessions, prompt update p95
 <= 50 ms; throughput >= 3x pydantic-ai with one worker, two workers >= 1.7x one.
+
+Measured 2026-12-02 on 2 CPUs shared with other work (docs/features/versions.md): 10,000 idle
+sessions 333 MB, prompt p50 24 / p95 39 ms (load 4.8); throughput x1/pai 1.70 at CPU per round
+13.1 + 11.4 ms against 21.6 + 19.6 ms (load 9-15); x2/x1 0.73-1.42 across runs at load 5-15,
+the machine's 2 CPUs busy throughout.
 
 Run:  python bench/scale.py [--sizes 1000,5000,10000] [--concurrency 20,50] [--rounds 20] [--probes 40]
       [--workers 1,2] [--parts idle,throughput]
@@ -208,6 +215,14 @@ class Rate:
     rps: float
     worker_ms: float
     server_ms: float
+    busy_cores: float = 0.0
+    """CPUs the whole machine kept busy during the batch (every process, other work included)."""
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds the machine has spent on anything but idling, summed over its CPUs."""
+    times = psutil.cpu_times()
+    return sum(times) - times.idle - getattr(times, "iowait", 0.0)
 
 
 def cpu_seconds(procs: list[psutil.Process]) -> float:
@@ -231,6 +246,7 @@ class Runtime:
     async def batch(self, c: int, rounds: int, timeout: float) -> Rate:
         """Run `c` sessions of `rounds` rounds at once (rounds per second 0 when they stalled)."""
         worker_cpu, server_cpu = cpu_seconds(self.workers), cpu_seconds(self.server)
+        machine = machine_busy_seconds()
         started = time.perf_counter()
         try:
             await asyncio.wait_for(asyncio.gather(*(self.session(rounds) for _ in range(c))), timeout)
@@ -243,6 +259,7 @@ class Runtime:
             total / elapsed,
             (cpu_seconds(self.workers) - worker_cpu) * 1000 / total,
             (cpu_seconds(self.server) - server_cpu) * 1000 / total,
+            (machine_busy_seconds() - machine) / elapsed,
         )
 
     async def session(self, rounds: int) -> None:
@@ -311,8 +328,8 @@ async def throughput(
                     measured[c][runtime.name].append(rate)
                     print(
                         f"  C={c} {runtime.name}: {rate.rps:.1f} rounds/s, CPU per round: worker "
-                        f"{rate.worker_ms:.1f} ms, server {rate.server_ms:.1f} ms "
-                        f"(load {os.getloadavg()[0]:.1f})",
+                        f"{rate.worker_ms:.1f} ms, server {rate.server_ms:.1f} ms; machine busy "
+                        f"{rate.busy_cores:.2f} of {psutil.cpu_count()} CPUs (load {os.getloadavg()[0]:.1f})",
                         file=sys.stderr,
                     )
     finally:
@@ -412,11 +429,14 @@ async def main() -> None:
             f"(b) concurrent sessions of {args.rounds} tool rounds; median of {args.repeats} per runtime; "
             "CPU ms per round of the runtime's workers (MCP servers included) and of the dev server"
         )
-        print(f"{'C':>4} {'runtime':>14} {'rounds/s':>9} {'worker ms':>9} {'server ms':>9}")
+        print(f"{'C':>4} {'runtime':>14} {'rounds/s':>9} {'worker ms':>9} {'server ms':>9} {'busy CPUs':>9}")
         none = Rate(0.0, 0.0, 0.0)
         for c, by in rates.items():
             for name, rate in by.items():
-                print(f"{c:>4} {name:>14} {rate.rps:>9.1f} {rate.worker_ms:>9.1f} {rate.server_ms:>9.1f}")
+                print(
+                    f"{c:>4} {name:>14} {rate.rps:>9.1f} {rate.worker_ms:>9.1f} {rate.server_ms:>9.1f} "
+                    f"{rate.busy_cores:>9.2f}"
+                )
             one, two = by.get("agentwolf x1", none).rps, by.get("agentwolf x2", none).rps
             pai = by["pydantic-ai"].rps
             print(

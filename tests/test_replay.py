@@ -108,6 +108,7 @@ def test_the_corpus_covers_every_feature():
         "limiter_news",
         "flow_interactive_first",
         "projected_snapshot",
+        "tool_own_time",
     } <= names
 
 

@@ -18,8 +18,8 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
 import agentwolf.workflows
-from agentwolf.worker.bootstrap import SANDBOX, WORKFLOWS
-from agentwolf.worker.sandbox import CODE_CACHE
+from agentwolf.worker.bootstrap import SANDBOX, VERSIONED_WORKFLOWS, WORKFLOWS
+from agentwolf.worker.sandbox import CODE_CACHE, compiled_once
 from tests.conftest import SUPPORT, wait_for
 from tests.support.clock_workflow import ClockWorkflow
 
@@ -42,8 +42,9 @@ def test_workflow_modules_are_sandboxed():
 
 
 async def test_a_clock_read_in_workflow_code_fails_the_task_on_every_run(client: Client, task_queue: str):
-    """The second run executes the module's code compiled for the first (agentwolf/worker/sandbox.py):
-    still inside the sandbox, still caught."""
+    """The second run executes the module's code compiled for the first (agentwolf/worker/sandbox.py),
+    and the sandbox's entry strings compiled once: still inside the sandbox, still caught."""
+    reused = compiled_once.cache_info().hits
     async with Worker(client, task_queue=task_queue, workflows=[ClockWorkflow], workflow_runner=SANDBOX):
         for _ in range(2):
             handle = await client.start_workflow(
@@ -55,6 +56,7 @@ async def test_a_clock_read_in_workflow_code_fails_the_task_on_every_run(client:
                 await handle.terminate()
             assert "datetime.datetime.now" in failure, failure
     assert str(SUPPORT / "clock_workflow.py") in CODE_CACHE.cached()
+    assert compiled_once.cache_info().hits > reused
 
 
 async def _task_failure(handle: WorkflowHandle) -> str | None:
@@ -72,6 +74,10 @@ async def test_workflow_modules_are_compiled_once_per_process(client: Client):
     compiled = {Path(p) for p in CODE_CACHE.cached()}
     assert {workflows / "session.py", workflows / "stream.py", workflows / "config_registry.py"} <= compiled
     assert workflows / "types.py" not in compiled  # passed through: the host's module, never re-run
+    # Only modules that define workflows (and the stream they share) run per workflow run: a helper
+    # imported as `from package import module` slipped past the passthrough (branches.py did).
+    defining = {Path(sys.modules[w.__module__].__file__).name for w in {*WORKFLOWS, *VERSIONED_WORKFLOWS}}
+    assert {p.name for p in compiled if p.parent == workflows} <= {*defining, "stream.py", "__init__.py"}
     assert CODE_CACHE.covers("agentwolf.workflows.session") and not CODE_CACHE.covers("agentwolfish")
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import shlex
+import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -162,8 +163,12 @@ class SessionActivities:
         What leaves is redacted: a tool (or an error naming a URL) may echo a resolved secret."""
         host = self.hosts.ensure(inp.manifest, inp.ref.tenant) if inp.manifest else await self._host(inp.ref)
         with observe.tool_call(inp.server, inp.tool, inp.arguments) as call:
+            started = time.monotonic()
             result = await self._call_tool(host, inp)
-            result = result.model_copy(update={"content": host.secrets.redact(result.content)})
+            ran_ms = int((time.monotonic() - started) * 1000)
+            result = result.model_copy(
+                update={"content": host.secrets.redact(result.content), "ran_ms": ran_ms}
+            )
             call.done(result)
         return result
 

@@ -367,6 +367,8 @@ class ToolCallOutput(BaseModel):
     is_error: bool = False
     changed: bool = False
     """The server announced new tool, prompt or resource lists during the call: recompile."""
+    ran_ms: int | None = None
+    """How long the call ran on the worker, without the queueing around it (None: not measured)."""
 
     @property
     def outcome(self) -> ToolOutcome:

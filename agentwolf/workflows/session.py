@@ -24,8 +24,10 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from pydantic_ai.messages import ModelMessage
 
+    # Not `from agentwolf.workflows import branches`: a name taken from the sandboxed package is
+    # imported past the passthrough, and every run executed the module (its models) again.
+    import agentwolf.workflows.branches as branches
     from agentwolf.config.manifest import Manifest, McpServerConfig
-    from agentwolf.workflows import branches
     from agentwolf.workflows.acp import AcpRunner
     from agentwolf.workflows.branches import BranchInfo, Line, Rewound
     from agentwolf.workflows.config_update import ConfigUpdate

@@ -46,6 +46,7 @@ from agentwolf.workflows.turn import (
     LOCAL_TOOL_CALLS,
     PAGE_HEADER,
     SAFE_LOCAL_CALLS,
+    TOOL_OWN_TIME,
     TOOL_RETRY,
     WAIT_CHILDREN,
     all_or_cancel,
@@ -354,7 +355,12 @@ class ToolRouter:
                 retry_policy=TOOL_RETRY,
                 summary=summary,
             )
-        self.tool_ms[call.tool_name] = int((workflow.now() - started).total_seconds() * 1000)
+        # The call's own time when the worker measured it: the round trip also holds the queueing of
+        # a busy fleet, which kept known-fast tools off the local path exactly when it saves most.
+        if result.ran_ms is not None and workflow.patched(TOOL_OWN_TIME):
+            self.tool_ms[call.tool_name] = result.ran_ms
+        else:
+            self.tool_ms[call.tool_name] = int((workflow.now() - started).total_seconds() * 1000)
         if result.changed:
             self.core.stale.mark(f"{spec.server} changed its lists during {spec.tool}")
             self.core.publish(

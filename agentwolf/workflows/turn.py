@@ -43,6 +43,7 @@ TOOL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)
 LOCAL_TOOL_CALLS = "local-tool-calls"  # patch: known-fast tools run as local activities
 SAFE_LOCAL_CALLS = "safe-local-calls"  # patch: ...only when they are safe to run twice
+TOOL_OWN_TIME = "tool-own-time"  # patch: ...known fast by the time the call ran, not its round trip
 SLASH_COMMANDS = "slash-commands"  # patch: prompts starting with `/` expand through an activity
 CHILD_IDS = "child-ids"  # patch: subagent ids from the call's turn, step and position, not the model's id
 WAIT_CHILDREN = "wait-children"  # patch: an interrupted or closed parent waits until its children stopped

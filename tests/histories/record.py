@@ -39,6 +39,7 @@ tests = [
     "tests/test_evals.py",
     "tests/test_evaluators.py::test_evaluators_pass_the_recorded_answers_fail_regressed_ones_and_gate_a_push",
     "tests/test_console.py::test_the_console_signs_in_streams_steers_and_accounts",
+    "tests/test_local_tool_calls.py",
 ]
 env = {**os.environ, "WOLF_RECORD_HISTORIES": "1"}
 recorded = subprocess.call([sys.executable, "-m", "pytest", "-q", *tests], cwd=root, env=env)
