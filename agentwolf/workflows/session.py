@@ -74,6 +74,9 @@ class SessionWorkflow:
     @workflow.init
     def __init__(self, inp: SessionInput) -> None:
         self.core = SessionCore(inp, SessionStream(prior_state=inp.stream_state))
+        # The stream keeps its log compactly (turn.py's CompactLog); the decoded one would stay in the
+        # input, which the SDK holds for the whole run: up to `events_kept` events, a second time.
+        inp.stream_state = None
         self.context = ContextKeeper(self.core)
         self.runner = TurnRunner(self.core, ToolRouter(self.core), self.context, AcpRunner(self.core))
         self.turn_contexts: dict[str, contextvars.Context] = {}
