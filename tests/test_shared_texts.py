@@ -1,0 +1,64 @@
+"""A worker holds one copy of each long text of a session's transcript (workflows/turn.py's
+`share_texts`): the workflow's state, its transcript cache and the next run's snapshot each decode
+the transcript from their own payload, and used to keep a copy of every tool result each."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from pydantic_ai.messages import (
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+
+from agentwolf.workflows.turn import SHARED_TEXT_MIN, share_texts
+from tests.conftest import make_manifest
+from tests.support.models import Script, sequence, text, tool
+
+pytestmark = pytest.mark.skipif(
+    sys.version_info[:2] == (3, 12), reason="interned strings are immortal on 3.12: texts stay unshared"
+)
+
+LONG = "r" * SHARED_TEXT_MIN
+
+
+def test_copies_decoded_apart_share_their_long_texts_and_nothing_else_changes():
+    messages = [
+        ModelRequest(parts=[UserPromptPart("p" + LONG)]),
+        ModelResponse(parts=[TextPart("t" + LONG), ToolCallPart("big", '{"a": "' + LONG + '"}', "c1")]),
+        ModelRequest(parts=[ToolReturnPart("big", "x" + LONG, "c1"), ToolReturnPart("d", {"k": LONG}, "c2")]),
+        ModelResponse(parts=[TextPart("short")]),
+    ]
+    raw = ModelMessagesTypeAdapter.dump_json(messages)
+    workflow, cache = ModelMessagesTypeAdapter.validate_json(raw), ModelMessagesTypeAdapter.validate_json(raw)
+    share_texts(workflow)
+    share_texts(cache)
+    assert ModelMessagesTypeAdapter.dump_json(cache) == raw  # the same content, byte for byte
+    texts = [
+        (getattr(a, f), getattr(b, f))
+        for m, n in zip(workflow, cache, strict=True)
+        for a, b in zip(m.parts, n.parts, strict=True)
+        for f in ("content", "args")
+        if isinstance(getattr(a, f, None), str) and len(getattr(a, f)) >= SHARED_TEXT_MIN
+    ]
+    assert len(texts) == 4 and all(a is b for a, b in texts)  # prompt, answer, arguments, result
+    dict_result = workflow[2].parts[1]  # not a text: as decoded
+    assert isinstance(dict_result, ToolReturnPart) and dict_result.content is not cache[2].parts[1].content
+
+
+async def test_the_workers_cached_transcript_shares_the_tool_result_with_the_workflow(wolf, run_worker):
+    script = Script(sequence(tool("big", {"size": 50_000}), text("done")))
+    async with run_worker(local_models={"m": script.model}) as hosts:
+        sid = await wolf.submit("go", "a", make_manifest())
+        await wolf.result(sid)
+        ((_, cached),) = hosts.transcripts._entries.items()
+    results = [p for m in cached.messages for p in m.parts if isinstance(p, ToolReturnPart)]
+    assert len(results) == 1 and len(results[0].content) == 50_000
+    # Interned: the process's one copy, the one the workflow's transcript holds too (core.append).
+    assert sys.intern("x" * 50_000) is results[0].content
