@@ -251,7 +251,7 @@ def report(args: argparse.Namespace, server: ScriptedOpenAI, measured: dict[str,
                 f"  turn {turn}: heap {m['heap_kb'] / 1024:.0f}, anon {m['anon_kb'] / 1024:.0f}, files "
                 f"{m['file_kb'] / 1024:.0f}; pymalloc arenas {m['pymalloc_kb'] / 1024:.0f} "
                 f"(used {m['pymalloc_used_kb'] / 1024:.0f}); threads {m['threads']}; garbage collected "
-                f"{m['garbage']:,} objects"
+                f"{m['garbage']:,} objects; collections by generation so far {m['collections']}"
             )
             for line in m["grown"]:
                 print(f"    {line}")

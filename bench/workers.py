@@ -151,6 +151,7 @@ async def _serve(worker: object, on_exit: object = None) -> None:
                 "rss_kb": _rss_kb(),
                 "cached": len(running) if running is not None else -1,
                 "garbage": garbage,
+                "collections": [g["collections"] for g in gc.get_stats()],
             }
             if "trim" in line.split():
                 ctypes.CDLL("libc.so.6").malloc_trim(0)

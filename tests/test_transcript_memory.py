@@ -1,6 +1,7 @@
 """A worker holds one copy of each long text of a session's transcript (workflows/turn.py's
 `share_texts`): the workflow's state, its transcript cache and the next run's snapshot each decode
-the transcript from their own payload, and used to keep a copy of every tool result each."""
+the transcript from their own payload, and used to keep a copy of every tool result each. And the
+fold lines the worker keeps with its copy drop a result's whole text once the result is stubbed."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from agentwolf.workflows.compaction import ContextView, Rendered, working_context
 from agentwolf.workflows.turn import SHARED_TEXT_MIN, share_texts
 from tests.conftest import make_manifest
 from tests.support.models import Script, sequence, text, tool
@@ -62,3 +64,19 @@ async def test_the_workers_cached_transcript_shares_the_tool_result_with_the_wor
     assert len(results) == 1 and len(results[0].content) == 50_000
     # Interned: the process's one copy, the one the workflow's transcript holds too (core.append).
     assert sys.intern("x" * 50_000) is results[0].content
+
+
+def test_a_folded_result_keeps_only_its_stub_line_once_stubbed():
+    turn = [
+        ModelRequest(parts=[UserPromptPart("go")]),
+        ModelResponse(parts=[ToolCallPart("big", {}, "c1")]),
+        ModelRequest(parts=[ToolReturnPart("big", "x" * 8000, "c1")]),
+        ModelResponse(parts=[TextPart("done")]),
+    ]
+    messages = [*turn, ModelRequest(parts=[UserPromptPart("again")])]
+    rendered = Rendered()
+    folded = working_context(messages, ContextView(fold_before=4), rendered=rendered)
+    assert (2, False) in rendered.lines and "x" * 8000 in str(folded[0].parts[0].content)
+    stubbed = working_context(messages, ContextView(fold_before=4, stub_before=4), rendered=rendered)
+    assert (2, True) in rendered.lines and (2, False) not in rendered.lines
+    assert "x" * 8000 not in str(stubbed[0].parts[0].content) and "recall" in str(stubbed[0].parts[0].content)
