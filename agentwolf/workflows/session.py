@@ -115,6 +115,10 @@ class SessionWorkflow:
                 await self._await_turn()
                 if inp.background and not inp.keep:
                     break
+        except workflow.ContinueAsNewError:
+            if not workflow.unsafe.is_replaying():
+                self._release(inp)
+            raise
         except asyncio.CancelledError:
             # A Temporal cancel (the UI, `temporal workflow cancel`, a parent that stops): the turn
             # ends as interrupted, the session closes with outcome `cancelled`, the workflow is cancelled.
@@ -141,6 +145,17 @@ class SessionWorkflow:
             counters=self.core.counters,
             structured=structured(self.core.inp.output_schema, self.core.last_outcome, self.core.last_output),
         )
+
+    def _release(self, inp: SessionInput) -> None:
+        """This run has handed over: the snapshot the SDK is about to serialise holds what the next
+        run needs. Its transcript and turn marks are let go here, so they are freed as soon as that is
+        done: a finished run holds cycles and goes only with a full collection, which a worker runs
+        rarely, and the next run decodes its own copy meanwhile (two whole copies at once, an old
+        one more at every continue-as-new until that collection). Not while replaying: a query to
+        this run (a closed run is replayed for it) reads them."""
+        inp.transcript, inp.turns = [], []
+        self.core.inp = self.core.inp.model_copy(update={"transcript": [], "turns": []})
+        self.core.transcript, self.core.turns = [], []
 
     async def _idle(self) -> bool:
         """Wait for work (a prompt, a steer) or a snapshot; False when the session is to close: it
