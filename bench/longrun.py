@@ -205,6 +205,8 @@ def report(args: argparse.Namespace, server: ScriptedOpenAI, measured: dict[str,
         f"= {late / early:.2f}x  (turn 10 {seconds[9] * 1000:.0f} ms, turn {args.turns} "
         f"{seconds[-1] * 1000:.0f} ms = {seconds[-1] / seconds[9]:.2f}x)  goal <= 1.5"
     )
+    slow = sorted(range(len(seconds)), key=lambda i: seconds[i])[-3:][::-1]
+    print("slowest turns: " + ", ".join(f"turn {i + 1} {seconds[i] * 1000:.0f} ms" for i in slow))
     cpu = measured["cpu"]
     early_cpu, late_cpu = statistics.mean(cpu[5:15]), statistics.mean(cpu[-10:])
     items = [len(r["input"]) for _, r in ANSWERED]
