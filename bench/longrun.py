@@ -14,7 +14,8 @@ Prints, as ratios where they have a goal (issue 25):
   items per request (provider clients build a request item by item);
 - history bytes of each run against `continue_as_new_bytes`, and the continue-as-new input's bytes
   in history (the transcript goes to the payload store by reference past 256 KiB);
-- the worker's RSS at turns 50, 100, 150 and 200 (goal: flat after 50); with `--trim`, also once
+- the worker's RSS at turns 50, 100, 150 and 200 (goal: flat after 50), and its growth per turn
+  beside the transcript's (bytes of JSON: what the session keeps whole by design); with `--trim`, also once
   glibc's `malloc_trim` returned the free heap at each of them (what the worker holds, not what its
   allocator keeps; the later plain figures are then after a trim too); with `--memory`, where it is
   (glibc's main heap, other anonymous mappings, files, pymalloc's arenas, threads; with
@@ -42,6 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))  # bench/workers.py
 sys.path.insert(0, str(Path(__file__).parents[1]))  # agentwolf and tests.support from this checkout
 
+from pydantic_ai.messages import ModelMessagesTypeAdapter  # noqa: E402
 from temporalio.client import Client  # noqa: E402
 from temporalio.testing import WorkflowEnvironment  # noqa: E402
 from workers import TOOLS_SERVER, WorkerProcess  # noqa: E402
@@ -128,6 +130,7 @@ async def session(
     rss: dict[int, tuple[int, int]] = {}  # turn: RSS, RSS once malloc_trim returned the free heap
     cached: dict[int, int] = {}  # turn: workflow runs the worker holds
     memory: dict[int, dict[str, Any]] = {}  # turn: the worker's stats (with --memory, where its RSS is)
+    transcript: dict[int, int] = {}  # turn: the session's transcript, bytes of JSON
     events: list[Event] = []  # all of them: each continue-as-new keeps only the last `events_kept`
     offset = 0
     try:
@@ -150,6 +153,8 @@ async def session(
                 rss[turn] = stats["rss_kb"], stats.get("trimmed_kb", 0)
                 cached[turn] = stats["cached"]
                 memory[turn] = stats
+                # After the reading: the query's own allocations (the worker serialises it) come later.
+                transcript[turn] = len(ModelMessagesTypeAdapter.dump_json(await wolf.transcript(sid)))
         status = await wolf.status(sid)
         wid = workflow_id(wolf.tenant, sid)
         await wolf.close(sid)
@@ -161,6 +166,7 @@ async def session(
             "rss": rss,
             "cached": cached,
             "memory": memory,
+            "transcript": transcript,
             "status": status,
             "events": events,
             "runs": await runs(client, wid),
@@ -199,6 +205,8 @@ def report(args: argparse.Namespace, server: ScriptedOpenAI, measured: dict[str,
         f"= {late / early:.2f}x  (turn 10 {seconds[9] * 1000:.0f} ms, turn {args.turns} "
         f"{seconds[-1] * 1000:.0f} ms = {seconds[-1] / seconds[9]:.2f}x)  goal <= 1.5"
     )
+    slow = sorted(range(len(seconds)), key=lambda i: seconds[i])[-3:][::-1]
+    print("slowest turns: " + ", ".join(f"turn {i + 1} {seconds[i] * 1000:.0f} ms" for i in slow))
     cpu = measured["cpu"]
     early_cpu, late_cpu = statistics.mean(cpu[5:15]), statistics.mean(cpu[-10:])
     items = [len(r["input"]) for _, r in ANSWERED]
@@ -227,6 +235,15 @@ def report(args: argparse.Namespace, server: ScriptedOpenAI, measured: dict[str,
             f"{what}: "
             + ", ".join(f"turn {t}: {kb[i] / 1024:.0f} MB ({kb[i] / base:.2f}x)" for t, kb in rss.items())
         )
+    size = measured["transcript"]
+    first, last = min(rss), max(rss)
+    if last > first:
+        turns = last - first
+        print(
+            f"growth per turn, turn {first} -> {last}: worker RSS "
+            f"{(rss[last][0] - rss[first][0]) / turns:.1f} KB, transcript (JSON) "
+            f"{(size[last] - size[first]) / 1024 / turns:.1f} KB ({size[last] / 2**20:.1f} MB at turn {last})"
+        )
     held = ", ".join(f"turn {t}: {n}" for t, n in measured["cached"].items())
     print(f"workflow runs the worker holds: {held}")
     if args.memory:
@@ -235,7 +252,8 @@ def report(args: argparse.Namespace, server: ScriptedOpenAI, measured: dict[str,
             print(
                 f"  turn {turn}: heap {m['heap_kb'] / 1024:.0f}, anon {m['anon_kb'] / 1024:.0f}, files "
                 f"{m['file_kb'] / 1024:.0f}; pymalloc arenas {m['pymalloc_kb'] / 1024:.0f} "
-                f"(used {m['pymalloc_used_kb'] / 1024:.0f}); threads {m['threads']}"
+                f"(used {m['pymalloc_used_kb'] / 1024:.0f}); threads {m['threads']}; garbage collected "
+                f"{m['garbage']:,} objects; collections by generation so far {m['collections']}"
             )
             for line in m["grown"]:
                 print(f"    {line}")

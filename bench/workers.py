@@ -7,7 +7,8 @@ is the prompt that asks for that.
 The workers: `python bench/workers.py wolf|pai ADDRESS NAMESPACE TASK_QUEUE` runs AgentWolf's
 (`create_worker`, the model registered as `local:m`, the production data converter) or pydantic-ai's
 (bench/tool_round.py's `PaiTurn` on a `PydanticAIPlugin` client) until `stop` or the end of stdin,
-answering each `stats` line with a JSON line (`rss_kb`, `cached` workflow runs, after `gc.collect()`;
+answering each `stats` line with a JSON line (`rss_kb`, `cached` workflow runs, after `gc.collect()`,
+and `garbage`: the unreachable objects that collection found, which only a full collection frees;
 and for `stats trim`, `trimmed_kb`: the RSS once glibc's `malloc_trim` returned the free heap to the
 system, which tells what the process holds from what its allocator keeps; with `memory`,
 where the RSS is: heap, other anonymous mappings, files, pymalloc's arenas, threads);
@@ -144,9 +145,14 @@ async def _serve(worker: object, on_exit: object = None) -> None:
     async with worker:  # type: ignore[attr-defined]
         print(f"{MARK}ready", flush=True)
         while (line := (await loop.run_in_executor(None, sys.stdin.readline)).strip()) not in ("", "stop"):
-            gc.collect()
+            garbage = gc.collect()
             running = getattr(getattr(worker, "_workflow_worker", None), "_running_workflows", None)
-            stats = {"rss_kb": _rss_kb(), "cached": len(running) if running is not None else -1}
+            stats = {
+                "rss_kb": _rss_kb(),
+                "cached": len(running) if running is not None else -1,
+                "garbage": garbage,
+                "collections": [g["collections"] for g in gc.get_stats()],
+            }
             if "trim" in line.split():
                 ctypes.CDLL("libc.so.6").malloc_trim(0)
                 stats["trimmed_kb"] = _rss_kb()

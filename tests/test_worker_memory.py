@@ -1,14 +1,19 @@
 """The worker's malloc tuning (worker/memory.py): threads share two arenas instead of one each, and
-settings given in the environment win. Each case runs in a fresh process: arenas are per process."""
+settings given in the environment win (each case runs in a fresh process: arenas are per process);
+the trimmer returns freed memory after work, not while idle."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import platform
 import subprocess
 import sys
 
 import pytest
+
+from agentwolf.worker.memory import Trimmer, malloc_trim
+from tests.conftest import wait_for
 
 pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc only")
 
@@ -57,3 +62,32 @@ def test_worker_threads_share_two_malloc_arenas_unless_the_environment_says(tmp_
     assert untuned > 2  # glibc's default: an arena per thread that allocates (up to 8 per core)
     # MALLOC_ARENA_MAX given by whoever runs the worker is theirs to choose.
     assert _arenas(tmp_path, "tuned", MALLOC_ARENA_MAX="4")[1] in range(3, 5)
+
+
+async def test_the_trimmer_trims_after_work_and_leaves_an_idle_worker_alone():
+    """A trim follows CPU spent since the last one; an idle process is not trimmed again."""
+    cpu = [0.0]
+    trimmed: list[float] = []
+    trimmer = Trimmer(
+        every=0.01, after_cpu=1.0, trim=lambda: trimmed.append(cpu[0]) is None, cpu=lambda: cpu[0]
+    )
+    task = asyncio.create_task(trimmer.run())
+    try:
+        cpu[0] = 0.5  # too little work yet
+        await asyncio.sleep(0.1)
+        assert trimmed == []
+        cpu[0] = 1.5
+        await wait_for(lambda: trimmed == [1.5])
+        await asyncio.sleep(0.1)  # idle since: no second trim
+        assert trimmed == [1.5] and trimmer.trims == 1
+        cpu[0] = 2.6
+        await wait_for(lambda: trimmed == [1.5, 2.6])
+    finally:
+        task.cancel()
+    assert malloc_trim() is True  # glibc here (the module is skipped elsewhere)
+
+
+async def test_a_trimmer_off_glibc_stops():
+    trimmer = Trimmer(every=0.01, after_cpu=0.0, trim=lambda: False)
+    await asyncio.wait_for(trimmer.run(), timeout=30)
+    assert trimmer.trims == 0

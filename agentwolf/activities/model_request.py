@@ -37,6 +37,7 @@ from agentwolf.workflows.contracts import (
     chain_digest,
 )
 from agentwolf.workflows.output import OUTPUT_DESCRIPTION, OUTPUT_TOOL
+from agentwolf.workflows.turn import share_texts
 
 PERMANENT_HTTP = {400, 401, 403, 404, 422}
 
@@ -52,6 +53,7 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
         compiled.tools if inp.tool_names is None else [t for t in compiled.tools if t.name in inp.tool_names]
     )
     limit = compiled.tool_output_chars
+    share_texts(inp.delta)  # the workflow's copy of the transcript holds the same texts
     cached = await cached_transcript(host, inp.ref, inp.base_len, inp.base_digest, limit)
     cache_hit = cached.cache_hit
     base, base_sent, base_size = cached.messages, cached.sent, cached.size
@@ -148,6 +150,7 @@ def answered(
     answer = host.secrets.redact(ModelMessagesTypeAdapter.dump_json([response]).decode())
     stored = ModelMessagesTypeAdapter.validate_json(answer)[0]
     assert isinstance(stored, ModelResponse)
+    share_texts([stored])
     cost = request_cost(response, spec, host.manifest.host.models)
     if cost is not None:
         cost += attempts_cost(model, specs, response, host.manifest.host.models)
@@ -193,6 +196,7 @@ async def cached_transcript(
                 "it was sent with",
                 type="TranscriptMismatch",
             )
+        share_texts(base)
     return CachedPrefix(base, cut_tool_outputs(base, limit), _size(base), not base_len, Rendered())
 
 

@@ -28,7 +28,7 @@ from agentwolf.plugins import LocalModel, Plugins
 from agentwolf.telemetry import tracing
 from agentwolf.telemetry.interceptor import ActivityContext
 from agentwolf.worker.deployment import Deployment
-from agentwolf.worker.memory import tune_malloc
+from agentwolf.worker.memory import Trimmer, tune_malloc
 from agentwolf.worker.sandbox import CachingSandboxedWorkflowRunner
 from agentwolf.workflows.config_registry import ConfigRegistryWorkflow
 from agentwolf.workflows.datasets import EvalDatasetWorkflow
@@ -144,19 +144,23 @@ def create_worker(
 
 class SessionWorker(Worker):
     """The session worker, and beside it the worker of this host's own task queue, where the turns of
-    ACP agents run (their processes live on one host): it runs and stops with this one."""
+    ACP agents run (their processes live on one host): it runs and stops with this one, and so does
+    the trimmer that returns the process's freed memory (worker/memory.py)."""
 
     def __init__(self, *args: Any, home: Worker, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.home = home
+        self.trimmer = Trimmer()
 
     async def run(self) -> None:
         home = asyncio.create_task(self.home.run())
+        trimmer = asyncio.create_task(self.trimmer.run())
         try:
             await super().run()
         finally:
+            trimmer.cancel()
             await self.home.shutdown()
-            await asyncio.gather(home, return_exceptions=True)
+            await asyncio.gather(home, trimmer, return_exceptions=True)
 
 
 def _interceptors(client: Client) -> list[Interceptor]:

@@ -201,6 +201,8 @@ def _lines(message: ModelMessage, key: tuple[int, bool], rendered: Rendered) -> 
     lines = rendered.lines.get(key)
     if lines is None:
         lines = rendered.lines[key] = [_line(p, clip=None) for p in message.parts]
+        if key[1]:  # stubbed from now on (views only move forward): its whole results are not needed again
+            rendered.lines.pop((key[0], False), None)
     return lines
 
 

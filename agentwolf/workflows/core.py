@@ -38,7 +38,15 @@ from agentwolf.workflows.contracts import (
 from agentwolf.workflows.evals import Recording
 from agentwolf.workflows.guard import LimitGuard
 from agentwolf.workflows.session_input import Branch, SessionInput, TurnMark
-from agentwolf.workflows.turn import CUT_MARK, EVENT_TEXT_LIMIT, MODEL_TEXT_LIMIT, Staleness, Turn, shared
+from agentwolf.workflows.turn import (
+    CUT_MARK,
+    EVENT_TEXT_LIMIT,
+    MODEL_TEXT_LIMIT,
+    Staleness,
+    Turn,
+    share_texts,
+    shared,
+)
 from agentwolf.workflows.types import (
     ACTIVE_ATTR,
     EVENTS_TOPIC,
@@ -71,6 +79,7 @@ class SessionCore:
         self.stream = stream
         self.events = stream.topic(EVENTS_TOPIC, type=Event)
         self.transcript: list[ModelMessage] = list(inp.transcript)
+        share_texts(self.transcript)  # the worker's cached copy and the previous run's hold them too
         self.digest = chain_digest(EMPTY_DIGEST, self.transcript)
         self.appended_bytes = 0
         """What this run added to the transcript, serialised: what its snapshot carries more."""
@@ -150,6 +159,7 @@ class SessionCore:
             raise asyncio.CancelledError()
 
     def append(self, message: ModelMessage) -> None:
+        share_texts([message])
         self.transcript.append(message)
         self.digest, size = chained(self.digest, [message])
         self.appended_bytes += size

@@ -76,6 +76,9 @@ class SessionWorkflow:
     @workflow.init
     def __init__(self, inp: SessionInput) -> None:
         self.core = SessionCore(inp, SessionStream(prior_state=inp.stream_state))
+        # The stream keeps its log compactly (turn.py's CompactLog); the decoded one would stay in the
+        # input, which the SDK holds for the whole run: up to `events_kept` events, a second time.
+        inp.stream_state = None
         self.context = ContextKeeper(self.core)
         self.runner = TurnRunner(self.core, ToolRouter(self.core), self.context, AcpRunner(self.core))
         self.turn_contexts: dict[str, contextvars.Context] = {}
@@ -114,6 +117,10 @@ class SessionWorkflow:
                 await self._await_turn()
                 if inp.background and not inp.keep:
                     break
+        except workflow.ContinueAsNewError:
+            if not workflow.unsafe.is_replaying():
+                self._release(inp)
+            raise
         except asyncio.CancelledError:
             # A Temporal cancel (the UI, `temporal workflow cancel`, a parent that stops): the turn
             # ends as interrupted, the session closes with outcome `cancelled`, the workflow is cancelled.
@@ -140,6 +147,17 @@ class SessionWorkflow:
             counters=self.core.counters,
             structured=structured(self.core.inp.output_schema, self.core.last_outcome, self.core.last_output),
         )
+
+    def _release(self, inp: SessionInput) -> None:
+        """This run has handed over: the snapshot the SDK is about to serialise holds what the next
+        run needs. Its transcript and turn marks are let go here, so they are freed as soon as that is
+        done: a finished run holds cycles and goes only with a full collection, which a worker runs
+        rarely, and the next run decodes its own copy meanwhile (two whole copies at once, an old
+        one more at every continue-as-new until that collection). Not while replaying: a query to
+        this run (a closed run is replayed for it) reads them."""
+        inp.transcript, inp.turns = [], []
+        self.core.inp = self.core.inp.model_copy(update={"transcript": [], "turns": []})
+        self.core.transcript, self.core.turns = [], []
 
     async def _idle(self) -> bool:
         """Wait for work (a prompt, a steer) or a snapshot; False when the session is to close: it

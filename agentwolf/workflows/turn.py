@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import sys
 import threading
 import weakref
 from collections import Counter
@@ -21,7 +22,7 @@ from datetime import timedelta
 from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel, ValidationError
-from pydantic_ai.messages import ModelRequestPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import ModelMessage, ModelRequestPart, ToolCallPart, ToolReturnPart
 from temporalio.api.common.v1 import Payload
 from temporalio.common import RetryPolicy
 from temporalio.contrib.workflow_streams import WorkflowStreamItem
@@ -229,6 +230,32 @@ def shared(model: M) -> M:
         if found is None:
             _SHARED[key] = found = model
     return found  # type: ignore[return-value]
+
+
+SHARED_TEXT_MIN = 256
+"""Texts this long and longer are shared (`share_texts`); shorter ones would save less than a lookup costs."""
+_MORTAL_INTERNS = sys.version_info[:2] != (3, 12)
+"""Interned strings leave the table with their last reference, except on 3.12 (PEP 683 made them
+immortal there): there texts stay unshared, or every tool result would live as long as the process."""
+
+
+def share_texts(messages: Iterable[ModelMessage]) -> None:
+    """Make each long text in `messages` (prompts, answers, tool results, call arguments) the
+    process's one copy of it (`sys.intern`), in place.
+
+    A worker holds a session's transcript twice, each decoded from its own payload: in the workflow's
+    state and in its transcript cache (hosts/transcripts.py), and a continue-as-new decodes it once
+    more while the old run's copy is still alive. Strings are immutable and equal ones are
+    interchangeable: nothing a run can observe changes, and no text is kept longer than its last
+    holder keeps it."""
+    if not _MORTAL_INTERNS:
+        return
+    for message in messages:
+        for part in message.parts:
+            for name in ("content", "args"):
+                text = getattr(part, name, None)
+                if type(text) is str and len(text) >= SHARED_TEXT_MIN:
+                    setattr(part, name, sys.intern(text))
 
 
 class CompactLog:
