@@ -220,9 +220,11 @@ class Rate:
 
 
 def machine_busy_seconds() -> float:
-    """CPU seconds the machine has spent on anything but idling, summed over its CPUs."""
+    """CPU seconds the machine has spent on anything but idling, summed over its CPUs (Linux counts
+    guests' time inside user and nice too: not twice)."""
     times = psutil.cpu_times()
-    return sum(times) - times.idle - getattr(times, "iowait", 0.0)
+    skip = ("idle", "iowait", "guest", "guest_nice")
+    return sum(times) - sum(getattr(times, name, 0.0) for name in skip)
 
 
 def cpu_seconds(procs: list[psutil.Process]) -> float:

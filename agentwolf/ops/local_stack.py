@@ -355,7 +355,7 @@ def polls_from_a_dead_process(identity: str) -> bool:
     pid, _, host = identity.partition("@")
     if host != socket.gethostname() or not pid.isdigit():
         return False
-    if os.path.isdir("/proc/self"):
+    if sys.platform.startswith("linux"):
         try:
             stat = Path(f"/proc/{int(pid)}/stat").read_text()
         except FileNotFoundError:

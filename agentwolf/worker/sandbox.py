@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import importlib.abc
+import inspect
 import importlib.machinery
 import sys
 import threading
@@ -104,6 +105,24 @@ class _CompiledInstance(_Instance):
         super()._run_code(compiled_once(code), **extra_globals)  # type: ignore[arg-type]  # exec takes both
 
 
+def _private_hook_fits() -> bool:
+    """Whether temporalio's private run class still has the shapes `_CompiledInstance` relies on (a
+    temporalio release may change them: then runs are Temporal's own, only slower)."""
+    try:
+        init = inspect.signature(_Instance.__init__).parameters
+        run = inspect.signature(_Instance._run_code).parameters
+    except AttributeError:
+        return False
+    return list(init)[1:] == ["instance_details", "runner_class", "restrictions"] and list(run) == [
+        "self",
+        "code",
+        "extra_globals",
+    ]
+
+
+COMPILED_ENTRIES = _private_hook_fits()
+
+
 @dataclass(frozen=True)
 class CachingSandboxedWorkflowRunner(SandboxedWorkflowRunner):
     """Temporal's sandboxed runner, with the modules of each prepared workflow's top-level package,
@@ -115,4 +134,6 @@ class CachingSandboxedWorkflowRunner(SandboxedWorkflowRunner):
         super().prepare_workflow(defn)
 
     def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        if not COMPILED_ENTRIES:
+            return super().create_instance(det)
         return _CompiledInstance(det, self.runner_class, self.restrictions)
