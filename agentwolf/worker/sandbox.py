@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import functools
 import importlib.abc
-import inspect
 import importlib.machinery
+import inspect
 import sys
 import threading
 from collections.abc import Callable, Sequence
