@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import sys
+from functools import partial
 
 import pytest
 from pydantic_ai.messages import (
@@ -21,11 +22,13 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
+from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.service import RPCError
 
 from agentwolf.workflows.compaction import ContextView, Rendered, working_context
 from agentwolf.workflows.core import SessionCore
 from agentwolf.workflows.turn import SHARED_TEXT_MIN, share_texts
-from agentwolf.workflows.types import workflow_id
+from agentwolf.workflows.types import SessionStatus, workflow_id
 from tests.conftest import make_manifest, wait_for
 from tests.support.models import Script, sequence, text, tool
 
@@ -99,10 +102,15 @@ async def test_a_run_that_continued_as_new_lets_its_transcript_go_and_a_query_to
     try:
         async with run_worker(local_models={"m": script.model}):
             sid = await wolf.start_session("a", manifest)
-            first_run = (await client.get_workflow_handle(workflow_id("default", sid)).describe()).run_id
+            runs = [(await client.get_workflow_handle(workflow_id("default", sid)).describe()).run_id]
+            first_run = runs[0]
             for i in range(2):
                 await wolf.prompt(sid, f"question {i}")
-                await wait_for(lambda n=i + 1: _continued(wolf, sid, n))
+                # Not a status query while the run hands over: the counter says so before the next
+                # run is there, and a query that reaches a run once it has ended replays it (a core
+                # that keeps its transcript, as a query's replay should).
+                runs.append(await wait_for(partial(_next_run, client, sid, runs[-1]), timeout=120))
+                await wait_for(partial(_live, client, sid, runs[-1], i + 1), timeout=120)
             cores = [o for o in gc.get_objects() if isinstance(o, SessionCore) and o.inp.session_id == sid]
             held = sorted(len(core.transcript) for core in cores)
             # A query to the first run replays it: it reads the transcript that run ended with.
@@ -118,6 +126,17 @@ async def test_a_run_that_continued_as_new_lets_its_transcript_go_and_a_query_to
     assert len(first) == 2
 
 
-async def _continued(wolf, sid: str, n: int) -> bool:
-    status = await wolf.status(sid)
+async def _next_run(client: Client, sid: str, run_id: str) -> str | None:
+    """The session's current run once it is another than `run_id` (the server says: no query)."""
+    current = (await client.get_workflow_handle(workflow_id("default", sid)).describe()).run_id
+    return current if current != run_id else None
+
+
+async def _live(client: Client, sid: str, run_id: str, n: int) -> bool:
+    """Whether run `run_id` has started and is idle after `n` continue-as-news: its core is there."""
+    handle = client.get_workflow_handle(workflow_id("default", sid), run_id=run_id)
+    try:
+        status = await handle.query("status", result_type=SessionStatus)
+    except (RPCError, WorkflowQueryFailedError):  # its first task is not done yet
+        return False
     return status.counters.continued_as_new >= n and status.state == "idle"

@@ -66,6 +66,9 @@ RELEASE_ON_CANCEL = "release-on-cancel"  # patch: a cancelled session stops its 
 DETACH_AT_CLOSE = "detach-at-close"  # patch: closing answers waiting follower polls, refuses new ones
 REWIND = "rewind"  # patch: the rewind update (a session goes back to a turn or a branch)
 IDLE_CLOSE = "idle-close"  # patch: a session idle for host.sessions.idle_close_after closes
+HANDED_OVER = "handed over to the next run"
+"""What a query that reads the transcript says once this run let it go (`_release`); clients ask
+again (client/transient.py), and reach the next run, or this one replayed."""
 
 
 @workflow.defn(name=SESSION_WORKFLOW)
@@ -83,6 +86,8 @@ class SessionWorkflow:
         self.runner = TurnRunner(self.core, ToolRouter(self.core), self.context, AcpRunner(self.core))
         self.turn_contexts: dict[str, contextvars.Context] = {}
         """Queued turns' prompter contexts; not carried over continue-as-new (tracing only)."""
+        self.released: int | None = None
+        """The transcript's length when `_release` let it go: this run has handed over."""
 
     @workflow.run
     async def run(self, inp: SessionInput) -> SessionResult:
@@ -154,7 +159,12 @@ class SessionWorkflow:
         done: a finished run holds cycles and goes only with a full collection, which a worker runs
         rarely, and the next run decodes its own copy meanwhile (two whole copies at once, an old
         one more at every continue-as-new until that collection). Not while replaying: a query to
-        this run (a closed run is replayed for it) reads them."""
+        this run (a closed run is replayed for it) reads them.
+
+        A query can still reach this instance after it handed over, before the worker evicts it (the
+        SDK answers a query that came during the last activation once that activation is done): the
+        transcript queries refuse then (HANDED_OVER, asked again), they would read an empty one."""
+        self.released = len(self.core.transcript)
         inp.transcript, inp.turns = [], []
         self.core.inp = self.core.inp.model_copy(update={"transcript": [], "turns": []})
         self.core.transcript, self.core.turns = [], []
@@ -380,7 +390,7 @@ class SessionWorkflow:
             queued=len(self.core.queue),
             steer_room=max(0, self.core.inp.manifest.host.sessions.max_steers - len(self.core.steers)),
             counters=self.core.counters,
-            transcript_len=len(self.core.transcript),
+            transcript_len=len(self.core.transcript) if self.released is None else self.released,
             last_output=self.core.last_output,
             last_outcome=self.core.last_outcome,
             pending_approvals=list(self.core.approvals.pending.values()),
@@ -394,6 +404,7 @@ class SessionWorkflow:
 
     @workflow.query(name=TRANSCRIPT_QUERY, description="The whole transcript (pydantic-ai messages).")
     def get_transcript(self) -> list[ModelMessage]:
+        self._check_held()
         return self.core.transcript
 
     @workflow.update(
@@ -430,6 +441,7 @@ class SessionWorkflow:
 
     @workflow.query(name=SNAPSHOT_QUERY, description="The session as a fork starts from it (see cuts.py).")
     def get_snapshot(self) -> SessionInput:
+        self._check_held()
         core = self.core
         return core.inp.model_copy(
             update={
@@ -442,6 +454,10 @@ class SessionWorkflow:
                 "stream_state": None,
             }
         )
+
+    def _check_held(self) -> None:
+        if self.released is not None:
+            raise ApplicationError(HANDED_OVER, type="HandedOver")
 
     @workflow.query(name=MANIFEST_QUERY, description="The session's manifest, placeholders unresolved.")
     def get_manifest(self) -> Manifest:
