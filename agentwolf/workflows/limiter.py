@@ -202,6 +202,10 @@ class LimiterState(BaseModel):
     """Paced runs: the earliest time of the next grant while requests keep waiting."""
     contended: bool = False
     """Paced runs: requests still waited when the limiter last served its queue."""
+    held_until: datetime | None = None
+    """Even runs: when the budget that last held the queue frees room by itself (a lease leaving the
+    window, a cooldown's end): paced grants catch up only the limiter's lateness past it (a release
+    that frees room earlier counts from then)."""
     interactive_at: datetime | None = None
     """Reserving runs: when an interactive request last asked (at first, when the limiter started):
     the reserve is held until a window after."""
@@ -554,7 +558,10 @@ class LimiterWorkflow:
                 # late by up to `burst` intervals keep the rate: a loaded server runs this workflow's
                 # tasks seconds late) or, after a longer wait, from now (no larger burst)
                 interval = self._share(ask) * s.limits.window
-                s.paced_at = max(s.paced_at or now, now - interval * self.burst) + interval
+                base = max(s.paced_at or now, now - interval * self.burst)
+                if self.even and s.held_until is not None:  # no catch-up for the time the budget held
+                    base = max(base, min(s.held_until, now))
+                s.paced_at = base + interval
             else:
                 s.clock = start
             lease = Lease(
@@ -577,7 +584,7 @@ class LimiterWorkflow:
             # the budget holds the queue, not this workflow's lateness: grants resume paced from when
             # it frees room (caught up, leases that left the window together come back together, and
             # the window's grants stay bunched with gaps between, where a person's request waits)
-            s.paced_at = self._next_free(now)
+            s.held_until = self._next_free(now)
         if s.queue:
             s.last_active = now
         s.contended = bool(s.queue)
