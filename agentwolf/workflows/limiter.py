@@ -26,10 +26,7 @@ budget's rate (each one its cost's share of the window after the one before, a c
 refilling bucket) instead of going out in a batch whenever the window frees room, so the window
 frees room one request at a time and a request of higher priority arriving meanwhile gets the next
 slot, at most one interval away. An endpoint nobody waits for grants as much as its window holds
-at once. Since the `limiter-even` patch, only the limiter's own lateness is caught up, not time the
-budget held the queue: leases that left the window together would come back as grants together,
-and the window's grants would stay bunched, with gaps between where a person's request waits. A
-tenant's virtual time starts at the system's when it starts waiting (no share is kept
+at once. A tenant's virtual time starts at the system's when it starts waiting (no share is kept
 for a tenant with nothing waiting), and the system's is the smallest of the waiting tenants', so a
 grant that priority moves ahead takes nothing from the others' place.
 
@@ -63,8 +60,6 @@ CATCH_UP = "limiter-catch-up"
 RESERVE = "limiter-reserve"
 """Patch: jobs and background work leave `limits.reserve` of each budget to interactive requests,
 which are not paced."""
-EVEN = "limiter-even"
-"""Patch: time the budget held the queue is not caught up (only the limiter's own lateness is)."""
 BURST = 2.0
 """Intervals of paced grants a late workflow task may catch up (before the patch: a quarter)."""
 POLL = timedelta(seconds=10)
@@ -206,10 +201,6 @@ class LimiterState(BaseModel):
     """Paced runs: the earliest time of the next grant while requests keep waiting."""
     contended: bool = False
     """Paced runs: requests still waited when the limiter last served its queue."""
-    held_until: datetime | None = None
-    """Even runs: when the budget that last held the queue frees room by itself (a lease leaving the
-    window, a cooldown's end): paced grants catch up only the limiter's lateness past it (a release
-    that frees room earlier counts from then)."""
     interactive_at: datetime | None = None
     """Reserving runs: when an interactive request last asked (at first, when the limiter started):
     the reserve is held until a window after."""
@@ -280,7 +271,6 @@ class LimiterWorkflow:
         self.paced = workflow.patched(PACED)
         self.burst = BURST if self.paced and workflow.patched(CATCH_UP) else 0.25
         self.reserving = self.paced and workflow.patched(RESERVE)
-        self.even = self.paced and workflow.patched(EVEN)
         self.skew = TIGHT_SKEW if self.paced and workflow.patched(TIGHT) else SKEW
 
     @workflow.run
@@ -563,10 +553,7 @@ class LimiterWorkflow:
                 # late by up to `burst` intervals keep the rate: a loaded server runs this workflow's
                 # tasks seconds late) or, after a longer wait, from now (no larger burst)
                 interval = self._share(ask) * s.limits.window
-                base = max(s.paced_at or now, now - interval * self.burst)
-                if self.even and s.held_until is not None:  # no catch-up for the time the budget held
-                    base = max(base, min(s.held_until, now))
-                s.paced_at = base + interval
+                s.paced_at = max(s.paced_at or now, now - interval * self.burst) + interval
             else:
                 s.clock = start
             lease = Lease(
@@ -585,11 +572,6 @@ class LimiterWorkflow:
             waits = s.waits.setdefault(ask.priority, [])
             waits[:] = [*waits[-(WAITS_KEPT - 1) :], max(0.0, (now - ask.since).total_seconds())]
             s.requests += 1
-        if self.even and s.queue and (s.paced_at is None or s.paced_at <= now):
-            # the budget holds the queue, not this workflow's lateness: grants resume paced from when
-            # it frees room (caught up, leases that left the window together come back together, and
-            # the window's grants stay bunched with gaps between, where a person's request waits)
-            s.held_until = self._next_free(now)
         if s.queue:
             s.last_active = now
         s.contended = bool(s.queue)
