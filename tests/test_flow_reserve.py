@@ -78,9 +78,8 @@ async def test_jobs_saturating_an_endpoint_leave_room_for_an_interactive_request
             waiting += [
                 asyncio.create_task(flow.acquire(jobs_only, _ask(f"b{i}", 2, brief))) for i in range(12)
             ]
-            borrowed = await wait_for(
-                lambda: _full(flow, jobs_only), timeout=90
-            )  # held 2 s from the limiter's start, then borrowed
+            # the reserve is held 2 s from the limiter's start, then jobs borrow it
+            borrowed = await wait_for(lambda: _full(flow, jobs_only), timeout=90)
         finally:
             for task in waiting:
                 task.cancel()
