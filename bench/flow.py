@@ -14,7 +14,9 @@ Modes, each on a fresh dev server:
 
 The provider's window is `--window` seconds (10 by default: 60 RPM and 40k input TPM scaled to 10 s,
 six times faster than a real minute, same shape). Each session's prompt carries ~950 tokens so
-the token budget binds before the request budget. Printed per mode: requests, 429 ratio, requests
+the token budget binds before the request budget. The jobs start at once; people's prompts come at
+random over 5-90 s from when the jobs saturate the endpoint (`--people-from start`: from the
+bench's start, as before 2026-12-02). Printed per mode: requests, 429 ratio, requests
 sent inside an announced cooldown, failed turns, input-token budget used while work waited,
 each tenant's share of requests while every tenant had work (sessions start in tenant order, and a
 tenant with nothing waiting yet keeps no share; in brackets the shares from the first request),
@@ -115,9 +117,13 @@ async def _session(
     interactive: bool,
     delay: float,
     starting: asyncio.Semaphore,
+    saturated: asyncio.Event,
+    jobs_started: list[str],
 ) -> tuple[str, bool, float, str]:
     """One session's first turn: (tenant, interactive, seconds from prompt to answer, why it failed
-    or '')."""
+    or ''). A person's prompt comes `delay` seconds after the jobs saturate the endpoint."""
+    if interactive:
+        await saturated.wait()
     await asyncio.sleep(delay)
     wolf = WolfClient(client, tenant=tenant, task_queue=queue)
     text = f"tenant={tenant} {'interactive' if interactive else 'job'} {PADDING}"
@@ -127,6 +133,7 @@ async def _session(
             sid = await wolf.start_session("a", manifest, prompt=text)
         else:  # a job
             sid = await wolf.start_session("a", manifest, prompt=text, background=True, trigger="bench")
+            jobs_started.append(sid)
     if interactive:
         error = "the session ended without finishing its turn"
         async for _, event in wolf.events(sid, live=False):
@@ -179,17 +186,21 @@ async def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
             # once); people's prompts do not queue behind the job script's starts, else they arrive
             # bunched when the jobs' starts are slow
             plan, starting = [], {True: asyncio.Semaphore(10), False: asyncio.Semaphore(10)}
+            saturated, jobs_started = asyncio.Event(), list[str]()
             for i, tenant in enumerate(tenants):
                 interactive = i % 5 == 0  # 20 %
                 # jobs all at once (a saturated queue), interactive prompts spread over the run
                 delay = rng.uniform(5, args.sessions / args.rpm * args.window * 0.6) if interactive else 0.0
-                gate = starting[interactive]
-                plan.append(_session(env.client, queue, manifest, tenant, interactive, delay, gate))
+                gates = (starting[interactive], saturated, jobs_started)
+                plan.append(_session(env.client, queue, manifest, tenant, interactive, delay, *gates))
+            jobs = sum(1 for i in range(len(tenants)) if i % 5)
+            watch = asyncio.create_task(_saturation(limit, jobs_started, jobs, args.people_from, saturated))
             progress = asyncio.create_task(_progress(env.client))
             try:
                 outcomes = await asyncio.wait_for(asyncio.gather(*plan), timeout=args.timeout)
             finally:
                 progress.cancel()
+                watch.cancel()
             found = await endpoints(env.client, None)
             lease_p95 = found[0].wait_p95.get(1) if found else None
             if args.logs:
@@ -200,6 +211,18 @@ async def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
                 proc.wait()
             await env.shutdown()
     return {**_figures(limit, outcomes, args), "mode": mode, "lease_p95_s": lease_p95}
+
+
+async def _saturation(
+    limit: RateLimit, started: list[str], jobs: int, people_from: str, saturated: asyncio.Event
+) -> None:
+    """People's prompts start counting their delays from the bench's start (`--people-from start`),
+    or once every job has started and the provider has seen a request (`saturated`): else the
+    prompts due while 120 sessions start on a loaded machine reach the limiter bunched, several
+    in the same second, and wait on each other, which no scheduler can help."""
+    while people_from == "saturated" and (len(started) < jobs or not limit.log):
+        await asyncio.sleep(0.1)
+    saturated.set()
 
 
 async def _save_limiter(client: Any, folder: Path, mode: str) -> None:
@@ -325,6 +348,13 @@ async def main_async() -> None:
     parser.add_argument("--modes", default="off,queue,limiter")
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--people-from",
+        choices=["saturated", "start"],
+        default="saturated",
+        help="people's prompts come at random over 5-90 s from when the jobs saturate the endpoint "
+        "(every job started and one request sent) or from the bench's start",
+    )
     parser.add_argument("--logs", help="a folder for the worker processes' output (default: discarded)")
     args = parser.parse_args()
     results = {}

@@ -310,8 +310,8 @@ async def _waiting(handle: Any, n: int) -> bool:
 
 async def test_the_limiter_continues_as_new_keeping_its_ledger(client, run_worker, task_queue):
     """Past its history bound the limiter moves to a new run mid-stream of asks; the leases granted
-    before still count (rpm 40 in a long window: all 40 are in it)."""
-    limits = EndpointLimits(rpm=40, window=timedelta(minutes=10))
+    before still count (rpm 40 in a long window, none of it reserved: all 40 are in it)."""
+    limits = EndpointLimits(rpm=40, window=timedelta(minutes=10), reserve=0)  # jobs may use it all
     endpoint = Endpoint(f"test-can-{task_queue}", "test", limits)
     wid = limiter_id(endpoint.id)
     flow = Flow(client, task_queue, FlowPolicy())

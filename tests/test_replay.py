@@ -106,6 +106,7 @@ def test_the_corpus_covers_every_feature():
         "limiter_paced",
         "last_activity",
         "limiter_news",
+        "limiter_reserve",
         "flow_interactive_first",
         "projected_snapshot",
         "tool_own_time",

@@ -51,6 +51,10 @@ class EndpointLimits(BaseModel):
     real usage when the answer is in)."""
     window: timedelta = Field(timedelta(minutes=1), gt=timedelta(0))
     """The provider's window: 60 s for per-minute limits (shorter in tests)."""
+    reserve: float = Field(0.15, ge=0, lt=1)
+    """The share of each budget jobs and background work leave to interactive requests, which get it
+    at once, unpaced (0: none). Held while people use the endpoint: from the limiter's start until a
+    window passes without an interactive request; meanwhile jobs may use it too."""
     lease_ttl: timedelta = Field(timedelta(minutes=2), gt=timedelta(0))
     """A lease not released by then (its worker died) is freed: its request counts until the end of
     the window after that."""

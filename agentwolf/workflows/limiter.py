@@ -30,6 +30,12 @@ at once. A tenant's virtual time starts at the system's when it starts waiting (
 for a tenant with nothing waiting), and the system's is the smallest of the waiting tenants', so a
 grant that priority moves ahead takes nothing from the others' place.
 
+Reserving (runs since the `limiter-reserve` patch): jobs and background work are never granted the
+last `limits.reserve` of a budget (15 %) while people use the endpoint (an interactive request
+asked within the last window, or the limiter started within it), and interactive requests are not
+paced: one that arrives while jobs saturate the endpoint finds room at once, however full of job
+leases the window is. A window without interactive requests lets jobs use the reserve too.
+
 The limiter continues as new when its history grows, carrying its ledger and its queue.
 Deterministic code only.
 """
@@ -44,13 +50,16 @@ from pydantic import BaseModel
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from agentwolf.config.limits import EndpointLimits
+    from agentwolf.config.limits import INTERACTIVE, EndpointLimits
 
 LIMITER_WORKFLOW = "Limiter"
 PACED = "limiter-paced"
 """Patch: grants paced while requests wait; tenants' virtual times start at the system's on joining."""
 CATCH_UP = "limiter-catch-up"
 """Patch: paced grants the limiter's workflow tasks made late are caught up, up to BURST intervals."""
+RESERVE = "limiter-reserve"
+"""Patch: jobs and background work leave `limits.reserve` of each budget to interactive requests,
+which are not paced."""
 BURST = 2.0
 """Intervals of paced grants a late workflow task may catch up (before the patch: a quarter)."""
 POLL = timedelta(seconds=10)
@@ -60,6 +69,10 @@ STALE = timedelta(seconds=30)
 WAITS_KEPT = 200
 SKEW = timedelta(seconds=1)
 """How far a worker's clock may be behind the limiter's (`Release.ended_at`)."""
+TIGHT = "limiter-tight-skew"
+"""Patch: SKEW is TIGHT_SKEW: a second more per lease held 10 % of a 10 s window's budget unused (the
+provider saw the request before the worker saw it end, so only clocks out of step need the margin)."""
+TIGHT_SKEW = timedelta(milliseconds=250)
 IDLE_END = timedelta(hours=1)
 """A limiter with no lease in its window and no waiter for this long ends (the next acquire starts it
 again, with what the workers configure)."""
@@ -101,7 +114,8 @@ class Grant(BaseModel):
     resumes_at: datetime | None = None
     """Not granted: the earliest time it could be (an estimate past a cooldown or a window)."""
     reason: str = ""
-    """Not granted: `cooldown`, `rpm`, `input_tpm`, `output_tpm`, `concurrency`, `queued`."""
+    """Not granted: `cooldown`, `rpm`, `input_tpm`, `output_tpm`, `concurrency`, `reserved` (what is
+    left is kept for interactive requests), `queued`."""
 
 
 class Poll(BaseModel):
@@ -187,6 +201,9 @@ class LimiterState(BaseModel):
     """Paced runs: the earliest time of the next grant while requests keep waiting."""
     contended: bool = False
     """Paced runs: requests still waited when the limiter last served its queue."""
+    interactive_at: datetime | None = None
+    """Reserving runs: when an interactive request last asked (at first, when the limiter started):
+    the reserve is held until a window after."""
     requests: int = 0
     cooldowns: int = 0
     last_active: datetime | None = None
@@ -253,10 +270,14 @@ class LimiterWorkflow:
         self.moving = False
         self.paced = workflow.patched(PACED)
         self.burst = BURST if self.paced and workflow.patched(CATCH_UP) else 0.25
+        self.reserving = self.paced and workflow.patched(RESERVE)
+        self.skew = TIGHT_SKEW if self.paced and workflow.patched(TIGHT) else SKEW
 
     @workflow.run
     async def run(self, state: LimiterState) -> None:
         self.state.last_active = self.state.last_active or workflow.now()
+        if self.reserving and self.state.interactive_at is None:  # people may come: hold the reserve
+            self.state.interactive_at = workflow.now()
         while True:
             now = workflow.now()
             self._serve(now)
@@ -317,6 +338,8 @@ class LimiterWorkflow:
                     s.virtual[ask.tenant] = max(s.virtual.get(ask.tenant, s.clock), s.clock)
                 s.queue.append(ask.model_copy(update={"worker": worker}))
                 s.limits = ask.limits  # the latest asker's configuration applies
+            if self.reserving and ask.priority <= INTERACTIVE:
+                s.interactive_at = workflow.now()
         if asks:
             s.last_active = workflow.now()
 
@@ -331,7 +354,7 @@ class LimiterWorkflow:
                 reserved = self._share(lease)
                 lease.ended_at = workflow.now()
                 if self.paced and release.ended_at is not None:
-                    lease.ended_at = min(lease.ended_at, release.ended_at + SKEW)
+                    lease.ended_at = min(lease.ended_at, release.ended_at + self.skew)
                 lease.sent = release.sent
                 lease.input_tokens = release.input_tokens if release.sent else 0
                 lease.output_tokens = release.output_tokens if release.sent else 0
@@ -428,9 +451,38 @@ class LimiterWorkflow:
             return "output_tpm"
         if s.limits.concurrency is not None and use.active + 1 > s.limits.concurrency:
             return "concurrency"
-        if self._pacing(now):
+        if self._reserved(ask, use, now):
+            return "reserved"
+        if self._pacing(now) and not (self.reserving and ask.priority <= INTERACTIVE):
             return self._binding(ask)
         return ""
+
+    def _holding(self, now: datetime) -> bool:
+        """The reserve is kept for interactive requests: one asked within the last window."""
+        s = self.state
+        if not self.reserving or s.limits.reserve <= 0 or s.interactive_at is None:
+            return False
+        return s.interactive_at + s.limits.window > now
+
+    def _reserved(self, ask: Ask, use: Usage, now: datetime) -> bool:
+        """A job or background request would take what is left to interactive requests (a whole
+        reserved request or slot: of 10 requests, 15 % keeps one)."""
+        if ask.priority <= INTERACTIVE or not self._holding(now):
+            return False
+        rpm, itpm, otpm = self._limits()
+        share = self.state.limits.reserve
+        budgets = [
+            (rpm, use.requests, 1, True),
+            (self.state.limits.concurrency, use.active, 1, True),
+            (itpm, use.input_tokens, ask.input_tokens, False),
+            (otpm, use.output_tokens, ask.output_tokens, False),
+        ]
+        for limit, used, more, counted in budgets:
+            if limit is not None and used:  # an empty window admits one, whatever its size
+                kept = int(limit * share) if counted else limit * share
+                if used + more > limit - kept:
+                    return True
+        return False
 
     def _pacing(self, now: datetime) -> bool:
         """Requests kept waiting and the last grant's interval has not passed."""
@@ -557,6 +609,8 @@ class LimiterWorkflow:
             times.append(s.cooldown_until)
         if self._pacing(now) and s.paced_at is not None:
             times.append(s.paced_at)
+        if self._holding(now) and s.interactive_at is not None:  # jobs may use the reserve then
+            times.append(s.interactive_at + s.limits.window)
         return min(times, default=now)
 
     def _next_wake(self, now: datetime) -> timedelta:
