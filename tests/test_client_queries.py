@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from temporalio.client import WorkflowQueryFailedError
 
-from agentwolf.client.wolf_client import _patiently
+from agentwolf.client.transient import patiently
 
 DEADLOCK = "[TMPRL1101] Potential deadlock detected: workflow didn't yield within 2 second(s)."
 
@@ -21,7 +21,7 @@ async def test_a_query_that_met_a_starved_activation_is_asked_again():
             raise WorkflowQueryFailedError(DEADLOCK)
         return "idle"
 
-    assert await _patiently(query) == "idle"
+    assert await patiently(query) == "idle"
     assert len(tries) == 2
 
 
@@ -33,5 +33,5 @@ async def test_a_query_that_fails_for_good_fails_at_once():
         raise WorkflowQueryFailedError("the status query raised: KeyError")
 
     with pytest.raises(WorkflowQueryFailedError, match="KeyError"):
-        await _patiently(query)
+        await patiently(query)
     assert len(tries) == 1

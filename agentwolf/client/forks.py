@@ -27,12 +27,12 @@ class ForkMethods(ClientCore):
 
     async def snapshot(self, session_id: str) -> SessionInput:
         """The session's state as a continue-as-new would hand it over (transcript, turns, counters)."""
-        from agentwolf.client.wolf_client import _patiently  # not at the top: it imports this module
+        from agentwolf.client.transient import patiently
         from agentwolf.workflows.contracts import SNAPSHOT_QUERY
         from agentwolf.workflows.session_input import SessionInput
 
         handle = await self._handle(session_id)
-        return await _patiently(lambda: handle.query(SNAPSHOT_QUERY, result_type=SessionInput))
+        return await patiently(lambda: handle.query(SNAPSHOT_QUERY, result_type=SessionInput))
 
     async def start_from(
         self,

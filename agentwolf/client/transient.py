@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from temporalio.client import WorkflowQueryFailedError
+from temporalio.service import RPCError
+
+T = TypeVar("T")
+
 TRANSIENT_QUERY_ERRORS = ("no poller seen", "TMPRL1101", "handed over to the next run")
 """No worker has polled lately (a worker that has just started), the SDK's "potential deadlock"
 (an activation that did not yield within 2 s, which a starved CPU, a long garbage collection or a
@@ -14,3 +23,22 @@ def transient(exc: Exception) -> bool:
     """Whether a failed query (RPCError or WorkflowQueryFailedError) is worth asking again."""
     message = getattr(exc, "message", None) or str(exc)
     return any(mark in message for mark in TRANSIENT_QUERY_ERRORS)
+
+
+NO_POLLER_WAIT = 5.0
+"""How long a query waits out "no poller seen": a worker that has just (re)started has not polled
+every partition of the task queue yet."""
+
+
+async def patiently(query: Callable[[], Awaitable[T]]) -> T:
+    """Run `query`, retrying for NO_POLLER_WAIT while it fails in a way a retry clears
+    (TRANSIENT_QUERY_ERRORS); any other error, or the same one after that, is raised."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + NO_POLLER_WAIT
+    while True:
+        try:
+            return await query()
+        except (RPCError, WorkflowQueryFailedError) as exc:
+            if not transient(exc) or loop.time() > deadline:
+                raise
+        await asyncio.sleep(0.2)

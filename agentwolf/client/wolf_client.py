@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -31,7 +31,7 @@ from agentwolf.client.configs import ConfigMethods
 from agentwolf.client.forks import ForkMethods
 from agentwolf.client.jobs import JobMethods
 from agentwolf.client.schedules import ScheduleMethods
-from agentwolf.client.transient import transient
+from agentwolf.client.transient import patiently
 from agentwolf.client.usage import Spending, UsageKey, UsageReport, read_spending, usage_report
 from agentwolf.connection import connect
 from agentwolf.defaults import TASK_QUEUE
@@ -408,7 +408,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
         started_for = await (await handle.describe()).memo_value(OWNER_MEMO, None)
         if started_for != owner:
             raise NotOwner(f"session {session_id!r} was not started for {owner or 'this client'!r}")
-        compiled = await _patiently(lambda: handle.query("compiled", result_type=Compiled | None))  # type: ignore[arg-type]
+        compiled = await patiently(lambda: handle.query("compiled", result_type=Compiled | None))  # type: ignore[arg-type]
         sealed = await self._sealed(handle.id, servers, compiled.by_name() if compiled else {})
         await handle.signal("join_servers", sealed)
 
@@ -446,7 +446,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
         """The session's own account; `done` whatever it says once its workflow has ended (a terminated
         workflow never got to say so)."""
         handle, described = await self._checked(session_id)
-        status = await _patiently(lambda: handle.query("status", result_type=SessionStatus))
+        status = await patiently(lambda: handle.query("status", result_type=SessionStatus))
         if (
             status.state != "done"
             and (described or await handle.describe()).status != WorkflowExecutionStatus.RUNNING
@@ -479,7 +479,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
         from agentwolf.workflows.contracts import TRANSCRIPT_QUERY
 
         handle = await self._handle(session_id)
-        return await _patiently(lambda: handle.query(TRANSCRIPT_QUERY, result_type=list[ModelMessage]))
+        return await patiently(lambda: handle.query(TRANSCRIPT_QUERY, result_type=list[ModelMessage]))
 
     async def result(self, session_id: str) -> SessionResult:
         return await (await self._handle(session_id)).result()
@@ -574,25 +574,6 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
         """This tenant's sessions started at or after `since`, each with its counters."""
         where = None if all_tenants else f"{TENANT_ATTR.name} = {quote(self.tenant)}"
         return await read_spending(self.client, where, since=since)
-
-
-NO_POLLER_WAIT = 5.0
-"""How long a query waits out "no poller seen": a worker that has just (re)started has not polled
-every partition of the task queue yet."""
-
-
-async def _patiently(query: Callable[[], Awaitable[T]]) -> T:
-    """Run `query`, retrying for NO_POLLER_WAIT while it fails in a way a retry clears
-    (client/transient.py); any other error, or the same one after that, is raised."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + NO_POLLER_WAIT
-    while True:
-        try:
-            return await query()
-        except (RPCError, WorkflowQueryFailedError) as exc:
-            if not transient(exc) or loop.time() > deadline:
-                raise
-        await asyncio.sleep(0.2)
 
 
 START_PROMPT_CHARS = 500
