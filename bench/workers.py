@@ -128,11 +128,11 @@ def _traced() -> list[str]:
     if os.environ.get("WOLF_BENCH_TRACE") != "1":
         return []
     if not _first:
-        tracemalloc.start(12)
+        tracemalloc.start(int(os.environ.get("WOLF_BENCH_TRACE_FRAMES", "12")))
         _first.append(tracemalloc.take_snapshot())
         return []
-    grown = tracemalloc.take_snapshot().compare_to(_first[0], "traceback")[:6]
-    return [
+    grown = tracemalloc.take_snapshot().compare_to(_first[0], "traceback")[:8]
+    return [f"traced now {tracemalloc.get_traced_memory()[0] / 2**20:.1f} MB"] + [
         f"{d.size_diff / 1024:+.0f} KB in {d.count_diff:+d} blocks at "
         + " <- ".join(f"{Path(f.filename).name}:{f.lineno}" for f in list(d.traceback)[::-1][:6])
         for d in grown
@@ -247,4 +247,9 @@ class WorkerProcess:
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))  # agentwolf from this checkout
     kind, *where = sys.argv[1:]
-    asyncio.run({"wolf": wolf_worker, "pai": pai_worker}[kind](*where))
+    if kind == "floor":
+        from memory_floor import floor_worker  # bench/memory_floor.py's bare temporalio session
+
+        asyncio.run(floor_worker(*where))
+    else:
+        asyncio.run({"wolf": wolf_worker, "pai": pai_worker}[kind](*where))
