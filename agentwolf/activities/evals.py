@@ -4,15 +4,14 @@ the trajectory, for runs recorded before evaluators."""
 
 from __future__ import annotations
 
-from pydantic_ai.messages import ModelMessage
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agentwolf.activities.evaluators import Evaluators, Target
 from agentwolf.config.manifest import Manifest
 from agentwolf.hosts.host import HostRegistry
+from agentwolf.hosts.transcript_store import read_transcript
 from agentwolf.plugins import EvaluatorContext
-from agentwolf.workflows.contracts import TRANSCRIPT_QUERY
 from agentwolf.workflows.eval_run import StepsInput
 from agentwolf.workflows.evals import Scored, ScoreInput, Step, divergence, trajectory
 from agentwolf.workflows.types import tenant_of
@@ -25,8 +24,9 @@ async def eval_steps(inp: StepsInput) -> list[Step]:
 
 
 async def _steps(workflow_id: str, start: int) -> list[Step]:
-    handle = activity.client().get_workflow_handle(workflow_id)
-    transcript = await handle.query(TRANSCRIPT_QUERY, result_type=list[ModelMessage])
+    client = activity.client()
+    handle = client.get_workflow_handle(workflow_id)
+    transcript = await read_transcript(handle.query, client.data_converter)
     return trajectory(transcript[start:])
 
 

@@ -23,13 +23,13 @@ from agentwolf.config.policy import PolicyError
 from agentwolf.hosts import flow
 from agentwolf.hosts.host import AgentHost, HostRegistry
 from agentwolf.hosts.transcripts import CachedTranscript
+from agentwolf.workflows.archive import TranscriptTail, let_go, restored
 from agentwolf.workflows.compaction import Rendered, instructions, stubs_any, working_context
 from agentwolf.workflows.contracts import (
     COMPILED_QUERY,
-    EMPTY_DIGEST,
     RECALL_SPEC,
     SESSION,
-    TRANSCRIPT_QUERY,
+    TRANSCRIPT_TAIL_QUERY,
     CompiledAgent,
     HostRef,
     ModelRequestInput,
@@ -59,6 +59,8 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
     base, base_sent, base_size = cached.messages, cached.sent, cached.size
     messages = [*base, *inp.delta]
     sent = [*base_sent, *cut_tool_outputs(inp.delta, limit, start=len(base))]
+    if inp.view is not None:
+        let_go(messages, sent, cached.rendered, inp.view)  # what the session archived leaves this copy
     cut = any(m is not s for m, s in zip(messages, sent, strict=True))
     stubbed = stubs_any(messages, inp.view)
     offered = [  # nothing cut or put aside: nothing to read on
@@ -186,18 +188,23 @@ async def cached_transcript(
     if cached is not None:
         return CachedPrefix(cached.messages, cached.sent, cached.size, True, cached.rendered)
     base: list[ModelMessage] = []
+    rendered = Rendered()
     if base_len:
         # The transcript is append-only, so the workflow's current copy starts with our prefix;
-        # checked against the digest the workflow sent, like a cached copy.
-        base = (await heartbeating(query(ref, TRANSCRIPT_QUERY, list[ModelMessage])))[:base_len]
-        if len(base) != base_len or chain_digest(EMPTY_DIGEST, base) != base_digest:
+        # checked against the digest the workflow sent, like a cached copy. Archived messages stay
+        # in the payload store: the working context needs only their fold's text.
+        held = await heartbeating(query(ref, TRANSCRIPT_TAIL_QUERY, TranscriptTail))
+        archive = held.archive
+        base = restored(archive, held.messages)[:base_len]
+        if len(base) != base_len or chain_digest(archive.digest, base[archive.length :]) != base_digest:
             raise ApplicationError(
                 f"the session's transcript prefix ({len(base)} messages) does not match the digest "
                 "it was sent with",
                 type="TranscriptMismatch",
             )
         share_texts(base)
-    return CachedPrefix(base, cut_tool_outputs(base, limit), _size(base), not base_len, Rendered())
+        rendered = Rendered(archived=archive.length, archived_fold=archive.fold)
+    return CachedPrefix(base, cut_tool_outputs(base, limit), _size(base), not base_len, rendered)
 
 
 def _size(messages: list[ModelMessage]) -> int:

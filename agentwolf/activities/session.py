@@ -22,6 +22,7 @@ from temporalio import activity
 
 from agentwolf.access import check_caller
 from agentwolf.activities import live, observe
+from agentwolf.activities.archive import archive, read_archived
 from agentwolf.activities.compile import compile_agent
 from agentwolf.activities.model_request import request_model
 from agentwolf.activities.session_io import heartbeating, query
@@ -36,6 +37,7 @@ from agentwolf.extensions.types import ExtensionError
 from agentwolf.hosts.host import AgentHost, HostRegistry
 from agentwolf.hosts.servers import restore_session_server, restore_skill_server
 from agentwolf.telemetry import metrics
+from agentwolf.workflows.archive import ArchivedPart, ArchivedRead, ArchiveInput
 from agentwolf.workflows.contracts import (
     COMPILED_QUERY,
     MANIFEST_QUERY,
@@ -56,7 +58,15 @@ T = TypeVar("T")
 
 
 A = TypeVar(
-    "A", bound=CompileInput | ModelRequestInput | ToolCallInput | SkillReadInput | CommandInput | CompactInput
+    "A",
+    bound=CompileInput
+    | ModelRequestInput
+    | ToolCallInput
+    | SkillReadInput
+    | CommandInput
+    | CompactInput
+    | ArchiveInput
+    | ArchivedRead,
 )
 
 
@@ -153,6 +163,18 @@ class SessionActivities:
     async def compact_summary(self, inp: CompactInput) -> ModelRequestOutput:
         """Summarise older turns of the session (tier 2 of compaction, activities/summary.py)."""
         return await summarise(await self._host(inp.ref), inp)
+
+    @activity.defn(name="wolf.archive_transcript")
+    @_serving
+    async def archive_transcript(self, inp: ArchiveInput) -> ArchivedPart | None:
+        """Store older messages of the session in the payload store (activities/archive.py)."""
+        return await archive(await self._host(inp.ref), inp)
+
+    @activity.defn(name="wolf.read_archived")
+    @_serving
+    async def read_archived(self, inp: ArchivedRead) -> ToolCallOutput:
+        """A page of a tool result in the session's archived messages (`recall`)."""
+        return await read_archived(inp)
 
     @activity.defn(name="wolf.call_tool")
     @_serving

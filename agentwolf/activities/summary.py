@@ -17,6 +17,7 @@ from agentwolf.activities.session_io import heartbeating
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError
 from agentwolf.hosts.host import AgentHost
+from agentwolf.workflows.archive import let_go
 from agentwolf.workflows.compaction import SUMMARY_INSTRUCTIONS, summary_source
 from agentwolf.workflows.contracts import CompactInput, ModelRequestOutput
 
@@ -24,7 +25,10 @@ from agentwolf.workflows.contracts import CompactInput, ModelRequestOutput
 async def summarise(host: AgentHost, inp: CompactInput) -> ModelRequestOutput:
     compiled = await compiled_agent(host, inp.ref, inp.compiled_digest)
     cached = await cached_transcript(host, inp.ref, inp.base_len, inp.base_digest, compiled.tool_output_chars)
-    source = summary_source(cached.messages, inp.view, inp.start, inp.end, inp.budget)
+    let_go(cached.messages, cached.sent, cached.rendered, inp.view)
+    source = summary_source(
+        cached.messages, inp.view, inp.start, inp.end, inp.budget, cached.rendered.archived_fold
+    )
     specs = compiled.compact_models or compiled.models
     request = ModelRequest(parts=[UserPromptPart(source)], instructions=SUMMARY_INSTRUCTIONS)
     try:

@@ -28,11 +28,25 @@ class ForkMethods(ClientCore):
     async def snapshot(self, session_id: str) -> SessionInput:
         """The session's state as a continue-as-new would hand it over (transcript, turns, counters)."""
         from agentwolf.client.transient import patiently
+        from agentwolf.hosts.transcript_store import whole
+        from agentwolf.workflows.archive import TranscriptTail
         from agentwolf.workflows.contracts import SNAPSHOT_QUERY
         from agentwolf.workflows.session_input import SessionInput
 
         handle = await self._handle(session_id)
-        return await patiently(lambda: handle.query(SNAPSHOT_QUERY, result_type=SessionInput))
+        snapshot = await patiently(lambda: handle.query(SNAPSHOT_QUERY, result_type=SessionInput))
+        if snapshot.archive is None:
+            return snapshot
+        # A fork starts from the whole transcript: its archived messages read back from the store.
+        tail = TranscriptTail(archive=snapshot.archive, messages=snapshot.transcript)
+        context = snapshot.context.model_copy(update={"archived": 0}) if snapshot.context else None
+        return snapshot.model_copy(
+            update={
+                "transcript": await whole(self.client.data_converter, tail),
+                "archive": None,
+                "context": context,
+            }
+        )
 
     async def start_from(
         self,

@@ -474,12 +474,12 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
         return dict(compiled.commands) if compiled else {}
 
     async def transcript(self, session_id: str) -> list[ModelMessage]:
-        from pydantic_ai.messages import ModelMessage
-
-        from agentwolf.workflows.contracts import TRANSCRIPT_QUERY
+        """The whole transcript, its archived messages read back from the payload store."""
+        from agentwolf.hosts.transcript_store import read_transcript
 
         handle = await self._handle(session_id)
-        return await patiently(lambda: handle.query(TRANSCRIPT_QUERY, result_type=list[ModelMessage]))
+        converter = self.client.data_converter
+        return await patiently(lambda: read_transcript(handle.query, converter))
 
     async def result(self, session_id: str) -> SessionResult:
         return await (await self._handle(session_id)).result()

@@ -120,6 +120,8 @@ def create_worker(
             activities.compile,
             activities.model_request,
             activities.compact_summary,
+            activities.archive_transcript,
+            activities.read_archived,
             activities.call_tool,
             activities.read_skill,
             activities.expand_command,

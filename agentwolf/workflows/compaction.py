@@ -101,6 +101,15 @@ class ContextView(BaseModel):
     window: int | None = None
     """The window a provider's context-length error told (wins over the compiled agent's)."""
     compactions: int = 0
+    archived: int = 0
+    """Messages before this index are in the payload store, not in memory (workflows/archive.py):
+    they are summarised, or folded and stubbed for good, and the fold's lines of those not summarised
+    are one text (`Rendered.archived_fold`; the workflow's `TranscriptArchive.fold`)."""
+
+    @property
+    def live_from(self) -> int:
+        """The first message the working context reads whole (those before are summary or text)."""
+        return max(self.summary_upto, self.archived)
 
     @property
     def plain(self) -> bool:
@@ -144,6 +153,10 @@ class Rendered:
     stubbed: dict[int, ModelMessage] = field(default_factory=dict)
     lines: dict[tuple[int, bool], list[str]] = field(default_factory=dict)
     """(index, stubbed) -> the message's parts as lines of the fold."""
+    archived: int = 0
+    """Messages before this index are archived: `ARCHIVED` in the lists, their lines in `archived_fold`."""
+    archived_fold: str = ""
+    """The fold's lines of the archived messages not summarised (`ContextView.archived`), as one text."""
 
 
 def working_context(
@@ -160,16 +173,19 @@ def working_context(
     rendered = Rendered() if rendered is None else rendered
     out: list[ModelMessage] = []
     notes: list[UserPromptPart] = []
+    live = view.live_from
     # A fixed time for the notes: workflow code runs this.
-    at = (messages[view.summary_upto].timestamp or EPOCH) if view.summary_upto < len(messages) else EPOCH
+    at = (messages[live].timestamp or EPOCH) if live < len(messages) else EPOCH
     if view.summary and view.summary_upto < len(messages):
         notes.append(UserPromptPart(SUMMARY_NOTE.format(view.summary), timestamp=at))
-    shown_view = [_shown(messages, shown, view, i, rendered) for i in range(view.summary_upto, len(messages))]
-    folded = min(view.first_sent, len(messages)) - view.summary_upto
-    if folded > 0:
-        lines = [
+    shown_view = [_shown(messages, shown, view, i, rendered) for i in range(live, len(messages))]
+    folded = min(view.first_sent, len(messages)) - live
+    archived_fold = rendered.archived_fold if view.summary_upto < view.archived else ""
+    if folded > 0 or archived_fold:
+        lines = [archived_fold] if archived_fold else []
+        lines += [
             line
-            for i, m in enumerate(shown_view[:folded], view.summary_upto)
+            for i, m in enumerate(shown_view[: max(folded, 0)], live)
             for line in _lines(m, (i, m is not shown[i]), rendered)
         ]
         notes.append(UserPromptPart(FOLD_NOTE.format("\n".join(lines)), timestamp=at))
@@ -244,10 +260,12 @@ def stubs_any(messages: Sequence[ModelMessage], view: ContextView | None) -> boo
     """Whether the view stubs a result (then `recall` is offered)."""
     if view is None:
         return False
+    if view.summary_upto < view.archived:  # the archived fold holds stubs
+        return True
     end = min(view.stub_before, len(messages))
     return any(
         isinstance(m, ModelRequest) and any(stubbable(p) for p in m.parts)
-        for m in messages[view.summary_upto : end]
+        for m in messages[view.live_from : end]
     )
 
 
@@ -283,24 +301,30 @@ class ContextSizes:
         self._sizes: dict[tuple[int, bool, bool], tuple[int, int]] = {}
         """(index, stubbed, folded) -> (characters, lines of the fold)."""
 
-    def chars(self, messages: Sequence[ModelMessage], view: ContextView, tool_output_chars: int) -> int:
+    def chars(
+        self,
+        messages: Sequence[ModelMessage],
+        view: ContextView,
+        tool_output_chars: int,
+        archived_fold: str = "",
+    ) -> int:
+        """`archived_fold`: the fold's text of the archived messages (`ContextView.archived`)."""
         if tool_output_chars != self._limit:
             self._limit, self._sizes = tool_output_chars, {}
         total, notes = 0, False
+        live = view.live_from
         if view.summary and view.summary_upto < len(messages):
             total, notes = len(SUMMARY_NOTE.format(view.summary)), True
         folded = min(view.first_sent, len(messages))
-        if folded > view.summary_upto:
-            sizes = [self._size(messages, view, i, True) for i in range(view.summary_upto, folded)]
-            lines = sum(n for _, n in sizes)
+        archived = len(archived_fold) if view.summary_upto < view.archived and archived_fold else 0
+        if folded > live or archived:
+            sizes = [self._size(messages, view, i, True) for i in range(live, folded)]
+            lines = sum(n for _, n in sizes) + (archived > 0)
             total, notes = (
-                total + len(FOLD_NOTE.format("")) + sum(c for c, _ in sizes) + max(lines - 1, 0),
+                total + len(FOLD_NOTE.format("")) + archived + sum(c for c, _ in sizes) + max(lines - 1, 0),
                 True,
             )
-        total += sum(
-            self._size(messages, view, i, False)[0]
-            for i in range(max(folded, view.summary_upto), len(messages))
-        )
+        total += sum(self._size(messages, view, i, False)[0] for i in range(max(folded, live), len(messages)))
         return total + MESSAGE_CHARS * notes
 
     def _size(
@@ -318,13 +342,14 @@ class ContextSizes:
         return size
 
 
-def turn_starts(messages: Sequence[ModelMessage]) -> list[int]:
+def turn_starts(messages: Sequence[ModelMessage], start: int = 0) -> list[int]:
     """Where a cut may fall: requests with a user prompt that answer no tool call. Everything before
-    one is whole steps, so neither side of a cut holds a call without its result."""
+    one is whole steps, so neither side of a cut holds a call without its result. `start`: the
+    first index looked at."""
     return [
         i
-        for i, m in enumerate(messages)
-        if isinstance(m, ModelRequest)
+        for i in range(start, len(messages))
+        if isinstance(m := messages[i], ModelRequest)
         and any(isinstance(p, UserPromptPart) for p in m.parts)
         and not any(isinstance(p, (ToolReturnPart, RetryPromptPart)) for p in m.parts)
     ]
@@ -364,7 +389,8 @@ def plan(
         return Plan(tier1, 1, before, after1)
     placeholder = "x" * (min(SUMMARY_TOKENS, target // 4) * CHARS_PER_TOKEN)
     end = len(messages) if until is None else until
-    candidates = [c for c in turn_starts(messages) if view.summary_upto < c <= end]
+    # Past the archived messages: a summary then covers the archived fold whole (its text goes).
+    candidates = [c for c in turn_starts(messages, view.archived) if view.summary_upto < c <= end]
     for i, cut in enumerate(candidates):
         tier2 = tier1.model_copy(update={"summary_upto": cut, "summary": placeholder})
         after2 = measure(tier2)
@@ -382,7 +408,7 @@ def _crowded(messages: Sequence[ModelMessage], view: ContextView) -> bool:
 
 def _fold(messages: Sequence[ModelMessage], view: ContextView, tokens: int) -> Plan | None:
     """Fold older turns into one note, down to `FOLD_TO` messages sent (at least the current turn)."""
-    cuts = [c for c in turn_starts(messages) if c > view.first_sent]
+    cuts = [c for c in turn_starts(messages, view.first_sent + 1) if c > view.first_sent]
     if not cuts:
         return None
     cut = next((c for c in cuts if len(messages) - c <= FOLD_TO), cuts[-1])
@@ -390,11 +416,17 @@ def _fold(messages: Sequence[ModelMessage], view: ContextView, tokens: int) -> P
 
 
 def summary_source(
-    messages: Sequence[ModelMessage], view: ContextView, start: int, end: int, budget: int
+    messages: Sequence[ModelMessage],
+    view: ContextView,
+    start: int,
+    end: int,
+    budget: int,
+    archived_fold: str = "",
 ) -> str:
     """What the summariser reads: the old summary, then messages [start, end) as the model saw them
-    (stubs stay stubs), as text of at most `budget` characters (the oldest cut first)."""
-    lines: list[str] = []
+    (stubs stay stubs), as text of at most `budget` characters (the oldest cut first); those
+    archived, as their fold's text (`archived_fold`)."""
+    lines: list[str] = [archived_fold] if archived_fold and start < view.archived else []
     for message in working_context(
         messages[:end], view.model_copy(update={"summary_upto": start, "summary": "", "fold_before": 0})
     ):

@@ -13,6 +13,16 @@ from collections.abc import Awaitable, Callable
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
+from agentwolf.workflows.archive import (
+    ARCHIVE,
+    ARCHIVE_MIN,
+    ARCHIVED,
+    ArchivedPart,
+    ArchiveInput,
+    TranscriptArchive,
+    fold_text,
+    joined,
+)
 from agentwolf.workflows.compaction import (
     CHARS_PER_TOKEN,
     COMPACTION,
@@ -25,7 +35,7 @@ from agentwolf.workflows.compaction import (
     instructions,
     plan,
 )
-from agentwolf.workflows.contracts import CompactInput, CompiledAgent, ModelRequestOutput
+from agentwolf.workflows.contracts import CompactInput, CompiledAgent, ModelRequestOutput, chain_digest
 from agentwolf.workflows.core import SessionCore
 from agentwolf.workflows.turn import HEARTBEAT_TIMEOUT, MODEL_RETRY, MODEL_TIMEOUT, Turn, cause_message, short
 
@@ -64,7 +74,9 @@ class ContextKeeper:
     def _sent_chars(self, compiled: CompiledAgent, view: ContextView, fixed: int | None = None) -> int:
         """About how many characters a request sends: what every one does, and the working context."""
         fixed = self._fixed_chars(compiled) if fixed is None else fixed
-        return fixed + self.sizes.chars(self.core.transcript, view, compiled.tool_output_chars)
+        return fixed + self.sizes.chars(
+            self.core.transcript, view, compiled.tool_output_chars, self.core.archive.fold
+        )
 
     def _tokens(self, compiled: CompiledAgent, view: ContextView, fixed: int | None = None) -> int:
         """The estimate, at the calibrated rate."""
@@ -142,6 +154,8 @@ class ContextKeeper:
             self.core.count_request(turn or Turn(pending=[]), out)  # between turns: the session's only
             view = view.model_copy(update={"summary": out.response.text or ""})
         self.view = view.model_copy(update={"compactions": view.compactions + 1})
+        if self.view.summary_upto >= self.core.archive.length and self.core.archive.fold:
+            self.core.archive = self.core.archive.model_copy(update={"fold": ""})  # summarised now
         after = measure(self.view)
         self.core.publish(
             "context_compacted",
@@ -175,6 +189,46 @@ class ContextKeeper:
             retry_policy=MODEL_RETRY,
             summary=short(f"compact_summary messages {start}-{end}"),
         )
+
+    async def archive_at_idle(self) -> None:
+        """Before a continue-as-new: messages the working context no longer reads whole (summarised,
+        or folded and stubbed for good) go to the payload store (archive.py), so the next run and
+        the worker's copy leave them out of memory."""
+        core, view = self.core, self.view
+        compiled = core.compiled
+        start = core.archive.length
+        # Summarised, or folded and stubbed for good (a fold's lines then never change).
+        end = min(view.first_sent, max(view.stub_before, view.summary_upto), core.synced_len)
+        if compiled is None or end - start < ARCHIVE_MIN or not workflow.patched(ARCHIVE):
+            return
+        part = await workflow.execute_activity(
+            "wolf.archive_transcript",
+            ArchiveInput(
+                ref=core.ref(),
+                compiled_digest=compiled.digest,
+                base_len=core.synced_len,
+                base_digest=core.synced_digest,
+                start=start,
+                end=end,
+            ),
+            result_type=ArchivedPart | None,  # type: ignore[arg-type]
+            start_to_close_timeout=MODEL_TIMEOUT,
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            retry_policy=MODEL_RETRY,
+            summary=f"archive_transcript messages {start}-{end}",
+        )
+        if part is None:  # the worker has no payload store
+            return
+        archived = core.transcript[start:end]
+        core.archive = TranscriptArchive(
+            parts=[*core.archive.parts, part],
+            digest=chain_digest(core.archive.digest, archived),
+            fold=joined(core.archive.fold, fold_text(core.transcript, view, start, end))
+            if view.summary_upto < end
+            else "",
+        )
+        core.transcript[start:end] = [ARCHIVED] * (end - start)
+        self.view = view.model_copy(update={"archived": end})
 
     async def compact_at_idle(self) -> None:
         """Between turns: what `wolf compact` asked for, or what the next request would need anyway

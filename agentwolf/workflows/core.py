@@ -24,9 +24,9 @@ from temporalio.common import SearchAttributeUpdate
 from agentwolf.config.manifest import AgentConfig, Limits
 from agentwolf.telemetry import metrics
 from agentwolf.workflows.approvals import Approvals
+from agentwolf.workflows.archive import TranscriptArchive, restored
 from agentwolf.workflows.config_update import ConfigUpdate
 from agentwolf.workflows.contracts import (
-    EMPTY_DIGEST,
     CompiledAgent,
     HostRef,
     ModelRequestOutput,
@@ -78,9 +78,11 @@ class SessionCore:
         self.inp = inp
         self.stream = stream
         self.events = stream.topic(EVENTS_TOPIC, type=Event)
-        self.transcript: list[ModelMessage] = list(inp.transcript)
-        share_texts(self.transcript)  # the worker's cached copy and the previous run's hold them too
-        self.digest = chain_digest(EMPTY_DIGEST, self.transcript)
+        self.archive = inp.archive or TranscriptArchive()
+        """Older messages in the payload store (archive.py): `ARCHIVED` in `transcript`."""
+        share_texts(inp.transcript)  # the worker's cached copy and the previous run's hold them too
+        self.transcript: list[ModelMessage] = restored(self.archive, inp.transcript)
+        self.digest = chain_digest(self.archive.digest, inp.transcript)
         self.appended_bytes = 0
         """What this run added to the transcript, serialised: what its snapshot carries more."""
         # What the workers were last sent: the next model request carries only what follows.
@@ -157,6 +159,14 @@ class SessionCore:
         """An interrupt whose cancel an operation outlived (it completed anyway) still ends the turn."""
         if self.interrupt_reason is not None:
             raise asyncio.CancelledError()
+
+    def tail(self) -> list[ModelMessage]:
+        """The messages held (those after the archived ones)."""
+        return self.transcript[self.archive.length :]
+
+    def whole_digest(self) -> str:
+        """The transcript's chained digest, computed anew (after a rewind)."""
+        return chain_digest(self.archive.digest, self.tail())
 
     def append(self, message: ModelMessage) -> None:
         share_texts([message])

@@ -441,6 +441,7 @@ class TurnRunner:
         the next run starts on the current build (waiting, it stays on this one: the turn's build)."""
         if not waiting:
             await self.context.compact_at_idle()
+            await self.context.archive_at_idle()
         self.core.counters.continued_as_new += 1
         if not waiting:
             self.core.apply_config()
@@ -466,7 +467,8 @@ class TurnRunner:
                 self.core.inp.model_copy(
                     update={
                         "prompt": None,
-                        "transcript": self.core.transcript,
+                        "transcript": self.core.tail(),
+                        "archive": self.core.archive if self.core.archive.length else None,
                         "compiled": None if self.core.stale.reason else self.core.compiled,
                         "counters": self.core.counters,
                         "queue": self.core.queue,

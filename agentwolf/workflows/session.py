@@ -29,19 +29,19 @@ with workflow.unsafe.imports_passed_through():
     import agentwolf.workflows.branches as branches
     from agentwolf.config.manifest import Manifest, McpServerConfig
     from agentwolf.workflows.acp import AcpRunner
+    from agentwolf.workflows.archive import TranscriptTail
     from agentwolf.workflows.branches import BranchInfo, Line, Rewound
     from agentwolf.workflows.config_update import ConfigUpdate
     from agentwolf.workflows.context import ContextKeeper
     from agentwolf.workflows.contracts import (
         BRANCHES_QUERY,
         COMPILED_QUERY,
-        EMPTY_DIGEST,
         MANIFEST_QUERY,
         REWIND_UPDATE,
         SNAPSHOT_QUERY,
         TRANSCRIPT_QUERY,
+        TRANSCRIPT_TAIL_QUERY,
         CompiledAgent,
-        chain_digest,
     )
     from agentwolf.workflows.core import SessionCore
     from agentwolf.workflows.loop import SNAPSHOT_UNANSWERED, TurnRunner
@@ -405,7 +405,22 @@ class SessionWorkflow:
     @workflow.query(name=TRANSCRIPT_QUERY, description="The whole transcript (pydantic-ai messages).")
     def get_transcript(self) -> list[ModelMessage]:
         self._check_held()
+        if self.core.archive.length:
+            raise ApplicationError(
+                f"{self.core.archive.length} of this session's messages are archived in the payload store: "
+                f"read its transcript with the `{TRANSCRIPT_TAIL_QUERY}` query and the store "
+                "(WolfClient.transcript does)",
+                type="TranscriptArchived",
+            )
         return self.core.transcript
+
+    @workflow.query(
+        name=TRANSCRIPT_TAIL_QUERY,
+        description="The transcript as held: its archive (in the payload store) and the messages after it.",
+    )
+    def get_transcript_tail(self) -> TranscriptTail:
+        self._check_held()
+        return TranscriptTail(archive=self.core.archive, messages=self.core.tail())
 
     @workflow.update(
         name=REWIND_UPDATE,
@@ -421,7 +436,7 @@ class SessionWorkflow:
             line, branches.plan(core.transcript, core.turns, core.branches, to), core.compiled
         )
         self.context.view = line.view
-        core.digest = core.synced_digest = chain_digest(EMPTY_DIGEST, core.transcript)
+        core.digest = core.synced_digest = core.whole_digest()
         core.synced_len = len(core.transcript)
         core.last_output = branches.last_text(core.transcript)
         return done
@@ -433,7 +448,12 @@ class SessionWorkflow:
             raise ValueError("the session is closed")
         if core.busy() or core.queue or core.steers:
             raise ValueError("a turn is running or waits: rewind once the session is idle (or interrupt it)")
-        branches.plan(core.transcript, core.turns, core.branches, to)
+        decided = branches.plan(core.transcript, core.turns, core.branches, to)
+        if decided.keep < core.archive.length:
+            raise ValueError(
+                f"{to} lies in the part of this session archived in the payload store (its first "
+                f"{core.archive.length} messages): fork from it instead (`wolf fork ID --at {to}`)"
+            )
 
     @workflow.query(name=BRANCHES_QUERY, description="The branches rewinds set aside (`wolf branches`).")
     def get_branches(self) -> list[BranchInfo]:
@@ -446,7 +466,8 @@ class SessionWorkflow:
         return core.inp.model_copy(
             update={
                 "prompt": None,
-                "transcript": core.transcript,
+                "transcript": core.tail(),
+                "archive": core.archive if core.archive.length else None,
                 "compiled": core.compiled,
                 "counters": core.counters,
                 "turns": core.turns,

@@ -13,6 +13,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.workflows.acp_types import AcpSession
+from agentwolf.workflows.archive import TranscriptArchive
 from agentwolf.workflows.compaction import ContextView
 from agentwolf.workflows.config_update import ConfigUpdate
 from agentwolf.workflows.contracts import CompiledAgent
@@ -132,3 +133,5 @@ class SessionInput(BaseModel):
     """Lines a rewind set aside (`wolf branches`)."""
     context: ContextView | None = None
     """The working context's view (workflows/compaction.py): stubs, summary, pinned notes."""
+    archive: TranscriptArchive | None = Field(None, exclude_if=lambda v: v is None)
+    """Older messages in the payload store (workflows/archive.py); `transcript` holds those after."""

@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from pydantic_ai.messages import ModelRequest, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ToolCallPart, ToolReturnPart
 from temporalio import workflow
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ChildWorkflowError, is_cancelled_exception
 from temporalio.workflow import ChildWorkflowCancellationType
 
+from agentwolf.workflows.archive import ArchivedRead
 from agentwolf.workflows.code import CODE_MODE, Scripts
 from agentwolf.workflows.contracts import (
     CODE,
@@ -44,6 +46,7 @@ from agentwolf.workflows.turn import (
     GONE_SERVERS,
     HEARTBEAT_TIMEOUT,
     LOCAL_TOOL_CALLS,
+    MODEL_TIMEOUT,
     PAGE_HEADER,
     SAFE_LOCAL_CALLS,
     TOOL_OWN_TIME,
@@ -191,7 +194,7 @@ class ToolRouter:
                 content=f"{spec.name} is not allowed while {skills} is active", is_error=True
             ), ToolOutcome.DENIED
         if spec.server == SESSION:  # reads this session's own transcript: nothing to permit
-            return self._read_tool_output(compiled, arguments), None
+            return await self._read_tool_output(compiled, arguments), None
         if (
             self.core.recording is not None
             and spec.server not in (SKILLS, SUBAGENTS)
@@ -209,39 +212,34 @@ class ToolRouter:
             return await self._delegate(compiled, call, index, arguments), None
         return await self._mcp_call(spec, call, arguments), None
 
-    def _read_tool_output(self, compiled: CompiledAgent, arguments: dict[str, Any]) -> ToolCallOutput:
-        """A page of a tool result the model was sent cut (the transcript holds it whole): the one the
-        cut note names by transcript `message` (and `part`, where a step repeated the call id);
-        without them (notes written before they existed), the last result with that call id."""
-        call_id, offset = arguments.get("call_id"), arguments.get("offset", 0)
-        at, index = arguments.get("message"), arguments.get("part")
-        if not all(isinstance(n, int) and n >= 0 for n in (offset, at or 0, index or 0)):
-            return ToolCallOutput(
-                content="read_tool_output needs a non-negative integer `offset` (and `message`, `part`)",
-                is_error=True,
-            )
-        messages = self.core.transcript if at is None else self.core.transcript[at : at + 1]
-        found = [
-            p
-            for m in messages
-            if isinstance(m, ModelRequest)
-            for j, p in enumerate(m.parts)
-            if isinstance(p, ToolReturnPart) and p.tool_call_id == call_id and index in (None, j)
-        ]
-        if not found:
-            where = (
-                "this session"
-                if at is None
-                else f"message {at}" + ("" if index is None else f" part {index}")
-            )
-            return ToolCallOutput(content=f"no tool result {call_id!r} in {where}", is_error=True)
-        content = str(found[-1].content)
-        end = min(
-            offset + compiled.tool_output_chars - PAGE_HEADER, len(content)
-        )  # the page is not cut again
-        page = content[offset:end]
-        more = f"; read on with offset={end}" if end < len(content) else "; that is the end"
-        return ToolCallOutput(content=f"[characters {offset}-{end} of {len(content)}{more}]\n{page}")
+    async def _read_tool_output(self, compiled: CompiledAgent, arguments: dict[str, Any]) -> ToolCallOutput:
+        """A page of a tool result the model was sent cut or put aside (the transcript holds it
+        whole): the one the note names by transcript `message` (and `part`, where a step repeated
+        the call id); without them (notes written before they existed), the last result with that
+        call id. A result in the archived part of the transcript is read from the payload store."""
+        at = arguments.get("message")
+        if (invalid := refused_page(arguments)) is not None:
+            return invalid
+        transcript, archive = self.core.transcript, self.core.archive
+        page = output_page(
+            transcript if at is None else transcript[at : at + 1], arguments, compiled.tool_output_chars
+        )
+        if not page.is_error or not archive.length or (at is not None and at >= archive.length):
+            return page
+        return await workflow.execute_activity(
+            "wolf.read_archived",
+            ArchivedRead(
+                ref=self.core.ref(),
+                parts=[p for p in archive.parts if at is None or p.start <= at < p.end],
+                arguments=arguments,
+                page_chars=compiled.tool_output_chars,
+            ),
+            result_type=ToolCallOutput,
+            start_to_close_timeout=MODEL_TIMEOUT,
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            retry_policy=TOOL_RETRY,
+            summary=short(f"read_archived {arguments.get('call_id')}"),
+        )
 
     async def _skill_tool(
         self, compiled: CompiledAgent, spec: ToolSpec, arguments: dict[str, Any]
@@ -508,3 +506,40 @@ class ToolRouter:
             text=output.content,
         )
         return output
+
+
+def refused_page(arguments: dict[str, Any]) -> ToolCallOutput | None:
+    """Why `arguments` name no page (offsets and positions are non-negative integers), or None."""
+    offset, at, index = arguments.get("offset", 0), arguments.get("message"), arguments.get("part")
+    if all(isinstance(n, int) and n >= 0 for n in (offset, at or 0, index or 0)):
+        return None
+    return ToolCallOutput(
+        content="read_tool_output needs a non-negative integer `offset` (and `message`, `part`)",
+        is_error=True,
+    )
+
+
+def output_page(
+    messages: Sequence[ModelMessage], arguments: dict[str, Any], page_chars: int
+) -> ToolCallOutput:
+    """A page of the tool result `arguments` name (`call_id`, `offset`, `message`, `part`; checked by
+    `refused_page`) among `messages`: the transcript, the message named, or an archived part."""
+    call_id, offset = arguments.get("call_id"), arguments.get("offset", 0)
+    at, index = arguments.get("message"), arguments.get("part")
+    found = [
+        p
+        for m in messages
+        if isinstance(m, ModelRequest)
+        for j, p in enumerate(m.parts)
+        if isinstance(p, ToolReturnPart) and p.tool_call_id == call_id and index in (None, j)
+    ]
+    if not found:
+        where = (
+            "this session" if at is None else f"message {at}" + ("" if index is None else f" part {index}")
+        )
+        return ToolCallOutput(content=f"no tool result {call_id!r} in {where}", is_error=True)
+    content = str(found[-1].content)
+    end = min(offset + page_chars - PAGE_HEADER, len(content))  # the page is not cut again
+    page = content[offset:end]
+    more = f"; read on with offset={end}" if end < len(content) else "; that is the end"
+    return ToolCallOutput(content=f"[characters {offset}-{end} of {len(content)}{more}]\n{page}")

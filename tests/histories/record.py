@@ -35,6 +35,7 @@ tests = [
     "tests/test_fanout.py::test_calls_past_the_manifest_limits_are_refused_and_the_rest_run_few_at_once",
     "tests/test_replay.py::test_a_session_whose_tool_output_went_to_external_storage_replays",
     "tests/test_compaction.py",
+    "tests/test_transcript_archive.py::test_older_messages_go_to_the_store_and_nothing_is_lost",
     "tests/test_fork.py::test_rewind_keeps_the_later_turns_as_a_branch_and_redo_restores_them",
     "tests/test_evals.py",
     "tests/test_evaluators.py::test_evaluators_pass_the_recorded_answers_fail_regressed_ones_and_gate_a_push",
