@@ -20,6 +20,7 @@ import pytest
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import StorageDriverClaim, StorageDriverRetrieveContext, StorageDriverStoreContext
 
+from agentwolf.ops.payload_gc import _sweep, followed
 from agentwolf.payloads import FilesystemDriver
 from tests.conftest import make_manifest, wait_for
 from tests.support.models import Script, text
@@ -193,6 +194,26 @@ async def test_gc_keeps_what_a_running_session_references_and_young_payloads(cli
         claims = [StorageDriverClaim({"sha256": p.name}) for p in referenced]
         assert all(p.ByteSize() for p in await _retrieve(driver, claims))  # intact, digests verified
         await wolf.close(sid)
+
+
+async def test_gc_keeps_what_a_kept_payload_names_and_nothing_else(tmp_path):
+    """A continue-as-new input stored by reference names the session's archived transcript parts:
+    history shows only the input's claim, so the parts are kept through it (and what they name)."""
+    driver = FilesystemDriver(tmp_path)
+
+    async def stored(data: bytes) -> str:
+        [claim] = await _store(driver, [Payload(data=data)])
+        return claim.claim_data["sha256"]
+
+    inner = await stored(b"x" * 1000)
+    part = await stored(json.dumps({"claimData": {"sha256": inner}}).encode())  # names `inner`
+    snapshot = await stored(json.dumps({"archive": {"data": json.dumps({"sha256": part})}}).encode())
+    loose = await stored(b"y" * 1000)
+    kept = followed(tmp_path, {snapshot, "f" * 64})  # and a claim this store lacks
+    assert kept == {snapshot, part, inner, "f" * 64}
+    _age(set(tmp_path.glob("??/*")), MONTH)
+    report = _sweep(tmp_path, kept, 86_400, dry_run=False, running=1)
+    assert report.removed == [loose] and report.kept_referenced == 3
 
 
 async def test_gc_leaves_object_stores_to_bucket_lifecycle_rules():

@@ -7,7 +7,7 @@ import re
 
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 
-from agentwolf.activities.tools import cut_tool_outputs
+from agentwolf.workflows.compaction import cut_tool_outputs
 from tests.conftest import make_manifest
 from tests.support.models import Script, text
 from tests.support.polls import tool_returns

@@ -6,6 +6,7 @@ from __future__ import annotations
 from temporalio import activity
 
 from agentwolf.activities.model_request import cached_transcript, compiled_agent
+from agentwolf.activities.session_io import heartbeating
 from agentwolf.hosts import transcript_store
 from agentwolf.hosts.host import AgentHost
 from agentwolf.workflows.archive import ARCHIVED, ArchivedPart, ArchivedRead, ArchiveInput
@@ -21,7 +22,7 @@ async def archive(host: AgentHost, inp: ArchiveInput) -> ArchivedPart | None:
     messages = cached.messages[inp.start : inp.end]
     if len(messages) != inp.end - inp.start or any(m is ARCHIVED for m in messages):
         raise ValueError(f"messages {inp.start}-{inp.end} are not all held here: nothing archived")
-    ref = await transcript_store.store(activity.client().data_converter, messages)
+    ref = await heartbeating(transcript_store.store(activity.client().data_converter, messages))
     return None if ref is None else ArchivedPart(start=inp.start, end=inp.end, ref=ref)
 
 
@@ -33,7 +34,7 @@ async def read_archived(inp: ArchivedRead) -> ToolCallOutput:
     )
     at = inp.arguments.get("message")
     for part in reversed(inp.parts):
-        messages = await transcript_store.load(converter, part)
+        messages = await heartbeating(transcript_store.load(converter, part))
         held = messages if at is None else messages[at - part.start : at - part.start + 1]
         page = output_page(held, inp.arguments, inp.page_chars)
         if not page.is_error:

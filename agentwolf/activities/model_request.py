@@ -17,14 +17,19 @@ from agentwolf.activities.cost import attempts_cost, record, request_cost, used_
 from agentwolf.activities.overflow import CONTEXT_LENGTH_EXCEEDED, context_overflow
 from agentwolf.activities.provider_errors import SET_IT, config_failure, http_failure
 from agentwolf.activities.session_io import heartbeating, query
-from agentwolf.activities.tools import cut_tool_outputs
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError
 from agentwolf.hosts import flow
 from agentwolf.hosts.host import AgentHost, HostRegistry
 from agentwolf.hosts.transcripts import CachedTranscript
 from agentwolf.workflows.archive import TranscriptTail, let_go, restored
-from agentwolf.workflows.compaction import Rendered, instructions, stubs_any, working_context
+from agentwolf.workflows.compaction import (
+    Rendered,
+    cut_tool_outputs,
+    instructions,
+    stubs_any,
+    working_context,
+)
 from agentwolf.workflows.contracts import (
     COMPILED_QUERY,
     RECALL_SPEC,
@@ -57,10 +62,10 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
     cached = await cached_transcript(host, inp.ref, inp.base_len, inp.base_digest, limit)
     cache_hit = cached.cache_hit
     base, base_sent, base_size = cached.messages, cached.sent, cached.size
+    if inp.view is not None:  # what the session archived leaves this worker's copy (the cached one too)
+        base_size -= _size(let_go(base, base_sent, cached.rendered, inp.view))
     messages = [*base, *inp.delta]
     sent = [*base_sent, *cut_tool_outputs(inp.delta, limit, start=len(base))]
-    if inp.view is not None:
-        let_go(messages, sent, cached.rendered, inp.view)  # what the session archived leaves this copy
     cut = any(m is not s for m, s in zip(messages, sent, strict=True))
     stubbed = stubs_any(messages, inp.view)
     offered = [  # nothing cut or put aside: nothing to read on

@@ -4,8 +4,9 @@ than an age and that no running workflow references.
 References: for every stored payload, temporalio's `ExternalStorage` leaves a JSON reference payload
 in history naming the driver and its claim (`{"driverName":"wolf-fs","claimData":{"sha256":"<digest>"}}`).
 Rather than decode those, every 64-hex string in the serialized history of every running workflow
-counts as a reference: a hex string that only looks like a digest keeps a file
-longer, which is safe. Every namespace of the server is searched, since tenants with namespaces of
+counts as a reference, and so does every one in the stored payloads those name, transitively (a
+continue-as-new input stored by reference names a session's archived transcript parts): a hex
+string that only looks like a digest keeps a file longer, which is safe. Every namespace of the server is searched, since tenants with namespaces of
 their own share the one store.
 
 Age: a payload stored moments ago may belong to a workflow start, an activity result or an update
@@ -85,6 +86,24 @@ async def referenced_digests(client: Client) -> tuple[set[str], int]:
     return found, running
 
 
+def followed(root: Path, referenced: set[str]) -> set[str]:
+    """`referenced` and every digest the stored payloads it names mention, transitively: a payload
+    stored by reference can name others (a session's continue-as-new input past 256 KiB carries the
+    claims of its transcript's archived parts, workflows/archive.py), which history never shows."""
+    found, todo = set(referenced), list(referenced)
+    while todo:
+        digest = todo.pop()
+        try:
+            data = (root / digest[:2] / digest).read_bytes()
+        except OSError:  # not in this store (another store's claim, or a hex string that only looks like one)
+            continue
+        for match in REFERENCE.findall(data):
+            if (named := match.decode()) not in found:
+                found.add(named)
+                todo.append(named)
+    return found
+
+
 def _sweep(root: Path, referenced: set[str], older_than: int, dry_run: bool, running: int) -> GcReport:
     """Payload files (and temp files left by dead writers) past the age and unreferenced go; any
     other file in the folder is not the store's and is left alone."""
@@ -124,4 +143,5 @@ async def collect_garbage(client: Client, root: Path, older_than: int, *, dry_ru
     """Remove the store's payloads older than `older_than` seconds that no running workflow
     references (`dry_run`: only report them). References are read first, ages after."""
     referenced, running = await referenced_digests(client)
+    referenced = await asyncio.to_thread(followed, root, referenced)
     return await asyncio.to_thread(_sweep, root, referenced, older_than, dry_run, running)

@@ -126,15 +126,16 @@ def fold_text(
 
 def let_go(
     messages: list[ModelMessage], sent: list[ModelMessage], rendered: Rendered, view: ContextView
-) -> None:
-    """A worker's copy of a transcript (hosts/transcripts.py) catches up with the view's archive:
-    the newly archived messages' fold lines join `rendered.archived_fold`, then the messages, their
-    cut copies, stubs and lines go."""
+) -> list[ModelMessage]:
+    """A worker's copy of a transcript (hosts/transcripts.py) catches up with the view's archive, in
+    place: the newly archived messages' fold lines join `rendered.archived_fold`, then the messages,
+    their cut copies, stubs and lines go. Returns the messages let go."""
     if view.summary_upto >= rendered.archived:
         rendered.archived_fold = ""  # summarised since
     start, end = rendered.archived, min(view.archived, len(messages))
     if end <= start:
-        return
+        return []
+    gone = messages[start:end]
     if view.summary_upto < end:
         rendered.archived_fold = joined(
             rendered.archived_fold, fold_text(messages, view, start, end, sent, rendered)
@@ -147,3 +148,4 @@ def let_go(
     for i in [i for i in rendered.stubbed if i < end]:
         del rendered.stubbed[i]
     rendered.archived = end
+    return gone

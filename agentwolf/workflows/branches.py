@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel
 from pydantic_ai.messages import ModelMessage, ModelResponse
 
+from agentwolf.workflows.archive import TranscriptArchive
 from agentwolf.workflows.contracts import EMPTY_DIGEST, CompiledAgent, chain_digest
 from agentwolf.workflows.cuts import CutError, Effect, clamp_view, cut, effect_ledger, parse_point
 from agentwolf.workflows.session_input import Branch, TurnMark
@@ -57,15 +58,29 @@ class Plan:
     restore: Branch | None = None
 
 
-def plan(transcript: list[ModelMessage], turns: list[TurnMark], branches: list[Branch], to: str) -> Plan:
+def prefix_digest(transcript: list[ModelMessage], n: int, archive: TranscriptArchive | None) -> str | None:
+    """The chained digest of the first `n` messages, from the archive's digest on (the archived ones
+    are `ARCHIVED` in the list); None when `n` falls inside the archive."""
+    archived, digest = (archive.length, archive.digest) if archive else (0, EMPTY_DIGEST)
+    return None if n < archived else chain_digest(digest, transcript[archived:n])
+
+
+def plan(
+    transcript: list[ModelMessage],
+    turns: list[TurnMark],
+    branches: list[Branch],
+    to: str,
+    archive: TranscriptArchive | None = None,
+) -> Plan:
     """Where `to` (a turn number, or a branch's name for a redo) takes the line; CutError if nowhere."""
     if to.startswith(BRANCH_PREFIX):
         branch = next((b for b in branches if b.name == to), None)
         if branch is None:
             names = ", ".join(b.name for b in branches) or "none"
             raise CutError(f"no {to} in this session (its branches: {names})")
-        if len(transcript) < branch.base or chain_digest(EMPTY_DIGEST, transcript[: branch.base]) != (
-            branch.base_digest
+        if (
+            len(transcript) < branch.base
+            or prefix_digest(transcript, branch.base, archive) != branch.base_digest
         ):
             raise CutError(
                 f"{to} continues {branch.point}, which this line no longer has: redo that line first"
@@ -94,6 +109,8 @@ class Line:
     turns: list[TurnMark]
     branches: list[Branch]
     view: ContextView
+    archive: TranscriptArchive | None = None
+    """Its older messages in the payload store (a rewind never reaches into them)."""
 
 
 def apply(line: Line, decided: Plan, compiled: CompiledAgent | None) -> Rewound:
@@ -102,7 +119,6 @@ def apply(line: Line, decided: Plan, compiled: CompiledAgent | None) -> Rewound:
     effects = effect_ledger(line.transcript, line.turns, compiled, decided.keep)
     name = None
     if suffix:
-        base = line.transcript[: decided.keep]
         point = next((m.turn_id for m in reversed(line.turns) if m.end == decided.keep), "the start")
         number = 1 + max((int(b.name.removeprefix(BRANCH_PREFIX)) for b in line.branches), default=0)
         name = f"{BRANCH_PREFIX}{number}"
@@ -110,7 +126,7 @@ def apply(line: Line, decided: Plan, compiled: CompiledAgent | None) -> Rewound:
             Branch(
                 name=name,
                 base=decided.keep,
-                base_digest=chain_digest(EMPTY_DIGEST, base),
+                base_digest=prefix_digest(line.transcript, decided.keep, line.archive) or "",
                 point=point,
                 messages=suffix,
                 turns=[m for m in line.turns if m.start >= decided.keep],

@@ -451,3 +451,36 @@ def _line(part: object, clip: int | None = 2000) -> str:
     content = getattr(part, "content", "")
     kind = getattr(part, "part_kind", "part")
     return f"ASSISTANT ({kind}): {str(content)[:clip]}" if kind != "text" else f"ASSISTANT: {content}"
+
+
+def cut_tool_outputs(messages: list[ModelMessage], limit: int, start: int = 0) -> list[ModelMessage]:
+    """What the model is sent: tool results longer than `limit` cut, with a note on how to read on (the
+    messages with nothing too long are the same objects). The transcript keeps them whole.
+    `start`: the first message's position in the transcript, which the note names."""
+    out = list(messages)
+    for i, message in enumerate(messages):
+        if not isinstance(message, ModelRequest) or not any(_too_long(p, limit) for p in message.parts):
+            continue
+        ids = Counter(p.tool_call_id for p in message.parts if isinstance(p, ToolReturnPart))
+        parts = list(message.parts)
+        for j, part in enumerate(parts):
+            if isinstance(part, ToolReturnPart) and _too_long(part, limit):
+                index = j if ids[part.tool_call_id] > 1 else None
+                parts[j] = dataclasses.replace(part, content=_cut(part, limit, start + i, index))  # type: ignore[arg-type]
+        out[i] = dataclasses.replace(message, parts=parts)
+    return out
+
+
+def _too_long(part: object, limit: int) -> bool:
+    return isinstance(part, ToolReturnPart) and isinstance(part.content, str) and len(part.content) > limit
+
+
+def _cut(part: ToolReturnPart, limit: int, message: int, index: int | None) -> str:
+    """The note names the result by call id and its message's position in the transcript (models
+    repeat call ids across steps), and by its part's `index` where the id repeats in that message."""
+    content = str(part.content)
+    where = f"message={message}" + (f", part={index}" if index is not None else "")
+    return (
+        f"{content[:limit]}\n\n[cut: {limit} of {len(content)} characters shown; read on with "
+        f"read_tool_output(call_id={part.tool_call_id!r}, offset={limit}, {where})]"
+    )

@@ -32,6 +32,7 @@ from agentwolf.workflows.compaction import (
     ContextSizes,
     ContextView,
     Plan,
+    cut_tool_outputs,
     instructions,
     plan,
 )
@@ -201,7 +202,29 @@ class ContextKeeper:
         end = min(view.first_sent, max(view.stub_before, view.summary_upto), core.synced_len)
         if compiled is None or end - start < ARCHIVE_MIN or not workflow.patched(ARCHIVE):
             return
-        part = await workflow.execute_activity(
+        try:
+            part = await self._archive_part(compiled, start, end)
+        except ActivityError as err:  # the next continue-as-new tries again; nothing is lost meanwhile
+            core.publish("error", text=f"archiving older messages failed: {cause_message(err)}")
+            return
+        if part is None:  # the worker has no payload store
+            return
+        archived = core.transcript[start:end]
+        # As the worker folds them: from its copy with long results cut (a loaded skill's stay whole).
+        shown = [*core.transcript[:start], *cut_tool_outputs(archived, compiled.tool_output_chars, start)]
+        core.archive = TranscriptArchive(
+            parts=[*core.archive.parts, part],
+            digest=chain_digest(core.archive.digest, archived),
+            fold=joined(core.archive.fold, fold_text(core.transcript, view, start, end, shown))
+            if view.summary_upto < end
+            else "",
+        )
+        core.transcript[start:end] = [ARCHIVED] * (end - start)
+        self.view = view.model_copy(update={"archived": end})
+
+    async def _archive_part(self, compiled: CompiledAgent, start: int, end: int) -> ArchivedPart | None:
+        core = self.core
+        return await workflow.execute_activity(
             "wolf.archive_transcript",
             ArchiveInput(
                 ref=core.ref(),
@@ -217,18 +240,6 @@ class ContextKeeper:
             retry_policy=MODEL_RETRY,
             summary=f"archive_transcript messages {start}-{end}",
         )
-        if part is None:  # the worker has no payload store
-            return
-        archived = core.transcript[start:end]
-        core.archive = TranscriptArchive(
-            parts=[*core.archive.parts, part],
-            digest=chain_digest(core.archive.digest, archived),
-            fold=joined(core.archive.fold, fold_text(core.transcript, view, start, end))
-            if view.summary_upto < end
-            else "",
-        )
-        core.transcript[start:end] = [ARCHIVED] * (end - start)
-        self.view = view.model_copy(update={"archived": end})
 
     async def compact_at_idle(self) -> None:
         """Between turns: what `wolf compact` asked for, or what the next request would need anyway

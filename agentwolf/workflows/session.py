@@ -431,9 +431,9 @@ class SessionWorkflow:
         turns left are said, not undone (workflows/branches.py)."""
         workflow.patched(REWIND)
         core = self.core
-        line = Line(core.transcript, core.turns, core.branches, self.context.view)
+        line = Line(core.transcript, core.turns, core.branches, self.context.view, core.archive)
         done = branches.apply(
-            line, branches.plan(core.transcript, core.turns, core.branches, to), core.compiled
+            line, branches.plan(core.transcript, core.turns, core.branches, to, core.archive), core.compiled
         )
         self.context.view = line.view
         core.digest = core.synced_digest = core.whole_digest()
@@ -448,11 +448,15 @@ class SessionWorkflow:
             raise ValueError("the session is closed")
         if core.busy() or core.queue or core.steers:
             raise ValueError("a turn is running or waits: rewind once the session is idle (or interrupt it)")
-        decided = branches.plan(core.transcript, core.turns, core.branches, to)
-        if decided.keep < core.archive.length:
+        decided = branches.plan(core.transcript, core.turns, core.branches, to, core.archive)
+        # Into the archive, or before a summary that covers archived messages (they would be lost
+        # from the working context: neither summary nor fold).
+        summarised = self.context.view.summary_upto if core.archive.length else 0
+        if decided.keep < max(core.archive.length, summarised):
             raise ValueError(
                 f"{to} lies in the part of this session archived in the payload store (its first "
-                f"{core.archive.length} messages): fork from it instead (`wolf fork ID --at {to}`)"
+                f"{core.archive.length} messages, summarised up to message {summarised}): fork from it "
+                f"instead (`wolf fork ID --at {to}`)"
             )
 
     @workflow.query(name=BRANCHES_QUERY, description="The branches rewinds set aside (`wolf branches`).")

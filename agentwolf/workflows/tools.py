@@ -20,7 +20,7 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolCallPart, ToolReturnPart
 from temporalio import workflow
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ChildWorkflowError, is_cancelled_exception
+from temporalio.exceptions import ActivityError, ChildWorkflowError, is_cancelled_exception
 from temporalio.workflow import ChildWorkflowCancellationType
 
 from agentwolf.workflows.archive import ArchivedRead
@@ -226,6 +226,17 @@ class ToolRouter:
         )
         if not page.is_error or not archive.length or (at is not None and at >= archive.length):
             return page
+        try:
+            return await self._read_archived(compiled, arguments)
+        except ActivityError as err:  # the model is told; the turn goes on
+            if is_cancelled_exception(err):
+                raise
+            return ToolCallOutput(
+                content=f"the archived result could not be read: {cause_message(err)}", is_error=True
+            )
+
+    async def _read_archived(self, compiled: CompiledAgent, arguments: dict[str, Any]) -> ToolCallOutput:
+        at, archive = arguments.get("message"), self.core.archive
         return await workflow.execute_activity(
             "wolf.read_archived",
             ArchivedRead(
