@@ -23,10 +23,13 @@ from pydantic_ai.messages import (
 )
 
 from agentwolf.workflows import compaction
+from agentwolf.workflows.archive import ARCHIVED, fold_text, let_go
 from agentwolf.workflows.compaction import (
     ContextSizes,
     ContextView,
+    Rendered,
     chars,
+    cut_tool_outputs,
     plan,
     turn_starts,
     working_context,
@@ -150,3 +153,45 @@ def test_no_working_context_separates_a_call_from_its_result(messages, data):
             if isinstance(p, ToolReturnPart) and p.tool_name == "load_skill"
         ]
         assert not any("put aside" in p.content for p in kept)  # loaded skills are never stubbed
+
+
+def _texts(context: list[ModelMessage]) -> list[list[str]]:
+    """A context's content, without the notes' timestamps (which follow the first message held)."""
+    return [[str(getattr(p, "content", getattr(p, "args", ""))) for p in m.parts] for m in context]
+
+
+@settings(max_examples=300, deadline=None)
+@given(transcripts(), st.data())
+def test_archiving_changes_nothing_the_model_is_sent(messages, data):
+    """Whatever the view (summary, fold and stubs where compaction may put them), archive what the
+    workflow would (workflows/archive.py): the working context the worker builds from its copy
+    without those messages, and the size the workflow measures, are the same as before; the
+    workflow's fold text is the worker's."""
+    starts = [0, *turn_starts(messages)]
+    summary_upto = data.draw(st.sampled_from(starts))
+    view = ContextView(
+        summary_upto=summary_upto,
+        summary="summary" if summary_upto else "",
+        fold_before=data.draw(st.sampled_from([0, *(c for c in starts if c >= summary_upto)])),
+        stub_before=data.draw(st.integers(0, len(messages))),
+    )
+    end = min(view.first_sent, max(view.stub_before, view.summary_upto), len(messages))
+    if end <= 0:
+        return
+    limit = data.draw(st.sampled_from([1000, 65_536]))  # 1000: long results (a loaded skill's too) cut
+    before = working_context(messages, view, cut_tool_outputs(list(messages), limit), Rendered())
+    fold = (
+        fold_text(messages, view, 0, end, cut_tool_outputs(list(messages[:end]), limit))
+        if view.summary_upto < end
+        else ""
+    )
+    archived = view.model_copy(update={"archived": end})
+    held, sent, rendered = list(messages), cut_tool_outputs(list(messages), limit), Rendered()
+    working_context(held, view, sent, rendered)  # the worker's lines, built before it lets go
+    gone = let_go(held, sent, rendered, archived)
+    assert gone == messages[:end] and all(m is ARCHIVED for m in held[:end])
+    assert rendered.archived_fold == fold
+    after = working_context(held, archived, sent, rendered)
+    assert _texts(after) == _texts(before)
+    if limit == 65_536:  # nothing cut: the workflow's measure is exact
+        assert ContextSizes().chars(held, archived, limit, fold) == chars(after, limit)
