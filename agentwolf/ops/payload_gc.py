@@ -6,8 +6,8 @@ in history naming the driver and its claim (`{"driverName":"wolf-fs","claimData"
 Rather than decode those, every 64-hex string in the serialized history of every running workflow
 counts as a reference, and so does every one in the stored payloads those name, transitively (a
 continue-as-new input stored by reference names a session's archived transcript parts): a hex
-string that only looks like a digest keeps a file longer, which is safe. Every namespace of the server is searched, since tenants with namespaces of
-their own share the one store.
+string that only looks like a digest keeps a file longer, which is safe. Every namespace of the
+server is searched, since tenants with namespaces of their own share the one store.
 
 Age: a payload stored moments ago may belong to a workflow start, an activity result or an update
 that history (or visibility) does not show yet, so only files older than the age go. Storing a
