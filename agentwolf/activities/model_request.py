@@ -10,6 +10,7 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRe
 from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import ToolDefinition
+from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agentwolf.activities import live, observe, turn_settings
@@ -19,10 +20,10 @@ from agentwolf.activities.provider_errors import SET_IT, config_failure, http_fa
 from agentwolf.activities.session_io import heartbeating, query
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError
-from agentwolf.hosts import flow
+from agentwolf.hosts import flow, transcript_store
 from agentwolf.hosts.host import AgentHost, HostRegistry
 from agentwolf.hosts.transcripts import CachedTranscript
-from agentwolf.workflows.archive import TranscriptTail, let_go, restored
+from agentwolf.workflows.archive import let_go, restored
 from agentwolf.workflows.compaction import (
     Rendered,
     cut_tool_outputs,
@@ -34,7 +35,6 @@ from agentwolf.workflows.contracts import (
     COMPILED_QUERY,
     RECALL_SPEC,
     SESSION,
-    TRANSCRIPT_TAIL_QUERY,
     CompiledAgent,
     HostRef,
     ModelRequestInput,
@@ -198,9 +198,10 @@ async def cached_transcript(
         # The transcript is append-only, so the workflow's current copy starts with our prefix;
         # checked against the digest the workflow sent, like a cached copy. Archived messages stay
         # in the payload store: the working context needs only their fold's text.
-        held = await heartbeating(query(ref, TRANSCRIPT_TAIL_QUERY, TranscriptTail))
-        archive = held.archive
-        base = restored(archive, held.messages)[:base_len]
+        handle = activity.client().get_workflow_handle(ref.workflow_id)
+        tail = await heartbeating(transcript_store.held(handle.query))
+        archive = tail.archive
+        base = restored(archive, tail.messages)[:base_len]
         if len(base) != base_len or chain_digest(archive.digest, base[archive.length :]) != base_digest:
             raise ApplicationError(
                 f"the session's transcript prefix ({len(base)} messages) does not match the digest "

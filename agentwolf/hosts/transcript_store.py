@@ -17,7 +17,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.client import WorkflowQueryFailedError
 from temporalio.converter import DataConverter
 
-from agentwolf.workflows.archive import ArchivedPart, StoredRef, TranscriptTail
+from agentwolf.workflows.archive import ArchivedPart, StoredRef, TranscriptArchive, TranscriptTail
 from agentwolf.workflows.contracts import (
     EMPTY_DIGEST,
     TRANSCRIPT_QUERY,
@@ -72,17 +72,22 @@ async def whole(converter: DataConverter, tail: TranscriptTail) -> list[ModelMes
     return archived + tail.messages
 
 
-async def read_transcript(
-    query: Callable[..., Awaitable[Any]], converter: DataConverter
-) -> list[ModelMessage]:
-    """A session's whole transcript, by `query(name, result_type=...)` (a handle's query): the tail
-    query, else (a session on a worker from before archives) the plain one."""
+async def held(query: Callable[..., Awaitable[Any]]) -> TranscriptTail:
+    """The transcript as a session holds it, by `query(name, result_type=...)` (a handle's query): the
+    tail query, else (a session on a worker from before archives) the plain one, with no archive."""
     try:
-        tail = await query(TRANSCRIPT_TAIL_QUERY, result_type=TranscriptTail)
+        tail: TranscriptTail = await query(TRANSCRIPT_TAIL_QUERY, result_type=TranscriptTail)
     except WorkflowQueryFailedError as err:
         if TRANSCRIPT_TAIL_QUERY not in str(err):
             raise
         messages: list[ModelMessage] = await query(TRANSCRIPT_QUERY, result_type=list[ModelMessage])
-        return messages
-    assert isinstance(tail, TranscriptTail)
+        return TranscriptTail(archive=TranscriptArchive(), messages=messages)
+    return tail
+
+
+async def read_transcript(
+    query: Callable[..., Awaitable[Any]], converter: DataConverter
+) -> list[ModelMessage]:
+    """A session's whole transcript (`held`, its archived parts read back)."""
+    tail = await held(query)
     return await whole(converter, tail) if tail.archive.parts else tail.messages
