@@ -28,9 +28,6 @@ async def acp(
 
     Example: wolf acp -a assistant -c wolf.yaml
     """
-    from agentwolf.cli.extras import require
-
-    require("acp", "acp")
     from agentwolf.cli.sources import check_agent, config_source, source_args
     from agentwolf.protocols.acp import Served, serve_stdio
 

@@ -9,7 +9,6 @@ from agentwolf.cli.console import Exit
 
 EXTRA_MODULES = {
     "serve": ("starlette", "uvicorn", "sse_starlette", "ag_ui", "jinja2"),
-    "acp": ("acp",),
     "a2a": ("a2a",),
     "otel": ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http.trace_exporter"),
 }

@@ -117,6 +117,11 @@ async def _lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
 
 
+async def _a2a_missing(request: Request) -> Response:
+    message = "A2A needs its extra on this server: pip install 'agentwolf[a2a]'"
+    raise ApiError(501, message, code="extra_missing")
+
+
 def create_app(
     served: Served,
     routes: list[BaseRoute] | None = None,
@@ -133,6 +138,8 @@ def create_app(
             from agentwolf.protocols import a2a
 
             routes += a2a.routes()
+        else:
+            routes.append(Route("/a2a/{rest:path}", _a2a_missing, methods=["GET", "POST"]))
     app = Starlette(
         routes=[
             Route("/healthz", _healthz, methods=["GET"]),
