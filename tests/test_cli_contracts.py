@@ -32,6 +32,22 @@ def test_every_verb_has_an_example_in_its_help():
     assert not missing
 
 
+def test_tenant_and_task_queue_read_their_variables_on_every_verb():
+    """WOLF_TENANT and WOLF_TASK_QUEUE mean the same on every verb that acts for a tenant or sends
+    work: `wolf serve` included (its console showed no sessions for a user who had set WOLF_TENANT).
+    The worker's `--tenant` is another concept ("serve only this tenant") and reads no variable."""
+    wanted = {"tenant": "WOLF_TENANT", "task_queue": "WOLF_TASK_QUEUE"}
+    wrong = [
+        f"{name} --{param.name}: {param.envvar}"
+        for name, command in _commands()
+        for param in command.params
+        if param.name in wanted
+        and param.envvar != wanted[param.name]
+        and (name, param.name) != ("worker", "tenant")
+    ]
+    assert not wrong
+
+
 async def test_version_short_help_and_completion():
     version = await _wolf(None, "--version")
     assert version.returncode == 0 and version.stdout.startswith("wolf ")

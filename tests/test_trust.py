@@ -211,6 +211,18 @@ def test_policy_secrets_are_per_tenant_and_files_load(tmp_path):
         load_policy(tmp_path / "bad.yaml")
 
 
+def test_a_first_policy_extends_the_default_secrets_unless_it_says_otherwise(tmp_path):
+    """The docs' first policy (one MCP token) must not refuse the example config's ${WOLF_MODEL}."""
+    path = tmp_path / "policy.yaml"
+    path.write_text('secrets: {"*": [TOKEN]}\n')
+    policy = load_policy(path)
+    assert all(policy.allows_secret("default", n) for n in ("TOKEN", "WOLF_MODEL", "OPENAI_API_KEY"))
+    assert not policy.allows_secret("default", "AWS_SECRET_ACCESS_KEY")
+    path.write_text('secrets: {"*": [TOKEN]}\ndefault_secrets: false\n')
+    strict = load_policy(path)
+    assert strict.allows_secret("default", "TOKEN") and not strict.allows_secret("default", "WOLF_MODEL")
+
+
 def _pool(servers: dict, **options) -> McpPool:
     return McpPool({name: McpServerConfig.model_validate(c) for name, c in servers.items()}, **options)
 

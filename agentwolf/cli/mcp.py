@@ -9,6 +9,7 @@ import typer
 from agentwolf.cli.common import ConfigOpt, Tenant, verb
 from agentwolf.cli.connection import Connection
 from agentwolf.cli.console import Exit, err
+from agentwolf.cli.stack import TaskQueue
 from agentwolf.defaults import TASK_QUEUE
 
 app = typer.Typer()
@@ -33,7 +34,7 @@ async def mcp(
     policy: Annotated[
         str | None, typer.Option("--policy", help="HTTP: policy file with `api_keys:` and `cors_origins:`.")
     ] = None,
-    task_queue: Annotated[str, typer.Option("--task-queue", help="The workers' task queue.")] = TASK_QUEUE,
+    task_queue: TaskQueue = TASK_QUEUE,
 ) -> None:
     """Serve the config's agents as MCP tools (ask_AGENT); sessions outlive this process. Over stdio
     it acts as --tenant; over HTTP, each API key's tenant (as wolf serve, which mounts it at /mcp too).

@@ -18,7 +18,9 @@ from agentwolf.defaults import TASK_QUEUE
 
 app = typer.Typer()
 
-TaskQueue = Annotated[str, typer.Option("--task-queue", help="The workers' task queue.")]
+TaskQueue = Annotated[
+    str, typer.Option("--task-queue", envvar="WOLF_TASK_QUEUE", metavar="QUEUE", help="The workers' queue.")
+]
 Plugins = Annotated[
     list[str] | None,
     typer.Option(
@@ -196,7 +198,15 @@ async def serve(
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port")] = 8088,
     config: ConfigOpt = None,
-    tenant: Annotated[str, typer.Option("--tenant", help="The tenant of --no-auth requests.")] = "default",
+    tenant: Annotated[
+        str,
+        typer.Option(
+            "--tenant",
+            envvar="WOLF_TENANT",
+            metavar="TENANT",
+            help="The tenant of --no-auth requests and of webhooks.",
+        ),
+    ] = "default",
     no_auth: Annotated[
         bool, typer.Option("--no-auth", help="Serve without API keys (loopback only).")
     ] = False,

@@ -42,7 +42,7 @@ from agentwolf.paths import data_dir
 POLICY_ENV = "WOLF_POLICY"
 ANY_TENANT = "*"
 DEFAULT_SECRETS = ["WOLF_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY"]
-"""What the example config uses; a policy file replaces this list."""
+"""What the example config uses: allowed for every tenant unless the policy sets `default_secrets: false`."""
 
 CODE_ENV = [
     "PATH", "LD_*", "DYLD_*", "PYTHON*", "NODE_*", "NPM_CONFIG_*", "PERL5*", "PERLLIB", "RUBY*", "GEM_*",
@@ -85,8 +85,12 @@ class ApiKeyEntry(BaseModel):
 class WorkerPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    secrets: dict[str, list[str]] = {ANY_TENANT: DEFAULT_SECRETS}
-    """Tenant (or `*` for every tenant) -> variable names (glob patterns) manifests may reference."""
+    secrets: dict[str, list[str]] = {}
+    """Tenant (or `*` for every tenant) -> variable names (glob patterns) manifests may reference,
+    besides the default ones."""
+    default_secrets: bool = True
+    """The example config's variables (`DEFAULT_SECRETS`) stay allowed for every tenant: a first policy
+    that allows one MCP token must not break the demo. A fleet serving tenants sets it false."""
     commands: list[str] | None = None
     """Stdio commands MCP servers may run; None: any command on PATH. `prog` allows that program with
     any arguments; `prog arg1 arg2` allows exactly that command line."""
@@ -124,7 +128,8 @@ class WorkerPolicy(BaseModel):
         return value
 
     def allows_secret(self, tenant: str, name: str) -> bool:
-        patterns = [*self.secrets.get(ANY_TENANT, ()), *self.secrets.get(tenant, ())]
+        defaults = DEFAULT_SECRETS if self.default_secrets else []
+        patterns = [*defaults, *self.secrets.get(ANY_TENANT, ()), *self.secrets.get(tenant, ())]
         return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
     def secrets_for(self, tenant: str, env: Mapping[str, str] | None = None) -> Secrets:
@@ -336,7 +341,7 @@ def redact_logs() -> None:
     logging.setLogRecordFactory(redacting)
 
 
-NO_SECRETS = WorkerPolicy(secrets={}, source="no placeholders for configs from skill files")
+NO_SECRETS = WorkerPolicy(default_secrets=False, source="no placeholders for configs from skill files")
 
 
 def load_policy(path: str | Path | None = None) -> WorkerPolicy:
