@@ -1,6 +1,7 @@
 """`wolf`: submit, follow, steer and interrupt agent sessions; run workers; the embedded local stack.
 
-Exit codes: 0 ok, 1 the session failed, 2 usage or config error, 3 Temporal or a worker unreachable.
+Exit codes: 0 ok, 1 the session failed, 2 usage or config error, 3 Temporal or a worker unreachable,
+130 interrupted (Ctrl-C).
 
 Each module of this package holds the verbs of one concern on its own `typer.Typer()`, merged into
 `app` below. To add verbs: write `agentwolf/cli/<concern>.py` with `app = typer.Typer()` and
@@ -67,7 +68,8 @@ SHORT_HELP = 200
 HELP = """Durable AI agent sessions on Temporal: submit, follow, steer and interrupt them; run workers;
 the embedded local stack.
 
-Exit codes: 0 ok, 1 the session failed, 2 usage or config error, 3 Temporal or a worker unreachable."""
+Exit codes: 0 ok, 1 the session failed, 2 usage or config error, 3 Temporal or a worker unreachable,
+130 interrupted (Ctrl-C)."""
 
 
 class _Group(TyperGroup):

@@ -126,12 +126,14 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
         tls: bool | None = None,
         tenant: str = "default",
         task_queue: str = TASK_QUEUE,
+        idle_close_after: timedelta | None = None,
     ) -> WolfClient:
-        """`namespace` defaults to the tenant's own (`WOLF_TENANT_NAMESPACES`), else the configured one."""
+        """`namespace` defaults to the tenant's own (`WOLF_TENANT_NAMESPACES`), else the configured one;
+        `idle_close_after` as for the constructor."""
         client = await connect(
             address, namespace or namespace_for(check_tenant_name(tenant)), profile, api_key=api_key, tls=tls
         )
-        return cls(client, tenant=tenant, task_queue=task_queue)
+        return cls(client, tenant=tenant, task_queue=task_queue, idle_close_after=idle_close_after)
 
     async def check_session(self, session_id: str) -> None:
         """Raise SessionNotFound or TenantError unless `session_id` is a session of this tenant (one

@@ -160,14 +160,20 @@ class StackStatus:
     """Where the worker serves Prometheus metrics (its `--metrics-port`, remembered ones included)."""
 
 
-WATCHED_ENV = ("WOLF_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "WOLF_POLICY")
-"""What the worker reads to build models, besides every `OTEL_*` (its traces) and WOLF_TRACE_CONTENT."""
+WATCHED_ENV = ("WOLF_MODEL", "WOLF_POLICY")
+"""What the worker reads to build models, besides every provider's `*_API_KEY` and `*_BASE_URL`
+(pydantic-ai's providers read their own: GEMINI_API_KEY, GROQ_API_KEY...), every `OTEL_*` (its
+traces) and WOLF_TRACE_CONTENT."""
 _UNSET = hashlib.sha256(b"\0unset").hexdigest()[:16]
 
 
 def _watched_env() -> dict[str, str]:
     """A digest per variable set (values never reach the disk), so a change can be named."""
-    names = {*WATCHED_ENV, "WOLF_TRACE_CONTENT", *(n for n in os.environ if n.startswith("OTEL_"))}
+    names = {
+        *WATCHED_ENV,
+        "WOLF_TRACE_CONTENT",
+        *(n for n in os.environ if n.startswith("OTEL_") or n.endswith(("_API_KEY", "_BASE_URL"))),
+    }
     return {
         name: hashlib.sha256(os.environ[name].encode()).hexdigest()[:16]
         for name in sorted(names)
