@@ -60,6 +60,12 @@ class ContextKeeper:
         self.compact_requested = False
         self.sizes = ContextSizes()
 
+    def cut(self, view: ContextView) -> None:
+        """The transcript was cut (a rewind): `view` is clamped to it, and the sizes measured so far
+        go (those past the cut were of the messages set aside)."""
+        self.view = view
+        self.sizes = ContextSizes()
+
     def sent_view(self) -> ContextView | None:
         """What model requests carry: None while the working context is the transcript itself."""
         return None if self.view.plain else self.view
