@@ -1,6 +1,7 @@
-"""Property: wherever a rewind or a fork cuts a compacted transcript (stubbed, summarised, folded),
-the next prompt reaches the model as a prompt: the last request of the working context, never a
-line of the fold's "earlier turns, not a new request" note; and the step after it as messages."""
+"""Property: wherever a rewind (and a redo after it) or a fork cuts a compacted transcript (stubbed,
+summarised, folded), the next prompt reaches the model as a prompt: the last request of the working
+context, never a line of the fold's "earlier turns, not a new request" note; and the step after it
+as messages."""
 
 from __future__ import annotations
 
@@ -60,12 +61,13 @@ def cut_line(
     """The transcript and view after a rewind or a fork, as the session and `wolf fork` make them."""
     turns = marks(messages)
     turn = data.draw(st.integers(1, len(turns)))
-    how = data.draw(st.sampled_from(["rewind", "fork", "step", "edit"]))
-    if how == "rewind":
+    how = data.draw(st.sampled_from(["rewind", "redo", "fork", "step", "edit"]))
+    if how in ("rewind", "redo"):
         if turn == len(turns):  # the session is there already
             return None
         line = branches.Line(list(messages), list(turns), [], view)
-        branches.apply(line, branches.plan(line.transcript, line.turns, [], str(turn)), None)
+        for to in [str(turn), "branch-1"] if how == "redo" else [str(turn)]:
+            branches.apply(line, branches.plan(line.transcript, line.turns, line.branches, to), None)
         return line.transcript, line.view
     mark = turns[turn - 1]
     steps = sum(isinstance(m, ModelResponse) for m in messages[mark.start : mark.end])
