@@ -193,6 +193,66 @@ async def test_older_turns_fold_into_one_note_past_the_message_bound(wolf, run_w
     assert not any(is_summary(r) for r in server.requests) and server.refused == 0
 
 
+def user_messages(request: dict[str, Any]) -> list[str]:
+    return [json.dumps(item["content"]) for item in request["input"] if item.get("role") == "user"]
+
+
+async def test_after_a_rewind_or_fork_of_a_folded_session_the_next_prompt_is_sent_as_a_prompt(
+    wolf, run_worker, client
+):
+    """A cut before the fold's end (rewind, fork) ends the fold there: the next prompt reaches the
+    model as its last user message, with its step's call and result as messages after it, not as
+    lines of the "earlier turns, not a new request" note."""
+
+    def sent_as_prompt(prompt: str) -> None:
+        first, last = [r for r in requests_of(server) if prompt in json.dumps(r)][:2]
+        assert user_messages(first)[-1] == json.dumps(prompt) and first["input"][-1]["role"] == "user"
+        assert user_messages(last)[-1] == json.dumps(prompt)
+        assert [i.get("type") for i in last["input"][-2:]] == ["function_call", "function_call_output"]
+
+    with ScriptedOpenAI(lambda r: reply(r, size=500), window=100_000) as server:
+        async with run_worker():
+            sid = await wolf.start_session("a", manifest(server.base_url, 100_000))
+            await run_turns(wolf, sid, 0, 25)  # 100 messages: older turns folded
+            assert "earlier-turns" in json.dumps(requests_of(server)[-1]["input"][0])
+
+            fork = await wolf.fork(sid, at="10")
+            await wolf.prompt(fork.session_id, "after the fork: remember fact-100")
+            await wait_for(lambda: idle(wolf, fork.session_id, 11), timeout=120)
+            sent_as_prompt("after the fork: remember fact-100")
+
+            await wolf.rewind(sid, "10")
+            await wolf.prompt(sid, "after the rewind: remember fact-101")
+            await wait_for(lambda: idle(wolf, sid, 26), timeout=120)
+            sent_as_prompt("after the rewind: remember fact-101")
+            await record_history(client, workflow_id("default", sid), "rewind_folded")
+    assert not any(is_summary(r) for r in server.requests) and server.refused == 0
+
+
+async def test_a_rewind_measures_the_next_turn_as_what_it_sends(wolf, run_worker):
+    """Each message's size is measured once (the transcript only grows, but for a rewind): after a
+    rewind past a big result, the next turn's messages take its places, and are measured anew."""
+
+    def replies(request: dict[str, Any]) -> Reply:
+        big = "read the big file" in json.dumps(request["input"][-1])
+        return reply(request, size=40_000 if big else 10)
+
+    with ScriptedOpenAI(replies, window=1_000_000) as server:
+        async with run_worker():
+            sid = await wolf.start_session("a", manifest(server.base_url, 1_000_000))
+            await run_turns(wolf, sid, 0, 1)
+            small = (await wolf.status(sid)).context_tokens
+            await wolf.prompt(sid, "turn 1: read the big file")
+            await wait_for(lambda: idle(wolf, sid, 2), timeout=120)
+            big = (await wolf.status(sid)).context_tokens
+            await wolf.rewind(sid, "1")
+            await run_turns(wolf, sid, 2, 1)
+            after = (await wolf.status(sid)).context_tokens
+    assert small is not None and big is not None and after is not None
+    assert big > small + 10_000  # the big result: 40 000 characters
+    assert after < small + 1_000, (small, big, after)  # a small turn, not the set-aside big one
+
+
 async def test_wolf_pin_compact_and_status_on_the_command_line(wolf, run_worker, client):
     address = client.service_client.config.target_host
     with ScriptedOpenAI(reply) as server:

@@ -100,6 +100,7 @@ def test_the_corpus_covers_every_feature():
         "limiter_priority_weights",
         "limiter_continue_as_new",
         "rewind_and_redo",
+        "rewind_folded",
         "eval_run",
         "eval_run_scored",
         "eval_dataset",

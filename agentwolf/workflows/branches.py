@@ -113,8 +113,9 @@ class Line:
     """Its older messages in the payload store (a rewind never reaches into them)."""
 
 
-def apply(line: Line, decided: Plan, compiled: CompiledAgent | None) -> Rewound:
-    """Set aside what follows `decided.keep` as a new branch, then restore a redo's branch."""
+def apply(line: Line, decided: Plan, compiled: CompiledAgent | None, *, whole_view: bool = True) -> Rewound:
+    """Set aside what follows `decided.keep` as a new branch, then restore a redo's branch.
+    `whole_view`: every index of the view is clamped to the cut (`cuts.clamp_view`)."""
     suffix = line.transcript[decided.keep :]
     effects = effect_ledger(line.transcript, line.turns, compiled, decided.keep)
     name = None
@@ -138,7 +139,7 @@ def apply(line: Line, decided: Plan, compiled: CompiledAgent | None) -> Rewound:
         line.branches.remove(decided.restore)
         line.transcript.extend(decided.restore.messages)
         line.turns.extend(decided.restore.turns)
-    line.view = clamp_view(line.view, decided.keep)
+    line.view = clamp_view(line.view, decided.keep, whole=whole_view)
     return Rewound(point=decided.point, branch=name, effects=effects)
 
 

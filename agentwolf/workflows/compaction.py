@@ -294,7 +294,8 @@ class ContextSizes:
     """`chars(working_context(messages, view), tool_output_chars)` without building the context:
     each message's size as sent (whole, stubbed, or as lines of the fold) is computed once. Workflow
     code measures the context several times a step; rebuilding a long transcript's each time (every
-    old result stubbed anew) cost more than the request. Valid while `messages` only grows."""
+    old result stubbed anew) cost more than the request. Valid while `messages` only grows: a cut
+    (a rewind) needs a new one (`ContextKeeper.cut`)."""
 
     def __init__(self) -> None:
         self._limit = 0

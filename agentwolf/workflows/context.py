@@ -41,7 +41,11 @@ from agentwolf.workflows.core import SessionCore
 from agentwolf.workflows.turn import HEARTBEAT_TIMEOUT, MODEL_RETRY, MODEL_TIMEOUT, Turn, cause_message, short
 
 LEARNT_MARGIN = 0.9
-"""A window learnt from a refusal that named none: this share of the refused request's estimate."""
+"""A window learnt from a refusal that named none: this share of the refused request's estimate.
+Not floored at the compiled window: such a refusal says the estimate falls short of the provider's
+count, and the learnt window, in the estimate's measure, makes up for it; a floor would let the
+provider refuse again and again, each refusal forcing a compaction. A wrong estimate is the bug to
+fix (a rewind's stale sizes were one: `ContextKeeper.cut`)."""
 
 
 ModelRequest = Callable[[CompiledAgent], Awaitable[ModelRequestOutput]]
@@ -58,6 +62,12 @@ class ContextKeeper:
         self.tokens_per_char = 1 / CHARS_PER_TOKEN
         """Calibrated on the provider's reported input tokens; never below chars/4."""
         self.compact_requested = False
+        self.sizes = ContextSizes()
+
+    def cut(self, view: ContextView) -> None:
+        """The transcript was cut (a rewind): `view` is clamped to it, and the sizes measured so far
+        go (those past the cut were of the messages set aside)."""
+        self.view = view
         self.sizes = ContextSizes()
 
     def sent_view(self) -> ContextView | None:

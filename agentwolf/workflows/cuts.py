@@ -281,14 +281,19 @@ def fork_input(source: SessionInput, at: Cut, session_id: str, *, edit: str | No
     )
 
 
-def clamp_view(view: ContextView, length: int) -> ContextView:
-    """The working context's view of a transcript cut to `length` messages: stubs and a summary
-    that lie within it stay (the cut prefix is seen as it was), pinned notes stay."""
+def clamp_view(view: ContextView, length: int, *, whole: bool = True) -> ContextView:
+    """The working context's view of a transcript cut to `length` messages: every index in it ends
+    within the cut. Stubs, a summary and a fold that lie within it stay (the cut prefix is seen as it
+    was); a fold that reached past it ends at the cut, so the next prompt, which starts a turn there,
+    is sent as a prompt, not as a line of the "earlier turns" note. Pinned notes stay.
+    `whole=False`: stubs and summary only, as rewinds clamped before `REWIND_VIEW` (for replay)."""
     keep_summary = view.summary_upto <= length
+    folds = {"fold_before": min(view.fold_before, length), "archived": min(view.archived, length)}
     return view.model_copy(
         update={
             "stub_before": min(view.stub_before, length),
             "summary_upto": view.summary_upto if keep_summary else 0,
             "summary": view.summary if keep_summary else "",
+            **(folds if whole else {}),
         }
     )

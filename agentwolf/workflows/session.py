@@ -65,6 +65,8 @@ from agentwolf.workflows.stream import SessionStream  # workflow code: sandboxed
 RELEASE_ON_CANCEL = "release-on-cancel"  # patch: a cancelled session stops its client's servers too
 DETACH_AT_CLOSE = "detach-at-close"  # patch: closing answers waiting follower polls, refuses new ones
 REWIND = "rewind"  # patch: the rewind update (a session goes back to a turn or a branch)
+REWIND_VIEW = "rewind-view"  # patch: a rewind ends every index of the view at the cut, the fold's too,
+# and measures the context anew
 IDLE_CLOSE = "idle-close"  # patch: a session idle for host.sessions.idle_close_after closes
 HANDED_OVER = "handed over to the next run"
 """What a query that reads the transcript says once this run let it go (`_release`); clients ask
@@ -430,12 +432,19 @@ class SessionWorkflow:
         """`to`: a turn number, or a branch's name. Nothing runs again; the effects the set-aside
         turns left are said, not undone (workflows/branches.py)."""
         workflow.patched(REWIND)
+        whole = workflow.patched(REWIND_VIEW)
         core = self.core
         line = Line(core.transcript, core.turns, core.branches, self.context.view, core.archive)
         done = branches.apply(
-            line, branches.plan(core.transcript, core.turns, core.branches, to, core.archive), core.compiled
+            line,
+            branches.plan(core.transcript, core.turns, core.branches, to, core.archive),
+            core.compiled,
+            whole_view=whole,
         )
-        self.context.view = line.view
+        if whole:
+            self.context.cut(line.view)
+        else:  # as before REWIND_VIEW (replayed histories): the set-aside messages' sizes stayed
+            self.context.view = line.view
         core.digest = core.synced_digest = core.whole_digest()
         core.synced_len = len(core.transcript)
         core.last_output = branches.last_text(core.transcript)
