@@ -155,6 +155,20 @@ async def test_the_worker_policy_caps_what_a_manifest_and_the_model_ask_for():
     assert WorkerPolicy().web_max_bytes == 20_000_000 and WorkerPolicy().web_max_chars == 500_000
 
 
+async def test_a_long_html_page_is_cut_before_its_conversion():
+    """Converting HTML is the costly part: what the model asks for bounds how much of it is converted
+    (about 50 HTML characters per character asked for, at least a million), and the result says so."""
+    with WebServer() as web:
+        short = await fetch(f"{web.url}/long", 1_000, SETTINGS, _allowing(web))
+        whole = await fetch(f"{web.url}/long", 100_000, SETTINGS, _allowing(web))
+    assert "paragraph 0 about **wolves**" in short and "paragraph 29999" not in short
+    assert short.endswith(
+        "[cut: the HTML was cut at 1000000 of 1248916 characters before conversion (a larger "
+        "max_chars converts more)]\n\n[cut: 1000 of 807403 characters shown]"
+    )
+    assert "before conversion" not in whole and whole.endswith("[cut: 100000 of 1008889 characters shown]")
+
+
 def test_pages_are_parsed_off_the_loops_default_executor():
     """The loop's default executor (DNS lookups, to_thread everywhere in the worker) never parses
     a page: pages go to the web capability's own bounded pool."""

@@ -13,7 +13,8 @@ ceilings, and the whole fetch, redirects and parse included, ends at a deadline.
 
 HTML becomes Markdown with html-to-markdown (a Rust converter without dependencies: fast on pages of
 megabytes, drops scripts and styles, keeps tables and links); a PDF becomes its text with pypdf
-(pure Python, no dependencies), page by page until `max_chars`. Both run on a small pool of their
+(pure Python, no dependencies), page by page until `max_chars`; of a long HTML page only as much as
+`max_chars` can use is converted. Both run on a small pool of their
 own, so big pages never take the threads DNS lookups and the rest of the worker share; a parse still
 waiting when its fetch's deadline passes is dropped.
 """
@@ -44,6 +45,9 @@ ACCEPT_ENCODING = "gzip, deflate"
 """What zlib undoes with a bound; httpx would also offer br and zstd when installed, whose decoders
 cannot bound what one chunk grows to."""
 TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml+xml")
+HTML_PER_CHAR, MIN_HTML = 50, 1_000_000
+"""How much HTML is converted per character asked for (markup, scripts and styles make a page's HTML
+many times its text), and at least: the rest is cut before the conversion, the costly part."""
 PARSERS = ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="wolf-web")
 """Where pages become text: bounded, and apart from the loop's default executor."""
 
@@ -189,6 +193,13 @@ def _page(url: str, response: httpx.Response, body: bytes, whole: bool, max_char
     else:
         text = body.decode(response.charset_encoding or "utf-8", errors="replace")
     if kind in ("text/html", "application/xhtml+xml") or (not kind and "<html" in text[:1000].lower()):
+        budget = max(MIN_HTML, HTML_PER_CHAR * max_chars)
+        if len(text) > budget:
+            notes.append(
+                f"the HTML was cut at {budget} of {len(text)} characters before conversion (a larger "
+                "max_chars converts more)"
+            )
+            text = text[:budget]
         options = html_to_markdown.ConversionOptions(
             base_url=url,  # links the model can follow
             inline_data_media=html_to_markdown.InlineDataMedia.ALT_TEXT_ONLY,  # no base64 images

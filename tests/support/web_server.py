@@ -11,6 +11,7 @@
     /pdf             a one-page PDF saying "Wolves hunt in packs"
     /search?q=Q      Brave Search's JSON shape; 401 without the header X-Subscription-Token: KEY
     /bomb            50 MB of text in 50 KB of gzip (a decompression bomb)
+    /long            an HTML page of 1.3 MB: 30,000 numbered paragraphs
 
 `?encoding=gzip` (or `deflate`) sends any of these so encoded, as most sites do; `?encoding=br` says
 br over bytes that are not.
@@ -142,6 +143,10 @@ class _Handler(BaseHTTPRequestHandler):
             for i in (1, 2)
         ]
         self._send(200, "application/json", json.dumps({"web": {"results": results}}).encode())
+
+    def _long(self, query: dict[str, list[str]]) -> None:
+        paragraphs = "".join(f"<p>paragraph {i} about <b>wolves</b></p>" for i in range(30_000))
+        self._send(200, "text/html", f"<html><body>{paragraphs}</body></html>".encode())
 
     def _bomb(self, query: dict[str, list[str]]) -> None:
         self._send(200, "text/plain", bomb(), "gzip")
