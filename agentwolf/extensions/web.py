@@ -80,7 +80,7 @@ async def _fetch(url: str, max_chars: int, settings: WebSettings, policy: Worker
                 if response.is_redirect and "location" in response.headers:
                     url = str(target.join(response.headers["location"]))
                     continue
-                body, whole = await _read(response, limit)
+                body, whole = await _read(response, limit, str(target))
             finally:
                 await response.aclose()
         page = functools.partial(_page, str(target), response, body, whole, max_chars)
@@ -133,9 +133,9 @@ async def _checked_address(url: httpx.URL, policy: WorkerPolicy) -> str:
     return addresses[0]
 
 
-async def _read(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
+async def _read(response: httpx.Response, limit: int, url: str) -> tuple[bytes, bool]:
     """At most `limit` bytes of the decoded body, and whether that is all of it."""
-    decoder = _Decoder(response.headers.get("content-encoding", ""), str(response.url))
+    decoder = _Decoder(response.headers.get("content-encoding", ""), url)
     body, read = bytearray(), 0
     async for chunk in response.aiter_raw():
         read += len(chunk)
@@ -249,7 +249,7 @@ async def search(
         async with httpx.AsyncClient(trust_env=False, timeout=timeout) as client:
             response = await _send(client, target, policy, headers)
             try:
-                body, _ = await _read(response, policy.web_max_bytes)
+                body, _ = await _read(response, policy.web_max_bytes, str(target))
             finally:
                 await response.aclose()
         response.raise_for_status()
