@@ -51,9 +51,10 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
             non_retryable=True,
         )
     agent_sources = []
-    if agent.file is not None:  # a Markdown agent: watched, and read again (an edit counts)
-        agent_sources.append(await host.agent_folder(agent.file))
-        agent = await _from_file(host, inp.manifest, agent)
+    if agent.file is not None:  # a Markdown agent: read again (an edit counts), and watched
+        file = agent.file
+        agent = await _from_file(inp.manifest, inp.agent, agent)
+        agent_sources.append(await host.agent_folder(file))
     try:
         # Specs may carry placeholders (`${WOLF_MODEL:-test}`): they stay in what compile returns
         # (it is recorded in history) and are resolved when the model is built. Checked now, so a
@@ -136,11 +137,16 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
     return compiled
 
 
-async def _from_file(host: AgentHost, manifest: Manifest, loaded: AgentConfig) -> AgentConfig:
+async def _from_file(manifest: Manifest, name: str, loaded: AgentConfig) -> AgentConfig:
     """A Markdown agent as its file says now: an edit made since the config loaded counts."""
     try:
         return await asyncio.to_thread(
-            reread, loaded, manifest.host.models.aliases, manifest.host.mcp_servers
+            reread,
+            name,
+            loaded,
+            manifest.agents_from,
+            manifest.host.models.aliases,
+            manifest.host.mcp_servers,
         )
     except AgentFileError as exc:
         raise ApplicationError(str(exc), type="ConfigError", non_retryable=True) from None

@@ -34,7 +34,9 @@ class WebActivities:
                 query = args.get("query")
                 if not isinstance(query, str) or not query.strip():
                     return ToolCallOutput(content="web_search needs `query`", is_error=True)
-                text = await heartbeating(web.search(query, settings.search, settings.timeout_s, secrets))
+                text = await heartbeating(
+                    web.search(query, settings.search, settings.timeout_s, self.hosts.policy, secrets)
+                )
             else:
                 return ToolCallOutput(content=f"no web tool {inp.tool!r} here", is_error=True)
         except web.WebError as exc:

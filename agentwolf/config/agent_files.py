@@ -2,8 +2,9 @@
 
 A file's YAML frontmatter gives `name`, `description`, `tools` and `model`; its body is the agent's
 instructions. `agents_from:` folders are read when the manifest loads (so names check, and `wolf config
-show` lists them), and the worker reads each file again when it compiles the agent, so an edit reaches
-the next turn without a reload.
+show` lists them; the loaded manifest names the folders as absolute paths), and the worker reads each
+file again when it compiles the agent, so an edit reaches the next turn without a reload; only a file
+in the config's own folders, since a config sent to the worker may name any path.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ _ALIASES = {"Task": ["delegate"], "Agent": ["delegate"], "Skill": ["load_skill",
 
 
 class AgentFileError(ValueError):
-    """An agent file that cannot be used; the message starts with the file's path."""
+    """An agent file that cannot be used; the message names the file."""
 
 
 def folders(paths: list[str] | str, base_dir: Path | None) -> list[Path]:
@@ -105,10 +106,29 @@ def parse_agent_file(
     return name, config
 
 
-def reread(config: AgentConfig, aliases: Collection[str], servers: Collection[str]) -> AgentConfig:
+def reread(
+    name: str,
+    config: AgentConfig,
+    agents_from: list[str] | str,
+    aliases: Collection[str],
+    servers: Collection[str],
+) -> AgentConfig:
     """The agent as its file says now (the worker's view of an edit); the loaded copy when the file is
-    not on this machine (a config pushed from elsewhere). A file now bad raises AgentFileError."""
-    if config.file is None or not Path(config.file).is_file():
+    not on this machine (a config pushed from elsewhere). A file now bad raises AgentFileError.
+
+    `file` is manifest data, and whoever sends a config may name any path: only a `*.md` file
+    directly in one of the config's own `agents_from` folders, as this machine resolves them, is
+    read; another is refused before anything reads or watches it."""
+    if config.file is None:
+        return config
+    allowed = folders(agents_from, None) if agents_from else []
+    if not config.file.endswith(".md") or Path(config.file).parent.resolve() not in allowed:
+        raise AgentFileError(
+            f"agents.{name}.file: {config.file} is not in a folder of this config's `agents_from` "
+            f"({', '.join(map(str, allowed)) or 'none'}, as this worker resolves them); the worker "
+            "reads agent files only there"
+        )
+    if not Path(config.file).is_file():
         return config
     _, data = parse_agent_file(Path(config.file), aliases, servers)
     return AgentConfig.model_validate({**config.model_dump(exclude={"tools", "model"}), **data})
@@ -152,7 +172,10 @@ def merge_into(data: dict[str, Any], base_dir: Path | None) -> list[str]:
         return []
     host = _mapping(data, "host")
     aliases, servers = _mapping(_mapping(host, "models"), "aliases"), _mapping(host, "mcp_servers")
-    found, problems, notes = load_folders(folders(paths, base_dir), aliases, servers)
+    listed = folders(paths, base_dir)
+    # The folders as read here, so a worker elsewhere (another directory) holds `file` to the same ones.
+    data["agents_from"] = [str(folder) for folder in listed]
+    found, problems, notes = load_folders(listed, aliases, servers)
     for name, config in found.items():
         if name in agents:
             notes.append(f"{config['file']}: agent {name!r} is defined in the manifest already; ignored")

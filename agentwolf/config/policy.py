@@ -110,6 +110,10 @@ class WorkerPolicy(BaseModel):
     web_private: list[str] = []
     """Addresses (`ip:port` globs, e.g. `10.1.2.3:*`, `*` for all) `web_fetch` may reach although they
     are loopback, link-local or private; checked on the address each request connects to, redirects too."""
+    web_max_bytes: int = Field(20_000_000, ge=1000)
+    """The most bytes (decoded) `web_fetch` reads of a page, whatever a manifest's `max_bytes` says."""
+    web_max_chars: int = Field(500_000, ge=100)
+    """The most characters of a page `web_fetch` returns, whatever the model's `max_chars` says."""
     api_keys: list[ApiKeyEntry] = []
     """Keys `wolf serve` accepts (besides `WOLF_API_KEYS`)."""
     cors_origins: list[WebOrigin] = []
@@ -226,11 +230,35 @@ class WorkerPolicy(BaseModel):
         return found
 
 
+NAT64_WELL_KNOWN = ipaddress.IPv6Network("64:ff9b::/96")
+"""NAT64's well-known prefix (RFC 6052): the last 32 bits are the IPv4 address it reaches."""
+NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
+"""NAT64's local-use prefix (RFC 8215): translation inside one network, never global."""
+IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+
+
 def is_private(address: str) -> bool:
-    """Loopback, link-local, private or multicast (an IPv4-mapped IPv6 address as its IPv4 one)."""
+    """Loopback, link-local, private or multicast; an IPv6 address that carries an IPv4 one (mapped,
+    IPv4-compatible, NAT64, 6to4, Teredo) is private when any IPv4 address it carries is, since
+    Python counts NAT64 and 6to4 addresses as global whatever they lead to."""
     ip = ipaddress.ip_address(address.partition("%")[0])
-    mapped = getattr(ip, "ipv4_mapped", None)
-    return not (mapped or ip).is_global or ip.is_multicast
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
+        ip = ip.ipv4_mapped
+    if ip.is_multicast or not ip.is_global:
+        return True
+    if isinstance(ip, ipaddress.IPv4Address):
+        return False
+    return ip in NAT64_LOCAL or any(is_private(str(inner)) for inner in _carried(ip))
+
+
+def _carried(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address leads to or stands for."""
+    last = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return [
+        *([last] if ip in NAT64_WELL_KNOWN or ip in IPV4_COMPATIBLE else []),
+        *([ip.sixtofour] if ip.sixtofour else []),
+        *(ip.teredo or ()),
+    ]
 
 
 def is_code_env(name: str) -> bool:

@@ -10,14 +10,23 @@
     /binary          application/octet-stream
     /pdf             a one-page PDF saying "Wolves hunt in packs"
     /search?q=Q      Brave Search's JSON shape; 401 without the header X-Subscription-Token: KEY
+    /bomb            50 MB of text in 50 KB of gzip (a decompression bomb)
+    /long            an HTML page of 1.3 MB: 30,000 numbered paragraphs
+
+`?encoding=gzip` (or `deflate`) sends any of these so encoded, as most sites do; `?encoding=br` says
+br over bytes that are not.
 
 `hits` lists the paths served, in order.
 """
 
 from __future__ import annotations
 
+import functools
+import gzip
 import json
 import threading
+import zlib
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -52,6 +61,12 @@ def pdf(text: str) -> bytes:
     return bytes(out)
 
 
+@functools.cache
+def bomb() -> bytes:
+    """50 MB of text as about 50 KB of gzip."""
+    return gzip.compress(b"w" * 50_000_000)
+
+
 class _Quiet(ThreadingHTTPServer):
     """Clients that hang up early (the capped and timed-out fetches) are expected, not errors."""
 
@@ -64,6 +79,7 @@ class _Quiet(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Quiet
+    encoding = ""
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -72,10 +88,12 @@ class _Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         self.server.owner.hits.append(parts.path)
         serve = getattr(self, f"_{parts.path.strip('/')}", None)
+        query = parse_qs(parts.query)
+        self.encoding = query.get("encoding", [""])[0]
         if serve is None:
             self._send(404, "text/plain", b"not found")
         else:
-            serve(parse_qs(parts.query))
+            serve(query)
 
     def _page(self, query: dict[str, list[str]]) -> None:
         self._send(200, "text/html; charset=utf-8", PAGE)
@@ -126,9 +144,22 @@ class _Handler(BaseHTTPRequestHandler):
         ]
         self._send(200, "application/json", json.dumps({"web": {"results": results}}).encode())
 
-    def _send(self, status: int, kind: str, body: bytes) -> None:
+    def _long(self, query: dict[str, list[str]]) -> None:
+        paragraphs = "".join(f"<p>paragraph {i} about <b>wolves</b></p>" for i in range(30_000))
+        self._send(200, "text/html", f"<html><body>{paragraphs}</body></html>".encode())
+
+    def _bomb(self, query: dict[str, list[str]]) -> None:
+        self._send(200, "text/plain", bomb(), "gzip")
+
+    def _send(self, status: int, kind: str, body: bytes, encoded: str = "") -> None:
+        encoders: dict[str, Callable[[bytes], bytes]] = {"gzip": gzip.compress, "deflate": zlib.compress}
+        encode = encoders.get(self.encoding, bytes if self.encoding else None)
         self.send_response(status)
         self.send_header("Content-Type", kind)
+        if encode is not None and not encoded:
+            body, encoded = encode(body), self.encoding
+        if encoded:
+            self.send_header("Content-Encoding", encoded)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
