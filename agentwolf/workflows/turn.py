@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import sys
+import sysconfig
 import threading
 import weakref
 from collections import Counter
@@ -234,9 +235,10 @@ def shared(model: M) -> M:
 
 SHARED_TEXT_MIN = 256
 """Texts this long and longer are shared (`share_texts`); shorter ones would save less than a lookup costs."""
-_MORTAL_INTERNS = sys.version_info[:2] != (3, 12)
+_MORTAL_INTERNS = sys.version_info[:2] != (3, 12) and not sysconfig.get_config_var("Py_GIL_DISABLED")
 """Interned strings leave the table with their last reference, except on 3.12 (PEP 683 made them
-immortal there): there texts stay unshared, or every tool result would live as long as the process."""
+immortal there) and on free-threaded builds (which immortalise them too): there texts stay unshared,
+or every tool result would live as long as the process."""
 
 
 def share_texts(messages: Iterable[ModelMessage]) -> None:
