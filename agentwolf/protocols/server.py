@@ -5,13 +5,13 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Callable, Collection, Sequence
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
 import uvicorn
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
-from starlette.types import ASGIApp
 
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
@@ -20,6 +20,7 @@ from agentwolf.protocols.auth import ApiKeys
 from agentwolf.protocols.guard import LOOPBACK_HOSTS
 from agentwolf.protocols.limits import Limited, ServeLimits, protocol
 from agentwolf.protocols.served import Served
+from agentwolf.protocols.shares import share_of
 
 
 class BindingRefused(ValueError):
@@ -133,7 +134,7 @@ async def serve_app(
 
 
 def server_config(
-    app: ASGIApp,
+    app: Starlette,
     *,
     host: str,
     port: int,
@@ -141,13 +142,14 @@ def server_config(
     cors_origins: Collection[str] = (),
     **options: Any,
 ) -> uvicorn.Config:
-    """uvicorn serving `app` within `limits` (agentwolf/protocols/limits.py): its own h11 protocol
-    holds the header deadline and the connection cap; `limit_concurrency` is only a backstop (its
+    """uvicorn serving `app` (create_app's) within `limits` (agentwolf/protocols/limits.py), each
+    request counted in the share of who sends it (shares.py): its own h11 protocol holds the header
+    deadline and the connection cap; `limit_concurrency` is only a backstop (its
     503 says no Retry-After), past the caps that answer first. Refusals carry the CORS headers of
     `cors_origins`, as the app's own answers do."""
     limits = limits or ServeLimits()
     return uvicorn.Config(
-        Limited(app, limits, cors_origins),
+        Limited(app, limits, partial(share_of, app.state.served), cors_origins),
         host=host,
         port=port,
         http=protocol(limits),
