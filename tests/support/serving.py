@@ -84,4 +84,5 @@ async def console_cookie(http: httpx.AsyncClient, key: str) -> dict[str, str]:
     answer = await http.post("/console/login", data={"key": key}, headers={"Origin": origin})
     assert answer.status_code == 303, answer.text
     name, _, value = answer.headers["set-cookie"].split(";")[0].partition("=")
+    http.cookies.clear()  # only what the caller passes is sent
     return {name: value}
