@@ -4,7 +4,13 @@ a key limited to some agents sees and operates only their schedules and configs,
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,9 +21,9 @@ from agentwolf.config.policy import ApiKeyEntry
 from agentwolf.protocols.app import create_app
 from agentwolf.protocols.auth import ApiKeys, digest
 from agentwolf.protocols.served import Served
-from tests.conftest import tools_server
+from tests.conftest import tools_server, wait_for
 from tests.support.models import Script, text
-from tests.support.serving import console_cookie, serving
+from tests.support.serving import console_cookie, free_port, serving
 
 KEY = "console-key-0123456789"
 JSON = {"Accept": "application/json"}
@@ -149,3 +155,64 @@ async def test_a_key_limited_to_one_agent_neither_sees_nor_fires_other_agents_sc
     assert ops.status_code == 404 and "ADMIN" not in ops.text
     assert pubs.status_code == 200
     assert ops_whole.status_code == 200 and "ADMIN runbook" in ops_whole.text
+
+
+PROXIED = {
+    "Host": "console.example",
+    "Origin": "https://console.example",
+    "X-Forwarded-Proto": "https",
+    "Content-Type": "application/x-www-form-urlencoded",
+}
+"""A sign-in as a TLS proxy on this machine passes it on."""
+
+
+async def test_a_sign_in_through_a_tls_proxy_is_https_only_from_the_proxies_listed(client, task_queue):
+    """uvicorn believes X-Forwarded-Proto from 127.0.0.1 by default; `wolf serve --forwarded-allow-ips`
+    names other proxies, and then the same request is plain HTTP (the key is refused); a console
+    secret too short to sign with stops `wolf serve` before it starts."""
+    keys = ApiKeys.load([], {"WOLF_API_KEYS": f"{KEY}=acme"})
+    async with serving(client, task_queue, keys=keys) as base, httpx.AsyncClient(base_url=base) as http:
+        believed = await http.post("/console/login", content=f"key={KEY}", headers=PROXIED)
+    assert believed.status_code == 303, believed.text
+
+    wolf = str(Path(sys.executable).parent / "wolf")
+    environ = {k: v for k, v in os.environ.items() if k not in ("WOLF_POLICY", "FORWARDED_ALLOW_IPS")}
+    environ |= {
+        "TEMPORAL_ADDRESS": client.service_client.config.target_host,
+        "WOLF_API_KEYS": f"{KEY}=acme",
+        "NO_COLOR": "1",
+    }
+    short = await asyncio.to_thread(
+        subprocess.run,
+        [wolf, "serve", "--task-queue", task_queue],
+        capture_output=True,
+        text=True,
+        env={**environ, "WOLF_CONSOLE_SECRET": "too-short"},
+        timeout=60,
+    )
+    assert short.returncode == 2 and "WOLF_CONSOLE_SECRET needs at least 32" in short.stderr, short.stderr
+    port = free_port()
+    command = [wolf, "serve", "--port", str(port), "--task-queue", task_queue]
+    proc = subprocess.Popen(
+        [*command, "--forwarded-allow-ips", "10.9.9.9"],
+        env=environ,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+
+            async def up() -> bool:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                try:
+                    return (await http.get("/health")).status_code == 200
+                except httpx.TransportError:
+                    return False
+
+            await wait_for(up)
+            doubted = await http.post("/console/login", content=f"key={KEY}", headers=PROXIED)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(proc.wait, 30)
+    assert doubted.status_code == 400 and "sign in over HTTPS" in doubted.text
+    assert "set-cookie" not in doubted.headers
