@@ -92,7 +92,7 @@ class Admission:
 
     @property
     def anonymous(self) -> Share:
-        return Share("", self.limits.max_anonymous, "requests without an API key")
+        return Share("anonymous", self.limits.max_anonymous, "anonymous traffic")
 
     def share(self, name: str, whose: str = "this API key") -> Share:
         """The share of a key (by its digest) or of anything else named `name` (a hook: `hook:NAME`)."""

@@ -29,7 +29,7 @@ def share_of(served: Served, admission: Admission, scope: Scope) -> Share | None
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     token = token.strip() if scheme.lower() == "bearer" else ""
     if served.open_tenant is not None:
-        return admission.share(digest(token) if token else "")
+        return admission.share(digest(token) if token else "open")
     principal = served.keys.principal(token) if token else None
     if principal is None and (path == PREFIX or path.startswith(PREFIX + "/")):
         principal = principal_from_cookie(served, request)
