@@ -39,7 +39,7 @@ from tests.conftest import (
 )
 from tests.support.models import Script, text, tool
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
-from tests.support.serving import serving
+from tests.support.serving import console_cookie, serving
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).parent.parent / ".ci" / "artifacts"
@@ -141,12 +141,12 @@ async def test_the_console_signs_in_streams_steers_and_accounts(
         await expect(page.get_by_role("heading", name="Usage")).to_be_visible()  # back where it was going
         (cookie,) = await context.cookies()
         assert (cookie["name"], cookie["httpOnly"], cookie["secure"], cookie["sameSite"]) == (
-            "wolf_console",
+            "__Host-wolf_console",
             True,
             True,
             "Strict",
         )
-        assert cookie["path"] == "/console"
+        assert cookie["path"] == "/" and "key-a" not in cookie["value"]  # a sign-in token, not the key
         assert await page.evaluate("document.cookie") == ""  # scripts cannot read the key
 
         # A session's answer streams into the page (before the turn ends: its text grows).
@@ -274,7 +274,8 @@ async def test_the_console_signs_in_streams_steers_and_accounts(
         await other.close()
 
         # Other sites: a cross-origin post with the cookie, or one without an Origin, is refused.
-        async with httpx.AsyncClient(base_url=base, cookies={"wolf_console": "key-a"}) as http:
+        async with httpx.AsyncClient(base_url=base) as http:
+            http.cookies.update(await console_cookie(http, "key-a"))
             form = {"Content-Type": "application/x-www-form-urlencoded"}
             forged = await http.post(
                 f"/console/sessions/{sid}/close",
@@ -444,9 +445,11 @@ async def test_a_key_limited_to_other_agents_sees_none_of_this_one(client, task_
         sid = await WolfClient(client, tenant=tenant, task_queue=task_queue).start_session("a", manifest)
         async with (
             serving(client, task_queue, manifest, keys=keys) as base,
-            httpx.AsyncClient(base_url=base, cookies={"wolf_console": "key-all"}) as everyone,
-            httpx.AsyncClient(base_url=base, cookies={"wolf_console": "key-b-only"}) as limited,
+            httpx.AsyncClient(base_url=base) as everyone,
+            httpx.AsyncClient(base_url=base) as limited,
         ):
+            everyone.cookies.update(await console_cookie(everyone, "key-all"))
+            limited.cookies.update(await console_cookie(limited, "key-b-only"))
             html = {"Accept": "text/html"}
             assert sid in (await everyone.get("/console/sessions", headers=html)).text
             assert sid not in (await limited.get("/console/sessions", headers=html)).text

@@ -18,6 +18,7 @@ from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
 from agentwolf.config.policy import WorkerPolicy
 from agentwolf.protocols import hooks
+from agentwolf.protocols.limits import ServeLimits
 from agentwolf.workflows.types import SCHEDULE_ATTR
 from tests.conftest import make_manifest, wait_for
 from tests.support.models import Script, text, tool, user_texts
@@ -261,3 +262,25 @@ async def test_unsigned_requests_cost_no_registry_queries_and_name_no_hooks(
             ]
     assert {(a.status_code, a.text) for a in answers} == {(401, answers[0].text)}
     assert len(reads) <= 1
+
+
+async def test_a_delivery_counts_in_its_hook_s_share_once_its_signature_checks(
+    client, task_queue, monkeypatch
+):
+    """Until its signature checks a delivery is anonymous (a wrong one is answered 401 as always);
+    then it counts in its hook's share, here full, so it is refused 429 naming the hook."""
+    monkeypatch.setenv("HOOK_SECRET", SECRET)
+    limits = ServeLimits(max_requests_per_key=0)
+    async with (
+        serving(client, task_queue, hook_manifest(), routes=hooks.routes(POLICY), limits=limits) as base,
+        httpx.AsyncClient(base_url=base) as http,
+    ):
+        body = json.dumps(BODY).encode()
+        json_type = {"Content-Type": "application/json"}
+        unsigned = await http.post("/hooks/new-issue", content=body, headers=json_type)
+        signed = await http.post(
+            "/hooks/new-issue", content=body, headers={**json_type, "X-Wolf-Signature-256": sign(body)}
+        )
+    assert unsigned.status_code == 401
+    assert signed.status_code == 429 and signed.headers["retry-after"] == "2"
+    assert signed.json()["error"]["message"].startswith("hook 'new-issue' has 0 requests")

@@ -221,6 +221,14 @@ async def serve(
             "browser; repeatable, adds to the policy's cors_origins. Default: none.",
         ),
     ] = None,
+    forwarded_allow_ips: Annotated[
+        str | None,
+        typer.Option(
+            "--forwarded-allow-ips",
+            help="Addresses or networks (comma-separated, '*' for any) of the TLS proxies whose "
+            "X-Forwarded-Proto/-For to believe. Default: FORWARDED_ALLOW_IPS, else 127.0.0.1.",
+        ),
+    ] = None,
     task_queue: TaskQueue = TASK_QUEUE,
     log_level: LogLevel = "INFO",
     log_format: LogFormat = "text",
@@ -241,6 +249,7 @@ async def serve(
     from agentwolf.protocols.auth import ApiKeys
     from agentwolf.protocols.server import BindingRefused, CannotListen, check_binding
     from agentwolf.protocols.server import serve as run_server
+    from agentwolf.protocols.sign_ins import SignIns
     from agentwolf.telemetry import logs
 
     logs.configure(log_level, log_format)
@@ -249,6 +258,7 @@ async def serve(
         keys = ApiKeys.load(loaded.api_keys)
         origins = [*loaded.cors_origins, *(web_origin(o) for o in cors_origin or ())]
         check_binding(host, keys, no_auth, origins)
+        sign_ins = SignIns.from_env()
     except (ValueError, BindingRefused) as exc:
         raise Exit(2, str(exc)) from None
     source = config_source(config)
@@ -266,6 +276,8 @@ async def serve(
             port=port,
             no_auth=no_auth,
             cors_origins=origins,
+            sign_ins=sign_ins,
+            forwarded_allow_ips=forwarded_allow_ips,
             listening=listening,
         )
     except CannotListen as exc:

@@ -8,6 +8,7 @@ job and its variables, the target session, the time zone; the server checks the 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -41,6 +42,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentwolf.access import TenantError, workflow_id
+from agentwolf.client.configs import ConfigNotFound
 from agentwolf.client.durations import parse_duration
 from agentwolf.config.suggest import listing
 from agentwolf.workflows.types import (
@@ -56,6 +58,7 @@ from agentwolf.workflows.types import (
 if TYPE_CHECKING:
     from agentwolf.config.jobs import BusyPolicy, Hook
     from agentwolf.config.manifest import Manifest
+    from agentwolf.workflows.config_registry import ConfigVersion
     from agentwolf.workflows.session_input import SessionInput
 
 Overlap = Literal["skip", "buffer_one", "allow_all"]
@@ -89,6 +92,16 @@ class ScheduleSummary(BaseModel):
     actions: int = 0
 
 
+class ScheduleRuns(BaseModel):
+    """What a schedule's firings run: a job's agent with its config (a registry config's `config_name`,
+    a file's manifest identity `config_id`), or a prompt for `session`. All None: unreadable."""
+
+    agent: str | None = None
+    config_name: str | None = None
+    config_id: str | None = None
+    session: str | None = None
+
+
 class HookRun(BaseModel):
     """What a webhook request started: a job run's session, or a delivery to `session_id`."""
 
@@ -107,7 +120,9 @@ class ScheduleMethods:
     tenant: str
     task_queue: str
 
-    if TYPE_CHECKING:  # provided by JobMethods and WolfClient
+    if TYPE_CHECKING:  # provided by JobMethods, ConfigMethods and WolfClient
+
+        async def config_get(self, name: str, version: int | None = None) -> ConfigVersion: ...
 
         async def _job_session(
             self,
@@ -319,6 +334,28 @@ class ScheduleMethods:
             except ScheduleNotFound:  # deleted meanwhile
                 continue
         return found
+
+    async def schedule_runs(self, name: str) -> ScheduleRuns:
+        """What `name` runs when it fires: for a registry job, the agent the job names in the config's
+        current version (which the firing runs), as front ends check a key's access against it."""
+        from agentwolf.workflows.schedule import FireInput
+
+        _, described = await self._described(name)
+        action = described.schedule.action
+        if not isinstance(action, ScheduleActionStartWorkflow):
+            return ScheduleRuns()
+        try:
+            (fire,) = await self.client.data_converter.decode(action.args, [FireInput])
+        except ValueError:  # not a firing this version reads
+            return ScheduleRuns()
+        if fire.session is None:
+            return ScheduleRuns(session=fire.target)
+        config, agent = fire.session.config_name, fire.session.agent
+        if config is not None and fire.job is not None:
+            with contextlib.suppress(ConfigNotFound):
+                current = (await self.config_get(config)).manifest.jobs.get(fire.job)
+                agent = current.agent if current is not None else agent
+        return ScheduleRuns(agent=agent, config_name=config, config_id=fire.session.manifest.identity)
 
     async def schedule_pause(self, name: str, note: str | None = None) -> None:
         handle, _ = await self._described(name)

@@ -4,9 +4,11 @@ they share is served.py."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib.util
 import logging
+import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
@@ -74,37 +76,53 @@ async def _health(request: Request) -> Response:
 
 READY_TIMEOUT = 2.0
 """Seconds /ready waits for Temporal's answer."""
+READY_TTL = 1.5
+"""Seconds one answer of /ready is reused: a flood of probes (no key needed) asks Temporal once."""
 
 
-async def _ready(request: Request) -> Response:
-    """Readiness: Temporal answers and a worker polls the served task queue. The body names which
-    check failed, never a namespace, queue, worker identity or what Temporal said (no key needed)."""
-    from temporalio.api.enums.v1 import TaskQueueType
-    from temporalio.api.taskqueue.v1 import TaskQueue
-    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+class Readiness:
+    """`/ready`: Temporal answers and a worker polls the served task queue. The body names which
+    check failed, never a namespace, queue, worker identity or what Temporal said (no key needed).
+    One question at a time, its answer kept `READY_TTL` seconds (per app, so per process)."""
 
-    served = served_of(request)
-    checks = {"temporal": "ok", "worker": "ok"}
-    try:
-        described = await served.client.workflow_service.describe_task_queue(
-            DescribeTaskQueueRequest(
-                namespace=served.client.namespace,
-                task_queue=TaskQueue(name=served.task_queue),
-                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-            ),
-            timeout=timedelta(seconds=READY_TIMEOUT),
+    def __init__(self) -> None:
+        self.checks: dict[str, str] = {}
+        self.expires = 0.0
+        self.lock = asyncio.Lock()
+
+    async def answer(self, request: Request) -> Response:
+        async with self.lock:
+            if time.monotonic() >= self.expires:
+                self.checks = await self._check(served_of(request))
+                self.expires = time.monotonic() + READY_TTL
+        if self.checks == {"temporal": "ok", "worker": "ok"}:
+            return JSONResponse({"status": "ok", "checks": self.checks})
+        return JSONResponse(
+            {"status": "unavailable", "checks": self.checks}, status_code=503, headers={"Retry-After": "5"}
         )
-    except RPCError as exc:
-        log.warning("/ready: Temporal did not answer: %s", exc)
-        checks = {"temporal": "unavailable", "worker": "unknown"}
-    else:
-        if not described.pollers:
-            checks["worker"] = "no worker polls the served task queue"
-    if checks == {"temporal": "ok", "worker": "ok"}:
-        return JSONResponse({"status": "ok", "checks": checks})
-    return JSONResponse(
-        {"status": "unavailable", "checks": checks}, status_code=503, headers={"Retry-After": "5"}
-    )
+
+    @staticmethod
+    async def _check(served: Served) -> dict[str, str]:
+        from temporalio.api.enums.v1 import TaskQueueType
+        from temporalio.api.taskqueue.v1 import TaskQueue
+        from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+        try:
+            described = await served.client.workflow_service.describe_task_queue(
+                DescribeTaskQueueRequest(
+                    namespace=served.client.namespace,
+                    task_queue=TaskQueue(name=served.task_queue),
+                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+                ),
+                timeout=timedelta(seconds=READY_TIMEOUT),
+            )
+        except RPCError as exc:
+            log.warning("/ready: Temporal did not answer: %s", exc)
+            return {"temporal": "unavailable", "worker": "unknown"}
+        return {
+            "temporal": "ok",
+            "worker": "ok" if described.pollers else "no worker polls the served task queue",
+        }
 
 
 @contextlib.asynccontextmanager
@@ -144,7 +162,7 @@ def create_app(
         routes=[
             Route("/healthz", _healthz, methods=["GET"]),
             Route("/health", _health, methods=["GET"]),
-            Route("/ready", _ready, methods=["GET"]),
+            Route("/ready", Readiness().answer, methods=["GET"]),
             *routes,
         ],
         lifespan=_lifespan,

@@ -40,6 +40,12 @@ class ApiKeys:
                 found = principal
         return found
 
+    def identified(self, key_id: str) -> Principal | None:
+        """The principal of the one key whose SHA-256 (hex) starts with `key_id` (None: none, or more
+        than one)."""
+        found = [p for _, p in self._keys if key_id and p.key.startswith(key_id)]
+        return found[0] if len(found) == 1 else None
+
     @classmethod
     def load(cls, policy_keys: list[ApiKeyEntry], environ: Mapping[str, str] = os.environ) -> ApiKeys:
         """The policy's keys plus `WOLF_API_KEYS="key=tenant,key2=tenant2"` (split at the last `=`:

@@ -7,7 +7,8 @@ the worker policy allows for that tenant; with `X-Wolf-Timestamp: <unix seconds>
 `<timestamp>.<body>` and a timestamp more than `TOLERANCE` seconds off is refused, so a captured
 request expires. A missing or wrong signature, and a hook this server does not have, are the same
 401 (no hook names to probe), decided before any Temporal call: the hook table is read once per
-`TABLE_TTL` per process.
+`TABLE_TTL` per process. Until its signature checks, a request counts in the anonymous share of the
+server's admission (shares.py), then in its hook's own.
 
 What was signed is what dedupes: the run's id derives from the body's digest (with the timestamp,
 when signed), so a redelivery or a captured request sent again starts nothing, whatever
@@ -36,6 +37,7 @@ from agentwolf.client.wolf_client import SessionNotFound
 from agentwolf.config.jobs import Hook, JobError
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError, WorkerPolicy, load_policy
+from agentwolf.protocols.limits import Refused, place_of
 from agentwolf.protocols.served import ApiError, Served, not_found, served_of
 
 log = logging.getLogger(__name__)
@@ -122,6 +124,11 @@ def routes(policy: WorkerPolicy | None = None) -> list[BaseRoute]:
         content = signed_content(body, timestamp)
         if content is None or not signed(secret, content, header):
             raise ApiError(401, UNAUTHENTICATED, "authentication_error")
+        if (place := place_of(request.scope)) is not None:  # counted as anonymous until now
+            try:
+                place.move(place.admission.share(f"hook:{name}", f"hook {name!r}"))
+            except Refused as refused:
+                return refused.response()
         try:
             payload = json.loads(body) if body else {}
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:

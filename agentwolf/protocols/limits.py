@@ -3,12 +3,15 @@
 - Connections: a request's headers must arrive within `header_timeout` of the connection opening or
   of its previous response (uvicorn has no such deadline: a half-sent request held its connection
   for ever), and past `max_connections` a new connection is answered 503 and closed.
-- Requests: at most `max_requests` at once, and `max_requests_per_key` for one API key. A stream is
-  a request that lasts, so this is also how many streams one key may hold open.
+- Requests: at most `max_requests` at once, counted in shares by who sends them (shares.py):
+  `max_requests_per_key` for one API key (its bearer calls and its console pages together) or one
+  webhook whose signature checked, `max_anonymous` for everything without a known key together;
+  probes and the login page count in none. A stream is a request that lasts, so this is also how
+  many streams one key may hold open.
 - Sends: a response whose client stops reading is ended after `send_timeout` (an SSE stream would
   otherwise park its generator, and everything it holds, for as long as the TCP connection lives).
 
-Anything refused is answered at once with Retry-After: 429 when one key has its share, 503 when the
+Anything refused is answered at once with Retry-After: 429 when its share is full, 503 when the
 process has; never a hang. A listed web origin's page gets those answers with its CORS headers, so
 its script reads the Retry-After instead of a failed fetch.
 """
@@ -22,12 +25,10 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from agentwolf.protocols.auth import digest
 from agentwolf.protocols.cors import CrossOrigin
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,9 @@ class ServeLimits:
     max_connections: int = 1024
     max_requests: int = 512
     max_requests_per_key: int = 32
+    max_anonymous: int = 16
+    """Requests without a known key under way at once, all together (webhooks before their
+    signature checks included): who holds them open holds only this share."""
     send_timeout: float = 30.0
 
 
@@ -63,68 +67,125 @@ class ClientStalled(Exception):
     """The client did not take a response's next bytes within the send timeout."""
 
 
+@dataclass(frozen=True)
+class Share:
+    """Requests counted together (one key's, one hook's, or all anonymous ones) and how many of them
+    may be under way at once."""
+
+    name: str
+    cap: int
+    whose: str
+    """Who is refused, as the refusal says it: "this API key"."""
+
+
+PLACE = "agentwolf.admission"
+"""Where Limited leaves a request's `Place` in its scope's state (hooks.py moves it)."""
+
+
 @dataclass
 class Admission:
-    """Counts the requests under way, in total and per key."""
+    """Counts the requests under way, in total and per share."""
 
     limits: ServeLimits
     total: int = 0
-    by_key: Counter[str] = field(default_factory=Counter)
+    by_share: Counter[str] = field(default_factory=Counter)
 
-    def enter(self, key: str) -> Callable[[], None]:
-        """Take a place for a request of `key` (raises Refused); the callable gives it back."""
-        if self.by_key[key] >= self.limits.max_requests_per_key:
-            raise Refused(
-                429,
-                f"this API key has {self.limits.max_requests_per_key} requests or streams open; retry later",
-            )
+    @property
+    def anonymous(self) -> Share:
+        return Share("anonymous", self.limits.max_anonymous, "anonymous traffic")
+
+    def share(self, name: str, whose: str = "this API key") -> Share:
+        """The share of a key (by its digest) or of anything else named `name` (a hook: `hook:NAME`)."""
+        return Share(name, self.limits.max_requests_per_key, whose)
+
+    def enter(self, share: Share) -> Place:
+        """Take a place for a request in `share` (raises Refused)."""
+        self._check(share)
         if self.total >= self.limits.max_requests:
             raise Refused(503, "the server is at its request limit; retry shortly")
         self.total += 1
-        self.by_key[key] += 1
-        released = False
+        self.by_share[share.name] += 1
+        return Place(self, share)
 
-        def release() -> None:
-            nonlocal released
-            if not released:
-                released = True
-                self.total -= 1
-                self.by_key[key] -= 1
-                if not self.by_key[key]:
-                    del self.by_key[key]
+    def _check(self, share: Share) -> None:
+        if self.by_share[share.name] >= share.cap:
+            raise Refused(429, f"{share.whose} has {share.cap} requests or streams open; retry later")
 
-        return release
+    def _leave(self, share: Share) -> None:
+        self.by_share[share.name] -= 1
+        if not self.by_share[share.name]:
+            del self.by_share[share.name]
+
+
+@dataclass
+class Place:
+    """One admitted request's place: given back once (`release`), or moved to another share once the
+    request proves who it is (`move`)."""
+
+    admission: Admission
+    share: Share
+    released: bool = False
+
+    def move(self, share: Share) -> None:
+        """Count the request in `share` from now (raises Refused, keeping this place, when it is full)."""
+        if share.name == self.share.name or self.released:
+            return
+        self.admission._check(share)
+        self.admission._leave(self.share)
+        self.admission.by_share[share.name] += 1
+        self.share = share
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            self.admission.total -= 1
+            self.admission._leave(self.share)
+
+
+def place_of(scope: Scope) -> Place | None:
+    """The request's place, when Limited admitted it (None: the app runs without limits)."""
+    place: Place | None = scope.get("state", {}).get(PLACE)
+    return place
+
+
+ShareOf = Callable[[Admission, Scope], Share | None]
+"""Which share a request counts in (None: none, for requests that cannot be held open)."""
 
 
 class Limited:
     """The app within the request limits and the send timeout (outermost: it counts each request
-    from its start to its response's end, under the digest of the key it presents, as Principal.key)."""
+    from its start to its response's end, in the share `share_of` names: who the request is)."""
 
-    def __init__(self, app: ASGIApp, limits: ServeLimits, cors_origins: Collection[str] = ()) -> None:
+    def __init__(
+        self, app: ASGIApp, limits: ServeLimits, share_of: ShareOf, cors_origins: Collection[str] = ()
+    ) -> None:
         self.app, self.limits, self.admission = app, limits, Admission(limits)
-        self.cors_origins = cors_origins
+        self.share_of, self.cors_origins = share_of, cors_origins
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] == "/healthz":
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        scheme, _, token = Request(scope).headers.get("authorization", "").partition(" ")
-        key = digest(token.strip()) if scheme.lower() == "bearer" and token.strip() else ""
-        try:
-            release = self.admission.enter(key)
-        except Refused as refused:
-            log.info("answering %d to %s %s: %s", refused.status, scope["method"], scope["path"], refused)
-            answer: ASGIApp = refused.response()
-            if self.cors_origins:
-                answer = CrossOrigin(answer, self.cors_origins)
-            await answer(scope, receive, send)
-            return
+        share = self.share_of(self.admission, scope)
+        place = None
+        if share is not None:
+            try:
+                place = self.admission.enter(share)
+            except Refused as refused:
+                log.info("answering %d to %s %s: %s", refused.status, scope["method"], scope["path"], refused)
+                answer: ASGIApp = refused.response()
+                if self.cors_origins:
+                    answer = CrossOrigin(answer, self.cors_origins)
+                await answer(scope, receive, send)
+                return
+            scope.setdefault("state", {})[PLACE] = place
         try:
             await self.app(scope, receive, timed_send(send, self.limits.send_timeout))
         except* ClientStalled as stalled:  # uvicorn closes a connection whose response did not complete
             log.info("ending %s %s: %s", scope["method"], scope["path"], stalled.exceptions[0])
         finally:
-            release()
+            if place is not None:
+                place.release()
 
 
 def timed_send(send: Send, timeout: float) -> Send:

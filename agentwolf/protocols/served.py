@@ -28,6 +28,7 @@ from agentwolf.client.configs import ConfigNotFound, ConfigQueryFailed
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
 from agentwolf.config.manifest import Manifest
 from agentwolf.protocols.auth import SERVED, ApiKeys
+from agentwolf.protocols.sign_ins import SignIns
 from agentwolf.workflows.types import SessionStatus
 
 log = logging.getLogger(__name__)
@@ -102,6 +103,8 @@ class Served:
     """Sessions started here close after being idle this long, unless their manifest sets
     `host.sessions.idle_close_after`: a stored response or a new chat session is not kept running for
     ever (OpenAI keeps stored responses for 30 days; their events stay readable after the close)."""
+    sign_ins: SignIns = field(default_factory=SignIns)
+    """The console's sign-in tokens (protocols/sign_ins.py)."""
     _clients: dict[str, WolfClient] = field(default_factory=dict)
 
     def wolf(self, principal: Principal) -> WolfClient:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Callable, Collection, Sequence
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
 import uvicorn
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
-from starlette.types import ASGIApp
 
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
@@ -20,6 +20,8 @@ from agentwolf.protocols.auth import ApiKeys
 from agentwolf.protocols.guard import LOOPBACK_HOSTS
 from agentwolf.protocols.limits import Limited, ServeLimits, protocol
 from agentwolf.protocols.served import Served
+from agentwolf.protocols.shares import share_of
+from agentwolf.protocols.sign_ins import SignIns
 
 
 class BindingRefused(ValueError):
@@ -59,9 +61,11 @@ def served_by(
     *,
     no_auth: bool,
     cors_origins: Sequence[str] = (),
+    sign_ins: SignIns | None = None,
 ) -> Served:
     """What a front-end process serves: `source` (a manifest, or a registry config name) to `keys`'
-    callers, or as `wolf`'s tenant without keys (`no_auth`), to the pages of `cors_origins` too."""
+    callers, or as `wolf`'s tenant without keys (`no_auth`), to the pages of `cors_origins` too;
+    console sign-ins by `sign_ins` (default: under `WOLF_CONSOLE_SECRET`, sign_ins.py)."""
     return Served(
         client=wolf.client,
         task_queue=wolf.task_queue,
@@ -71,6 +75,7 @@ def served_by(
         open_tenant=wolf.tenant if no_auth else None,
         hook_tenant=wolf.tenant,
         cors_origins=tuple(dict.fromkeys(cors_origins)),
+        sign_ins=sign_ins or SignIns.from_env(),
     )
 
 
@@ -83,11 +88,15 @@ async def serve(
     port: int,
     no_auth: bool,
     cors_origins: Sequence[str] = (),
+    sign_ins: SignIns | None = None,
+    forwarded_allow_ips: str | None = None,
     listening: Callable[[list[str]], None] = lambda front_ends: None,
 ) -> None:
     check_binding(host, keys, no_auth, cors_origins)
-    served = served_by(wolf, source, keys, no_auth=no_auth, cors_origins=cors_origins)
-    await serve_app(served, host=host, port=port, listening=listening)
+    served = served_by(wolf, source, keys, no_auth=no_auth, cors_origins=cors_origins, sign_ins=sign_ins)
+    await serve_app(
+        served, host=host, port=port, forwarded_allow_ips=forwarded_allow_ips, listening=listening
+    )
 
 
 class CannotListen(OSError):
@@ -116,10 +125,14 @@ async def serve_app(
     host: str,
     port: int,
     routes: list[BaseRoute] | None = None,
+    forwarded_allow_ips: str | None = None,
     listening: Callable[[list[str]], None] = lambda front_ends: None,
 ) -> None:
     """`create_app(served, routes)` with uvicorn until stopped; `listening(front_ends)` once the socket
-    is bound (a taken port is a CannotListen, before anything says "serving")."""
+    is bound (a taken port is a CannotListen, before anything says "serving"). A TLS proxy's
+    `X-Forwarded-Proto` and `X-Forwarded-For` are believed from `forwarded_allow_ips` only
+    (comma-separated addresses or networks, `*` for any; default: uvicorn's, `FORWARDED_ALLOW_IPS` or
+    else 127.0.0.1)."""
     app = create_app(served, routes)
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
@@ -128,12 +141,18 @@ async def serve_app(
         raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     with sock:
         listening(front_ends(app))
-        config = server_config(app, host=host, port=port, cors_origins=served.cors_origins)
+        config = server_config(
+            app,
+            host=host,
+            port=port,
+            cors_origins=served.cors_origins,
+            forwarded_allow_ips=forwarded_allow_ips,
+        )
         await uvicorn.Server(config).serve(sockets=[sock])
 
 
 def server_config(
-    app: ASGIApp,
+    app: Starlette,
     *,
     host: str,
     port: int,
@@ -141,13 +160,14 @@ def server_config(
     cors_origins: Collection[str] = (),
     **options: Any,
 ) -> uvicorn.Config:
-    """uvicorn serving `app` within `limits` (agentwolf/protocols/limits.py): its own h11 protocol
-    holds the header deadline and the connection cap; `limit_concurrency` is only a backstop (its
+    """uvicorn serving `app` (create_app's) within `limits` (agentwolf/protocols/limits.py), each
+    request counted in the share of who sends it (shares.py): its own h11 protocol holds the header
+    deadline and the connection cap; `limit_concurrency` is only a backstop (its
     503 says no Retry-After), past the caps that answer first. Refusals carry the CORS headers of
     `cors_origins`, as the app's own answers do."""
     limits = limits or ServeLimits()
     return uvicorn.Config(
-        Limited(app, limits, cors_origins),
+        Limited(app, limits, partial(share_of, app.state.served), cors_origins),
         host=host,
         port=port,
         http=protocol(limits),

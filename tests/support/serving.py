@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
 
+import httpx
 import uvicorn
 from temporalio.client import Client
 
@@ -74,3 +75,14 @@ async def serving(
     finally:
         server.should_exit = True
         await task
+
+
+async def console_cookie(http: httpx.AsyncClient, key: str) -> dict[str, str]:
+    """Sign in to the console with `key` as its login form does: the cookie it sets, as {name: value}
+    (for `cookies=`: httpx sends no Secure cookie over plain HTTP, where a browser on loopback does)."""
+    origin = str(http.base_url).rstrip("/")
+    answer = await http.post("/console/login", data={"key": key}, headers={"Origin": origin})
+    assert answer.status_code == 303, answer.text
+    name, _, value = answer.headers["set-cookie"].split(";")[0].partition("=")
+    http.cookies.clear()  # only what the caller passes is sent
+    return {name: value}

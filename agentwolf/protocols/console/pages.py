@@ -65,14 +65,15 @@ async def login(request: Request) -> Response:
     if not may_keep_key(request):
         error = "sign in over HTTPS: a key sent over plain HTTP can be read on the way"
         return page(request, "login.html", status_code=400, error=error, **refused)
-    if not key or served.keys.principal(key) is None:
+    principal = served.keys.principal(key) if key else None
+    if principal is None:
         error = "that API key is not one this server knows"
         return page(request, "login.html", status_code=401, error=error, **refused)
-    return sign_in(RedirectResponse(after, status_code=303), key)
+    return sign_in(RedirectResponse(after, status_code=303), served, principal)
 
 
 async def logout(request: Request) -> Response:
-    return sign_out(RedirectResponse(f"{PREFIX}/login", status_code=303))
+    return sign_out(RedirectResponse(f"{PREFIX}/login", status_code=303), served_of(request), request)
 
 
 async def home(request: Request) -> Response:

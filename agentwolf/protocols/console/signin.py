@@ -1,6 +1,8 @@
-"""Who uses the console: the API key a person typed on its login page, kept in an HTTP-only, Secure,
-SameSite=Strict cookie scoped to /console, mapped to a principal exactly as the APIs map a bearer key
-(or, with `--no-auth`, the served tenant for clients on this machine only).
+"""Who uses the console: the API key a person typed on its login page, as a sign-in token
+(protocols/sign_ins.py: never the key itself) in an HTTP-only, Secure, SameSite=Strict cookie named
+`__Host-` (so no other host, a sibling subdomain included, can set one for this console), mapped to
+the key's principal exactly as the APIs map a bearer key (or, with `--no-auth`, the served tenant for
+clients on this machine only). Signing out revokes the token.
 
 Pages of other sites cannot act through it: the cookie is never sent on their requests
 (SameSite=Strict), and every request that changes something must come from the console's own
@@ -20,7 +22,7 @@ from agentwolf.protocols.guard import LOOPBACK_HOSTS, loopback_only
 from agentwolf.protocols.served import ApiError, Served
 
 PREFIX = "/console"
-COOKIE = "wolf_console"
+COOKIE = "__Host-wolf_console"
 OPEN = (f"{PREFIX}/login", f"{PREFIX}/static/")
 """Paths answered before signing in: the login page and the assets it needs."""
 SAFE_METHODS = frozenset({"GET", "HEAD"})
@@ -30,8 +32,8 @@ def principal_from_cookie(served: Served, request: Request) -> Principal | None:
     if served.open_tenant is not None:
         loopback_only(request)
         return Principal(served.open_tenant)
-    key = request.cookies.get(COOKIE)
-    return served.keys.principal(key) if key else None
+    token = request.cookies.get(COOKIE)
+    return served.sign_ins.principal(token, served.keys) if token else None
 
 
 def same_origin(request: Request) -> None:
@@ -48,13 +50,18 @@ def may_keep_key(request: Request) -> bool:
     )
 
 
-def sign_in(response: Response, key: str) -> Response:
-    response.set_cookie(COOKIE, key, path=PREFIX, secure=True, httponly=True, samesite="strict")
+def sign_in(response: Response, served: Served, principal: Principal) -> Response:
+    token = served.sign_ins.issue(principal)
+    response.set_cookie(
+        COOKIE, token, max_age=served.sign_ins.ttl, path="/", secure=True, httponly=True, samesite="strict"
+    )
     return response
 
 
-def sign_out(response: Response) -> Response:
-    response.delete_cookie(COOKIE, path=PREFIX, secure=True, httponly=True, samesite="strict")
+def sign_out(response: Response, served: Served, request: Request) -> Response:
+    if (token := request.cookies.get(COOKIE)) is not None:
+        served.sign_ins.revoke(token)
+    response.delete_cookie(COOKIE, path="/", secure=True, httponly=True, samesite="strict")
     return response
 
 
