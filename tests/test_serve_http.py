@@ -79,3 +79,19 @@ async def test_probes_need_no_key_and_leak_nothing_without_one(client, task_queu
     async with serving(client, task_queue, make_manifest()) as base, httpx.AsyncClient(base_url=base) as http:
         answer = await http.get(path)
     assert answer.status_code in (200, 503) and "tenant" not in answer.text
+
+
+def test_a_poller_temporal_still_lists_is_a_worker_only_while_it_polls():
+    """Temporal lists a SIGKILLed worker's poller for minutes: /ready judges by its last access."""
+    from datetime import UTC, datetime, timedelta
+
+    from temporalio.api.taskqueue.v1 import PollerInfo
+
+    from agentwolf.protocols.app import POLL_FRESH, polling
+
+    now = datetime.now(UTC)
+    seen = PollerInfo()
+    seen.last_access_time.FromDatetime(now - timedelta(seconds=30))
+    assert polling(seen, now)
+    seen.last_access_time.FromDatetime(now - POLL_FRESH - timedelta(seconds=1))
+    assert not polling(seen, now)

@@ -10,7 +10,8 @@ import importlib.util
 import logging
 import time
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -25,6 +26,9 @@ from agentwolf.client.configs import ConfigQueryFailed
 from agentwolf.protocols.cors import CrossOrigin
 from agentwolf.protocols.guard import BODY_TIMEOUT, MAX_BODY, AccessLog, Guard
 from agentwolf.protocols.served import ApiError, Served, served_of, too_deep
+
+if TYPE_CHECKING:
+    from temporalio.api.taskqueue.v1 import PollerInfo
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +80,9 @@ async def _health(request: Request) -> Response:
 
 READY_TIMEOUT = 2.0
 """Seconds /ready waits for Temporal's answer."""
+POLL_FRESH = timedelta(seconds=75)
+"""A worker polls at least this often: a long poll lasts at most a minute before the worker asks
+again. Temporal lists a gone worker's poller for minutes; its last access tells it is gone."""
 READY_TTL = 1.5
 """Seconds one answer of /ready is reused: a flood of probes (no key needed) asks Temporal once."""
 
@@ -119,10 +126,18 @@ class Readiness:
         except RPCError as exc:
             log.warning("/ready: Temporal did not answer: %s", exc)
             return {"temporal": "unavailable", "worker": "unknown"}
+        now = datetime.now(UTC)
         return {
             "temporal": "ok",
-            "worker": "ok" if described.pollers else "no worker polls the served task queue",
+            "worker": "ok"
+            if any(polling(p, now) for p in described.pollers)
+            else "no worker polls the served task queue",
         }
+
+
+def polling(poller: PollerInfo, now: datetime) -> bool:
+    """Whether the worker behind `poller` still polls (last seen within `POLL_FRESH`)."""
+    return now - poller.last_access_time.ToDatetime(UTC) <= POLL_FRESH
 
 
 @contextlib.asynccontextmanager
