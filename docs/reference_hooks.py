@@ -103,7 +103,7 @@ ENVIRONMENT = {
         "`tenant=namespace,...`: tenants whose sessions live in a namespace of their own.",
     ),
     "WOLF_TRACE_CONTENT": (
-        "worker, clients",
+        "worker (the local stack passes it on)",
         "`1` records prompts, completions and tool payloads in trace spans. Not for production "
         "([observability](../features/observability.md)).",
     ),
