@@ -164,3 +164,15 @@ def test_the_deploy_page_lists_every_search_attribute_with_its_type():
     assert table == wanted
     tcld = dict(re.findall(r"--sa (Wolf\w+)=(\w+)", page))
     assert tcld == wanted
+
+
+def test_the_deploy_page_s_temporal_profiles_load_strictly():
+    """The profile file shape the page shows, as temporalio's envconfig reads it (unknown keys fail)."""
+    from temporalio.envconfig import ClientConfig
+
+    page = (ROOT / "docs" / "features" / "deploy.md").read_text()
+    (block,) = re.findall(r"^```toml\n(.*?)^```", page, re.MULTILINE | re.DOTALL)
+    profiles = ClientConfig.load(config_source=block.encode(), config_file_strict=True).profiles
+    tls = profiles["prod"].tls
+    assert tls and tls.client_cert and tls.client_private_key  # mTLS
+    assert profiles["cloud"].api_key
