@@ -43,9 +43,20 @@ def test_the_image_s_install_script_installs_the_tree_s_wheel_with_the_fleet_s_e
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", tmp_path / "wheels", ROOT], check=True
     )
     prefix = tmp_path / "agentwolf"
+    args = dict(
+        re.findall(r"^ARG (EXTRAS|PACKAGES)=(.*)$", (DEPLOY / "Dockerfile").read_text(), re.MULTILINE)
+    )
     run = subprocess.run(
         ["sh", BUILD, tmp_path / "wheels", prefix],
-        env=os.environ | {"PYTHON": sys.executable, "PIP_CONSTRAINT": str(ROOT / ".ci" / "constraints.txt")},
+        # Nothing of this environment leaks in: with PYTHONPATH on this tree, pip would find agentwolf
+        # "already installed" there.
+        env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+        | {
+            "PYTHON": sys.executable,
+            "PIP_CONSTRAINT": str(ROOT / ".ci" / "constraints.txt"),
+            "AGENTWOLF_EXTRAS": args["EXTRAS"],
+            "AGENTWOLF_PACKAGES": args["PACKAGES"],
+        },
         capture_output=True,
         text=True,
         timeout=1200,
@@ -53,9 +64,10 @@ def test_the_image_s_install_script_installs_the_tree_s_wheel_with_the_fleet_s_e
     assert run.returncode == 0, run.stdout + run.stderr
     version = re.search(r'^version = "(.+)"$', (ROOT / "pyproject.toml").read_text(), re.MULTILINE)
     assert version and run.stdout.strip().endswith(f"wolf {version.group(1)}"), run.stdout
-    # The default extras: wolf serve with A2A, traces, an S3 payload store.
+    # The image's extras (wolf serve with A2A, traces, an S3 payload store) and MCP server.
     imports = "import uvicorn, starlette, a2a, opentelemetry.sdk, aioboto3, agentwolf.protocols.server"
     subprocess.run([prefix / "bin" / "python", "-c", imports], check=True)
+    assert (prefix / "bin" / "mcp-server-time").exists()
     assert not (prefix / "bin" / "temporal").exists()  # no embedded dev server in a fleet's image
 
 
@@ -133,7 +145,7 @@ def test_the_policies_compose_and_kubernetes_mount_load_and_agree(tmp_path: Path
     (tmp_path / "policy.yaml").write_text(config_map["data"]["policy.yaml"])
     kubernetes = load_policy(tmp_path / "policy.yaml")
     assert compose.model_dump(exclude={"source"}) == kubernetes.model_dump(exclude={"source"})
-    assert compose.commands == []  # the stock image has no stdio MCP server to run
+    assert compose.commands == ["mcp-server-time"]  # the stdio MCP server the image installs
 
 
 @pytest.mark.parametrize("unit", ["agentwolf-worker.service", "agentwolf-serve.service"])
