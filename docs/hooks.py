@@ -26,8 +26,9 @@ Conventions every verb keeps:
   unknown session), 3 Temporal or a worker unreachable, 130 interrupted.
 - Temporal: every verb that talks to it takes `--address`, `--namespace`/`-n`, `--profile`,
   `--tls/--no-tls` and `--api-key`, read as every Temporal tool reads them
-  ([Deploying to a cluster](../features/deploy.md)). When none names a server, verbs use the
-  embedded local stack, and `submit`, `chat`, `config push` and `serve` start it.
+  ([Deploying to production](../features/deploy.md#connecting-to-temporal)). When none names a
+  server, verbs use the embedded local stack, and `submit`, `chat`, `run`, `config push`,
+  `schedule create`, `serve`, `mcp` and `acp` start it.
 - Durations, wherever a verb takes one (`payloads gc --older-than`, `schedule create --every` and
   `--jitter`, `usage --since`): `90s`, `15m`, `1h30m`, `7d`, `2w`, `250ms`, or ISO 8601 (`PT8H`).
 - A verb that cannot reach Temporal says why (connection refused, unknown host, TLS, credentials)
@@ -106,7 +107,7 @@ def _bounds(schema: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _section(name: str, schema: dict[str, Any], level: str) -> str:
+def schema_section(name: str, schema: dict[str, Any], level: str) -> str:
     lines = [f"{level} {name}", ""]
     if description := schema.get("description"):
         lines += [description.strip(), ""]
@@ -122,8 +123,8 @@ def _section(name: str, schema: dict[str, Any], level: str) -> str:
 def manifest_reference() -> str:
     wolf = ("-c", "from agentwolf.cli import app; app()")  # `wolf`, with this Python
     schema = json.loads(_run(*wolf, "config", "schema", "--json"))
-    parts = [MANIFEST_INTRO, _section("Top level", schema, "##")]
-    parts += [_section(name, definition, "##") for name, definition in sorted(schema["$defs"].items())]
+    parts = [MANIFEST_INTRO, schema_section("Top level", schema, "##")]
+    parts += [schema_section(name, definition, "##") for name, definition in sorted(schema["$defs"].items())]
     return "\n".join(parts)
 
 

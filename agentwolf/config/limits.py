@@ -66,7 +66,7 @@ class EndpointLimits(BaseModel):
 class FlowPolicy(BaseModel):
     """The worker policy's `flow:` section."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     limits: list[EndpointLimits] = []
     """Checked in order before the manifest's `host.models.limits`: the first match wins."""

@@ -74,16 +74,20 @@ class ApiKeyEntry(BaseModel):
     """A key `wolf serve` accepts: its SHA-256 (hex), never the key; the tenant it acts as, and
     optionally the only configs (registry names, `served` for the served config) and agents it may use."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    """The key's SHA-256, in hex (`printf %s "$KEY" | sha256sum`)."""
     tenant: str
+    """The tenant its requests act as."""
     configs: frozenset[str] | None = None
+    """The only registry configs it may use (`served` for the config `wolf serve` serves); None: any."""
     agents: frozenset[str] | None = None
+    """The only agents it may use; None: any."""
 
 
 class WorkerPolicy(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     secrets: dict[str, list[str]] = {}
     """Tenant (or `*` for every tenant) -> variable names (glob patterns) manifests may reference,
