@@ -167,7 +167,9 @@ async def test_a_confirm_rule_holds_the_call_until_a_person_approves_it(client, 
 @runs("steering.yaml")
 async def test_a_steer_sent_while_the_slow_demo_thinks_changes_that_turn(client, run_worker, offline):
     """The docs' steering example shows something offline: `local:slow` thinks before each step, so a
-    steer sent while the turn runs reaches its next model request, and an interrupt stops a turn."""
+    steer sent while the turn runs reaches its next model request, and an interrupt stops a turn. The
+    steer goes by the client: on a busy machine `wolf steer` takes seconds just to start, which could
+    miss the think time (test_cli steers from a second process)."""
     wolf = WolfClient(client, task_queue=TASK_QUEUE)
     config = ("--config", "examples/steering.yaml")
     async with run_worker(task_queue=TASK_QUEUE):
@@ -176,7 +178,7 @@ async def test_a_steer_sent_while_the_slow_demo_thinks_changes_that_turn(client,
         )
         sid = json.loads(asked)["session_id"]
         await wait_for(lambda: in_state(wolf, sid, "running"))
-        await run(*wolf_cli(client, "steer", sid, "Make it in Europe/London instead."), env=offline)
+        await wolf.steer(sid, "Make it in Europe/London instead.")
         result = json.loads(await run(*wolf_cli(client, "result", sid, "-j"), env=offline))
         assert re.match(r"It is \d\d:\d\d on \w+day in Europe/London", result["output"]), result
         events = [event async for _, event in wolf.events(sid, live=False)]

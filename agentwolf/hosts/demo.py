@@ -30,7 +30,7 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 
 WORD_EVERY = 0.03
 """Seconds between streamed words: the demo streams at a pace people can see."""
-THINK_FOR = 4.0
+THINK_FOR = 5.0
 """Seconds `local:slow` waits before each answer: time to type `wolf steer` or `wolf interrupt`."""
 SKILL = "time-zones"
 ZONES_FILE = "zones.md"
