@@ -18,10 +18,10 @@ verb and option of the installed version. `wolf VERB --help` prints the same tex
 
 Conventions every verb keeps:
 
-- Output: every verb but `chat`, `dev`, `serve` and `worker` takes `--json` and then prints exactly
-  one JSON document on stdout; streams (`follow --json`, `submit --follow --json`) print JSON Lines,
-  the result last. `NO_COLOR` and non-terminal output are respected. Errors are one sentence on
-  stderr.
+- Output: every verb but `chat`, `dev`, `serve`, `worker`, `mcp` and `acp` takes `--json` (`-j`) and
+  then prints exactly one JSON document on stdout; streams (`follow --json`, `submit --follow --json`)
+  print JSON Lines, the result last. `NO_COLOR` and non-terminal output are respected. Errors are one
+  sentence on stderr.
 - Exit codes: 0 ok, 1 the session failed, 2 usage or config error (bad option value, empty prompt,
   unknown session), 3 Temporal or a worker unreachable, 130 interrupted.
 - Temporal: every verb that talks to it takes `--address`, `--namespace`/`-n`, `--profile`,

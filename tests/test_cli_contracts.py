@@ -128,3 +128,95 @@ async def test_unknown_profile_is_a_usage_error(tmp_path):
     config.write_text('[profile.other]\naddress = "127.0.0.1:1"\n')
     run = await _wolf(None, "status", "x", "--profile", "missing", TEMPORAL_CONFIG_FILE=str(config))
     assert run.returncode == 2 and "missing" in run.stderr and "Traceback" not in run.stderr, run.stderr
+
+
+def _value_names(name, command):
+    """The words of `wolf NAME -h` that name values: those of its usage line after the verb, and the
+    first column of its Arguments and Options."""
+    import re
+
+    from typer._click import Context
+
+    ctx = Context(command, info_name=f"wolf {name}", terminal_width=300, max_content_width=300)
+    text = command.get_help(ctx)
+    usage, _, rest = text.partition("\n")
+    words = usage.split()[3 + name.count(" ") :]
+    for section in re.findall(r"^(?:Arguments|Options):\n((?:  .*\n?)+)", rest, re.MULTILINE):
+        rows = [line for line in section.splitlines() if not line.startswith("   ")]  # not help lines
+        words += [w for line in rows for w in re.split(r"\s{2,}", line.strip())[0].split()]
+    return words
+
+
+def test_help_names_values_in_capitals_never_by_type_or_in_braces():
+    """`{PROMPT}`, `SESSION_ID <str>`, `--var <list[str]>`, `[target]`: the help showed Typer's types
+    and braces, and some names in lower case."""
+    wrong = []
+    for name, command in _commands():
+        words = _value_names(name, command)
+        assert words or not command.params, name
+        for word in words:
+            value = word.strip(",")
+            if value.startswith("-") or value in ("[OPTIONS]", "/"):
+                continue
+            choice = value.startswith("[") and value.endswith("]") and "|" in value
+            if not choice and (value != value.upper() or any(c in value for c in "<>{}")):
+                wrong.append(f"{name}: {value}")
+    assert not wrong
+
+
+SHORT_FORMS = {"--json": "-j", "--tenant": "-t", "--keep": "-k", "--session": "-s", "--reason": "-r"}
+NO_JSON = {"chat", "dev", "serve", "worker", "mcp", "acp"}
+"""The verbs docs/hooks.py says take no --json: they run until stopped or hold a terminal."""
+
+
+def test_every_verb_takes_json_and_every_common_option_has_its_short_form():
+    missing = []
+    for name, command in _commands():
+        flags = {o: param.opts for param in command.params for o in param.opts}
+        if name not in NO_JSON and "--json" not in flags:
+            missing.append(f"{name}: --json")
+        missing += [
+            f"{name}: {long} {short}"
+            for long, short in SHORT_FORMS.items()
+            if short not in flags.get(long, [short])
+        ]
+    assert not missing
+
+
+def test_every_option_says_what_it_does():
+    bare = [
+        f"{name} {param.opts[0]}"
+        for name, command in _commands()
+        for param in command.params
+        if param.param_type_name == "option" and not param.hidden and not param.help
+    ]
+    assert not bare
+
+
+async def test_a_group_lists_its_verbs_with_their_first_sentence_whole():
+    """`wolf schedule -h` cut "Create a schedule: (--cron EXPR | --every 15m) (--job JOB..." short."""
+    for group in ("config", "eval", "schedule", "deploy", "payloads"):
+        listing = await _wolf(None, group, "-h")
+        text = " ".join(listing.stdout.split())
+        verbs = [(n, c) for n, c in _commands() if n.startswith(f"{group} ")]
+        assert verbs, group
+        for name, command in verbs:
+            assert " ".join(command.get_short_help_str(limit=200).split()) in text, name
+
+
+async def test_the_agent_is_the_manifest_s_only_one_unless_named(tmp_path):
+    """With one's own one-agent manifest, `wolf submit` said "unknown agent 'assistant'" until `-a`."""
+    one = tmp_path / "one.yaml"
+    one.write_text(yaml.safe_dump({"agents": {"helper": {"model": "local:demo"}}}))
+    run = await _wolf("127.0.0.1:1", "submit", "hi", "-c", str(one))
+    assert run.returncode == 3, run.stderr  # past the agent check: Temporal is unreachable
+    two = tmp_path / "two.yaml"
+    two.write_text(
+        yaml.safe_dump({"agents": {"helper": {"model": "local:demo"}, "other": {"model": "local:demo"}}})
+    )
+    run = await _wolf("127.0.0.1:1", "submit", "hi", "-c", str(two))
+    assert run.returncode == 2 and "--agent" in run.stderr and "helper, other" in run.stderr, run.stderr
+    run = await _wolf("127.0.0.1:1", "submit", "hi", "-c", str(two), "-a", "helpr")
+    assert run.returncode == 2 and "unknown agent 'helpr'" in run.stderr and "helper" in run.stderr, (
+        run.stderr
+    )

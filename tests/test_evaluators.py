@@ -97,10 +97,11 @@ async def test_evaluators_pass_the_recorded_answers_fail_regressed_ones_and_gate
                 "mentions_case",
             ]
             captured = await asyncio.to_thread(
-                wolf_cli, "eval", "capture", sid, "--turn", "1", "--dataset", "regress", *flags
+                wolf_cli, "eval", "capture", sid, "--turn", "1", "--dataset", "regress", "-j", *flags
             )
             assert captured.returncode == 0, captured.stderr
-            assert "SameTrajectory, EqualsExpected, Contains, LLMJudge, mentions_case" in captured.stdout
+            scored = ["SameTrajectory", "EqualsExpected", "Contains", "LLMJudge", "mentions_case"]
+            assert json.loads(captured.stdout)["evaluators"] == scored
             # Case 2 by the client: a JSON schema, and the plugin's evaluator with an argument.
             specs = [{"MatchesSchema": {"schema": SCHEMA}}, {"mentions_case": {"prefix": "done"}}]
             assert await evals.save(wolf, await evals.capture(wolf, sid, 2, evaluators=specs), "regress") == 2

@@ -8,14 +8,18 @@ import json
 import os
 import re
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from agentwolf.cli.sources import BUNDLED_CONFIG
+from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.loading import load_manifest
 from agentwolf.defaults import TASK_QUEUE
+from tests.conftest import wait_for
+from tests.support.polls import idle, in_state
 from tests.support.serving import serving
 from tests.test_serve_agui import NODE, needs_node
 
@@ -92,7 +96,7 @@ async def test_the_python_client_streams_the_demo_s_answer(client, run_worker, o
 async def test_the_quickstart_s_own_manifest_answers(client, run_worker, offline):
     async with run_worker(task_queue=TASK_QUEUE):
         out = await run(
-            "wolf", "submit", "What time is it in UTC?", "--agent", "helper", "--config",
+            "wolf", "submit", "What time is it in UTC?", "--config",
             "examples/helper.yaml", "--address", address(client), "--wait", "--json", env=offline,
         )  # fmt: skip
     assert re.match(r"It is \d\d:\d\d on \w+day in UTC \(UTC\+00:00\)\.", json.loads(out)["output"]), out
@@ -135,6 +139,108 @@ async def test_an_mcp_client_asks_an_agent_through_wolf_mcp(client, run_worker, 
     assert any(line.strip().startswith("calling get_current_time(") for line in lines), out
     assert re.search(r"^turn-1 completed It is .* in Asia/Tokyo", out, re.MULTILINE), out
     assert re.search(r"^turn-2 completed It is .* in Europe/London", out, re.MULTILINE), out
+
+
+def wolf_cli(client, *args: str) -> tuple[str, ...]:
+    """A `wolf` command line against the suite's dev server."""
+    return ("wolf", *args, "--address", address(client))
+
+
+@runs("approvals.yaml")
+async def test_a_confirm_rule_holds_the_call_until_a_person_approves_it(client, run_worker, offline):
+    wolf = WolfClient(client, task_queue=TASK_QUEUE)
+    config = ("--config", "examples/approvals.yaml")
+    async with run_worker(task_queue=TASK_QUEUE):
+        asked = await run(
+            *wolf_cli(client, "submit", "What time is it in Europe/Paris?", *config, "-j"), env=offline
+        )
+        sid = json.loads(asked)["session_id"]
+        await wait_for(lambda: in_state(wolf, sid, "waiting_approval"))
+        status = json.loads(await run(*wolf_cli(client, "status", sid, "-j"), env=offline))
+        [call] = status["pending_approvals"]
+        assert call["tool"].endswith("get_current_time") and call["args"] == {"timezone": "Europe/Paris"}
+        await run(*wolf_cli(client, "approve", sid, call["call_id"]), env=offline)
+        result = json.loads(await run(*wolf_cli(client, "result", sid, "-j"), env=offline))
+    assert re.match(r"It is \d\d:\d\d on \w+day in Europe/Paris", result["output"]), result
+
+
+@runs("steering.yaml")
+async def test_a_steer_sent_while_the_slow_demo_thinks_changes_that_turn(client, run_worker, offline):
+    """The docs' steering example shows something offline: `local:slow` thinks before each step, so a
+    steer sent while the turn runs reaches its next model request, and an interrupt stops a turn. The
+    steer goes by the client: on a busy machine `wolf steer` takes seconds just to start, which could
+    miss the think time (test_cli steers from a second process)."""
+    wolf = WolfClient(client, task_queue=TASK_QUEUE)
+    config = ("--config", "examples/steering.yaml")
+    async with run_worker(task_queue=TASK_QUEUE):
+        asked = await run(
+            *wolf_cli(client, "submit", "What time is it in Asia/Tokyo?", *config, "-j"), env=offline
+        )
+        sid = json.loads(asked)["session_id"]
+        await wait_for(lambda: in_state(wolf, sid, "running"))
+        await wolf.steer(sid, "Make it in Europe/London instead.")
+        result = json.loads(await run(*wolf_cli(client, "result", sid, "-j"), env=offline))
+        assert re.match(r"It is \d\d:\d\d on \w+day in Europe/London", result["output"]), result
+        events = [event async for _, event in wolf.events(sid, live=False)]
+        [started] = [e for e in events if e.kind == "turn_started"]  # one turn: the steer started none
+        [applied] = [e for e in events if e.kind == "steer_applied"]
+        assert applied.turn_id == started.turn_id
+
+        kept = await run(
+            *wolf_cli(client, "submit", "What time is it in Asia/Tokyo?", *config, "-k", "-j"), env=offline
+        )
+        sid = json.loads(kept)["session_id"]
+        await wait_for(lambda: in_state(wolf, sid, "running"))
+        await run(*wolf_cli(client, "interrupt", sid, "-r", "changed my mind"), env=offline)
+        await wait_for(lambda: idle(wolf, sid, 1))
+        assert (await wolf.status(sid)).last_outcome == "interrupted"
+        await run(*wolf_cli(client, "close", sid), env=offline)
+
+
+@runs("jobs.yaml")
+async def test_the_triage_job_runs_by_hand_on_a_schedule_and_from_a_webhook(
+    client, run_worker, offline, monkeypatch
+):
+    from tests.test_hooks import BODY, posting, sign
+
+    wolf = WolfClient(client, task_queue=TASK_QUEUE)
+    config = ("--config", "examples/jobs.yaml")
+    issue = "https://github.com/o/r/issues/7"
+    typed = {"severity": "low", "summary": f"Offline demo answer to: Triage issue {issue} for main."}
+    async with run_worker(task_queue=TASK_QUEUE):
+        ran = await run(
+            *wolf_cli(client, "run", "triage", *config, "-v", f"issue_url={issue}", "-j"), env=offline
+        )
+        assert json.loads(ran)["output"] == typed, ran
+
+        name = f"nightly-{uuid.uuid4().hex[:8]}"
+        timing = ("--cron", "0 3 * * *", "--job", "triage", "-v", f"issue_url={issue}")
+        await run(*wolf_cli(client, "schedule", "create", name, *timing, *config, "-j"), env=offline)
+        try:
+            await run(*wolf_cli(client, "schedule", "trigger", name, "-j"), env=offline)
+            fired = await wait_for(lambda: _schedule_run(wolf, name))
+            assert (await wolf.job_result(fired)).output == typed
+        finally:
+            await run(*wolf_cli(client, "schedule", "delete", name), env=offline)
+
+        monkeypatch.setenv("HOOK_SECRET", "hook-secret-value-1234")
+        async with posting(client, TASK_QUEUE, load_manifest(EXAMPLES / "jobs.yaml")) as http:
+            body = json.dumps({**BODY, "nonce": uuid.uuid4().hex}).encode()
+            posted = await http.post(
+                "/hooks/new-issue", content=body, headers={"X-Wolf-Signature-256": sign(body)}
+            )
+            assert posted.status_code == 202, posted.text
+            hooked = await wolf.job_result(posted.json()["session_id"])
+    summary = (
+        f"Offline demo answer to: Triage issue {BODY['issue']['html_url']} for {BODY['repository']['name']}."
+    )
+    assert hooked.output == {"severity": "low", "summary": summary}
+
+
+async def _schedule_run(wolf: WolfClient, name: str) -> str | None:
+    """The session a schedule's firing started (its id begins `_<name>-`), once there is one."""
+    sessions = await wolf.list_sessions()
+    return next((s.session_id for s in sessions if s.session_id.startswith(f"_{name}-")), None)
 
 
 def test_every_example_runs_in_a_test_and_the_docs_show_it_as_it_is():

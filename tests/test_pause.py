@@ -4,6 +4,7 @@ waits, a prompt is refused with a clear error) until unpaused, then what waited 
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,7 @@ async def test_a_paused_session_holds_its_next_step_until_unpaused(env, wolf, cl
         sid = await wolf.start_session("a", make_manifest(), prompt="hello")
         await wait_for(lambda: idle(wolf, sid, 1))
         done = subprocess.run(
-            [WOLF, "pause", sid, "--reason", "backend down", "--address", address],
+            [WOLF, "pause", sid, "-r", "backend down", "--address", address],
             capture_output=True,
             text=True,
             timeout=120,
@@ -44,7 +45,10 @@ async def test_a_paused_session_holds_its_next_step_until_unpaused(env, wolf, cl
         assert script.calls == 1, "no step while paused"
         with pytest.raises(TenantError):
             await unpause(client, "default", f"wolf/other/{sid}")
-        await unpause(client, "default", sid)
+        released = subprocess.run(
+            [WOLF, "unpause", sid, "-j", "--address", address], capture_output=True, text=True, timeout=120
+        )
+        assert json.loads(released.stdout) == {"session_id": sid, "paused": False}, released.stderr
         await wait_for(lambda: idle(wolf, sid, 2))
         assert script.calls == 2
         with pytest.raises(PauseError, match="not paused"):

@@ -21,9 +21,11 @@ import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperCommand
 from typer.main import get_command_from_info, get_command_name, get_group_from_info, solve_typer_info_defaults
 from typer.models import CommandInfo, TyperInfo
+
+from agentwolf.cli.help import SHORT_HELP, Group, styled
 
 if TYPE_CHECKING:
     from typer._click.core import Command, Context  # typer's own click
@@ -62,9 +64,6 @@ PANELS = {  # `wolf --help` groups each module's verbs under its heading (a verb
     "limits": "Spending",
 }
 
-SHORT_HELP = 200
-"""Characters of a verb's first sentence `wolf --help` shows (click's default, 45, cut most)."""
-
 HELP = """Durable AI agent sessions on Temporal: submit, follow, steer and interrupt them; run workers;
 the embedded local stack.
 
@@ -72,7 +71,7 @@ Exit codes: 0 ok, 1 the session failed, 2 usage or config error, 3 Temporal or a
 130 interrupted (Ctrl-C)."""
 
 
-class _Group(TyperGroup):
+class _Group(Group):
     """Verbs imported and built on first use (building all 40 from their signatures was most of
     `wolf --help`'s start-up, importing all their modules a tenth of `wolf status`'s); plain help
     (rich's rendering tripled start-up time) that still groups verbs by their help panel and does
@@ -125,7 +124,8 @@ class _Group(TyperGroup):
 
 
 def _build(info: CommandInfo | TyperInfo) -> Command:
-    """The verb's command (or command group) as Typer builds it."""
+    """The verb's command (or command group) as Typer builds it, its help as help.py shows it."""
+    styled(info)
     if isinstance(info, TyperInfo):
         return get_group_from_info(
             info, pretty_exceptions_short=True, suggest_commands=True, rich_markup_mode=None

@@ -13,14 +13,23 @@ import inspect
 import os
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Annotated, Any, NoReturn, get_origin
+from typing import Annotated, Any, NoReturn
 
 import typer
 
 from agentwolf.cli.connection import CONNECTION_OPTIONS, Connection
 from agentwolf.cli.console import Exit, err, fail, literal
 
-Agent = Annotated[str, typer.Option("--agent", "-a", metavar="AGENT", help="Agent name from the config.")]
+Agent = Annotated[
+    str | None,
+    typer.Option(
+        "--agent",
+        "-a",
+        metavar="AGENT",
+        help="Agent name from the config (default: its only agent, else 'assistant').",
+        show_default=False,
+    ),
+]
 ConfigOpt = Annotated[
     str | None,
     typer.Option(
@@ -31,11 +40,12 @@ ConfigOpt = Annotated[
     ),
 ]
 Tenant = Annotated[
-    str, typer.Option("--tenant", envvar="WOLF_TENANT", metavar="TENANT", help="Tenant owning the session.")
+    str,
+    typer.Option("--tenant", "-t", envvar="WOLF_TENANT", metavar="TENANT", help="Tenant owning the session."),
 ]
-Json = Annotated[bool, typer.Option("--json", help="Machine-readable output: one JSON document.")]
+Json = Annotated[bool, typer.Option("--json", "-j", help="Machine-readable output: one JSON document.")]
 JsonLines = Annotated[
-    bool, typer.Option("--json", help="Machine-readable output: JSON Lines, one JSON object per event.")
+    bool, typer.Option("--json", "-j", help="Machine-readable output: JSON Lines, one JSON object per event.")
 ]
 
 
@@ -102,14 +112,6 @@ def run(main: Callable[[], Awaitable[object]]) -> NoReturn:
     os._exit(code)
 
 
-def _named_argument(param: inspect.Parameter) -> inspect.Parameter:
-    """A plain positional parameter (`session_id: str`) as an argument shown by its name in capitals
-    (`SESSION_ID`), not typer's `<str>`."""
-    if param.default is not inspect.Parameter.empty or get_origin(param.annotation) is Annotated:
-        return param
-    return param.replace(annotation=Annotated[param.annotation, typer.Argument(metavar=param.name.upper())])
-
-
 def verb(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
     """Make an async verb a Typer command that runs it with `run`.
 
@@ -117,7 +119,7 @@ def verb(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
     `--profile`, `--tls`, `--api-key`, read through temporalio.envconfig) and arrives as a `Connection`."""
     signature = inspect.signature(fn, eval_str=True)
     takes_conn = "conn" in signature.parameters
-    params = [_named_argument(p) for p in signature.parameters.values() if p.name != "conn"]
+    params = [p for p in signature.parameters.values() if p.name != "conn"]
     if takes_conn:
         params += CONNECTION_OPTIONS
 

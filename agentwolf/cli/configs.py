@@ -11,7 +11,7 @@ import typer
 from agentwolf.cli.common import Agent, ConfigOpt, Json, Tenant, verb
 from agentwolf.cli.connection import Connection
 from agentwolf.cli.console import Exit, err, literal, out
-from agentwolf.cli.sources import check_agent, config_path, config_source, registry_ref
+from agentwolf.cli.sources import config_path, config_source, pick_agent, registry_ref
 
 if TYPE_CHECKING:
     from agentwolf.workflows.config_registry import PushResult, VersionInfo
@@ -24,7 +24,11 @@ app.add_typer(config_app, name="config")
 
 Policy = Annotated[
     str | None,
-    typer.Option("--policy", help="Worker policy file (default: $WOLF_POLICY, else $WOLF_HOME/policy.yaml)."),
+    typer.Option(
+        "--policy",
+        metavar="FILE",
+        help="Worker policy file (default: $WOLF_POLICY, else $WOLF_HOME/policy.yaml).",
+    ),
 ]
 
 
@@ -32,7 +36,7 @@ Policy = Annotated[
 @verb
 async def commands(
     conn: Connection,
-    agent: Agent = "assistant",
+    agent: Agent = None,
     config: ConfigOpt = None,
     tenant: Tenant = "default",
     as_json: Json = False,
@@ -47,7 +51,7 @@ async def commands(
     source = config_source(config)
     if isinstance(source, str):
         source = (await (await conn.client(tenant)).config_get(source)).manifest
-    check_agent(source, agent)
+    agent = pick_agent(source, agent)
     hosts = HostRegistry(host_idle_timeout=float("inf"))
     try:
         host = hosts.ensure(source, tenant)
@@ -192,7 +196,9 @@ async def config_push(
     name: str,
     file: Path,
     conn: Connection,
-    note: Annotated[str, typer.Option("--note", help="Why this version (shown by history).")] = "",
+    note: Annotated[
+        str, typer.Option("--note", metavar="TEXT", help="Why this version (shown by history).")
+    ] = "",
     eval_dataset: Annotated[
         str | None,
         typer.Option("--eval", metavar="DATASET", help="Run this eval dataset (a name or a file) first."),
@@ -231,7 +237,7 @@ async def config_rollback(
     name: str,
     version: int,
     conn: Connection,
-    note: Annotated[str, typer.Option("--note", help="Why (shown by history).")] = "",
+    note: Annotated[str, typer.Option("--note", metavar="TEXT", help="Why (shown by history).")] = "",
     tenant: Tenant = "default",
     as_json: Json = False,
 ) -> None:

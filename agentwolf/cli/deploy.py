@@ -23,12 +23,18 @@ app.add_typer(deploy, name="deploy")
 
 DeploymentName = Annotated[
     str | None,
-    typer.Option("--deployment", help="The worker deployment (default: the task queue's, 'agentwolf')."),
+    typer.Option(
+        "--deployment", metavar="NAME", help="The worker deployment (default: the task queue's, 'agentwolf')."
+    ),
 ]
 
 BuildId = Annotated[
     str | None,
-    typer.Option("--build-id", help="This worker's build (default: version + workflow code digest)."),
+    typer.Option(
+        "--build-id",
+        metavar="BUILD_ID",
+        help="This worker's build (default: version + workflow code digest).",
+    ),
 ]
 Promote = Annotated[bool, typer.Option("--promote", help="Make this worker's build current once it polls.")]
 
@@ -72,7 +78,9 @@ async def deploy_status(conn: Connection, deployment: DeploymentName = None, as_
 @verb
 async def deploy_promote(
     conn: Connection,
-    build_id: Annotated[str, typer.Argument(help="The build to make current (`wolf deploy status`).")],
+    build_id: Annotated[
+        str, typer.Argument(metavar="BUILD_ID", help="The build to make current (`wolf deploy status`).")
+    ],
     deployment: DeploymentName = None,
     as_json: Json = False,
 ) -> None:
@@ -178,7 +186,7 @@ async def check_replay(
         )
 
 
-SessionId = Annotated[str, typer.Argument(metavar="SESSION", help="The session id.")]
+SessionId = Annotated[str, typer.Argument(metavar="SESSION_ID", help="The session id.")]
 
 
 @app.command(rich_help_panel="Sessions")
@@ -186,8 +194,11 @@ SessionId = Annotated[str, typer.Argument(metavar="SESSION", help="The session i
 async def pause(
     conn: Connection,
     session: SessionId,
-    reason: Annotated[str, typer.Option("--reason", help="Why, shown to whoever looks.")] = "wolf pause",
+    reason: Annotated[
+        str, typer.Option("--reason", "-r", metavar="TEXT", help="Why, shown to whoever looks.")
+    ] = "wolf pause",
     tenant: Tenant = "default",
+    as_json: Json = False,
 ) -> None:
     """Hold a session: its next step waits (nothing is cancelled) until `wolf unpause`; steers and
     approvals wait with it, prompts are refused meanwhile. For when a tool's backend is down.
@@ -202,12 +213,17 @@ async def pause(
         await hold(wolf.client, tenant, session, reason)
     except (PauseError, ValueError) as exc:
         raise Exit(2, str(exc)) from None
-    out().print(f"paused {session}: `wolf unpause {session}` lets it go on")
+    if as_json:
+        out().print(json.dumps({"session_id": session, "paused": True, "reason": reason}))
+    else:
+        out().print(f"paused {session}: `wolf unpause {session}` lets it go on")
 
 
 @app.command(rich_help_panel="Sessions")
 @verb
-async def unpause(conn: Connection, session: SessionId, tenant: Tenant = "default") -> None:
+async def unpause(
+    conn: Connection, session: SessionId, tenant: Tenant = "default", as_json: Json = False
+) -> None:
     """Let a paused session go on: what waited (its next step, steers, approvals) runs now.
 
     Example: wolf unpause 3f2a9c1d0e7b
@@ -220,4 +236,4 @@ async def unpause(conn: Connection, session: SessionId, tenant: Tenant = "defaul
         await release(wolf.client, tenant, session)
     except (PauseError, ValueError) as exc:
         raise Exit(2, str(exc)) from None
-    out().print(f"unpaused {session}")
+    out().print(json.dumps({"session_id": session, "paused": False}) if as_json else f"unpaused {session}")

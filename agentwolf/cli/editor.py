@@ -16,7 +16,7 @@ app = typer.Typer()
 @verb
 async def acp(
     conn: Connection,
-    agent: Agent = "assistant",
+    agent: Agent = None,
     config: ConfigOpt = None,
     tenant: Tenant = "default",
     task_queue: TaskQueue = TASK_QUEUE,
@@ -28,11 +28,10 @@ async def acp(
 
     Example: wolf acp -a assistant -c wolf.yaml
     """
-    from agentwolf.cli.sources import check_agent, config_source, source_args
+    from agentwolf.cli.sources import config_source, pick_agent, source_args
     from agentwolf.protocols.acp import Served, serve_stdio
 
     source = config_source(config)
-    if not isinstance(source, str):
-        check_agent(source, agent)
+    agent = pick_agent(None if isinstance(source, str) else source, agent)
     wolf = await conn.client(tenant, start_local=True, task_queue=task_queue)
     await serve_stdio(wolf, Served(agent, source_args(source)))

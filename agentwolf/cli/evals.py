@@ -43,7 +43,8 @@ async def eval_capture(
     conn: Connection,
     dataset: Dataset,
     turn: Annotated[
-        int | None, typer.Option("--turn", help="The turn to capture (default: the last finished).")
+        int | None,
+        typer.Option("--turn", metavar="N", help="The turn to capture (default: the last finished)."),
     ] = None,
     expect_exact: Annotated[
         str | None,
@@ -65,6 +66,7 @@ async def eval_capture(
         typer.Option("--evaluator", metavar="NAME", help="A plugin's evaluator (repeatable)."),
     ] = None,
     tenant: Tenant = "default",
+    as_json: Json = False,
 ) -> None:
     """Add a recorded turn to a dataset: the transcript before it, its prompt, its tool calls with
     their results, its answer, and how to score it again. Every case checks that its trajectory stays
@@ -85,6 +87,11 @@ async def eval_capture(
     case = await evals.capture(wolf, session_id, turn, expected_output=expect_exact, evaluators=specs)
     size = await evals.save(wolf, case, dataset)
     names = ", ".join(e.name for e in case.evaluators)
+    if as_json:
+        scored = [e.name for e in case.evaluators]
+        info = {"case": case.name, "steps": len(case.steps), "tool_calls": len(case.calls)}
+        out().print(json.dumps({**info, "evaluators": scored, "dataset": dataset, "cases": size}))
+        return
     out().print(
         f"captured {case.name}: {len(case.steps)} steps, {len(case.calls)} tool calls, scored by {names} "
         f"-> {dataset} ({size} cases)"

@@ -11,7 +11,7 @@ from agentwolf.cli.common import Agent, ConfigOpt, Tenant, verb
 from agentwolf.cli.connection import Connection
 from agentwolf.cli.console import err, out
 from agentwolf.cli.errors import check_worker
-from agentwolf.cli.sources import check_agent, config_source, source_args
+from agentwolf.cli.sources import config_source, pick_agent, source_args
 
 app = typer.Typer()
 
@@ -20,9 +20,12 @@ app = typer.Typer()
 @verb
 async def chat(
     conn: Connection,
-    agent: Agent = "assistant",
+    agent: Agent = None,
     config: ConfigOpt = None,
-    session: Annotated[str | None, typer.Option("--session", help="Attach to an existing session.")] = None,
+    session: Annotated[
+        str | None,
+        typer.Option("--session", "-s", metavar="SESSION_ID", help="Attach to an existing session."),
+    ] = None,
     tenant: Tenant = "default",
 ) -> None:
     """Interactive multi-turn session: Ctrl-C interrupts the running turn (twice exits), /exit leaves.
@@ -41,8 +44,7 @@ async def chat(
         sid, offset = session, await wolf.event_offset(session)
     else:
         source = config_source(config)
-        if not isinstance(source, str):
-            check_agent(source, agent)
+        agent = pick_agent(None if isinstance(source, str) else source, agent)
         sid, offset = await wolf.start_session(agent, **source_args(source)), 0
     await check_worker(wolf, required=False, session_id=sid)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):

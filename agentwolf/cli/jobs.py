@@ -25,7 +25,10 @@ schedule_app = typer.Typer(
 )
 app.add_typer(schedule_app, name="schedule")
 
-Vars = Annotated[list[str] | None, typer.Option("--var", help="A job variable, NAME=VALUE (repeatable).")]
+Vars = Annotated[
+    list[str] | None,
+    typer.Option("--var", "-v", metavar="NAME=VALUE", help="A job variable, NAME=VALUE (repeatable)."),
+]
 
 
 class WhenBusy(StrEnum):
@@ -59,7 +62,10 @@ async def run_job(
     conn: Connection,
     var: Vars = None,
     config: ConfigOpt = None,
-    session: Annotated[str | None, typer.Option("--session", help="Session id (default: random).")] = None,
+    session: Annotated[
+        str | None,
+        typer.Option("--session", "-s", metavar="SESSION_ID", help="Session id (default: random)."),
+    ] = None,
     tenant: Tenant = "default",
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream the run's events first.")] = False,
     as_json: Json = False,
@@ -111,14 +117,22 @@ def _show(summaries: list[ScheduleSummary], as_json: bool) -> None:
 async def schedule_create(
     name: str,
     conn: Connection,
-    cron: Annotated[str | None, typer.Option("--cron", help="Cron expression: '0 9 * * 1-5'.")] = None,
-    every: Annotated[str | None, typer.Option("--every", help="Interval: 30s, 15m, 1h30m, 1d.")] = None,
+    cron: Annotated[
+        str | None, typer.Option("--cron", metavar="EXPR", help="Cron expression: '0 9 * * 1-5'.")
+    ] = None,
+    every: Annotated[
+        str | None, typer.Option("--every", metavar="INTERVAL", help="Interval: 30s, 15m, 1h30m, 1d.")
+    ] = None,
     job: Annotated[
-        str | None, typer.Option("--job", help="Run this job of the config at each firing.")
+        str | None, typer.Option("--job", metavar="JOB", help="Run this job of the config at each firing.")
     ] = None,
     var: Vars = None,
-    session: Annotated[str | None, typer.Option("--session", help="Prompt this session instead.")] = None,
-    prompt: Annotated[str | None, typer.Option("--prompt", help="What --session is told.")] = None,
+    session: Annotated[
+        str | None, typer.Option("--session", "-s", metavar="SESSION_ID", help="Prompt this session instead.")
+    ] = None,
+    prompt: Annotated[
+        str | None, typer.Option("--prompt", metavar="TEXT", help="What --session is told.")
+    ] = None,
     when_busy: Annotated[
         WhenBusy,
         typer.Option("--when-busy", help="A --session whose turn runs: queue, steer, interrupt, skip."),
@@ -126,10 +140,16 @@ async def schedule_create(
     overlap: Annotated[
         Overlap, typer.Option("--overlap", help="A job run still running at the next firing.")
     ] = Overlap.skip,
-    jitter: Annotated[str | None, typer.Option("--jitter", help="Random delay up to this: 30s.")] = None,
-    timezone: Annotated[str | None, typer.Option("--timezone", help="IANA zone for --cron.")] = None,
+    jitter: Annotated[
+        str | None, typer.Option("--jitter", metavar="DURATION", help="Random delay up to this: 30s.")
+    ] = None,
+    timezone: Annotated[
+        str | None, typer.Option("--timezone", metavar="ZONE", help="IANA zone for --cron.")
+    ] = None,
     pause: Annotated[bool, typer.Option("--pause", help="Create it paused.")] = False,
-    note: Annotated[str, typer.Option("--note", help="Why it exists (shown in the Temporal UI).")] = "",
+    note: Annotated[
+        str, typer.Option("--note", metavar="TEXT", help="Why it exists (shown in the Temporal UI).")
+    ] = "",
     config: ConfigOpt = None,
     tenant: Tenant = "default",
     as_json: Json = False,
@@ -202,7 +222,10 @@ async def _act(
 async def schedule_pause(
     name: str,
     conn: Connection,
-    note: Annotated[str | None, typer.Option("--note")] = None,
+    note: Annotated[
+        str | None,
+        typer.Option("--note", metavar="TEXT", help="Why it is paused (shown in the Temporal UI)."),
+    ] = None,
     tenant: Tenant = "default",
     as_json: Json = False,
 ) -> None:
@@ -242,8 +265,8 @@ async def schedule_trigger(
 async def schedule_backfill(
     name: str,
     conn: Connection,
-    start: Annotated[datetime, typer.Option("--start", help="From (ISO time).")],
-    end: Annotated[datetime, typer.Option("--end", help="Until (ISO time).")],
+    start: Annotated[datetime, typer.Option("--start", metavar="TIME", help="From (ISO time).")],
+    end: Annotated[datetime, typer.Option("--end", metavar="TIME", help="Until (ISO time).")],
     tenant: Tenant = "default",
     as_json: Json = False,
 ) -> None:

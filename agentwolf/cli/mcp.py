@@ -27,12 +27,15 @@ async def mcp(
     host: Annotated[
         str, typer.Option("--host", help="HTTP: address to bind (non-loopback needs API keys).")
     ] = ("127.0.0.1"),
-    port: Annotated[int, typer.Option("--port", help="HTTP: port.")] = 8089,
+    port: Annotated[int, typer.Option("--port", "-p", metavar="PORT", help="HTTP: port.")] = 8089,
     no_auth: Annotated[
         bool, typer.Option("--no-auth", help="HTTP: serve as --tenant without API keys (loopback only).")
     ] = False,
     policy: Annotated[
-        str | None, typer.Option("--policy", help="HTTP: policy file with `api_keys:` and `cors_origins:`.")
+        str | None,
+        typer.Option(
+            "--policy", metavar="FILE", help="HTTP: policy file with `api_keys:` and `cors_origins:`."
+        ),
     ] = None,
     task_queue: TaskQueue = TASK_QUEUE,
 ) -> None:

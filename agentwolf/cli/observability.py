@@ -8,7 +8,8 @@ import typer
 
 _PANEL = "Observability"
 LogLevel = Annotated[
-    str, typer.Option("--log-level", help="DEBUG, INFO, WARNING or ERROR.", rich_help_panel=_PANEL)
+    Literal["DEBUG", "INFO", "WARNING", "ERROR"],
+    typer.Option("--log-level", case_sensitive=False, help="Log from this level up.", rich_help_panel=_PANEL),
 ]
 LogFormat = Annotated[
     Literal["text", "json"],
@@ -20,6 +21,7 @@ MetricsPort = Annotated[
     int | None,
     typer.Option(
         "--metrics-port",
+        metavar="PORT",
         help="Serve Prometheus metrics (Temporal's and AgentWolf's) on this port at /metrics.",
         rich_help_panel=_PANEL,
     ),

@@ -24,7 +24,9 @@ async def payloads_gc(
     older_than: Annotated[
         str,
         typer.Option(
-            "--older-than", help="Only payloads stored longer ago than this: 7d, 12h, 30m, 2w, PT8H."
+            "--older-than",
+            metavar="AGE",
+            help="Only payloads stored longer ago than this: 7d, 12h, 30m, 2w, PT8H.",
         ),
     ] = "7d",
     dry_run: Annotated[

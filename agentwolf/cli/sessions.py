@@ -13,7 +13,7 @@ from agentwolf.cli.common import Agent, ConfigOpt, Json, JsonLines, Tenant, verb
 from agentwolf.cli.connection import Connection
 from agentwolf.cli.console import Exit, err, out
 from agentwolf.cli.errors import check_worker, with_worker
-from agentwolf.cli.sources import check_agent, config_source, source_args
+from agentwolf.cli.sources import config_source, pick_agent, source_args
 
 if TYPE_CHECKING:
     from agentwolf.client.wolf_client import WolfClient
@@ -79,13 +79,16 @@ async def _print_result(wolf: WolfClient, sid: str, as_json: bool, *, quiet: boo
 async def submit(
     prompt: str,
     conn: Connection,
-    agent: Agent = "assistant",
+    agent: Agent = None,
     config: ConfigOpt = None,
-    session: Annotated[str | None, typer.Option("--session", help="Session id (default: random).")] = None,
+    session: Annotated[
+        str | None,
+        typer.Option("--session", "-s", metavar="SESSION_ID", help="Session id (default: random)."),
+    ] = None,
     tenant: Tenant = "default",
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream the events.")] = False,
     wait: Annotated[bool, typer.Option("--wait", "-w", help="Block until the result.")] = False,
-    keep: Annotated[bool, typer.Option("--keep", help="Keep the session open after its turn.")] = False,
+    keep: Annotated[bool, typer.Option("--keep", "-k", help="Keep the session open after its turn.")] = False,
     pin: Annotated[
         bool, typer.Option("--pin", help="Stay on the registry config's current version.")
     ] = False,
@@ -100,8 +103,7 @@ async def submit(
     """
     text = _prompt(prompt)
     source = config_source(config)
-    if not isinstance(source, str):
-        check_agent(source, agent)
+    agent = pick_agent(None if isinstance(source, str) else source, agent)
     wolf = await conn.client(tenant, start_local=True)
     sid = await wolf.submit(text, agent, session_id=session, keep=keep, pinned=pin, **source_args(source))
     await check_worker(wolf, required=False)
@@ -223,7 +225,9 @@ async def steer(
 async def interrupt(
     session_id: str,
     conn: Connection,
-    reason: Annotated[str | None, typer.Option("--reason", help="Shown in the session's events.")] = None,
+    reason: Annotated[
+        str | None, typer.Option("--reason", "-r", metavar="TEXT", help="Shown in the session's events.")
+    ] = None,
     tenant: Tenant = "default",
     as_json: Json = False,
 ) -> None:
@@ -266,7 +270,9 @@ async def deny(
     session_id: str,
     call_id: str,
     conn: Connection,
-    reason: Annotated[str | None, typer.Option("--reason", help="What the model is told.")] = None,
+    reason: Annotated[
+        str | None, typer.Option("--reason", "-r", metavar="TEXT", help="What the model is told.")
+    ] = None,
     tenant: Tenant = "default",
     as_json: Json = False,
 ) -> None:
@@ -336,9 +342,11 @@ async def list_sessions(
     conn: Connection,
     state: Annotated[State | None, typer.Option("--state", help="Only sessions in this state.")] = None,
     agent: Annotated[str | None, typer.Option("--agent", "-a", help="Only this agent's sessions.")] = None,
-    config: Annotated[str | None, typer.Option("--config", "-c", help="Registry config name.")] = None,
+    config: Annotated[
+        str | None, typer.Option("--config", "-c", metavar="NAME", help="Registry config name.")
+    ] = None,
     tenant: Tenant = "default",
-    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 50,
+    limit: Annotated[int, typer.Option("--limit", min=1, metavar="N", help="At most this many.")] = 50,
     as_json: Json = False,
 ) -> None:
     """Sessions of a tenant, newest first (Temporal visibility).

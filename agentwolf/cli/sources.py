@@ -55,10 +55,24 @@ def source_args(source: Manifest | str) -> dict[str, Any]:
     return {"config_name": source} if isinstance(source, str) else {"manifest": source}
 
 
-def check_agent(manifest: Manifest, agent: str) -> None:
+DEFAULT_AGENT = "assistant"
+
+
+def pick_agent(manifest: Manifest | None, agent: str | None) -> str:
+    """`--agent`, else the config's only agent (or team), else `assistant`: a one-agent manifest of
+    one's own needs no `-a`. An agent the manifest lacks is an error naming those it has; a registry
+    config (None) is checked where it is read."""
     from agentwolf.config.suggest import did_you_mean, listing
 
+    if manifest is None:
+        return agent or DEFAULT_AGENT
     known = [*manifest.agents, *manifest.teams]
-    if agent not in known:
-        hint = did_you_mean(agent, known)
-        raise Exit(2, f"unknown agent {agent!r}{hint} (agents and teams in this config: {listing(known)})")
+    chosen = agent or (known[0] if len(known) == 1 else DEFAULT_AGENT)
+    if chosen not in known:
+        what = (
+            f"unknown agent {chosen!r}{did_you_mean(chosen, known)}"
+            if agent
+            else "name an agent with --agent"
+        )
+        raise Exit(2, f"{what} (agents and teams in this config: {listing(known)})")
+    return chosen

@@ -41,13 +41,18 @@ async def worker(
     tenant: Annotated[
         str | None,
         typer.Option(
-            "--tenant", help="Serve only this tenant, in its namespace when WOLF_TENANT_NAMESPACES maps one."
+            "--tenant",
+            "-t",
+            metavar="TENANT",
+            help="Serve only this tenant, in its namespace when WOLF_TENANT_NAMESPACES maps one.",
         ),
     ] = None,
     policy: Annotated[
         str | None,
         typer.Option(
-            "--policy", help="Worker policy file (default: $WOLF_POLICY, else $WOLF_HOME/policy.yaml)."
+            "--policy",
+            metavar="FILE",
+            help="Worker policy file (default: $WOLF_POLICY, else $WOLF_HOME/policy.yaml).",
         ),
     ] = None,
     plugin: Plugins = None,
@@ -196,12 +201,13 @@ async def serve(
     host: Annotated[
         str, typer.Option("--host", help="Address to bind (non-loopback needs API keys).")
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port")] = 8088,
+    port: Annotated[int, typer.Option("--port", "-p", metavar="PORT", help="Port to listen on.")] = 8088,
     config: ConfigOpt = None,
     tenant: Annotated[
         str,
         typer.Option(
             "--tenant",
+            "-t",
             envvar="WOLF_TENANT",
             metavar="TENANT",
             help="The tenant of --no-auth requests and of webhooks.",
@@ -211,12 +217,14 @@ async def serve(
         bool, typer.Option("--no-auth", help="Serve without API keys (loopback only).")
     ] = False,
     policy: Annotated[
-        str | None, typer.Option("--policy", help="Policy file with `api_keys:` and `cors_origins:`.")
+        str | None,
+        typer.Option("--policy", metavar="FILE", help="Policy file with `api_keys:` and `cors_origins:`."),
     ] = None,
     cors_origin: Annotated[
         list[str] | None,
         typer.Option(
             "--cors-origin",
+            metavar="ORIGIN",
             help="A web origin (scheme://host[:port], or '*' for any) whose pages may call from a "
             "browser; repeatable, adds to the policy's cors_origins. Default: none.",
         ),

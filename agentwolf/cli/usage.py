@@ -50,6 +50,7 @@ async def usage(
         str | None,
         typer.Option(
             "--since",
+            metavar="WHEN",
             help="Only sessions whose current run started then or later: a date (2026-11-01), an ISO"
             " date-time, or a duration ago (7d, 12h).",
         ),

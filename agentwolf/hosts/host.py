@@ -34,7 +34,7 @@ from agentwolf.extensions.skills import LocalSkillRoot
 from agentwolf.extensions.types import ChangeEvent, ExtensionError, SkillResource
 from agentwolf.extensions.watch import SkillRootWatcher
 from agentwolf.hosts.acp_agents import AcpRun
-from agentwolf.hosts.demo import demo_model
+from agentwolf.hosts.demo import demo_model, slow_model
 from agentwolf.hosts.flow import Flow
 from agentwolf.hosts.models import build_model
 from agentwolf.hosts.transcripts import CachedTranscript, TranscriptCache
@@ -375,8 +375,13 @@ class HostRegistry:
         host_idle_timeout: float = 1800.0,
     ) -> None:
         self.plugins = plugins or Plugins()
-        self.local_models = {"demo": demo_model(), **self.plugins.models, **(local_models or {})}
-        """`local:<name>` models: the demo (on every worker), the plugins' and the embedder's."""
+        self.local_models = {
+            "demo": demo_model(),
+            "slow": slow_model(),
+            **self.plugins.models,
+            **(local_models or {}),
+        }
+        """`local:<name>` models: the demos (on every worker), the plugins' and the embedder's."""
         self.policy = policy or WorkerPolicy()
         self.tenant = tenant
         """The only tenant this worker serves (`wolf worker --tenant`); None serves any."""
