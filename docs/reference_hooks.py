@@ -121,6 +121,11 @@ ENVIRONMENT = {
         "`wolf serve`",
         "`key=tenant,...`: API keys it accepts, besides the policy's `api_keys`.",
     ),
+    "WOLF_CONSOLE_SECRET": (
+        "`wolf serve` (console)",
+        "At least 32 characters: the key console sign-in tokens are signed with. Give every `wolf serve` "
+        "process behind one address the same (else each draws its own, and a sign-in holds on one).",
+    ),
     "WOLF_TEMPORAL_UI": (
         "`wolf serve` (console)",
         "The Temporal UI the console links sessions to. Default `http://localhost:8233`.",
