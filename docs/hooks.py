@@ -34,7 +34,7 @@ Conventions every verb keeps:
 - A verb that cannot reach Temporal says why (connection refused, unknown host, TLS, credentials)
   and what to do (`wolf up`, `--address`/`TEMPORAL_ADDRESS`), exit 3.
 - A verb that needs a worker and finds none polling says so, with the fix (`wolf up` or
-  `wolf worker`). `-h` is `--help`; every verb's help ends with an example;
+  `wolf worker`). `-h` is `--help`; every verb's help (a group's: its verbs') ends with an example;
   `wolf --install-completion` installs shell completion.
 
 """
@@ -48,8 +48,8 @@ checks: `wolf config schema > wolf.schema.json`, then put
 section: [configuration](../guides/configuration.md), [limits and budgets](../features/budgets.md),
 [approvals](../features/approvals.md), [jobs](../features/jobs.md).
 
-A manifest has up to five top-level keys. `${VAR}` and `${VAR:-default}` may appear in any string;
-the worker resolves them at the moment of use, within its [policy](../features/security.md).
+A manifest has up to {count} top-level keys ({keys}). `${{VAR}}` and `${{VAR:-default}}` may appear in
+any string; the worker resolves them at the moment of use, within its [policy](../features/security.md).
 
 """
 
@@ -123,7 +123,11 @@ def schema_section(name: str, schema: dict[str, Any], level: str) -> str:
 def manifest_reference() -> str:
     wolf = ("-c", "from agentwolf.cli import app; app()")  # `wolf`, with this Python
     schema = json.loads(_run(*wolf, "config", "schema", "--json"))
-    parts = [MANIFEST_INTRO, schema_section("Top level", schema, "##")]
+    keys = ", ".join(f"`{k}`" for k in schema["properties"])
+    parts = [
+        MANIFEST_INTRO.format(count=len(schema["properties"]), keys=keys),
+        schema_section("Top level", schema, "##"),
+    ]
     parts += [schema_section(name, definition, "##") for name, definition in sorted(schema["$defs"].items())]
     return "\n".join(parts)
 
