@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import subprocess
 import sys
 import uuid
@@ -21,9 +20,9 @@ from agentwolf.config.policy import ApiKeyEntry
 from agentwolf.protocols.app import create_app
 from agentwolf.protocols.auth import ApiKeys, digest
 from agentwolf.protocols.served import Served
-from tests.conftest import tools_server, wait_for
+from tests.conftest import tools_server
 from tests.support.models import Script, text
-from tests.support.serving import console_cookie, free_port, serving
+from tests.support.serving import console_cookie, free_port, serve_process, serving
 
 KEY = "console-key-0123456789"
 JSON = {"Accept": "application/json"}
@@ -193,26 +192,7 @@ async def test_a_sign_in_through_a_tls_proxy_is_https_only_from_the_proxies_list
     assert short.returncode == 2 and "WOLF_CONSOLE_SECRET needs at least 32" in short.stderr, short.stderr
     port = free_port()
     command = [wolf, "serve", "--port", str(port), "--task-queue", task_queue]
-    proc = subprocess.Popen(
-        [*command, "--forwarded-allow-ips", "10.9.9.9"],
-        env=environ,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
-
-            async def up() -> bool:
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                try:
-                    return (await http.get("/health")).status_code == 200
-                except httpx.TransportError:
-                    return False
-
-            await wait_for(up)
-            doubted = await http.post("/console/login", content=f"key={KEY}", headers=PROXIED)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        await asyncio.to_thread(proc.wait, 30)
+    async with serve_process([*command, "--forwarded-allow-ips", "10.9.9.9"], port, environ) as http:
+        doubted = await http.post("/console/login", content=f"key={KEY}", headers=PROXIED)
     assert doubted.status_code == 400 and "sign in over HTTPS" in doubted.text
     assert "set-cookie" not in doubted.headers

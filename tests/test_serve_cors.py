@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -20,8 +19,8 @@ from agentwolf.config.policy import PolicyError, WorkerPolicy, load_policy
 from agentwolf.protocols.auth import ApiKeys
 from agentwolf.protocols.limits import ServeLimits
 from agentwolf.protocols.server import BindingRefused, check_binding
-from tests.conftest import make_manifest, wait_for
-from tests.support.serving import free_port, serving
+from tests.conftest import make_manifest
+from tests.support.serving import free_port, serve_process, serving
 
 PAGE = "http://127.0.0.1:3000"
 """The listed origin."""
@@ -208,34 +207,16 @@ async def test_the_flag_adds_to_the_policy_and_bad_origins_exit_2(client, tmp_pa
         )
         assert refused.returncode == 2 and says in refused.stderr, refused.stderr
     port = free_port()
-    proc = subprocess.Popen(
-        [wolf, *base, "--port", str(port), "--cors-origin", "http://127.0.0.1:5173"],
-        env=environ,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
-
-            async def up() -> bool:
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                try:
-                    return (await http.get("/health")).status_code == 200
-                except httpx.TransportError:
-                    return False
-
-            await wait_for(up)
-            for origin, allowed in (
-                ("http://localhost:3000", True),  # the policy's
-                ("http://127.0.0.1:5173", True),  # the flag's
-                ("http://localhost:8000", False),
-            ):
-                answer = await http.options("/v1/models", headers=_preflight(origin, "GET"))
-                assert (answer.headers.get("access-control-allow-origin") == origin) is allowed, origin
-                assert (answer.status_code == 200) is allowed
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        await asyncio.to_thread(proc.wait, 30)
+    command = [wolf, *base, "--port", str(port), "--cors-origin", "http://127.0.0.1:5173"]
+    async with serve_process(command, port, environ) as http:
+        for origin, allowed in (
+            ("http://localhost:3000", True),  # the policy's
+            ("http://127.0.0.1:5173", True),  # the flag's
+            ("http://localhost:8000", False),
+        ):
+            answer = await http.options("/v1/models", headers=_preflight(origin, "GET"))
+            assert (answer.headers.get("access-control-allow-origin") == origin) is allowed, origin
+            assert (answer.status_code == 200) is allowed
 
 
 async def test_a_listed_page_reads_a_refusal_s_retry_after_and_others_get_no_cors_header(client, task_queue):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
+import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -86,3 +88,29 @@ async def console_cookie(http: httpx.AsyncClient, key: str) -> dict[str, str]:
     name, _, value = answer.headers["set-cookie"].split(";")[0].partition("=")
     http.cookies.clear()  # only what the caller passes is sent
     return {name: value}
+
+
+@asynccontextmanager
+async def serve_process(
+    command: list[str], port: int, env: dict[str, str]
+) -> AsyncIterator[httpx.AsyncClient]:
+    """`wolf serve` as its own process (`command`, listening on `port`), once /health answers; a
+    client for it. Stopped with SIGTERM, as a supervisor stops it."""
+    from tests.conftest import wait_for
+
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+
+            async def up() -> bool:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                try:
+                    return (await http.get("/health")).status_code == 200
+                except httpx.TransportError:
+                    return False
+
+            await wait_for(up)
+            yield http
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(proc.wait, 30)
