@@ -1,0 +1,55 @@
+"""Provider limits nobody configured (agentwolf/hosts/flow.py, `limiter-probe`): with no `limits`
+entry, a fleet of sessions starting at once keeps inside a provider's budget it learns from the
+rate-limit headers of the first answer, and never sends into a cooldown."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agentwolf.hosts.flow import endpoint_id
+from agentwolf.workflows.limiter import limiter_id
+from tests.conftest import openai_manifest, record_history, tools_server
+from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
+from tests.support.rate_limit import RateLimit
+
+
+@pytest.fixture(autouse=True)
+def _collected() -> Iterator[None]:
+    """Finalizers of the test's clients and tasks run here (see tests/test_flow.py)."""
+    yield
+    gc.collect()
+
+
+def _echo_then_answer(request: dict[str, Any]) -> Reply:
+    """Two model requests a turn: a tool call, then the answer."""
+    if tool_outputs(request):
+        return Reply(text="done")
+    return Reply(tool_calls=[("echo", {"text": "hi"})])
+
+
+async def test_twenty_sessions_at_once_keep_to_limits_nobody_configured(wolf, client, run_worker):
+    """Twenty sessions start at once on an endpoint that allows 20 requests per 4 s window (its
+    answers say so: `x-ratelimit-limit-requests`, `RateLimit-Policy: 20;w=4`); each turn makes two
+    requests; the manifest has no `limits` entry. At most one 429, nothing sent into a cooldown,
+    every turn completed (before: no flow control without an entry, 20 requests the provider
+    refused and sent again into their cooldowns)."""
+    limit = RateLimit(rpm=20, window=4.0)
+    with ScriptedOpenAI(_echo_then_answer, limit=limit) as server:
+        manifest = openai_manifest(server.base_url, mcp_servers={"tools": tools_server()})
+        assert manifest.host.models.limits == []
+        async with run_worker():
+            sids = await asyncio.gather(*(wolf.submit(f"hi {i}", "a", manifest) for i in range(20)))
+            results = await asyncio.gather(*(wolf.result(s) for s in sids))
+            assert [r.outcome for r in results] == ["completed"] * 20
+            assert len(limit.refusals()) <= 1, [(e.at, e.refused) for e in limit.log]
+            assert limit.sent_in_cooldowns() == []
+            assert len(limit.accepted()) == 40
+            endpoint = endpoint_id(server.base_url.rstrip("/") + "/", "k", "gpt-4o-mini")
+            handle = client.get_workflow_handle(limiter_id(endpoint))
+            await record_history(client, handle.id, "limiter_learnt")
+            await handle.terminate()
