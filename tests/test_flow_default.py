@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
+from agentwolf.config.manifest import Manifest
 from agentwolf.hosts.flow import endpoint_id
 from agentwolf.workflows.limiter import limiter_id
-from tests.conftest import openai_manifest, record_history, tools_server
+from tests.conftest import openai_manifest, record_history, tools_server, wait_for
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
 from tests.support.rate_limit import RateLimit
 
@@ -53,3 +54,32 @@ async def test_twenty_sessions_at_once_keep_to_limits_nobody_configured(wolf, cl
             handle = client.get_workflow_handle(limiter_id(endpoint))
             await record_history(client, handle.id, "limiter_learnt")
             await handle.terminate()
+
+
+async def test_the_first_stream_opening_lets_the_others_go(wolf, client, run_worker):
+    """Limits unknown; the first request streams its answer for 8 s. Its headers reach the limiter as
+    the stream opens, so the other sessions' requests go while it still streams (before: they waited
+    for its whole answer)."""
+    limit = RateLimit(rpm=20, window=4.0)
+    calls = 0
+
+    def reply(request: dict[str, Any]) -> Reply:
+        nonlocal calls
+        calls += 1
+        return Reply(chunks=["word "] * 16, interval=0.5) if calls == 1 else Reply(text="ok")
+
+    with ScriptedOpenAI(reply, limit=limit) as server:
+        manifest = Manifest.model_validate(
+            {
+                "host": {"models": {"providers": {"openai": {"api_key": "k", "base_url": server.base_url}}}},
+                "agents": {"a": {"model": "openai:gpt-4o-mini"}},
+            }
+        )
+        async with run_worker():
+            first = await wolf.submit("long", "a", manifest)
+            await wait_for(lambda: calls == 1, timeout=90)
+            others = [await wolf.submit(f"short {i}", "a", manifest) for i in range(2)]
+            results = [await wolf.result(s) for s in [first, *others]]
+    streamed_until = max(at for at, delta in server.sent if delta == "word ")  # the first answer's
+    assert [r.outcome for r in results] == ["completed"] * 3
+    assert [e.at < streamed_until for e in limit.log] == [True] * 3, (streamed_until, limit.log)

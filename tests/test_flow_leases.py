@@ -150,3 +150,24 @@ async def test_an_endpoint_with_unknown_limits_sends_its_first_request_alone(cli
 async def _seen(client: Any, wid: str, asks: int) -> LimiterStatus | None:
     status = await _status(client, wid)
     return status if status.requests + len(status.waiting) == asks else None
+
+
+async def test_a_first_request_slow_to_answer_holds_the_others_back_for_a_while_only(
+    client, run_worker, task_queue
+):
+    """Limits unknown and the first request's answer not in (slow, or its worker gone): the others
+    go once PROBE_WAIT has passed since its grant (before: they waited for its answer, however long
+    it took)."""
+    limits = EndpointLimits()
+    endpoint = Endpoint(f"test-slow-probe-{task_queue}", "test", limits)
+    wid = limiter_id(endpoint.id)
+    flow = Flow(client, task_queue, FlowPolicy())
+    async with run_worker():
+        await flow.acquire(endpoint, _ask("slow", limits))
+        rest = [flow.acquire(endpoint, _ask(f"r{i}", limits)) for i in range(2)]
+        granted = await asyncio.wait_for(asyncio.gather(*rest), timeout=60)
+        status = await _status(client, wid)
+        await record_history(client, wid, "limiter_probe_wait")
+        await client.get_workflow_handle(wid).terminate()
+        await flow.close()
+    assert all(g.granted for g in granted) and status.use.active == 3

@@ -160,6 +160,8 @@ class _Queue:
     """Interactive requests announced on their own, past the signal in flight: lease -> its send."""
     renewer: asyncio.Task[None] | None = None
     """Names the `held` leases to the limiter while there are any."""
+    told: bool = False
+    """The headers of a stream as it opened went to the limiter (once: after, releases carry them)."""
 
 
 @dataclass
@@ -351,6 +353,15 @@ class Flow:
         queue.held.discard(release.lease_id)
         self._tell(queue, News(worker=self.worker, releases=[release]))
 
+    def opened(self, endpoint: Endpoint, heard: list[Mapping[str, str]]) -> None:
+        """A stream opened: the first on this endpoint tells the limiter at once what its headers say,
+        so requests held back while its limits were unknown need not wait for the whole answer."""
+        queue = self._queues.setdefault(endpoint.id, _Queue(endpoint))
+        if not queue.told:
+            queue.told = True
+            said = learned(heard[-1]) if heard else None
+            self._tell(queue, News(worker=self.worker, learned=said or Learned()), urgent=True)
+
     def rate_limited(self, endpoint: Endpoint, exc: ModelHTTPError, release: Release) -> None:
         """A 429: stop this worker at once, and every other through the limiter; the cooldown reaches
         the limiter with the lease coming back (no grant in between)."""
@@ -385,6 +396,7 @@ class Flow:
             gathered.asks += news.asks
             gathered.releases += news.releases
             gathered.held = news.held or gathered.held
+            gathered.learned = news.learned or gathered.learned
             if news.cooldown is not None and (
                 gathered.cooldown is None or news.cooldown.until > gathered.cooldown.until
             ):
@@ -623,6 +635,7 @@ class FlowModel(WrapperModel):
                 raise
             finally:
                 HEARD.reset(listening)
+            self.flow.opened(self.endpoint, heard)
             break
         try:
             async with stack:

@@ -44,9 +44,10 @@ word. A release for a lease the limiter no longer holds counts its real usage as
 a release never ends a lease before its grant (a worker's clock behind the limiter's).
 
 Probing (runs since the `limiter-probe` patch): while an endpoint's limits are unknown (no number
-configured or learnt, no answer of the provider seen), its first request goes alone; what the
-provider's answer says about its limits (workers read the rate-limit headers of every response, not
-only of a 429) then applies. A window the provider states applies when the entry sets no number.
+configured or learnt, no answer of the provider seen), its first request goes alone, for up to
+PROBE_WAIT; what the provider's answer says about its limits (workers read the rate-limit headers of
+every response, not only of a 429, and tell a stream's as it opens) then applies. A window the
+provider states applies when the entry sets no number.
 
 The limiter continues as new when its history grows, carrying its ledger and its queue.
 Deterministic code only.
@@ -78,6 +79,8 @@ as an ended lease; a release never ends a lease before its grant."""
 PROBE = "limiter-probe"
 """Patch: while an endpoint's limits are unknown its first request goes alone; learnt limits merge
 (a response naming some leaves the others); a window the provider states applies."""
+PROBE_WAIT = timedelta(seconds=10)
+"""Probing runs: how long the first request to an endpoint of unknown limits goes alone at most."""
 BURST = 2.0
 """Intervals of paced grants a late workflow task may catch up (before the patch: a quarter)."""
 POLL = timedelta(seconds=10)
@@ -190,6 +193,10 @@ class News(BaseModel):
     held: list[str] = []
     """Leases the worker holds, their requests still running (workers since the `limiter-leases`
     patch): each lives on a TTL from now."""
+    learned: Learned | None = None
+    """What the headers of an answer said as it began (a stream opening; empty: nothing), before its
+    request ends (workers since the `limiter-probe` patch): requests held back while the endpoint's
+    limits were unknown need not wait for the whole answer."""
 
 
 class Lease(BaseModel):
@@ -404,11 +411,17 @@ class LimiterWorkflow:
                 lease.output_tokens = release.output_tokens if release.sent else 0
                 if self.paced and s.paced_at is not None:  # the pace follows the real use too
                     s.paced_at -= max(0.0, reserved - self._share(lease)) * self._window()
-        if self.probing and release.sent:
-            s.answered = True
-        if release.learned is not None:
-            s.learned = s.learned.merged(release.learned) if self.probing else release.learned
+        if self.probing:
+            if release.sent:
+                self._learn(release.learned or Learned())
+        elif release.learned is not None:
+            s.learned = release.learned
         self.changed = True
+
+    def _learn(self, learned: Learned) -> None:
+        """Probing runs: an answer came back, saying `learned` of the provider's limits."""
+        self.state.answered = True
+        self.state.learned = self.state.learned.merged(learned)
 
     def _ended(self, lease: Lease, release: Release) -> datetime:
         """When the lease's request ended: as its worker saw it (and SKEW), never after the release
@@ -446,6 +459,8 @@ class LimiterWorkflow:
         self._enqueue(news.worker, news.asks)
         if self.leasing:
             self._renew(news.held)
+        if self.probing and news.learned is not None:
+            self._learn(news.learned)
         if news.cooldown is not None:
             self.cooldown(news.cooldown)
         for release in news.releases:
@@ -517,6 +532,18 @@ class LimiterWorkflow:
             and not s.limits.concurrency
         )
 
+    def _probing(self, now: datetime) -> datetime | None:
+        """While the limits are unknown and a request is out: until when it goes alone (PROBE_WAIT
+        after its grant: an answer slow in coming, or a dead worker's, holds nobody back longer)."""
+        if not self._unknown():
+            return None
+        out = [
+            lease.granted_at
+            for lease in self.state.leases
+            if lease.ended_at is None and lease.expires_at > now
+        ]
+        return min(out) + PROBE_WAIT if out else None
+
     def _use(self, now: datetime) -> Usage:
         window = self._window()
         use = Usage()
@@ -547,7 +574,7 @@ class LimiterWorkflow:
             return "output_tpm"
         if s.limits.concurrency is not None and use.active + 1 > s.limits.concurrency:
             return "concurrency"
-        if use.active and self._unknown():  # the first request goes alone: its answer may say more
+        if (until := self._probing(now)) is not None and until > now:  # its answer may say more
             return "probing"
         if self._reserved(ask, use, now):
             return "reserved"
@@ -702,6 +729,8 @@ class LimiterWorkflow:
         """When the window next frees room: a lease leaving it, or one expiring."""
         s = self.state
         times = [lease.end() + self._window() for lease in s.leases]
+        if (probed := self._probing(now)) is not None and probed > now:
+            times.append(probed)
         times += [lease.expires_at for lease in s.leases if lease.ended_at is None and lease.expires_at > now]
         if s.cooldown_until is not None and s.cooldown_until > now:
             times.append(s.cooldown_until)
