@@ -7,13 +7,14 @@ from __future__ import annotations
 import asyncio
 import gc
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from agentwolf.config.manifest import Manifest
-from agentwolf.hosts.flow import endpoint_id
-from agentwolf.workflows.limiter import limiter_id
+from agentwolf.hosts.flow import endpoint_id, learned
+from agentwolf.workflows.limiter import Learned, limiter_id
 from tests.conftest import openai_manifest, record_history, tools_server, wait_for
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
 from tests.support.rate_limit import RateLimit
@@ -83,3 +84,24 @@ async def test_the_first_stream_opening_lets_the_others_go(wolf, client, run_wor
     streamed_until = max(at for at, delta in server.sent if delta == "word ")  # the first answer's
     assert [r.outcome for r in results] == ["completed"] * 3
     assert [e.at < streamed_until for e in limit.log] == [True] * 3, (streamed_until, limit.log)
+
+
+@pytest.mark.parametrize(
+    ("headers", "said"),
+    [
+        (
+            {"x-ratelimit-limit-requests": "500", "x-ratelimit-limit-tokens": "30000"},
+            Learned(rpm=500, input_tpm=30000),
+        ),
+        ({"anthropic-ratelimit-output-tokens-limit": "8000"}, Learned(output_tpm=8000)),
+        ({"x-ratelimit-limit-requests": "-1", "x-ratelimit-limit-tokens": "0"}, None),  # Azure's nonsense
+        ({"ratelimit-policy": "20;w=4"}, Learned(window=timedelta(seconds=4))),  # the IETF draft, old form
+        (
+            {"ratelimit-policy": '"default";q=20;w=60, "day";q=900;w=86400'},
+            Learned(window=timedelta(minutes=1)),
+        ),
+        ({"ratelimit-policy": "20"}, None),
+    ],
+)
+def test_limits_are_read_from_rate_limit_headers(headers: dict[str, str], said: Learned | None) -> None:
+    assert learned(headers) == said
