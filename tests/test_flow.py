@@ -190,12 +190,12 @@ async def test_a_turn_waits_out_a_long_refusal_and_status_shows_it(wolf, client,
     saying to come back in at most 5 s each time: the turn waits and completes."""
 
     class Capped(RateLimit):
-        def admit(self, body: dict[str, Any], key: str) -> tuple[int, dict[str, str]]:
-            tokens, refused = super().admit(body, key)
+        def admit(self, body: dict[str, Any], key: str) -> tuple[int, dict[str, str], bool]:
+            tokens, headers, refused = super().admit(body, key)
             if refused:
-                refused["retry-after"] = str(min(5, int(refused["retry-after"])))
-                self.cooldowns[-1] = (self.cooldowns[-1][0], float(refused["retry-after"]))
-            return tokens, refused
+                headers["retry-after"] = str(min(5, int(headers["retry-after"])))
+                self.cooldowns[-1] = (self.cooldowns[-1][0], float(headers["retry-after"]))
+            return tokens, headers, refused
 
     limit = Capped(blocked_for=45)
     address = client.service_client.config.target_host

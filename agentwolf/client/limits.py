@@ -20,7 +20,8 @@ class SessionWait(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     waiting: str
-    """`rate_limited: <what>` (cooldown, rpm, input_tpm, output_tpm, concurrency, queued)."""
+    """`rate_limited: <what>` (cooldown, rpm, input_tpm, output_tpm, concurrency, reserved, probing,
+    queued)."""
     resumes_at: datetime | None = None
 
     def resumes_in(self, now: datetime | None = None) -> float | None:

@@ -3,8 +3,8 @@ concurrent requests), shared by every worker of the namespace through its limite
 (agentwolf/workflows/limiter.py).
 
 They come from the worker policy (`flow.limits`) and the manifest (`host.models.limits`); for a
-model both name, the policy's entry wins. A limit left unset is learnt from the provider's
-`x-ratelimit-limit-*` headers."""
+model both name, the policy's entry wins; a model no entry names has every limit learnt. A limit left
+unset is learnt from the provider's rate-limit headers."""
 
 from __future__ import annotations
 
@@ -50,14 +50,16 @@ class EndpointLimits(BaseModel):
     """Output tokens reserved per request when the agent sets no `max_tokens` (reconciled with the
     real usage when the answer is in)."""
     window: timedelta = Field(timedelta(minutes=1), gt=timedelta(0))
-    """The provider's window: 60 s for per-minute limits (shorter in tests)."""
+    """The provider's window: 60 s for per-minute limits. An entry with no number of its own uses
+    the window the provider states (`RateLimit-Policy`), if it does."""
     reserve: float = Field(0.15, ge=0, lt=1)
     """The share of each budget jobs and background work leave to interactive requests, which get it
     at once, unpaced (0: none). Held while people use the endpoint: from the limiter's start until a
     window passes without an interactive request; meanwhile jobs may use it too."""
     lease_ttl: timedelta = Field(timedelta(minutes=2), gt=timedelta(0))
-    """A lease not released by then (its worker died) is freed: its request counts until the end of
-    the window after that."""
+    """A lease its worker has not named for this long (the worker died) is freed: its request counts
+    until the end of the window after that. A live worker names its leases every quarter of it, so a
+    request may run longer."""
 
     def matches(self, spec: str) -> bool:
         return fnmatch.fnmatchcase(spec, self.match)
@@ -80,8 +82,7 @@ class FlowPolicy(BaseModel):
         return self.tenants.get(tenant, 1.0)
 
 
-def limits_for(
-    spec: str, policy: list[EndpointLimits], manifest: list[EndpointLimits]
-) -> EndpointLimits | None:
-    """The limits of a model spec: the policy's first match, else the manifest's."""
-    return next((entry for entry in [*policy, *manifest] if entry.matches(spec)), None)
+def limits_for(spec: str, policy: list[EndpointLimits], manifest: list[EndpointLimits]) -> EndpointLimits:
+    """The limits of a model spec: the policy's first match, else the manifest's, else none known
+    (every limit learnt from the provider)."""
+    return next((entry for entry in [*policy, *manifest] if entry.matches(spec)), EndpointLimits())

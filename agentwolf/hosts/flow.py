@@ -2,11 +2,15 @@
 endpoint's limiter workflow (agentwolf/workflows/limiter.py) first, so every worker of the namespace
 draws from one budget, and a 429 stops them all until its `Retry-After` has passed.
 
-`Flow.wrap` puts a `FlowModel` around each model a `limits` entry matches (policy or manifest); the
-openai SDK's own retries are turned off for it (they would resend inside a cooldown the others
-keep). A request waits for its lease inside the activity, heartbeating, so waiting burns no retry
-attempt; what it waits for is in the activity's heartbeat details (`LiveText.waiting`), which
-`wolf status` and followers read. The wait fails the turn only after the policy's `rate_wait_max`.
+`Flow.wrap` puts a `FlowModel` around every model with a provider (a `limits` entry of the policy
+or the manifest says its numbers; with none, they are learnt); the provider SDK's own retries are
+turned off for it (they would resend inside a cooldown the others keep). The rate-limit headers of
+every response (OpenAI and Anthropic send them on success too) go back to the limiter with the
+lease, read by a response hook on the SDK's HTTP client. While a request runs, its worker names its
+lease to the limiter every quarter of `lease_ttl`, so a request longer than the TTL keeps it.
+A request waits for its lease inside the activity, heartbeating, so waiting burns no retry attempt;
+what it waits for is in the activity's heartbeat details (`LiveText.waiting`), which `wolf status`
+and followers read. The wait fails the turn only after the policy's `rate_wait_max`.
 """
 
 from __future__ import annotations
@@ -103,6 +107,25 @@ class Waits:
 WAITS: ContextVar[Waits | None] = ContextVar("wolf_flow_waits", default=None)
 """Set by `wolf.model_request` before its request task starts (the task inherits it)."""
 
+HEARD: ContextVar[list[Mapping[str, str]] | None] = ContextVar("wolf_flow_heard", default=None)
+"""The headers of the responses to the request `FlowModel` is sending (set around the call)."""
+
+
+async def _heard(response: Any) -> None:
+    """A response hook on the provider SDK's HTTP client (shared by several models, perhaps): the
+    headers go to the request being sent in this task, if `FlowModel` sends it."""
+    if (heard := HEARD.get()) is not None:
+        heard.append(response.headers)
+
+
+def _listen(client: Any) -> None:
+    """Hook `_heard` on the SDK's HTTP client (OpenAI's and Anthropic's SDKs keep it as `_client`,
+    an httpx client): the response to a successful request says the limits too."""
+    hooks = getattr(getattr(client, "_client", None), "event_hooks", None)
+    responses = hooks.get("response") if isinstance(hooks, dict) else None
+    if isinstance(responses, list) and _heard not in responses:
+        responses.append(_heard)
+
 
 def endpoint_id(base_url: str, api_key: str, model: str) -> str:
     """A digest of what a provider budgets by; the key only as its own digest, never itself."""
@@ -135,6 +158,10 @@ class _Queue:
     """The one signal in flight (several, each about one request, crowd a busy server)."""
     urgent: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     """Interactive requests announced on their own, past the signal in flight: lease -> its send."""
+    renewer: asyncio.Task[None] | None = None
+    """Names the `held` leases to the limiter while there are any."""
+    told: bool = False
+    """The headers of a stream as it opened went to the limiter (once: after, releases carry them)."""
 
 
 @dataclass
@@ -154,13 +181,15 @@ class Flow:
     """Signals being sent (`close` waits for them)."""
 
     def wrap(self, model: Model, spec: str, manifest_limits: list[EndpointLimits], tenant: str) -> Model:
-        """`model` under flow control when a `limits` entry matches `spec`, else as it is."""
-        limits = limits_for(spec, self.policy.limits, manifest_limits)
-        if limits is None or model.base_url is None:  # in-process models (`local:`) have no provider
+        """`model` under flow control, with the limits of the first `limits` entry matching `spec`
+        (none: every number learnt from the provider); in-process models (`local:`) as they are."""
+        if model.base_url is None:
             return model
+        limits = limits_for(spec, self.policy.limits, manifest_limits)
         client = getattr(model, "client", None)
         if client is not None and hasattr(client, "max_retries"):
             client.max_retries = 0  # the SDK's hidden retries would resend during a shared cooldown
+        _listen(client)
         base_url = model.base_url
         key = str(getattr(client, "api_key", "") or "")
         endpoint = Endpoint(endpoint_id(base_url, key, model.model_name), f"{spec} @ {base_url}", limits)
@@ -198,7 +227,7 @@ class Flow:
 
     async def close(self) -> None:
         """Stop polling and let the last signals (releases) go out."""
-        pollers = [q.poller for q in self._queues.values() if q.poller is not None]
+        pollers = [t for q in self._queues.values() for t in (q.poller, q.renewer) if t is not None]
         for poller in pollers:
             poller.cancel()
         await asyncio.gather(*pollers, *self._tasks, return_exceptions=True)
@@ -304,14 +333,34 @@ class Flow:
                 elif waiting is not None and not waiting.grant.done():
                     queue.held.add(grant.lease_id)
                     waiting.grant.set_result(grant)
+                    if queue.renewer is None or queue.renewer.done():
+                        queue.renewer = asyncio.create_task(self._renew(queue))
                 elif grant.lease_id not in queue.held:  # granted after its request stopped waiting
                     self.release(endpoint, Release(lease_id=grant.lease_id, sent=False))
+
+    async def _renew(self, queue: _Queue) -> None:
+        """While this worker holds leases on the endpoint, name them to the limiter every quarter of
+        their TTL: each lives on a TTL from then, however long its request runs."""
+        every = queue.endpoint.limits.lease_ttl.total_seconds() / 4
+        while queue.held:
+            await asyncio.sleep(every)
+            if queue.held:
+                self._tell(queue, News(worker=self.worker, held=sorted(queue.held)))
 
     def release(self, endpoint: Endpoint, release: Release) -> None:
         """Give a lease back, in the background: it must go out even when the activity is cancelled."""
         queue = self._queues.setdefault(endpoint.id, _Queue(endpoint))
         queue.held.discard(release.lease_id)
         self._tell(queue, News(worker=self.worker, releases=[release]))
+
+    def opened(self, endpoint: Endpoint, heard: list[Mapping[str, str]]) -> None:
+        """A stream opened: the first on this endpoint tells the limiter at once what its headers say,
+        so requests held back while its limits were unknown need not wait for the whole answer."""
+        queue = self._queues.setdefault(endpoint.id, _Queue(endpoint))
+        if not queue.told:
+            queue.told = True
+            said = learned(heard[-1]) if heard else None
+            self._tell(queue, News(worker=self.worker, learned=said or Learned()), urgent=True)
 
     def rate_limited(self, endpoint: Endpoint, exc: ModelHTTPError, release: Release) -> None:
         """A 429: stop this worker at once, and every other through the limiter; the cooldown reaches
@@ -346,6 +395,8 @@ class Flow:
             gathered = queue.news
             gathered.asks += news.asks
             gathered.releases += news.releases
+            gathered.held = news.held or gathered.held
+            gathered.learned = news.learned or gathered.learned
             if news.cooldown is not None and (
                 gathered.cooldown is None or news.cooldown.until > gathered.cooldown.until
             ):
@@ -418,7 +469,8 @@ def _duration(text: str) -> float | None:
 
 def learned(headers: Mapping[str, str]) -> Learned | None:
     """Limits from `x-ratelimit-limit-*` headers (OpenAI's tokens limit counts input; `-1` and other
-    nonsense, as Azure sends, is ignored)."""
+    nonsense, as Azure sends, is ignored), and the window from `RateLimit-Policy` (the IETF draft's
+    `20;w=60` or `"default";q=20;w=60`: its first policy) when a provider states one."""
 
     def number(name: str) -> int | None:
         try:
@@ -431,8 +483,17 @@ def learned(headers: Mapping[str, str]) -> Learned | None:
         rpm=number("x-ratelimit-limit-requests") or number("anthropic-ratelimit-requests-limit"),
         input_tpm=number("x-ratelimit-limit-tokens") or number("anthropic-ratelimit-input-tokens-limit"),
         output_tpm=number("anthropic-ratelimit-output-tokens-limit"),
+        window=_policy_window(headers.get("ratelimit-policy", "")),
     )
     return found if found != Learned() else None
+
+
+def _policy_window(policy: str) -> timedelta | None:
+    for param in policy.split(",")[0].split(";")[1:]:
+        name, _, seconds = param.strip().partition("=")
+        if name == "w" and seconds.isdigit() and int(seconds) > 0:
+            return timedelta(seconds=int(seconds))
+    return None
 
 
 def _estimate(messages: list[ModelMessage], parameters: ModelRequestParameters) -> int:
@@ -492,17 +553,17 @@ class FlowModel(WrapperModel):
             raise
         return ask
 
-    def _done(self, ask: Ask, response: ModelResponse | None, sent: bool = True) -> None:
+    def _done(self, ask: Ask, response: ModelResponse | None, heard: list[Mapping[str, str]]) -> None:
         usage = response.usage if response is not None else None
         self.flow.release(
             self.endpoint,
             Release(
                 lease_id=ask.lease_id,
-                sent=sent,
                 ended_at=datetime.now(UTC),
                 input_tokens=(usage.input_tokens if usage else 0) or ask.input_tokens,
                 output_tokens=(usage.output_tokens if usage else 0)
                 or (0 if response is None else ask.output_tokens),
+                learned=learned(heard[-1]) if heard else None,
             ),
         )
 
@@ -523,18 +584,22 @@ class FlowModel(WrapperModel):
         since = datetime.now(UTC)
         while True:
             ask = await self._lease(messages, model_settings, model_request_parameters, since)
+            heard: list[Mapping[str, str]] = []
+            listening = HEARD.set(heard)
             try:
                 response = await self.wrapped.request(messages, model_settings, model_request_parameters)
             except ModelHTTPError as exc:
                 if exc.status_code == 429:
                     self._refused(ask, exc)
                     continue
-                self._done(ask, None)
+                self._done(ask, None, heard)
                 raise
             except BaseException:
-                self._done(ask, None)
+                self._done(ask, None, heard)
                 raise
-            self._done(ask, response)
+            finally:
+                HEARD.reset(listening)
+            self._done(ask, response, heard)
             return response
 
     @asynccontextmanager
@@ -549,6 +614,8 @@ class FlowModel(WrapperModel):
         while True:
             ask = await self._lease(messages, model_settings, model_request_parameters, since)
             stack = AsyncExitStack()
+            heard: list[Mapping[str, str]] = []
+            listening = HEARD.set(heard)  # the response's headers come as the stream opens
             try:
                 stream = await stack.enter_async_context(
                     self.wrapped.request_stream(
@@ -560,12 +627,15 @@ class FlowModel(WrapperModel):
                 if exc.status_code == 429:
                     self._refused(ask, exc)
                     continue
-                self._done(ask, None)
+                self._done(ask, None, heard)
                 raise
             except BaseException:
                 await stack.aclose()
-                self._done(ask, None)
+                self._done(ask, None, heard)
                 raise
+            finally:
+                HEARD.reset(listening)
+            self.flow.opened(self.endpoint, heard)
             break
         try:
             async with stack:
@@ -574,9 +644,9 @@ class FlowModel(WrapperModel):
             if exc.status_code == 429:  # refused mid-stream: cool down; the activity's retry sends again
                 self._refused(ask, exc)
             else:
-                self._done(ask, None)
+                self._done(ask, None, heard)
             raise
         except BaseException:
-            self._done(ask, None)
+            self._done(ask, None, heard)
             raise
-        self._done(ask, stream.get())
+        self._done(ask, stream.get(), heard)

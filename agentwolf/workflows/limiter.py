@@ -36,6 +36,19 @@ asked within the last window, or the limiter started within it), and interactive
 paced: one that arrives while jobs saturate the endpoint finds room at once, however full of job
 leases the window is. A window without interactive requests lets jobs use the reserve too.
 
+Held (runs since the `limiter-leases` patch): a worker names the leases it still holds in a `news`
+signal every quarter of `lease_ttl`, and each naming moves the lease's end on to a TTL from then, so
+a request that runs longer than the TTL (a model request may run `MODEL_TIMEOUT`, 10 minutes) keeps
+counting, in flight and in the window, while a dead worker's lease still ends a TTL after its last
+word. A release for a lease the limiter no longer holds counts its real usage as an ended lease, and
+a release never ends a lease before its grant (a worker's clock behind the limiter's).
+
+Probing (runs since the `limiter-probe` patch): while an endpoint's limits are unknown (no number
+configured or learnt, no answer of the provider seen), its first request goes alone, for up to
+PROBE_WAIT; what the provider's answer says about its limits (workers read the rate-limit headers of
+every response, not only of a 429, and tell a stream's as it opens) then applies. A window the
+provider states applies when the entry sets no number.
+
 The limiter continues as new when its history grows, carrying its ledger and its queue.
 Deterministic code only.
 """
@@ -50,7 +63,7 @@ from pydantic import BaseModel
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from agentwolf.config.limits import INTERACTIVE, EndpointLimits
+    from agentwolf.config.limits import DEFAULT_PRIORITY, INTERACTIVE, EndpointLimits
 
 LIMITER_WORKFLOW = "Limiter"
 PACED = "limiter-paced"
@@ -60,6 +73,14 @@ CATCH_UP = "limiter-catch-up"
 RESERVE = "limiter-reserve"
 """Patch: jobs and background work leave `limits.reserve` of each budget to interactive requests,
 which are not paced."""
+LEASES = "limiter-leases"
+"""Patch: workers renew the leases they hold (`News.held`); a release for a lease no longer held counts
+as an ended lease; a release never ends a lease before its grant."""
+PROBE = "limiter-probe"
+"""Patch: while an endpoint's limits are unknown its first request goes alone; learnt limits merge
+(a response naming some leaves the others); a window the provider states applies."""
+PROBE_WAIT = timedelta(seconds=10)
+"""Probing runs: how long the first request to an endpoint of unknown limits goes alone at most."""
 BURST = 2.0
 """Intervals of paced grants a late workflow task may catch up (before the patch: a quarter)."""
 POLL = timedelta(seconds=10)
@@ -88,6 +109,12 @@ class Learned(BaseModel):
     rpm: int | None = None
     input_tpm: int | None = None
     output_tpm: int | None = None
+    window: timedelta | None = None
+    """The window the provider states (`RateLimit-Policy: 20;w=60`); None: not said (60 s)."""
+
+    def merged(self, newer: Learned) -> Learned:
+        """What `newer` says, and for what it does not say, what was known."""
+        return self.model_copy(update=newer.model_dump(exclude_none=True))
 
 
 class Ask(BaseModel):
@@ -115,7 +142,8 @@ class Grant(BaseModel):
     """Not granted: the earliest time it could be (an estimate past a cooldown or a window)."""
     reason: str = ""
     """Not granted: `cooldown`, `rpm`, `input_tpm`, `output_tpm`, `concurrency`, `reserved` (what is
-    left is kept for interactive requests), `queued`."""
+    left is kept for interactive requests), `probing` (the endpoint's limits are not known yet: its
+    first request goes alone), `queued`."""
 
 
 class Poll(BaseModel):
@@ -162,6 +190,13 @@ class News(BaseModel):
     asks: list[Ask] = []
     cooldown: Cooldown | None = None
     releases: list[Release] = []
+    held: list[str] = []
+    """Leases the worker holds, their requests still running (workers since the `limiter-leases`
+    patch): each lives on a TTL from now."""
+    learned: Learned | None = None
+    """What the headers of an answer said as it began (a stream opening; empty: nothing), before its
+    request ends (workers since the `limiter-probe` patch): requests held back while the endpoint's
+    limits were unknown need not wait for the whole answer."""
 
 
 class Lease(BaseModel):
@@ -206,6 +241,9 @@ class LimiterState(BaseModel):
     the reserve is held until a window after."""
     requests: int = 0
     cooldowns: int = 0
+    answered: bool = False
+    """Probing runs: a request's answer came back, so what the provider says of its limits is known
+    (nothing, when it sends no rate-limit headers)."""
     last_active: datetime | None = None
     queue: list[Ask] = []
     """Requests waiting for a lease."""
@@ -272,6 +310,8 @@ class LimiterWorkflow:
         self.burst = BURST if self.paced and workflow.patched(CATCH_UP) else 0.25
         self.reserving = self.paced and workflow.patched(RESERVE)
         self.skew = TIGHT_SKEW if self.paced and workflow.patched(TIGHT) else SKEW
+        self.leasing = self.paced and workflow.patched(LEASES)
+        self.probing = self.paced and workflow.patched(PROBE)
 
     @workflow.run
     async def run(self, state: LimiterState) -> None:
@@ -349,26 +389,78 @@ class LimiterWorkflow:
         s = self.state
         s.queue = [a for a in s.queue if a.lease_id != release.lease_id]  # cancelled while it waited
         s.ready = [g for g in s.ready if g.lease_id != release.lease_id]
-        for lease in self.state.leases:
-            if lease.lease_id == release.lease_id and lease.ended_at is None:
+        held = [lease for lease in s.leases if lease.lease_id == release.lease_id]
+        if self.leasing and not held and release.sent:  # it left the ledger while its request ran
+            at = min(workflow.now(), release.ended_at or workflow.now())
+            late = Lease(
+                lease_id=release.lease_id,
+                session="",
+                tenant="",
+                priority=DEFAULT_PRIORITY,
+                granted_at=at,
+                expires_at=at,
+            )
+            s.leases.append(late)
+            held = [late]
+        for lease in held:
+            if lease.ended_at is None:
                 reserved = self._share(lease)
-                lease.ended_at = workflow.now()
-                if self.paced and release.ended_at is not None:
-                    lease.ended_at = min(lease.ended_at, release.ended_at + self.skew)
+                lease.ended_at = self._ended(lease, release)
                 lease.sent = release.sent
                 lease.input_tokens = release.input_tokens if release.sent else 0
                 lease.output_tokens = release.output_tokens if release.sent else 0
                 if self.paced and s.paced_at is not None:  # the pace follows the real use too
-                    s.paced_at -= max(0.0, reserved - self._share(lease)) * s.limits.window
-        if release.learned is not None:
-            self.state.learned = release.learned
+                    s.paced_at -= max(0.0, reserved - self._share(lease)) * self._window()
+        if self.probing:
+            if release.sent:
+                self._learn(release.learned or Learned())
+        elif release.learned is not None:
+            s.learned = release.learned
         self.changed = True
+
+    def _learn(self, learned: Learned) -> None:
+        """Probing runs: an answer came back, saying `learned` of the provider's limits."""
+        self.state.answered = True
+        self.state.learned = self.state.learned.merged(learned)
+
+    def _ended(self, lease: Lease, release: Release) -> datetime:
+        """When the lease's request ended: as its worker saw it (and SKEW), never after the release
+        reached the limiter, nor (leasing runs) before its grant."""
+        now = workflow.now()
+        if not self.paced or release.ended_at is None:
+            return now
+        ended = min(now, release.ended_at + self.skew)
+        if not self.leasing:
+            return ended
+        if release.ended_at < lease.granted_at - self.skew or release.ended_at > now + self.skew:
+            workflow.logger.warning(
+                "limiter %s: worker %s's clock is off: its request ended at %s, granted at %s, now %s",
+                self.state.label,
+                lease.worker,
+                release.ended_at,
+                lease.granted_at,
+                now,
+            )
+        return max(lease.granted_at, ended)
+
+    def _renew(self, held: list[str]) -> None:
+        """Leases whose requests still run live on a TTL from now."""
+        s = self.state
+        names = set(held)
+        until = workflow.now() + s.limits.lease_ttl
+        for lease in s.leases:
+            if lease.lease_id in names and lease.ended_at is None:
+                lease.expires_at = max(lease.expires_at, until)
 
     @workflow.signal
     def news(self, news: News) -> None:
         """A worker's requests, cooldown and releases in one signal: a busy server takes a signal per
         request and per release minutes late, and a workflow task completes behind them."""
         self._enqueue(news.worker, news.asks)
+        if self.leasing:
+            self._renew(news.held)
+        if self.probing and news.learned is not None:
+            self._learn(news.learned)
         if news.cooldown is not None:
             self.cooldown(news.cooldown)
         for release in news.releases:
@@ -397,7 +489,7 @@ class LimiterWorkflow:
             input_tpm=itpm,
             output_tpm=otpm,
             concurrency=s.limits.concurrency,
-            window_s=s.limits.window.total_seconds(),
+            window_s=self._window().total_seconds(),
             use=self._use(now),
             cooldown_until=cooling,
             cooldown_reason=s.cooldown_reason if cooling else "",
@@ -421,8 +513,39 @@ class LimiterWorkflow:
             limits.output_tpm or learned.output_tpm,
         )
 
+    def _window(self) -> timedelta:
+        """The configured window; (probing runs) the provider's when it states one and the entry
+        sets no number of its own."""
+        limits, learned = self.state.limits, self.state.learned
+        configured = (limits.rpm, limits.input_tpm, limits.output_tpm)
+        if self.probing and learned.window is not None and configured == (None, None, None):
+            return learned.window
+        return limits.window
+
+    def _unknown(self) -> bool:
+        """Probing runs: no limit configured or learnt, and no answer of the provider seen yet."""
+        s = self.state
+        return (
+            self.probing
+            and not s.answered
+            and self._limits() == (None, None, None)
+            and not s.limits.concurrency
+        )
+
+    def _probing(self, now: datetime) -> datetime | None:
+        """While the limits are unknown and a request is out: until when it goes alone (PROBE_WAIT
+        after its grant: an answer slow in coming, or a dead worker's, holds nobody back longer)."""
+        if not self._unknown():
+            return None
+        out = [
+            lease.granted_at
+            for lease in self.state.leases
+            if lease.ended_at is None and lease.expires_at > now
+        ]
+        return min(out) + PROBE_WAIT if out else None
+
     def _use(self, now: datetime) -> Usage:
-        window = self.state.limits.window
+        window = self._window()
         use = Usage()
         for lease in self.state.leases:
             if lease.end() + window <= now:
@@ -451,6 +574,8 @@ class LimiterWorkflow:
             return "output_tpm"
         if s.limits.concurrency is not None and use.active + 1 > s.limits.concurrency:
             return "concurrency"
+        if (until := self._probing(now)) is not None and until > now:  # its answer may say more
+            return "probing"
         if self._reserved(ask, use, now):
             return "reserved"
         if self._pacing(now) and not (self.reserving and ask.priority <= INTERACTIVE):
@@ -462,7 +587,7 @@ class LimiterWorkflow:
         s = self.state
         if not self.reserving or s.limits.reserve <= 0 or s.interactive_at is None:
             return False
-        return s.interactive_at + s.limits.window > now
+        return s.interactive_at + self._window() > now
 
     def _reserved(self, ask: Ask, use: Usage, now: datetime) -> bool:
         """A job or background request would take what is left to interactive requests (a whole
@@ -532,7 +657,7 @@ class LimiterWorkflow:
         """Drop leases out of the window and gone workers' requests, grant in queue order while the
         head fits, answer the polls that have grants or reached their deadline."""
         s = self.state
-        s.leases = [lease for lease in s.leases if lease.end() + s.limits.window > now]
+        s.leases = [lease for lease in s.leases if lease.end() + self._window() > now]
         gone = {w for w, seen in s.seen.items() if seen + STALE <= now and w not in self.polls}
         if gone:
             s.queue = [a for a in s.queue if a.worker not in gone]
@@ -552,7 +677,7 @@ class LimiterWorkflow:
                 # the next grant while others wait: an interval on, from this one's slot (grants
                 # late by up to `burst` intervals keep the rate: a loaded server runs this workflow's
                 # tasks seconds late) or, after a longer wait, from now (no larger burst)
-                interval = self._share(ask) * s.limits.window
+                interval = self._share(ask) * self._window()
                 s.paced_at = max(s.paced_at or now, now - interval * self.burst) + interval
             else:
                 s.clock = start
@@ -603,14 +728,16 @@ class LimiterWorkflow:
     def _next_free(self, now: datetime) -> datetime:
         """When the window next frees room: a lease leaving it, or one expiring."""
         s = self.state
-        times = [lease.end() + s.limits.window for lease in s.leases]
+        times = [lease.end() + self._window() for lease in s.leases]
+        if (probed := self._probing(now)) is not None and probed > now:
+            times.append(probed)
         times += [lease.expires_at for lease in s.leases if lease.ended_at is None and lease.expires_at > now]
         if s.cooldown_until is not None and s.cooldown_until > now:
             times.append(s.cooldown_until)
         if self._pacing(now) and s.paced_at is not None:
             times.append(s.paced_at)
         if self._holding(now) and s.interactive_at is not None:  # jobs may use the reserve then
-            times.append(s.interactive_at + s.limits.window)
+            times.append(s.interactive_at + self._window())
         return min(times, default=now)
 
     def _next_wake(self, now: datetime) -> timedelta:
@@ -621,9 +748,7 @@ class LimiterWorkflow:
             times.append(self._next_free(now))
         times = [t for t in times if t > now]
         if not times:
-            return (
-                IDLE_END if not self.state.leases else self.state.limits.window + self.state.limits.lease_ttl
-            )
+            return IDLE_END if not self.state.leases else self._window() + self.state.limits.lease_ttl
         return max(min(times) - now, timedelta(milliseconds=10))
 
     def _idle(self, now: datetime) -> bool:

@@ -22,6 +22,7 @@ import json
 import re
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -52,7 +53,7 @@ class Reply:
     `reasoning_content` deltas (Chat Completions), both in word-sized chunks; non-streaming, a
     reasoning item / `reasoning_content` field."""
     headers: dict[str, str] = field(default_factory=dict)
-    """Extra response headers (not streamed answers)."""
+    """Extra response headers."""
 
     def __post_init__(self) -> None:
         if self.chunks is not None:
@@ -139,7 +140,7 @@ class ScriptedOpenAI:
                     else:
                         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
                         events = outer._completion_events(answer, model, n, include_usage)
-                    self._stream(events, answer.interval, responses_api)
+                    self._stream(events, answer.interval, responses_api, answer.headers)
                     return
                 if responses_api:
                     payload = outer._response(answer, model, n)
@@ -153,11 +154,14 @@ class ScriptedOpenAI:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def _stream(self, events: Iterator[_Event], interval: float, named: bool) -> None:
+            def _stream(
+                self, events: Iterator[_Event], interval: float, named: bool, headers: dict[str, str]
+            ) -> None:
                 # HTTP/1.0 without Content-Length: the body ends when the connection closes.
                 self.close_connection = True
                 try:
                     self.send_response(200)
+                    _send_headers(self, headers)
                     self.send_header("Content-Type", "text/event-stream; charset=utf-8")
                     self.send_header("Cache-Control", "no-cache")
                     self.end_headers()
@@ -183,6 +187,7 @@ class ScriptedOpenAI:
                 except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
                     outer.disconnects += 1
 
+        self._path = uuid.uuid4().hex[:12]
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -204,14 +209,17 @@ class ScriptedOpenAI:
                 return dataclasses.replace(self.reply(body), input_tokens=tokens)
         if self.limit is None:
             return self.reply(body)
-        tokens, refused = self.limit.admit(body, key)
+        tokens, headers, refused = self.limit.admit(body, key)
         if refused:
-            return Reply(text="Rate limit reached", status=429, headers=refused)
-        return dataclasses.replace(self.reply(body), input_tokens=tokens)
+            return Reply(text="Rate limit reached", status=429, headers=headers)
+        answer = self.reply(body)
+        return dataclasses.replace(answer, input_tokens=tokens, headers={**headers, **answer.headers})
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        """Under a path of its own: another test's server on the same port later is another provider
+        endpoint (flow control keeps a limiter workflow per endpoint on the server's test's queue)."""
+        return f"http://127.0.0.1:{self._server.server_address[1]}/{self._path}/v1"
 
     # Responses API
 

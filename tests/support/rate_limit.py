@@ -1,6 +1,7 @@
 """A provider's rate limits for the scripted OpenAI server: sliding windows of requests and input
-tokens per API key, as OpenAI enforces them. A request over a limit is refused with 429, a
-`Retry-After` saying when the window frees room, and `x-ratelimit-*` headers; every request is
+tokens per API key, as OpenAI enforces them. Every answer carries `x-ratelimit-*` headers (and,
+when a request limit is set, the window as `RateLimit-Policy: <rpm>;w=<seconds>`); a request over a
+limit is refused with 429 and a `Retry-After` saying when the window frees room; every request is
 logged with its arrival time and verdict, and every refusal opens a cooldown that the tests check
 nobody sends into."""
 
@@ -40,9 +41,9 @@ class RateLimit:
     """(refused at, retry after): the span the refusal told clients to stay away."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def admit(self, body: dict[str, Any], key: str) -> tuple[int, dict[str, str]]:
-        """The request's input tokens (a token per four bytes of its JSON) and, when refused, the 429's
-        headers (else {})."""
+    def admit(self, body: dict[str, Any], key: str) -> tuple[int, dict[str, str], bool]:
+        """The request's input tokens (a token per four bytes of its JSON), the answer's rate-limit
+        headers, and whether it is refused."""
         tokens = len(json.dumps(body)) // 4 + 1
         with self._lock:
             now = time.time()
@@ -69,11 +70,13 @@ class RateLimit:
                 "x-ratelimit-limit-tokens": str(self.input_tpm or 0),
                 "x-ratelimit-remaining-tokens": str(max(0, (self.input_tpm or 0) - used)),
             }
+            if self.rpm is not None:
+                headers["ratelimit-policy"] = f"{self.rpm};w={math.ceil(self.window)}"
             if not refused:
-                return tokens, {}
+                return tokens, headers, False
             retry_after = max(1, math.ceil(wait))
             self.cooldowns.append((now, retry_after))
-            return tokens, {**headers, "retry-after": str(retry_after)}
+            return tokens, {**headers, "retry-after": str(retry_after)}, True
 
     def accepted(self) -> list[Logged]:
         return [e for e in self.log if not e.refused]
