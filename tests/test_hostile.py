@@ -7,7 +7,7 @@ import sys
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic_ai.messages import ModelResponse, ToolReturnPart
 from temporalio.service import RPCError
@@ -66,6 +66,7 @@ def test_any_manifest_tree_loads_or_fails_with_a_manifest_error(tree):
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=200))
+@example("A:")  # an unknown key that starts upper case (once taken for a union tag: IndexError)
 def test_any_text_loads_or_fails_with_a_manifest_error(source):
     try:
         parse_manifest(source, source="fuzz.yaml")

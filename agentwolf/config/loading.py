@@ -90,8 +90,10 @@ def parse_manifest(text: str, source: str = "<manifest>", base_dir: Path | None 
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
-            loc = tuple(str(p) for p in err["loc"] if not _is_union_tag(p))
-            if err["type"] == "extra_forbidden":
+            *path, last = err["loc"] or ("",)
+            unknown = err["type"] == "extra_forbidden"  # `last` is the key as written: `A:` too
+            loc = tuple(str(p) for p in (*path, last) if not _is_union_tag(p) or (unknown and p is last))
+            if unknown:
                 message = "unknown key" + did_you_mean(loc[-1], _keys_at(loc[:-1]))
             else:
                 message = err["msg"].removeprefix("Value error, ")
