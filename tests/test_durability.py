@@ -44,7 +44,7 @@ async def test_sigkill_mid_turn_then_a_new_worker_finishes(env, wolf, task_queue
             for proc in (first, second):
                 if proc is not None and proc.poll() is None:
                     proc.terminate()
-                    proc.wait(10)
+                    proc.wait(60)  # a worker's graceful stop took over 10 s on a busy machine
     assert result.output == "finished after slept 3.0s"
     prompts = [
         p.content
@@ -60,4 +60,8 @@ async def test_sigkill_mid_turn_then_a_new_worker_finishes(env, wolf, task_queue
     assert sum(isinstance(m, ModelResponse) for m in transcript) == 3
     # The side effect before the crash ran once: completed activities are never re-run.
     assert effects.read_text().split() == ["before"]
-    assert len(server.requests) == 3  # the model request before the crash completed; it is not repeated
+    # The model request before the crash completed; it is not repeated. A fourth request, seen on a
+    # busy machine, was not that one: a model request on a cold worker whose event loop was held over
+    # the 5 s heartbeat timeout by the import of its provider's client (6.6 s measured) was retried
+    # by Temporal, and both attempts reached the provider. Models are now built in a thread.
+    assert len(server.requests) == 3
