@@ -63,7 +63,7 @@ async def test_sigkill_mid_turn_then_a_new_worker_finishes(env, wolf, task_queue
     # The model request before the crash completed; it is not repeated. A fourth (or fifth) request,
     # seen on a busy machine, was never that one: it was a model request on a cold worker whose event
     # loop was held past the 5 s heartbeat timeout, so Temporal ran it again and both attempts reached
-    # the provider. Two holds were measured: importing the provider's client (6.6 s; models are now
-    # built in a thread) and the openai library building pydantic schemas for the stream's event types
-    # at their first use (about 3 s on the loop under a CPU hog; still there, issue 38 item 3).
+    # the provider. Two holds were measured: importing the provider's client (6.6 s) and the openai
+    # library building pydantic schemas for the stream's event types at their first use (about 3 s
+    # under a CPU hog). Both happen in the thread that builds the model now (hosts/models.py).
     assert len(server.requests) == 3
