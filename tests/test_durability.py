@@ -44,7 +44,7 @@ async def test_sigkill_mid_turn_then_a_new_worker_finishes(env, wolf, task_queue
             for proc in (first, second):
                 if proc is not None and proc.poll() is None:
                     proc.terminate()
-                    proc.wait(10)
+                    proc.wait(60)  # a worker's graceful stop took over 10 s on a busy machine
     assert result.output == "finished after slept 3.0s"
     prompts = [
         p.content
@@ -60,4 +60,10 @@ async def test_sigkill_mid_turn_then_a_new_worker_finishes(env, wolf, task_queue
     assert sum(isinstance(m, ModelResponse) for m in transcript) == 3
     # The side effect before the crash ran once: completed activities are never re-run.
     assert effects.read_text().split() == ["before"]
-    assert len(server.requests) == 3  # the model request before the crash completed; it is not repeated
+    # The model request before the crash completed; it is not repeated. A fourth (or fifth) request,
+    # seen on a busy machine, was never that one: it was a model request on a cold worker whose event
+    # loop was held past the 5 s heartbeat timeout, so Temporal ran it again and both attempts reached
+    # the provider. Two holds were measured: importing the provider's client (6.6 s) and the openai
+    # library building pydantic schemas for the stream's event types at their first use (about 3 s
+    # under a CPU hog). Both happen in the thread that builds the model now (hosts/models.py).
+    assert len(server.requests) == 3

@@ -198,11 +198,11 @@ def _blank(screen: list[str]) -> int:
 PROGRESS_SERVER = str(Path(__file__).parent / "support" / "progress_server.py")
 
 
-def _progress_manifest(tmp_path: Path) -> Path:
+def _progress_manifest(tmp_path: Path, **env: str) -> Path:
     import yaml
 
     path = tmp_path / "progress.yaml"
-    server = {"command": sys.executable, "args": [PROGRESS_SERVER]}
+    server = {"command": sys.executable, "args": [PROGRESS_SERVER], **({"env": env} if env else {})}
     path.write_text(
         yaml.safe_dump(
             {

@@ -29,7 +29,17 @@ async def test_multi_step_turn_runs_tools_and_answers(wolf, run_worker):
         p for m in script.requests[-1] for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)
     ]
     assert [(r.tool_name, r.content) for r in returns] == [("add", "5"), ("echo", "hi"), ("add", "2")]
-    assert set(script.tools) == {"echo", "add", "slow", "big", "fail", "record", "env", "parent_environ"}
+    assert set(script.tools) == {
+        "echo",
+        "add",
+        "slow",
+        "big",
+        "fail",
+        "record",
+        "record_slowly",
+        "env",
+        "parent_environ",
+    }
 
 
 async def events_until(wolf, sid, kind, *, from_offset=0, live=False):

@@ -169,8 +169,9 @@ class Evaluators:
         parts.append(f"<Rubric>\n{rubric}\n</Rubric>")
         request = ModelRequest(parts=[UserPromptPart("\n".join(parts))], instructions=JUDGE_INSTRUCTIONS)
         with self.hosts.serving(config.identity, tenant):
+            built = await heartbeating(host.model(specs))
             response = await heartbeating(
-                live.request(host.model(specs), [request], ModelSettings(), ModelRequestParameters(), None)
+                live.request(built, [request], ModelSettings(), ModelRequestParameters(), None)
             )
         found = re.search(r"\{.*\}", response.text or "", re.DOTALL)
         try:

@@ -148,19 +148,25 @@ def details(turn_id: str, step: int, live: LiveResponse | None, wait: Wait | Non
     )
 
 
-def tool_progress(call_id: str, secrets: Secrets) -> tuple[ProgressFnT, Callable[[], tuple[LiveTool, ...]]]:
+def tool_progress(
+    call_id: str, tool: str, secrets: Secrets
+) -> tuple[ProgressFnT, Callable[[], tuple[LiveTool, ...]]]:
     """An MCP progress callback for one tool call, and the heartbeat details it leaves (none until
     the server reports progress). Heartbeats are rate-limited to one per PROGRESS_EVERY; messages
-    are redacted like tool output."""
+    are redacted like tool output. A report without a message keeps the last one (servers often say
+    what they do once per phase and send bare counts between): the newest report is all a follower
+    reads, and it would lose the message between them."""
     attempt = activity.info().attempt
     latest: list[LiveTool] = []
     sent_at = 0.0
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         nonlocal sent_at
-        message = secrets.redact(message) if message else message
+        message = secrets.redact(message) if message else latest[0].message if latest else None
         latest[:] = [
-            LiveTool(call_id=call_id, attempt=attempt, progress=progress, total=total, message=message)
+            LiveTool(
+                call_id=call_id, tool=tool, attempt=attempt, progress=progress, total=total, message=message
+            )
         ]
         if time.monotonic() - sent_at >= PROGRESS_EVERY:
             sent_at = time.monotonic()

@@ -73,7 +73,7 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
     ]
     context = working_context(messages, inp.view, sent, cached.rendered) if inp.view is not None else sent
     try:
-        model = host.model(compiled.models)
+        model = await heartbeating(host.model(compiled.models))
         answer_mode, answer_object = turn_settings.answer_format(inp.settings, model.profile)
         streamed = live.LiveResponse(inp.turn_id, inp.step, host.secrets) if compiled.stream else None
         waits = flow.Waits(priority=inp.priority)

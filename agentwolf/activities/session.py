@@ -25,7 +25,7 @@ from agentwolf.activities import live, observe
 from agentwolf.activities.archive import archive, read_archived
 from agentwolf.activities.compile import compile_agent
 from agentwolf.activities.model_request import request_model
-from agentwolf.activities.session_io import heartbeating, query
+from agentwolf.activities.session_io import after_lost_attempt, heartbeating, query
 from agentwolf.activities.summary import summarise
 from agentwolf.activities.tools import render
 from agentwolf.config.manifest import Manifest
@@ -40,6 +40,7 @@ from agentwolf.telemetry import metrics
 from agentwolf.workflows.archive import ArchivedPart, ArchivedRead, ArchiveInput
 from agentwolf.workflows.contracts import (
     COMPILED_QUERY,
+    CUT_NOTICE,
     MANIFEST_QUERY,
     CommandInput,
     CommandOutput,
@@ -182,14 +183,26 @@ class SessionActivities:
         """Run one tool: an MCP server's on the host's pooled client, or a plugin's function in this
         worker; failures become errors the model sees.
 
-        What leaves is redacted: a tool (or an error naming a URL) may echo a resolved secret."""
+        What leaves is redacted: a tool (or an error naming a URL) may echo a resolved secret.
+
+        A retry after a lost worker (the call may or may not have run) runs the call again only when
+        its tool is safe to repeat; otherwise it answers CUT_NOTICE without running it. Checked
+        first, before anything that could fail: an attempt that fails leaves a clean error as the
+        last attempt's end, after which the next one would run the call blindly."""
+        cut = await after_lost_attempt()
+        if cut and not inp.repeat_safe:
+            return ToolCallOutput(content=CUT_NOTICE, is_error=True, cut="not_repeated")
         host = self.hosts.ensure(inp.manifest, inp.ref.tenant) if inp.manifest else await self._host(inp.ref)
         with observe.tool_call(inp.server, inp.tool, inp.arguments) as call:
             started = time.monotonic()
             result = await self._call_tool(host, inp)
             ran_ms = int((time.monotonic() - started) * 1000)
             result = result.model_copy(
-                update={"content": host.secrets.redact(result.content), "ran_ms": ran_ms}
+                update={
+                    "content": host.secrets.redact(result.content),
+                    "ran_ms": ran_ms,
+                    "cut": "repeated" if cut else None,
+                }
             )
             call.done(result)
         return result
@@ -209,7 +222,7 @@ class SessionActivities:
         cap = host.mcp.get(inp.server)
         version = cap.version if cap else 0
         try:
-            on_progress, progress = live.tool_progress(inp.call_id, host.secrets)
+            on_progress, progress = live.tool_progress(inp.call_id, inp.name or inp.tool, host.secrets)
             result = await heartbeating(
                 host.pool.call_tool(inp.server, inp.tool, inp.arguments, on_progress), details=progress
             )

@@ -1,5 +1,5 @@
-"""What the session activities share: awaiting work while heartbeating, and querying the calling
-session for what this worker lacks."""
+"""What the session activities share: awaiting work while heartbeating, querying the calling
+session for what this worker lacks, and telling a retry after a lost worker from one after an error."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from temporalio import activity
+from temporalio.service import RPCError
 
 from agentwolf.workflows.contracts import HostRef
 
@@ -38,3 +39,23 @@ async def heartbeating(
         if not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+
+async def after_lost_attempt() -> bool:
+    """Whether this attempt retries one that was cut short: it timed out (its worker died or hung)
+    rather than ending in an error it raised, so whatever it was doing may or may not have happened.
+
+    Only the server knows how the last attempt ended (`last_failure` of the pending activity); when
+    it cannot be asked, the answer is yes, the safe side for a call with side effects."""
+    info = activity.info()
+    if info.attempt <= 1 or info.is_local or info.workflow_id is None:
+        return False
+    handle = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
+    try:
+        described = await heartbeating(handle.describe())
+    except RPCError:
+        return True
+    for pending in described.raw_description.pending_activities:
+        if pending.activity_id == info.activity_id:
+            return pending.last_failure.HasField("timeout_failure_info")
+    return True

@@ -32,7 +32,7 @@ async def summarise(host: AgentHost, inp: CompactInput) -> ModelRequestOutput:
     specs = compiled.compact_models or compiled.models
     request = ModelRequest(parts=[UserPromptPart(source)], instructions=SUMMARY_INSTRUCTIONS)
     try:
-        model = host.model(specs)
+        model = await heartbeating(host.model(specs))
         response = await heartbeating(
             live.request(model, [request], ModelSettings(), ModelRequestParameters(), None)
         )

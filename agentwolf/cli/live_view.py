@@ -417,6 +417,8 @@ def event_line(event: Event, session_id: str = "SESSION") -> Text | None:
         result = inert((event.text or "").replace("\n", " ")[:120])
         colour = "green" if event.outcome == "success" else "red"
         return Text(f"{pad}<- {tool} {event.outcome} in {event.duration_ms} ms: {result}", colour)
+    if k == "tool_call_cut":
+        return Text(f"{pad}!! {tool} ({call}): {text}", "yellow")
     if k == "turn_finished":
         usage = event.usage
         tokens = f", {usage.total_tokens} tokens, {usage.tool_calls} tool calls" if usage else ""

@@ -195,7 +195,7 @@ async def _signal(
     tenant: str,
     session_id: str,
     as_json: bool,
-    send: Callable[[WolfClient], Awaitable[None]],
+    send: Callable[[WolfClient], Awaitable[object]],
     *,
     queries: bool = False,
 ) -> None:
@@ -212,12 +212,13 @@ async def _signal(
 async def steer(
     session_id: str, message: str, conn: Connection, tenant: Tenant = "default", as_json: Json = False
 ) -> None:
-    """Inject a user message before the running turn's next model request.
+    """Inject a user message before the running turn's next model request (an idle session starts a
+    turn with it). Accepted while no worker polls: it waits in the session until one does.
 
     Example: wolf steer 3f2a9c1b7d4e "use the staging database"
     """
     text = _prompt(message, "steering message")
-    await _signal(conn, tenant, session_id, as_json, lambda w: w.steer(session_id, text), queries=True)
+    await _signal(conn, tenant, session_id, as_json, lambda w: w.steer(session_id, text))
 
 
 @app.command()

@@ -181,7 +181,7 @@ class Merge:
                 kind="tool_progress",
                 at=at,
                 call_id=live.call_id,
-                tool=self.tools[live.call_id][0] if live.call_id in self.tools else None,
+                tool=self.tools[live.call_id][0] if live.call_id in self.tools else live.tool,
                 attempt=live.attempt,
                 progress=live.progress,
                 total=live.total,

@@ -11,7 +11,9 @@ from temporalio.service import RPCError
 
 T = TypeVar("T")
 
-TRANSIENT_QUERY_ERRORS = ("no poller seen", "TMPRL1101", "handed over to the next run")
+NO_POLLER = "no poller seen"
+"""Temporal's refusal of a query while no worker polls the session's task queue."""
+TRANSIENT_QUERY_ERRORS = (NO_POLLER, "TMPRL1101", "handed over to the next run")
 """No worker has polled lately (a worker that has just started), the SDK's "potential deadlock"
 (an activation that did not yield within 2 s, which a starved CPU, a long garbage collection or a
 first pydantic schema build causes too: the worker evicts the run and replays it for the next try),

@@ -31,7 +31,7 @@ from agentwolf.client.configs import ConfigMethods
 from agentwolf.client.forks import ForkMethods
 from agentwolf.client.jobs import JobMethods
 from agentwolf.client.schedules import ScheduleMethods
-from agentwolf.client.transient import patiently
+from agentwolf.client.transient import NO_POLLER, patiently
 from agentwolf.client.usage import Spending, UsageKey, UsageReport, read_spending, usage_report
 from agentwolf.connection import connect
 from agentwolf.defaults import TASK_QUEUE
@@ -363,14 +363,23 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
         args: list[Any] = [text] if settings is None else [text, settings]
         return await handle.execute_update("prompt", args=args, result_type=str)
 
-    async def steer(self, session_id: str, text: str) -> None:
-        """Refused here when the session's steer queue is full (the workflow would drop it)."""
-        if (await self.status(session_id)).steer_room <= 0:
+    async def steer(self, session_id: str, text: str) -> bool:
+        """Refused here when the session's steer queue is full (the workflow would drop it, with an
+        error event). A signal needs no worker: while none polls the session's task queue, the steer
+        is sent unchecked and waits in the session's history until one does; False says so."""
+        try:
+            room = (await self.status(session_id)).steer_room
+        except RPCError as exc:
+            if NO_POLLER not in exc.message:
+                raise
+            room = None
+        if room is not None and room <= 0:
             raise ValueError(
                 f"session {session_id!r} has too many steers waiting (host.sessions.max_steers): try again "
                 "later"
             )
         await (await self._handle(session_id)).signal("steer", text)
+        return room is not None
 
     async def approve(self, session_id: str, call_id: str, *, always: bool = False) -> None:
         await self._answer(session_id, "approve", Approval(call_id=call_id, always=always))

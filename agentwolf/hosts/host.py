@@ -307,11 +307,15 @@ class AgentHost:
         if agent := self._served.pop(workflow_id, ""):
             self._unuse_agent(agent)
 
-    def model(self, specs: list[str]) -> Model:
+    async def model(self, specs: list[str]) -> Model:
+        """The model for a spec chain, built on first use in a thread: building imports its provider's
+        client library (`openai` took 6.6 s on a loaded machine), and an activity whose event loop
+        is held that long misses its heartbeat timeout, so Temporal ran the request again (issue 38)."""
         key = tuple(specs)
         if key not in self._models:
             flow, limits = self.flow, self.manifest.host.models.limits
-            self._models[key] = build_model(
+            self._models[key] = await asyncio.to_thread(
+                build_model,
                 specs,
                 self.manifest.host.models.providers,
                 self.local_models,

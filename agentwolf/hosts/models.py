@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+import sys
+import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pydantic import BaseModel
 from pydantic_ai.models import Model, infer_model
 from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.providers import Provider, infer_provider, infer_provider_class
@@ -27,8 +31,12 @@ def build_model(
     """One model for a spec chain; several specs make a `FallbackModel` tried in order. `wrap(model,
     spec)` wraps each member (flow control, agentwolf/hosts/flow.py).
 
-    Specs and provider settings keep their placeholders until here, the moment of use."""
+    Specs and provider settings keep their placeholders until here, the moment of use. Slow: it
+    imports the provider's client library and builds what its first answer would (`warm_openai`);
+    hosts call it in a thread."""
     models = [_build_one(secrets.resolve(spec), providers, local_models, secrets) for spec in specs]
+    if "openai" in sys.modules:
+        warm_openai()
     if wrap is not None:
         models = [wrap(model, spec) for model, spec in zip(models, specs, strict=True)]
     return models[0] if len(models) == 1 else FallbackModel(*models)
@@ -83,3 +91,28 @@ def provider_config(providers: Mapping[str, ProviderConfig], name: str) -> Provi
         except ValueError:
             continue
     return None
+
+
+@functools.cache
+def warm_openai() -> None:
+    """Build the pydantic schemas of the openai library's response types now (once per process).
+
+    The library defers them to first use: a worker's first streamed answer built them on the
+    activity's event loop, about 3 s on a busy machine (10 s profiled), and held its heartbeats
+    past the timeout, so Temporal ran the request again. Here, in the building thread, 1.2 s."""
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+    from openai.types.responses import Response, ResponseStreamEvent
+
+    seen: set[type[BaseModel]] = set()
+
+    def rebuild(tp: object) -> None:
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            if tp not in seen:
+                seen.add(tp)
+                tp.model_rebuild()
+            return
+        for arg in typing.get_args(tp):
+            rebuild(arg)
+
+    for tp in (ResponseStreamEvent, Response, ChatCompletionChunk, ChatCompletion):
+        rebuild(tp)

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
@@ -335,6 +335,8 @@ class LiveTool(BaseModel):
     progress: float
     total: float | None = None
     message: str | None = None
+    tool: str | None = None
+    """The tool's model-facing name: a follower may read this before the call's `tool_call_started`."""
 
 
 class ToolCallInput(BaseModel):
@@ -348,6 +350,19 @@ class ToolCallInput(BaseModel):
     agent: str = ""
     turn_id: str = ""
     """Where a skill's server comes from: a worker new to the turn reads that skill's file itself."""
+    repeat_safe: bool = False
+    """The tool is safe to run twice (ToolSpec.repeat_safe): a retry after a lost worker runs it
+    again; otherwise the model is told the call was cut (`ToolCallOutput.cut`)."""
+    name: str | None = None
+    """The model-facing name (ToolSpec.name), which live progress carries (None: `tool`)."""
+
+
+CUT_NOTICE = (
+    "this call was cut by a worker loss and may or may not have run; check before repeating it "
+    "(its tool is not marked read-only or idempotent, so it was not run again)"
+)
+
+CUT_REPEATED = "this call was cut by a worker loss and ran again: its tool is marked read-only or idempotent"
 
 
 class ToolOutcome(StrEnum):
@@ -369,6 +384,9 @@ class ToolCallOutput(BaseModel):
     """The server announced new tool, prompt or resource lists during the call: recompile."""
     ran_ms: int | None = None
     """How long the call ran on the worker, without the queueing around it (None: not measured)."""
+    cut: Literal["repeated", "not_repeated"] | None = None
+    """A retry after the worker running the call was lost (the call may or may not have run):
+    `repeated` ran it again (safe to repeat), `not_repeated` answers CUT_NOTICE instead."""
 
     @property
     def outcome(self) -> ToolOutcome:

@@ -27,6 +27,7 @@ from agentwolf.workflows.archive import ArchivedRead
 from agentwolf.workflows.code import CODE_MODE, Scripts
 from agentwolf.workflows.contracts import (
     CODE,
+    CUT_REPEATED,
     SESSION,
     SKILLS,
     SUBAGENTS,
@@ -334,6 +335,8 @@ class ToolRouter:
             call_id=call.tool_call_id,
             agent=self.core.inp.agent,
             turn_id=self.core.turn_id or "",
+            repeat_safe=spec.repeat_safe,
+            name=call.tool_name,
         )
         started = workflow.now()
         last_ms = self.tool_ms.get(call.tool_name)
@@ -370,6 +373,14 @@ class ToolRouter:
             self.tool_ms[call.tool_name] = result.ran_ms
         else:
             self.tool_ms[call.tool_name] = int((workflow.now() - started).total_seconds() * 1000)
+        if result.cut is not None:  # a retry after a lost worker: whether the call ran again is said
+            self.core.publish(
+                "tool_call_cut",
+                text=CUT_REPEATED if result.cut == "repeated" else result.content,
+                tool=call.tool_name,
+                call_id=call.tool_call_id,
+                outcome=result.cut,
+            )
         if result.changed:
             self.core.stale.mark(f"{spec.server} changed its lists during {spec.tool}")
             self.core.publish(

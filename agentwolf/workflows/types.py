@@ -142,6 +142,7 @@ EventKind = Literal[
     "model_text",
     "tool_call_started",
     "tool_call_finished",
+    "tool_call_cut",
     "steer_applied",
     "limit_warning",
     "limit_reached",

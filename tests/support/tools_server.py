@@ -1,10 +1,10 @@
 """A small MCP server for tests: `python tools_server.py [stdio|streamable-http PORT]`. Its tools are
-annotated read-only, except `record` (a side effect) and `fail`.
+annotated read-only, except `record` and `record_slowly` (side effects) and `fail`.
 
-Writes its PID to $WOLF_PID_FILE at start (so tests count spawns), appends to
-$WOLF_SIDE_EFFECTS on every `record` call (so tests count side effects) and to $WOLF_SLOW_STARTED
-when a `slow` call starts (so tests know it reached the server). A `slow` call ends early once the
-file $WOLF_SLOW_GATE exists (so a test decides when, not the clock).
+Writes its PID to $WOLF_PID_FILE at start (so tests count spawns), appends to $WOLF_SIDE_EFFECTS on
+every `record` and `record_slowly` call (so tests count side effects) and to $WOLF_SLOW_STARTED when a
+`slow` call starts (so tests know it reached the server). A `slow` or `record_slowly` call ends early
+once the file $WOLF_SLOW_GATE exists (so a test decides when, not the clock).
 """
 
 import os
@@ -37,11 +37,16 @@ async def slow(seconds: float) -> str:
     if started := os.environ.get("WOLF_SLOW_STARTED"):
         with open(started, "a") as f:
             f.write(f"{seconds}\n")
+    await _sleep(seconds)
+    return f"slept {seconds}s"
+
+
+async def _sleep(seconds: float) -> None:
+    """`seconds`, or until the file $WOLF_SLOW_GATE exists."""
     gate = os.environ.get("WOLF_SLOW_GATE")
     with anyio.move_on_after(seconds):
         while not (gate and os.path.exists(gate)):
             await anyio.sleep(0.05 if gate else seconds)
-    return f"slept {seconds}s"
 
 
 @server.tool(annotations=READ_ONLY)
@@ -62,6 +67,15 @@ def record(tag: str) -> str:
     with open(os.environ["WOLF_SIDE_EFFECTS"], "a") as f:
         f.write(tag + "\n")
     return f"recorded {tag}"
+
+
+@server.tool()
+async def record_slowly(tag: str, seconds: float) -> str:
+    """A slow tool with a side effect: appends a line to $WOLF_SIDE_EFFECTS, then sleeps like `slow`."""
+    with open(os.environ["WOLF_SIDE_EFFECTS"], "a") as f:
+        f.write(tag + "\n")
+    await _sleep(seconds)
+    return f"recorded {tag} slowly"
 
 
 @server.tool(annotations=READ_ONLY)

@@ -1,0 +1,47 @@
+"""A steer while no worker polls the session's task queue: a signal needs no worker, so `wolf steer`
+accepts it (saying that no worker polls now) and the session takes it once a worker polls again."""
+
+from __future__ import annotations
+
+import signal
+
+from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+from tests.conftest import openai_manifest, tools_server, wait_for, worker_process
+from tests.support.openai_server import Reply, ScriptedOpenAI
+from tests.support.polls import idle
+from tests.test_cli import _wolf
+
+
+async def test_steer_while_no_worker_polls_is_accepted_and_runs_later(env, wolf, task_queue):
+    with ScriptedOpenAI(lambda request: Reply(text="heard you")) as server:
+        manifest = openai_manifest(server.base_url, mcp_servers={"tools": tools_server()})
+        first = worker_process(env, task_queue)
+        second = None
+        try:
+            sid = await wolf.start_session("a", manifest)
+            await wait_for(lambda: idle(wolf, sid), timeout=120)
+            first.send_signal(signal.SIGKILL)
+            first.wait()
+            address = env.client.service_client.config.target_host
+            steered = await _wolf(address, "steer", sid, "use the staging database", "--json")
+            assert steered.returncode == 0, steered.stderr
+            assert "no worker polls" in steered.stderr and "waits until one does" in steered.stderr
+            assert not server.requests  # nothing ran yet
+            second = worker_process(env, task_queue)
+            await wait_for(lambda: idle(wolf, sid, turns=1), timeout=120)
+            transcript = await wolf.transcript(sid)
+        finally:
+            for proc in (first, second):
+                if proc is not None and proc.poll() is None:
+                    proc.terminate()
+                    proc.wait(60)
+    prompts = [
+        p.content
+        for m in transcript
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, UserPromptPart)
+    ]
+    assert prompts == ["use the staging database"]
+    assert len(server.requests) == 1
