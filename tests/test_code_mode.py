@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic_ai.messages import ModelRequest, ToolCallPart
+from temporalio.api.enums.v1 import EventType
 
 from agentwolf.config.manifest import Manifest, SessionSettings
 from agentwolf.extensions import code_mode
@@ -99,7 +100,8 @@ async def test_a_runaway_script_is_stopped_by_its_limits(wolf, run_worker):
     chatty = "for i in range(10):\n    await add(a=i, b=0)"
     capped, events = await _run(wolf, run_worker, _script(chatty), _manifest(code_mode={"max_calls": 3}))
     assert capped.outcome == "failed"
-    assert "PermissionError: call limit: a script makes at most 3 tool calls" in capped.content
+    assert "CallLimitError: the script was stopped when it asked for tool call 4" in capped.content
+    assert "a script makes at most 3 tool calls" in capped.content
     assert sum(e.kind == "tool_call_finished" and e.parent == "rc" for e in events) == 3
 
 
@@ -318,3 +320,87 @@ def test_signatures_are_python_whatever_the_tool_names():
         'days: int | None = None) -> Any:\n    """The weather."""'
     )
     assert function_name(spec.model_copy(update={"name": "class"})) == "class_"
+
+
+PAST_THE_LIMIT = """
+urls = [f"https://example.com/page/{i}" for i in range(400)]
+found = []
+for u in urls:
+    try:
+        found.append(await echo(text=u))
+    except Exception as e:
+        found.append(str(e))
+print(len(found))
+"""
+
+REFUSED_IN_A_LOOP = """
+refused = 0
+for i in range(1000):
+    try:
+        await fail(message="x")
+    except PermissionError:
+        refused = refused + 1
+print(refused)
+"""
+
+
+async def _script_then_next_prompt(
+    wolf, run_worker, manifest: Manifest, code: str, record: str | None = None
+):
+    """The first turn runs `code`; the session then answers a second prompt (it is not terminated).
+    Returns `run_code`'s result, the session's events and its history."""
+    script = Script(lambda s: tool("run_code", {"code": code}, "rc") if s.calls == 1 else text("ok"))
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.start_session("a", manifest)
+        await wolf.prompt(sid, "go")
+        await wait_for(lambda: idle(wolf, sid, turns=1), timeout=120)
+        await wolf.prompt(sid, "and now?")
+        await wait_for(lambda: idle(wolf, sid, turns=2), timeout=120)
+        await wolf.close(sid)
+        await wolf.result(sid)
+        events = [e async for _, e in wolf.events(sid, live=False)]
+        history = await wolf.client.get_workflow_handle(workflow_id("default", sid)).fetch_history()
+        if record:
+            await record_history(wolf.client, workflow_id("default", sid), record)
+    (result,) = tool_returns(script.requests[1][-1:])
+    assert len(script.requests) == 3  # the second prompt was answered
+    return result, events, history
+
+
+def _most_markers_in_one_task(history) -> int:
+    """The most markers (local activity results, each with the script's snapshot) one workflow task
+    completion carried: the server refuses a completion past 4 MiB and terminates the session."""
+    most, markers = 0, 0
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+            markers += 1
+        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            markers = 0
+        most = max(most, markers)
+    return most
+
+
+async def test_a_script_looping_past_max_calls_ends_and_the_session_lives(wolf, run_worker):
+    """A call past `max_calls` ends the script with one error the model sees: no exception the
+    script can catch and call again (400 caught refusals chained local activities in one workflow
+    task until the server terminated the session)."""
+    result, events, _ = await _script_then_next_prompt(
+        wolf, run_worker, _manifest(), PAST_THE_LIMIT, record="code_mode_call_limit"
+    )
+    assert result.outcome == "failed"
+    assert "a script makes at most 50 tool calls" in result.content
+    assert sum(e.kind == "tool_call_finished" and e.parent == "rc" for e in events) == 50
+
+
+async def test_a_refused_tool_called_in_a_loop_never_piles_up_in_one_workflow_task(wolf, run_worker):
+    """Refusals are answered in the workflow, with no activity between the script's resumes: the
+    resumes still end their workflow task every few, and the refusals count toward `max_calls`."""
+    manifest = _manifest(
+        code_mode={"tools": ["fail"], "max_calls": 300},
+        permissions={"rules": [{"tool": "fail", "action": "deny"}]},
+    )
+    result, events, history = await _script_then_next_prompt(wolf, run_worker, manifest, REFUSED_IN_A_LOOP)
+    assert result.outcome == "failed" and "a script makes at most 300 tool calls" in result.content
+    refused = [e for e in events if e.kind == "tool_call_finished" and e.parent == "rc"]
+    assert len(refused) == 300 and {e.outcome for e in refused} == {"denied"}
+    assert _most_markers_in_one_task(history) <= 16

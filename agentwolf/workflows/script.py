@@ -35,9 +35,19 @@ class ScriptResult(BaseModel):
     outcome: ToolOutcome = ToolOutcome.SUCCESS
 
 
+OUTPUT_BYTES = 1 << 20
+"""What one script may print in all; past it, `print` raises MemoryError in the script."""
+
+SANDBOX_WAIT_S = 30.0
+"""How long a script waits for one of the worker's sandboxes before it is answered "sandbox busy"."""
+
+
 class ScriptLimits(BaseModel):
+    """What this run of the sandbox may use: the script's budgets less what its earlier runs spent."""
+
     memory_mb: int
     timeout_s: float
+    output_bytes: int = OUTPUT_BYTES
 
 
 class ScriptStart(BaseModel):
@@ -51,6 +61,8 @@ class ScriptResume(BaseModel):
     model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
 
     snapshot: bytes
+    packed: bool = False
+    """The snapshot is zlib-compressed (as the sandbox hands it back since the snapshots were packed)."""
     functions: dict[str, list[str]]
     results: list[ScriptResult]
     limits: ScriptLimits
@@ -62,12 +74,18 @@ class ScriptStep(BaseModel):
     model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
 
     snapshot: bytes | None = None
+    packed: bool = False
+    """`snapshot` is zlib-compressed: each one is recorded in history (a local activity's result), and
+    an interpreter's state compresses about sevenfold."""
     calls: list[ScriptCall] = []
     stdout: str = ""
     output: str | None = None
     """The script's last expression, rendered (JSON where it can be)."""
     error: str | None = None
     """The script raised (or broke a limit): its traceback, for the model to fix the script."""
+    ran_s: float = 0.0
+    """Seconds this run computed (in the sandbox, not waiting for one): the script's time budget is
+    for all its runs together."""
 
 
 def parameter_order(spec: ToolSpec) -> list[str]:
