@@ -3,15 +3,20 @@ permitted, approved), and a worker SIGKILLed mid-script resumes without repeatin
 
 from __future__ import annotations
 
+import asyncio
+import os
 import signal
 from pathlib import Path
 from typing import Any
 
 from pydantic_ai.messages import ModelRequest, ToolCallPart
 from temporalio.api.enums.v1 import EventType
+from temporalio.testing import ActivityEnvironment
 
+from agentwolf.activities.code import CodeActivities
 from agentwolf.config.manifest import Manifest, SessionSettings
 from agentwolf.extensions import code_mode
+from agentwolf.hosts.host import HostRegistry
 from agentwolf.workflows.contracts import ToolSpec
 from agentwolf.workflows.script import ScriptLimits, ScriptStart, function_name
 from agentwolf.workflows.types import workflow_id
@@ -404,3 +409,38 @@ async def test_a_refused_tool_called_in_a_loop_never_piles_up_in_one_workflow_ta
     refused = [e for e in events if e.kind == "tool_call_finished" and e.parent == "rc"]
     assert len(refused) == 300 and {e.outcome for e in refused} == {"denied"}
     assert _most_markers_in_one_task(history) <= 16
+
+
+async def test_scripts_waiting_for_a_sandbox_leave_the_default_executor_free():
+    """Every sandbox spins and more scripts wait for one (more than the event loop's default executor
+    has threads): the worker's DNS lookups and other `to_thread` work still run meanwhile."""
+    activities = CodeActivities(HostRegistry())
+    spin = ScriptStart(
+        code="while True:\n    pass", functions={}, limits=ScriptLimits(memory_mb=64, timeout_s=3)
+    )
+    default_threads = min(32, (os.cpu_count() or 1) + 4)
+    env = ActivityEnvironment()
+    spinning = [asyncio.create_task(env.run(activities.code_start, spin)) for _ in range(default_threads + 2)]
+    await asyncio.sleep(0.2)  # they start
+    loop = asyncio.get_running_loop()
+    await asyncio.gather(loop.getaddrinfo("localhost", 80), asyncio.to_thread(sum, [1, 2]))
+    assert not any(t.done() for t in spinning)  # answered while every script still spun or waited
+    steps = await asyncio.gather(*spinning)
+    activities.sandboxes.close()
+    assert all(s.error and ("TimeoutError" in s.error or "sandbox busy" in s.error) for s in steps)
+
+
+async def test_a_script_that_waits_too_long_for_a_sandbox_is_told_it_is_busy():
+    sandboxes = code_mode.Sandboxes(processes=1, wait_s=0.2)
+    limits = ScriptLimits(memory_mb=64, timeout_s=5)
+    spinning = asyncio.create_task(
+        sandboxes.run(code_mode.start, ScriptStart(code="while True:\n    pass", functions={}, limits=limits))
+    )
+    await asyncio.sleep(0)  # it takes the only sandbox
+    waited = await sandboxes.run(code_mode.start, ScriptStart(code="1", functions={}, limits=limits))
+    assert not spinning.done()
+    assert waited.error is not None and waited.error.startswith(
+        "sandbox busy: this worker's 1 code-mode sandboxes"
+    )
+    assert "TimeoutError" in ((await spinning).error or "")
+    sandboxes.close()

@@ -27,6 +27,7 @@ import pydantic_monty as monty
 from agentwolf.config.manifest import CodeModeSettings
 from agentwolf.workflows.contracts import CODE, SESSION, SKILLS, SUBAGENTS, ToolOutcome, ToolSpec
 from agentwolf.workflows.script import (
+    OUTPUT_BYTES,
     SANDBOX_WAIT_S,
     ScriptCall,
     ScriptLimits,
@@ -67,9 +68,10 @@ def run_code_spec(script_tools: list[ToolSpec], settings: CodeModeSettings) -> T
             "and combine in the script, and only what it prints and its last expression come back. "
             "The tools below are async functions: `await` each call, and use `asyncio.gather(...)` for "
             "calls that may run at once. A call returns the tool's output (parsed when it is JSON, else "
-            "text); a failed or refused call raises an exception. Limits: "
-            f"{settings.max_calls} tool calls, {settings.timeout_s:g} s of computing, "
-            f"{settings.memory_mb} MB.\n\n```python\n{stubs}\n```"
+            "text); a failed or refused call raises an exception. Limits for the whole script: "
+            f"{settings.max_calls} tool calls (asking for one more ends the script), "
+            f"{settings.timeout_s:g} s of computing, {settings.memory_mb} MB, "
+            f"{OUTPUT_BYTES >> 20} MiB of printing.\n\n```python\n{stubs}\n```"
         ),
         parameters={
             "type": "object",
