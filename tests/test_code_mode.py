@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,30 @@ async def test_a_runaway_script_is_stopped_by_its_limits(wolf, run_worker):
     assert "CallLimitError: the script was stopped when it asked for tool call 4" in capped.content
     assert "a script makes at most 3 tool calls" in capped.content
     assert sum(e.kind == "tool_call_finished" and e.parent == "rc" for e in events) == 3
+
+
+SPREAD_OVER_RUNS = """
+import time
+for i in range(3):
+    began = time.monotonic()
+    while time.monotonic() - began < {seconds}:
+        pass
+    print("x" * {chars})
+    await add(a=i, b=0)
+"""
+
+
+async def test_a_scripts_time_and_output_limits_are_for_all_its_runs(wolf, run_worker):
+    """Each run between calls stays under `timeout_s` (0.6 of 1 s) or prints under 1 MiB (0.4):
+    together they pass the limit, and the script stops. (The sandbox's clock is carried in the
+    snapshot; printing was 1 MiB per run.)"""
+    slow = SPREAD_OVER_RUNS.format(seconds=0.6, chars=1)
+    spread, _ = await _run(wolf, run_worker, _script(slow), _manifest(code_mode={"timeout_s": 1}))
+    assert spread.outcome == "failed" and "TimeoutError" in spread.content
+    chatty = SPREAD_OVER_RUNS.format(seconds=0, chars=400_000)
+    printed, _ = await _run(wolf, run_worker, _script(chatty), _manifest())
+    whole = re.search(r"\[cut: \d+ of (\d+) characters shown", printed.content)
+    assert printed.outcome == "failed" and whole and int(whole[1]) < (1 << 20) + 1000
 
 
 async def test_a_tool_the_agent_may_not_use_is_refused_inside_the_script(wolf, run_worker, tmp_path):

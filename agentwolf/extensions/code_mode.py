@@ -15,7 +15,6 @@ import fnmatch
 import json
 import os
 import threading
-import time
 import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -192,12 +191,10 @@ def start(inp: ScriptStart, sandboxes: Sandboxes) -> ScriptStep:
     """Run a script until it waits on tool calls or ends (blocking: call it in a thread)."""
     try:
         with sandboxes.session(inp.limits) as (session, printed):
-            began = time.monotonic()
             try:
-                step = _drive(session.feed_start(inp.code, print_callback=printed), inp.functions, printed)
+                return _drive(session.feed_start(inp.code, print_callback=printed), inp.functions, printed)
             except monty.MontyError as exc:
-                step = _failed(exc, printed)
-            return step.model_copy(update={"ran_s": time.monotonic() - began})
+                return _failed(exc, printed)
     except TimeoutError:  # no sandbox came free in time
         return sandboxes.busy()
 
@@ -206,17 +203,15 @@ def resume(inp: ScriptResume, sandboxes: Sandboxes) -> ScriptStep:
     """Resume a snapshot with the results of the calls it waited on (blocking: call it in a thread)."""
     try:
         with sandboxes.session(inp.limits) as (session, printed):
-            began = time.monotonic()
             try:
                 dumped = zlib.decompress(inp.snapshot) if inp.packed else inp.snapshot
                 waiting = session.load_snapshot(dumped, print_callback=printed)
                 if not isinstance(waiting, monty.FutureSnapshot):
                     raise TypeError(f"a script's snapshot waits on futures, not {type(waiting).__name__}")
                 answers = {r.id: _answer(r) for r in inp.results}
-                step = _drive(waiting.resume(answers), inp.functions, printed)
+                return _drive(waiting.resume(answers), inp.functions, printed)
             except monty.MontyError as exc:
-                step = _failed(exc, printed)
-            return step.model_copy(update={"ran_s": time.monotonic() - began})
+                return _failed(exc, printed)
     except TimeoutError:
         return sandboxes.busy()
 

@@ -4,11 +4,11 @@ events nested under `run_code`), so every completed call is in history. Between 
 snapshot: a worker lost mid-script resumes from the last one and repeats no call.
 
 A script is bounded as a whole: `max_calls` calls (refused ones count; the next one ends the script),
-hence at most as many resumes; `timeout_s` of computing and `OUTPUT_BYTES` of printing over all its
-runs. Calls answered here (refused, past a limit) or by local activities leave no workflow task
-boundary between resumes: every `RUNS_PER_TASK` sandbox runs a short timer ends the task, so no task
-completion carries an unbounded pile of markers (the server terminates a session whose completion
-passes 4 MiB).
+hence at most as many resumes; `OUTPUT_BYTES` of printing over all its runs (`timeout_s` is the
+sandbox's: its clock is carried in the snapshot, so it counts all runs). Calls answered here
+(refused) or by local activities leave no workflow task boundary between resumes: every
+`RUNS_PER_TASK` sandbox runs a short timer ends the task, so no task completion carries an
+unbounded pile of markers (the server terminates a session whose completion passes 4 MiB).
 
 The tool router (tools.py) permits a `run_code` call and hands it here; each call of the script goes
 back to the router (`call_tool`).
@@ -95,20 +95,15 @@ class Scripts:
         step = await self._sandbox(
             "wolf.code_start", ScriptStart(code=code, functions=functions, limits=limits), settings, bounded
         )
-        printed, made, spent = [step.stdout], 0, step.ran_s
+        printed, made = [step.stdout], 0
         stopped: str | None = None
         while step.calls and step.snapshot is not None:
             if bounded:
-                stopped = _past_limits(settings, made + len(step.calls), spent)
+                stopped = _past_max_calls(settings, made + len(step.calls))
                 if stopped is not None:
                     break
                 output = sum(len(p.encode()) for p in printed)
-                limits = limits.model_copy(
-                    update={
-                        "timeout_s": settings.timeout_s - spent,
-                        "output_bytes": max(0, OUTPUT_BYTES - output),
-                    }
-                )
+                limits = limits.model_copy(update={"output_bytes": max(0, OUTPUT_BYTES - output)})
             results = await all_or_cancel(
                 [
                     self._gated(
@@ -127,7 +122,6 @@ class Scripts:
             )
             step = await self._sandbox("wolf.code_resume", resume, settings, bounded)
             printed.append(step.stdout)
-            spent += step.ran_s
         text = "".join(printed)
         error = stopped or step.error
         ending = error if error is not None else step.output and f"-> {step.output}"
@@ -203,18 +197,13 @@ class Scripts:
             await workflow.sleep(timedelta(milliseconds=1), summary="code mode: end the workflow task")
 
 
-def _past_limits(settings: CodeModeSettings, calls: int, spent: float) -> str | None:
-    """Why a script waiting on `calls` calls in all, after computing `spent` s, ends now, if it does:
-    an error for the model, never an exception the script could catch and call again."""
-    if calls > settings.max_calls:
-        return (
-            f"CallLimitError: the script was stopped when it asked for tool call {calls}: a script "
-            f"makes at most {settings.max_calls} tool calls (code_mode max_calls). Do the rest in "
-            "another run_code call."
-        )
-    if spent >= settings.timeout_s:
-        return (
-            f"TimeoutError: the script computed for {spent:.1f} s in all; a script computes at most "
-            f"{settings.timeout_s:g} s (code_mode timeout_s)"
-        )
-    return None
+def _past_max_calls(settings: CodeModeSettings, calls: int) -> str | None:
+    """The error ending a script that waits on its `calls`-th call past `max_calls`: for the model,
+    never an exception the script could catch and call again."""
+    if calls <= settings.max_calls:
+        return None
+    return (
+        f"CallLimitError: the script was stopped when it asked for tool call {calls}: a script "
+        f"makes at most {settings.max_calls} tool calls (code_mode max_calls). Do the rest in "
+        "another run_code call."
+    )

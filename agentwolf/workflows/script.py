@@ -43,7 +43,8 @@ SANDBOX_WAIT_S = 30.0
 
 
 class ScriptLimits(BaseModel):
-    """What this run of the sandbox may use: the script's budgets less what its earlier runs spent."""
+    """What this run of the sandbox may use: `output_bytes` is what the script's earlier runs left of
+    its budget (the sandbox's clock for `timeout_s` is carried in the snapshot)."""
 
     memory_mb: int
     timeout_s: float
@@ -83,9 +84,6 @@ class ScriptStep(BaseModel):
     """The script's last expression, rendered (JSON where it can be)."""
     error: str | None = None
     """The script raised (or broke a limit): its traceback, for the model to fix the script."""
-    ran_s: float = 0.0
-    """Seconds this run computed (in the sandbox, not waiting for one): the script's time budget is
-    for all its runs together."""
 
 
 def parameter_order(spec: ToolSpec) -> list[str]:
