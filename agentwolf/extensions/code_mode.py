@@ -157,7 +157,7 @@ class Sandboxes:
     def busy(self) -> ScriptStep:
         return ScriptStep(
             error=f"sandbox busy: this worker's {self.processes} code-mode sandboxes ran other scripts for "
-            f"{self.wait_s:g} s; the script was stopped (its tool calls so far ran). Try again shortly."
+            f"{self.wait_s:g} s; the script was stopped (any tool calls it made ran). Try again shortly."
         )
 
     @contextmanager

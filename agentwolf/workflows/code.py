@@ -44,8 +44,8 @@ from agentwolf.workflows.script import (
 from agentwolf.workflows.turn import TOOL_RETRY, all_or_cancel, short
 
 CODE_MODE = "code-mode"  # patch: `run_code` runs a script whose tool calls are the session's own
-CODE_BOUNDS = "code-mode-bounds"  # patch: a call past max_calls ends the script; time and output are
-# the whole script's; sandbox runs with no task boundary between them end their task every few
+CODE_BOUNDS = "code-mode-bounds"  # patch: a call past max_calls ends the script; printed output is the
+# whole script's; every RUNS_PER_TASK sandbox runs a timer ends the workflow task
 
 RUNS_PER_TASK = 10
 """Sandbox runs (each a marker with the script's snapshot) between two forced workflow task ends."""
