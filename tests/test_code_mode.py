@@ -3,14 +3,21 @@ permitted, approved), and a worker SIGKILLed mid-script resumes without repeatin
 
 from __future__ import annotations
 
+import asyncio
+import os
+import re
 import signal
 from pathlib import Path
 from typing import Any
 
 from pydantic_ai.messages import ModelRequest, ToolCallPart
+from temporalio.api.enums.v1 import EventType
+from temporalio.testing import ActivityEnvironment
 
+from agentwolf.activities.code import CodeActivities
 from agentwolf.config.manifest import Manifest, SessionSettings
 from agentwolf.extensions import code_mode
+from agentwolf.hosts.host import HostRegistry
 from agentwolf.workflows.contracts import ToolSpec
 from agentwolf.workflows.script import ScriptLimits, ScriptStart, function_name
 from agentwolf.workflows.types import workflow_id
@@ -99,8 +106,33 @@ async def test_a_runaway_script_is_stopped_by_its_limits(wolf, run_worker):
     chatty = "for i in range(10):\n    await add(a=i, b=0)"
     capped, events = await _run(wolf, run_worker, _script(chatty), _manifest(code_mode={"max_calls": 3}))
     assert capped.outcome == "failed"
-    assert "PermissionError: call limit: a script makes at most 3 tool calls" in capped.content
+    assert "CallLimitError: the script was stopped when it asked for tool call 4" in capped.content
+    assert "a script makes at most 3 tool calls" in capped.content
     assert sum(e.kind == "tool_call_finished" and e.parent == "rc" for e in events) == 3
+
+
+SPREAD_OVER_RUNS = """
+import time
+for i in range(3):
+    began = time.monotonic()
+    while time.monotonic() - began < {seconds}:
+        pass
+    print("x" * {chars})
+    await add(a=i, b=0)
+"""
+
+
+async def test_a_scripts_time_and_output_limits_are_for_all_its_runs(wolf, run_worker):
+    """Each run between calls stays under `timeout_s` (0.6 of 1 s) or prints under 1 MiB (0.4):
+    together they pass the limit, and the script stops. (The sandbox's clock is carried in the
+    snapshot; printing was 1 MiB per run.)"""
+    slow = SPREAD_OVER_RUNS.format(seconds=0.6, chars=1)
+    spread, _ = await _run(wolf, run_worker, _script(slow), _manifest(code_mode={"timeout_s": 1}))
+    assert spread.outcome == "failed" and "TimeoutError" in spread.content
+    chatty = SPREAD_OVER_RUNS.format(seconds=0, chars=400_000)
+    printed, _ = await _run(wolf, run_worker, _script(chatty), _manifest())
+    whole = re.search(r"\[cut: \d+ of (\d+) characters shown", printed.content)
+    assert printed.outcome == "failed" and whole and int(whole[1]) < (1 << 20) + 1000
 
 
 async def test_a_tool_the_agent_may_not_use_is_refused_inside_the_script(wolf, run_worker, tmp_path):
@@ -318,3 +350,122 @@ def test_signatures_are_python_whatever_the_tool_names():
         'days: int | None = None) -> Any:\n    """The weather."""'
     )
     assert function_name(spec.model_copy(update={"name": "class"})) == "class_"
+
+
+PAST_THE_LIMIT = """
+urls = [f"https://example.com/page/{i}" for i in range(400)]
+found = []
+for u in urls:
+    try:
+        found.append(await echo(text=u))
+    except Exception as e:
+        found.append(str(e))
+print(len(found))
+"""
+
+REFUSED_IN_A_LOOP = """
+refused = 0
+for i in range(1000):
+    try:
+        await fail(message="x")
+    except PermissionError:
+        refused = refused + 1
+print(refused)
+"""
+
+
+async def _script_then_next_prompt(
+    wolf, run_worker, manifest: Manifest, code: str, record: str | None = None
+):
+    """The first turn runs `code`; the session then answers a second prompt (it is not terminated).
+    Returns `run_code`'s result, the session's events and its history."""
+    script = Script(lambda s: tool("run_code", {"code": code}, "rc") if s.calls == 1 else text("ok"))
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.start_session("a", manifest)
+        await wolf.prompt(sid, "go")
+        await wait_for(lambda: idle(wolf, sid, turns=1), timeout=120)
+        await wolf.prompt(sid, "and now?")
+        await wait_for(lambda: idle(wolf, sid, turns=2), timeout=120)
+        await wolf.close(sid)
+        await wolf.result(sid)
+        events = [e async for _, e in wolf.events(sid, live=False)]
+        history = await wolf.client.get_workflow_handle(workflow_id("default", sid)).fetch_history()
+        if record:
+            await record_history(wolf.client, workflow_id("default", sid), record)
+    (result,) = tool_returns(script.requests[1][-1:])
+    assert len(script.requests) == 3  # the second prompt was answered
+    return result, events, history
+
+
+def _most_markers_in_one_task(history) -> int:
+    """The most markers (local activity results, each with the script's snapshot) one workflow task
+    completion carried: the server refuses a completion past 4 MiB and terminates the session."""
+    most, markers = 0, 0
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+            markers += 1
+        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            markers = 0
+        most = max(most, markers)
+    return most
+
+
+async def test_a_script_looping_past_max_calls_ends_and_the_session_lives(wolf, run_worker):
+    """A call past `max_calls` ends the script with one error the model sees: no exception the
+    script can catch and call again (400 caught refusals chained local activities in one workflow
+    task until the server terminated the session)."""
+    result, events, _ = await _script_then_next_prompt(
+        wolf, run_worker, _manifest(), PAST_THE_LIMIT, record="code_mode_call_limit"
+    )
+    assert result.outcome == "failed"
+    assert "a script makes at most 50 tool calls" in result.content
+    assert sum(e.kind == "tool_call_finished" and e.parent == "rc" for e in events) == 50
+
+
+async def test_a_refused_tool_called_in_a_loop_never_piles_up_in_one_workflow_task(wolf, run_worker):
+    """Refusals are answered in the workflow, with no activity between the script's resumes: the
+    resumes still end their workflow task every few, and the refusals count toward `max_calls`."""
+    manifest = _manifest(
+        code_mode={"tools": ["fail"], "max_calls": 300},
+        permissions={"rules": [{"tool": "fail", "action": "deny"}]},
+    )
+    result, events, history = await _script_then_next_prompt(wolf, run_worker, manifest, REFUSED_IN_A_LOOP)
+    assert result.outcome == "failed" and "a script makes at most 300 tool calls" in result.content
+    refused = [e for e in events if e.kind == "tool_call_finished" and e.parent == "rc"]
+    assert len(refused) == 300 and {e.outcome for e in refused} == {"denied"}
+    assert _most_markers_in_one_task(history) <= 16
+
+
+async def test_scripts_waiting_for_a_sandbox_leave_the_default_executor_free():
+    """Every sandbox spins and more scripts wait for one (more than the event loop's default executor
+    has threads): the worker's DNS lookups and other `to_thread` work still run meanwhile."""
+    activities = CodeActivities(HostRegistry())
+    spin = ScriptStart(
+        code="while True:\n    pass", functions={}, limits=ScriptLimits(memory_mb=64, timeout_s=3)
+    )
+    default_threads = min(32, (os.cpu_count() or 1) + 4)
+    env = ActivityEnvironment()
+    spinning = [asyncio.create_task(env.run(activities.code_start, spin)) for _ in range(default_threads + 2)]
+    await asyncio.sleep(0.2)  # they start
+    loop = asyncio.get_running_loop()
+    await asyncio.gather(loop.getaddrinfo("localhost", 80), asyncio.to_thread(sum, [1, 2]))
+    assert not any(t.done() for t in spinning)  # answered while every script still spun or waited
+    steps = await asyncio.gather(*spinning)
+    activities.sandboxes.close()
+    assert all(s.error and ("TimeoutError" in s.error or "sandbox busy" in s.error) for s in steps)
+
+
+async def test_a_script_that_waits_too_long_for_a_sandbox_is_told_it_is_busy():
+    sandboxes = code_mode.Sandboxes(processes=1, wait_s=0.2)
+    limits = ScriptLimits(memory_mb=64, timeout_s=5)
+    spinning = asyncio.create_task(
+        sandboxes.run(code_mode.start, ScriptStart(code="while True:\n    pass", functions={}, limits=limits))
+    )
+    await asyncio.sleep(0)  # it takes the only sandbox
+    waited = await sandboxes.run(code_mode.start, ScriptStart(code="1", functions={}, limits=limits))
+    assert not spinning.done()
+    assert waited.error is not None and waited.error.startswith(
+        "sandbox busy: this worker's 1 code-mode sandboxes"
+    )
+    assert "TimeoutError" in ((await spinning).error or "")
+    sandboxes.close()

@@ -92,6 +92,7 @@ def test_the_corpus_covers_every_feature():
         "acp_agent_interrupt_release",
         "code_mode",
         "code_mode_approval",
+        "code_mode_call_limit",
         "web_fetch",
         "context_compaction",
         "context_compaction_reactive",

@@ -1,10 +1,8 @@
 """`wolf.code_start` and `wolf.code_resume`: a code-mode script runs in the worker's sandboxes until
-it waits on tool calls or ends (extensions/code_mode.py). Safe to run twice: a run starts from the
-script or a snapshot and calls nothing outside the sandbox."""
+it waits on tool calls or ends (extensions/code_mode.py), on the sandboxes' own threads. Safe to run
+twice: a run starts from the script or a snapshot and calls nothing outside the sandbox."""
 
 from __future__ import annotations
-
-import asyncio
 
 from temporalio import activity
 
@@ -20,8 +18,8 @@ class CodeActivities:
 
     @activity.defn(name="wolf.code_start")
     async def code_start(self, inp: ScriptStart) -> ScriptStep:
-        return await heartbeating(asyncio.to_thread(code_mode.start, inp, self.sandboxes))
+        return await heartbeating(self.sandboxes.run(code_mode.start, inp))
 
     @activity.defn(name="wolf.code_resume")
     async def code_resume(self, inp: ScriptResume) -> ScriptStep:
-        return await heartbeating(asyncio.to_thread(code_mode.resume, inp, self.sandboxes))
+        return await heartbeating(self.sandboxes.run(code_mode.resume, inp))

@@ -10,18 +10,24 @@ calls before resuming the snapshot with their results (workflows/code.py).
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import json
+import os
 import threading
-from collections.abc import Iterator
+import zlib
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import pydantic_monty as monty
 
 from agentwolf.config.manifest import CodeModeSettings
 from agentwolf.workflows.contracts import CODE, SESSION, SKILLS, SUBAGENTS, ToolOutcome, ToolSpec
 from agentwolf.workflows.script import (
+    OUTPUT_BYTES,
+    SANDBOX_WAIT_S,
     ScriptCall,
     ScriptLimits,
     ScriptResult,
@@ -31,9 +37,6 @@ from agentwolf.workflows.script import (
     function_name,
     parameter_order,
 )
-
-STDOUT_BYTES = 1 << 20
-"""What a script may print; past it, `print` raises MemoryError in the script."""
 
 RUN_CODE = "run_code"
 
@@ -64,9 +67,10 @@ def run_code_spec(script_tools: list[ToolSpec], settings: CodeModeSettings) -> T
             "and combine in the script, and only what it prints and its last expression come back. "
             "The tools below are async functions: `await` each call, and use `asyncio.gather(...)` for "
             "calls that may run at once. A call returns the tool's output (parsed when it is JSON, else "
-            "text); a failed or refused call raises an exception. Limits: "
-            f"{settings.max_calls} tool calls, {settings.timeout_s:g} s of computing, "
-            f"{settings.memory_mb} MB.\n\n```python\n{stubs}\n```"
+            "text); a failed or refused call raises an exception. Limits for the whole script: "
+            f"{settings.max_calls} tool calls (asking for one more ends the script), "
+            f"{settings.timeout_s:g} s of computing, {settings.memory_mb} MB, "
+            f"{OUTPUT_BYTES >> 20} MiB of printing.\n\n```python\n{stubs}\n```"
         ),
         parameters={
             "type": "object",
@@ -109,17 +113,52 @@ def _hint(schema: dict[str, Any]) -> str:
     return _TYPES.get(kind or "", "Any")
 
 
+Run = TypeVar("Run", ScriptStart, ScriptResume)
+
+
 class Sandboxes:
     """The worker's warm sandbox processes, started at the first script and stopped with the worker
     (`HostRegistry.close`). Each script run checks one out as a fresh session (nothing a script
     leaves behind reaches the next); a process that dies is replaced, and each is recycled after
-    `RECYCLE` sessions. Spawning a process per run cost more than the rest of a script's call."""
+    `RECYCLE` sessions. Spawning a process per run cost more than the rest of a script's call.
+
+    Runs go on threads of their own, one per process: a script waiting for a sandbox waits here, at
+    most `wait_s`, and never holds a thread of the event loop's default executor, which the
+    worker's DNS lookups and every other `to_thread` share (busy scripts once stalled them all)."""
 
     RECYCLE = 200
 
-    def __init__(self) -> None:
+    def __init__(self, processes: int | None = None, wait_s: float = SANDBOX_WAIT_S) -> None:
+        self.processes = processes or os.cpu_count() or 1
+        self.wait_s = wait_s
         self._pool: monty.Monty | None = None
         self._lock = threading.Lock()
+        self._threads = ThreadPoolExecutor(self.processes, thread_name_prefix="sandbox")
+        self._free = asyncio.Semaphore(self.processes)
+
+    async def run(self, step: Callable[[Run, Sandboxes], ScriptStep], inp: Run) -> ScriptStep:
+        """`step(inp, self)` on a sandbox thread once one is free; a script that waited `wait_s` in
+        vain is answered "sandbox busy". The thread is given back when the run ends, even if the
+        caller stopped waiting (the run itself stops at its time limit)."""
+        try:
+            async with asyncio.timeout(self.wait_s):
+                await self._free.acquire()
+        except TimeoutError:
+            return self.busy()
+        loop = asyncio.get_running_loop()
+        try:
+            running = self._threads.submit(step, inp, self)
+        except BaseException:
+            self._free.release()
+            raise
+        running.add_done_callback(lambda _: loop.call_soon_threadsafe(self._free.release))
+        return await asyncio.wrap_future(running)
+
+    def busy(self) -> ScriptStep:
+        return ScriptStep(
+            error=f"sandbox busy: this worker's {self.processes} code-mode sandboxes ran other scripts for "
+            f"{self.wait_s:g} s; the script was stopped (any tool calls it made ran). Try again shortly."
+        )
 
     @contextmanager
     def session(self, limits: ScriptLimits) -> Iterator[tuple[monty.MontySession, monty.CollectString]]:
@@ -129,13 +168,19 @@ class Sandboxes:
         }
         with self._lock:
             if self._pool is None:
-                self._pool = monty.Monty(min_processes=1, max_checkouts_per_worker=self.RECYCLE)
+                self._pool = monty.Monty(
+                    min_processes=1,
+                    max_processes=self.processes,
+                    checkout_timeout=self.wait_s,
+                    max_checkouts_per_worker=self.RECYCLE,
+                )
                 self._pool.__enter__()
             pool = self._pool
         with pool.checkout(script_name="run_code.py", limits=sandbox_limits) as session:
-            yield session, monty.CollectString(max_bytes=STDOUT_BYTES)
+            yield session, monty.CollectString(max_bytes=limits.output_bytes)
 
     def close(self) -> None:
+        self._threads.shutdown(wait=False, cancel_futures=True)
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
@@ -144,24 +189,31 @@ class Sandboxes:
 
 def start(inp: ScriptStart, sandboxes: Sandboxes) -> ScriptStep:
     """Run a script until it waits on tool calls or ends (blocking: call it in a thread)."""
-    with sandboxes.session(inp.limits) as (session, printed):
-        try:
-            return _drive(session.feed_start(inp.code, print_callback=printed), inp.functions, printed)
-        except monty.MontyError as exc:
-            return _failed(exc, printed)
+    try:
+        with sandboxes.session(inp.limits) as (session, printed):
+            try:
+                return _drive(session.feed_start(inp.code, print_callback=printed), inp.functions, printed)
+            except monty.MontyError as exc:
+                return _failed(exc, printed)
+    except TimeoutError:  # no sandbox came free in time
+        return sandboxes.busy()
 
 
 def resume(inp: ScriptResume, sandboxes: Sandboxes) -> ScriptStep:
     """Resume a snapshot with the results of the calls it waited on (blocking: call it in a thread)."""
-    with sandboxes.session(inp.limits) as (session, printed):
-        try:
-            waiting = session.load_snapshot(inp.snapshot, print_callback=printed)
-            if not isinstance(waiting, monty.FutureSnapshot):
-                raise TypeError(f"a script's snapshot waits on futures, not {type(waiting).__name__}")
-            answers = {r.id: _answer(r) for r in inp.results}
-            return _drive(waiting.resume(answers), inp.functions, printed)
-        except monty.MontyError as exc:
-            return _failed(exc, printed)
+    try:
+        with sandboxes.session(inp.limits) as (session, printed):
+            try:
+                dumped = zlib.decompress(inp.snapshot) if inp.packed else inp.snapshot
+                waiting = session.load_snapshot(dumped, print_callback=printed)
+                if not isinstance(waiting, monty.FutureSnapshot):
+                    raise TypeError(f"a script's snapshot waits on futures, not {type(waiting).__name__}")
+                answers = {r.id: _answer(r) for r in inp.results}
+                return _drive(waiting.resume(answers), inp.functions, printed)
+            except monty.MontyError as exc:
+                return _failed(exc, printed)
+    except TimeoutError:
+        return sandboxes.busy()
 
 
 def _drive(
@@ -176,7 +228,10 @@ def _drive(
         if isinstance(snapshot, monty.FutureSnapshot):
             waiting = set(snapshot.pending_call_ids)
             return ScriptStep(
-                snapshot=snapshot.dump(), calls=[c for c in calls if c.id in waiting], stdout=printed.output
+                snapshot=zlib.compress(snapshot.dump(), 1),
+                packed=True,
+                calls=[c for c in calls if c.id in waiting],
+                stdout=printed.output,
             )
         if isinstance(snapshot, monty.NameLookupSnapshot):
             snapshot = snapshot.resume()  # NameError in the script

@@ -35,9 +35,20 @@ class ScriptResult(BaseModel):
     outcome: ToolOutcome = ToolOutcome.SUCCESS
 
 
+OUTPUT_BYTES = 1 << 20
+"""What one script may print in all; past it, `print` raises MemoryError in the script."""
+
+SANDBOX_WAIT_S = 30.0
+"""How long a script waits for one of the worker's sandboxes before it is answered "sandbox busy"."""
+
+
 class ScriptLimits(BaseModel):
+    """What this run of the sandbox may use: `output_bytes` is what the script's earlier runs left of
+    its budget (the sandbox's clock for `timeout_s` is carried in the snapshot)."""
+
     memory_mb: int
     timeout_s: float
+    output_bytes: int = OUTPUT_BYTES
 
 
 class ScriptStart(BaseModel):
@@ -51,6 +62,8 @@ class ScriptResume(BaseModel):
     model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
 
     snapshot: bytes
+    packed: bool = False
+    """The snapshot is zlib-compressed (as the sandbox hands it back since the snapshots were packed)."""
     functions: dict[str, list[str]]
     results: list[ScriptResult]
     limits: ScriptLimits
@@ -62,6 +75,9 @@ class ScriptStep(BaseModel):
     model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
 
     snapshot: bytes | None = None
+    packed: bool = False
+    """`snapshot` is zlib-compressed: each one is recorded in history (a local activity's result), and
+    an interpreter's state compresses about sevenfold."""
     calls: list[ScriptCall] = []
     stdout: str = ""
     output: str | None = None
