@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import bisect
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -27,15 +25,9 @@ from agentwolf.ops.devserver import dynamic_config_args, temporal_binary
 from agentwolf.payloads import data_converter
 from agentwolf.worker.bootstrap import create_worker
 from agentwolf.workflows.types import SEARCH_ATTRIBUTES
-from tests.support.needs import missing
 from tests.support.processes import (
     RUN_MARK,
-    describe,
-    mark_this_run,
     marked,
-    since_boot,
-    started,
-    started_by_this_run,
     stop,
 )
 
@@ -43,55 +35,7 @@ SUPPORT = Path(__file__).parent / "support"
 TOOLS_SERVER = str(SUPPORT / "tools_server.py")
 SERVER_STOP = 30.0
 """Seconds the dev server has to end on SIGINT before it is killed."""
-LEFT_BEHIND = pytest.StashKey[list[str]]()
-TEST_STARTS = pytest.StashKey[list[tuple[float, str]]]()
-"""When each test's setup began: a process left behind is named with the test it started during."""
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    # A shell that runs the suite in the background (`pytest &`, nohup) hands it SIGINT ignored, and
-    # every child would inherit that: the tests that press Ctrl-C on `wolf dev` or `wolf follow`
-    # then wait for nothing. A handler (unlike SIG_IGN) is reset to the default in an exec'd child.
-    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    mark_this_run()
-    config.stash[TEST_STARTS] = []
-
-
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """`@pytest.mark.needs(present, what)`: skip without `what`, fail in CI (tests/support/needs.py)."""
-    item.config.stash[TEST_STARTS].append((since_boot(), item.nodeid))
-    for mark in item.iter_markers("needs"):
-        present, what = mark.args
-        if not present:
-            missing(what)
-
-
-@pytest.hookimpl(trylast=True)  # after pytest's own teardown of session fixtures (the dev server)
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Nothing a test started may outlive the run: stop what is left and fail the run, naming it."""
-    left = started_by_this_run()
-    if not left:
-        return
-    starts = session.config.stash[TEST_STARTS]
-    session.config.stash[LEFT_BEHIND] = [
-        f"{describe(proc)} (started during {_test_at(starts, started(proc))})" for proc in left
-    ]
-    stop(left)
-    if session.exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-def _test_at(starts: list[tuple[float, str]], when: float) -> str:
-    i = bisect.bisect_right(starts, (when, "\uffff")) - 1
-    return starts[i][1] if i >= 0 else "collection"
-
-
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    if left := config.stash.get(LEFT_BEHIND, None):
-        terminalreporter.section("processes left behind (stopped now)", sep="=", red=True)
-        for line in left:
-            terminalreporter.line(line, red=True)
+pytest_plugins = ["tests.support.guards"]
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import os
 import subprocess
@@ -185,24 +186,34 @@ async def test_a_registry_dataset_keeps_its_cases_and_size_across_continue_as_ne
 ):
     wolf = WolfClient(client, tenant=f"evaluators-{uuid.uuid4().hex[:6]}", task_queue=task_queue)
     fields = {"agent": "a", "prefix": [], "prompt": "p", "calls": [], "steps": [], "output": "o"}
+    wid = dataset_id(wolf.tenant, "small")
     async with run_worker():
-        await client.start_workflow(
+        first = await client.start_workflow(
             EvalDatasetWorkflow.run,
             DatasetInput(name="small", max_history_events=10),  # continues as new every few cases
-            id=dataset_id(wolf.tenant, "small"),
+            id=wid,
             task_queue=task_queue,
             search_attributes=TypedSearchAttributes([SearchAttributePair(TENANT_ATTR, wolf.tenant)]),
         )
-        for n in range(1, 9):
+        for n in range(1, 21):
             assert await evals.save(wolf, EvalCase(name=f"c{n}", **fields), "small") == n
-        runs = await _runs(client, dataset_id(wolf.tenant, "small"))
-        assert runs > 1, "the dataset never continued as new"
-        assert [c.name for c in await evals.load(wolf, "small")] == [f"c{n}" for n in range(1, 9)]
-        await wait_for(lambda: _sized(wolf, 8))
+            # Once the current run's size is indexed, the listing says it, even while the run it
+            # continued from still shows as Running (its close not indexed yet).
+            current = (await client.get_workflow_handle(wid).describe()).run_id
+            await wait_for(functools.partial(_indexed, client, wid, current, n))
+            assert await _sized(wolf, n)
+        assert current != first.first_execution_run_id, "the dataset never continued as new"
+        assert [c.name for c in await evals.load(wolf, "small")] == [f"c{n}" for n in range(1, 21)]
 
 
-async def _runs(client: Any, workflow_id: str) -> int:
-    return len([wf async for wf in client.list_workflows(f"WorkflowId = {quote(workflow_id)}")])
+async def _indexed(client: Any, workflow_id: str, run_id: str, cases: int) -> bool:
+    query = f"WorkflowId = {quote(workflow_id)} AND ExecutionStatus = 'Running'"
+    return any(
+        [
+            wf.run_id == run_id and (await wf.memo()).get("cases") == cases
+            async for wf in client.list_workflows(query)
+        ]
+    )
 
 
 async def _sized(wolf: WolfClient, cases: int) -> bool:

@@ -83,13 +83,24 @@ async def test_a_model_that_cannot_stream_still_gives_one_delta_per_step(wolf, r
 
 
 async def test_a_broken_stream_is_superseded_by_the_retry(wolf, run_worker):
-    # The first attempt breaks after 6 chunks; the retry streams the whole answer.
+    # The first attempt breaks after 6 chunks, once the follower has some of its text (however long a
+    # busy machine takes to bring it); the retry streams the whole answer.
+    shown = asyncio.Event()
     script = Script(
-        sequence(text(ANSWER)), chunk_delay=0.15, fail_after=lambda s: 6 if s.calls == 1 else None
+        sequence(text(ANSWER)),
+        chunk_delay=0.15,
+        fail_after=lambda s: 6 if s.calls == 1 else None,
+        before_break=shown.wait,
     )
     async with run_worker(local_models={"m": script.model}):
         sid = await wolf.start_session("a", make_manifest(), prompt="go")
-        events = await _collect(wolf, sid)
+        events: list[Event] = []
+        async for _, event in wolf.events(sid):
+            events.append(event)
+            if event.kind == "text_delta" and event.attempt == 1:
+                shown.set()
+            if event.kind == "turn_finished":
+                break
         await record_history(wolf.client, workflow_id("default", sid), "streamed_turn_superseded")
     superseded = [e for e in events if e.kind == "attempt_superseded"]
     assert [e.attempt for e in superseded] == [1]

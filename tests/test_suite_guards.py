@@ -1,6 +1,6 @@
-"""The suite's own guards, run as an inner pytest with tests/conftest.py: nothing a test starts
-outlives the run, a run started in the background still lets its tests press Ctrl-C, and a test
-whose tools are missing fails in CI instead of skipping quietly."""
+"""The suite's own guards (tests/support/guards.py), run as an inner pytest with that plugin alone:
+nothing a test starts outlives the run, a run started in the background still lets its tests press
+Ctrl-C, and a test whose tools are missing fails in CI instead of skipping quietly."""
 
 from __future__ import annotations
 
@@ -31,13 +31,13 @@ def _inner_pytest(
             "pytest",
             "-q",
             "-p",
-            "tests.conftest",
+            "tests.support.guards",
             "-p",
             "no:cacheprovider",
             "test_inner.py",
         ],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", **env},
         capture_output=True,
         text=True,
         timeout=240,

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
+    from temporalio.client import WorkflowExecution
+
     from agentwolf.client.wolf_client import WolfClient
     from agentwolf.config.manifest import Manifest
     from agentwolf.workflows.evals import EvalCase, EvalReport
@@ -149,12 +151,17 @@ async def datasets(wolf: WolfClient) -> list[DatasetSummary]:
         f"WorkflowType = '{DATASET_WORKFLOW}' AND {TENANT_ATTR.name} = {quote(wolf.tenant)}"
         " AND ExecutionStatus = 'Running'"
     )
-    found = {}
+    # A run that just continued as new stays Running in visibility until its close is indexed, beside
+    # the run that took over: its size is the older one, so each dataset's newest run is the one read.
+    newest: dict[str, WorkflowExecution] = {}
     async for wf in wolf.client.list_workflows(query):
         name = wf.id.rsplit("/", 1)[-1]
-        cases = (await wf.memo()).get("cases", 0)
-        found[name] = DatasetSummary(name=name, cases=int(cases))
-    return sorted(found.values(), key=lambda d: d.name)
+        if name not in newest or wf.start_time > newest[name].start_time:
+            newest[name] = wf
+    return [
+        DatasetSummary(name=name, cases=int((await wf.memo()).get("cases", 0)))
+        for name, wf in sorted(newest.items())
+    ]
 
 
 async def run(

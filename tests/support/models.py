@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from pydantic_ai.messages import (
@@ -23,7 +23,9 @@ class Script:
     """A FunctionModel whose every request is recorded and answered by `decide(requests_so_far)`.
 
     With `chunk_delay`, it streams: thinking, then text word by word, `chunk_delay` seconds apart,
-    then the tool calls; `fail_after(script)` may name a chunk count after which the stream breaks."""
+    then the tool calls; `fail_after(script)` may name a chunk count after which the stream breaks,
+    once `before_break()` returns (a test awaits there what it means to see before the break, such as
+    a follower showing the text so far, instead of counting on `chunk_delay` being time enough)."""
 
     def __init__(
         self,
@@ -31,11 +33,13 @@ class Script:
         delay: float = 0.0,
         chunk_delay: float | None = None,
         fail_after: Callable[[Script], int | None] = lambda s: None,
+        before_break: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
         self.decide = decide
         self.delay = delay
         self.chunk_delay = chunk_delay
         self.fail_after = fail_after
+        self.before_break = before_break
         self.requests: list[list[ModelMessage]] = []
         self.offered: list[set[str]] = []
         """The tool names each request offered."""
@@ -70,6 +74,8 @@ class Script:
         broken = self.fail_after(self)
         for n, chunk in enumerate(chunks):
             if broken is not None and n == broken:
+                if self.before_break is not None:
+                    await self.before_break()
                 raise ConnectionError(f"stream broken after {n} chunks")
             if n:
                 await asyncio.sleep(self.chunk_delay or 0)
