@@ -29,6 +29,8 @@ EVENTS = {
     "tool_call_started": "A tool call began. `parent` names the `run_code` call a code-mode script made "
     "it from.",
     "tool_call_finished": "A tool call ended: its `outcome`, `duration_ms` and result (`text`, cut).",
+    "tool_call_cut": "A tool call in flight when its worker was lost: `outcome` `repeated` (safe to "
+    "repeat, run again) or `not_repeated` (the model was told it may or may not have run).",
     "steer_applied": "A steer reached the model at a step boundary; `text` is the steer.",
     "limit_warning": "A limit is near, or tool calls were refused (per step, budgets); the turn goes on.",
     "limit_reached": "A limit ended the turn (`max_steps`, a budget), or an idle session closed.",

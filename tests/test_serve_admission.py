@@ -82,7 +82,9 @@ class CountingService:
     async def describe_task_queue(self, request: object, timeout: object = None) -> DescribeTaskQueueResponse:
         self.calls += 1
         await asyncio.sleep(0.05)
-        return DescribeTaskQueueResponse(pollers=[PollerInfo(identity="w")])
+        poller = PollerInfo(identity="w")
+        poller.last_access_time.GetCurrentTime()  # it polls now
+        return DescribeTaskQueueResponse(pollers=[poller])
 
 
 class CountingClient:
