@@ -61,8 +61,8 @@ async def test_submit_wait_json_and_status(env, client, run_worker, tmp_path):
         assert done.returncode == 0, done.stderr
         result = json.loads(done.stdout)  # one document: the result, which names the session
         assert (
-            result["outcome"] == "completed" and result["counters"]["usage"]["tool_calls"] == 8
-        )  # TestModel calls each of the 8 tools
+            result["outcome"] == "completed" and result["counters"]["usage"]["tool_calls"] == 9
+        )  # TestModel calls each of the 9 tools
         status = await _wolf(address, "status", result["session_id"], "--json")
         assert json.loads(status.stdout)["state"] == "done"
 

@@ -405,7 +405,7 @@ async def test_an_interactive_session_goes_ahead_of_its_workers_queued_jobs(clie
         manifest = limited_manifest(server.base_url, concurrency=1)
         limits = manifest.host.models.limits[0]
         base_url = server.base_url.rstrip("/") + "/"  # as the openai client holds it
-        endpoint = Endpoint(endpoint_id(base_url, "k", "gpt-4o-mini"), "test", limits)
+        endpoint = Endpoint(endpoint_id(base_url, "k", "gpt-4o-mini", task_queue), "test", limits)
         handle = client.get_workflow_handle(limiter_id(endpoint.id))
         async with run_worker() as hosts:
             flow = hosts.flow

@@ -34,7 +34,7 @@ def _echo_then_answer(request: dict[str, Any]) -> Reply:
     return Reply(tool_calls=[("echo", {"text": "hi"})])
 
 
-async def test_twenty_sessions_at_once_keep_to_limits_nobody_configured(wolf, client, run_worker):
+async def test_twenty_sessions_at_once_keep_to_limits_nobody_configured(wolf, client, run_worker, task_queue):
     """Twenty sessions start at once on an endpoint that allows 20 requests per 4 s window (its
     answers say so: `x-ratelimit-limit-requests`, `RateLimit-Policy: 20;w=4`); each turn makes two
     requests; the manifest has no `limits` entry. At most one 429, nothing sent into a cooldown,
@@ -51,7 +51,7 @@ async def test_twenty_sessions_at_once_keep_to_limits_nobody_configured(wolf, cl
             assert len(limit.refusals()) <= 1, [(e.at, e.refused) for e in limit.log]
             assert limit.sent_in_cooldowns() == []
             assert len(limit.accepted()) == 40
-            endpoint = endpoint_id(server.base_url.rstrip("/") + "/", "k", "gpt-4o-mini")
+            endpoint = endpoint_id(server.base_url.rstrip("/") + "/", "k", "gpt-4o-mini", task_queue)
             handle = client.get_workflow_handle(limiter_id(endpoint))
             await record_history(client, handle.id, "limiter_learnt")
             await handle.terminate()

@@ -30,7 +30,7 @@ def _collected() -> Iterator[None]:
     gc.collect()
 
 
-async def test_a_request_longer_than_the_lease_ttl_keeps_its_lease(wolf, client, run_worker):
+async def test_a_request_longer_than_the_lease_ttl_keeps_its_lease(wolf, client, run_worker, task_queue):
     """Concurrency 1 and a 2 s TTL; the first request takes 6 s. Its worker names the lease to the
     limiter while it runs, so the second session's request waits for it (before: the lease ended at
     its TTL and the second request went to the provider beside it)."""
@@ -51,7 +51,7 @@ async def test_a_request_longer_than_the_lease_ttl_keeps_its_lease(wolf, client,
 
     with ScriptedOpenAI(reply) as server:
         manifest = limited_manifest(server.base_url, concurrency=1, lease_ttl=2)
-        endpoint = endpoint_id(server.base_url.rstrip("/") + "/", "k", "gpt-4o-mini")
+        endpoint = endpoint_id(server.base_url.rstrip("/") + "/", "k", "gpt-4o-mini", task_queue)
         async with run_worker():
             first = await wolf.submit("long", "a", manifest)
             await wait_for(lambda: calls == 1, timeout=90)

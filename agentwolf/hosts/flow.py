@@ -127,10 +127,12 @@ def _listen(client: Any) -> None:
         responses.append(_heard)
 
 
-def endpoint_id(base_url: str, api_key: str, model: str) -> str:
-    """A digest of what a provider budgets by; the key only as its own digest, never itself."""
+def endpoint_id(base_url: str, api_key: str, model: str, task_queue: str) -> str:
+    """A digest of what a provider budgets by (the key only as its own digest, never itself), per
+    task queue: an endpoint's limiter runs on the queue of the workers that use it, so one that no
+    worker polls any more (workers moved to another queue) never holds their requests."""
     key = hashlib.sha256(api_key.encode()).hexdigest()
-    return hashlib.sha256(f"{base_url}\0{key}\0{model}".encode()).hexdigest()[:24]
+    return hashlib.sha256(f"{base_url}\0{key}\0{model}\0{task_queue}".encode()).hexdigest()[:24]
 
 
 @dataclass
@@ -192,7 +194,9 @@ class Flow:
         _listen(client)
         base_url = model.base_url
         key = str(getattr(client, "api_key", "") or "")
-        endpoint = Endpoint(endpoint_id(base_url, key, model.model_name), f"{spec} @ {base_url}", limits)
+        endpoint = Endpoint(
+            endpoint_id(base_url, key, model.model_name, self.task_queue), f"{spec} @ {base_url}", limits
+        )
         return FlowModel(model, self, endpoint, tenant)
 
     async def acquire(self, endpoint: Endpoint, ask: Ask) -> Grant:

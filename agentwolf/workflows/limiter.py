@@ -1,7 +1,8 @@
 """Limiter: one provider endpoint's budgets (requests, input and output tokens per window,
-concurrent requests), shared by every worker of the namespace, as a long-lived workflow.
+concurrent requests), shared by every worker of a task queue, as a long-lived workflow.
 
-Workflow id `wolf-limiter/<endpoint>` (a digest of base URL, API key and model: never the key).
+Workflow id `wolf-limiter/<endpoint>` (a digest of base URL, API key, model and task queue: never the
+key), on the task queue of the workers that use the endpoint.
 Each worker process keeps one `poll` update in flight per endpoint, carrying every request of that
 worker that waits for a lease; the update answers as soon as one of them is granted (with every
 grant ready for that worker), else within POLL. A request that starts waiting while a poll is in
