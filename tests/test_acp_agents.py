@@ -266,7 +266,7 @@ async def test_a_native_agent_delegates_to_an_acp_agent(wolf, run_worker, tmp_pa
     assert returns(script)["delegate"].strip() == "ACP answer to: say hello"
 
 
-async def test_a_rule_matches_what_the_agent_would_run_not_its_title(wolf, run_worker, tmp_path):
+async def test_a_rule_matches_what_the_agent_would_run_not_its_title(wolf, run_worker, tmp_path, client):
     """The request's `kind` is the tool, its `raw_input` the arguments: a rule with `args` holds."""
     rules = [
         {"tool": "write the mark file", "action": "confirm"},
@@ -278,6 +278,7 @@ async def test_a_rule_matches_what_the_agent_would_run_not_its_title(wolf, run_w
         )
         events = [e async for _, e in _until_turns_end(wolf, sid, 1)]
         asked = [e async for _, e in wolf.events(sid, live=False) if e.kind == "approval_requested"]
+        await record_history(client, workflow_id("default", sid), "acp_agent_rules")
     assert events[-1].outcome == "completed"
     assert asked == []  # the title rule (confirm) did not apply: the deny on kind and input did
     assert lines(tmp_path, "answers") == ["no"] and counter(tmp_path) == 0
