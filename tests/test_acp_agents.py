@@ -22,17 +22,20 @@ ACP_AGENT = str(SUPPORT / "acp_agent.py")
 
 
 def acp_manifest(
-    state: Path, *, load: bool = True, delay: float = 0.02, permissions: dict[str, Any] | None = None
+    state: Path,
+    *,
+    load: bool = True,
+    delay: float = 0.02,
+    permissions: dict[str, Any] | None = None,
+    cwd: Path | None = None,
 ) -> Manifest:
     env = {"ACP_STATE": str(state), "ACP_CHUNK_DELAY": str(delay), **({} if load else {"ACP_NO_LOAD": "1"})}
+    acp = {"command": sys.executable, "args": [ACP_AGENT], "env": env, "cwd": str(cwd or state)}
     return Manifest.model_validate(
         {
             "agents": {
                 "planner": {"model": "local:m", "instructions": "Plan."},
-                "coder": {
-                    **({"permissions": permissions} if permissions else {}),
-                    "acp": {"command": sys.executable, "args": [ACP_AGENT], "env": env, "cwd": str(state)},
-                },
+                "coder": {**({"permissions": permissions} if permissions else {}), "acp": acp},
             },
             "teams": {"crew": {"members": ["planner", "coder"]}},
         }
@@ -47,6 +50,13 @@ def counter(state: Path) -> int:
 def prompts(state: Path) -> list[str]:
     path = state / "prompts"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def lines(state: Path, name: str) -> list[str]:
+    """What the scripted agent wrote down, a line each: `answers` (the option each permission
+    request got), `modes` (each `session/set_mode`)."""
+    path = state / name
+    return path.read_text().splitlines() if path.exists() else []
 
 
 async def _until_turns_end(wolf: Any, sid: str, turns: int) -> Any:
@@ -142,7 +152,8 @@ async def _kill_mid_turn(
     env, wolf, task_queue, tmp_path, *, load: bool, before_answer: bool = False, record: str | None = None
 ) -> tuple[Any, list[Event]]:
     """SIGKILL the worker while the agent streams after its tool ran (or, `before_answer`, while its
-    permission request waits for a person, answered only once the new worker runs)."""
+    permission request waits for a person, who answers while no worker runs the session: the answer
+    waits for the next worker)."""
     first = worker_process(env, task_queue)
     second = None
     try:
@@ -155,9 +166,9 @@ async def _kill_mid_turn(
             await wait_for(lambda: counter(tmp_path) == 1)  # the side effect happened, the agent streams on
         first.send_signal(signal.SIGKILL)
         first.wait()
-        second = worker_process(env, task_queue)
         if before_answer:
             await wolf.approve(sid, asked.call_id or "")
+        second = worker_process(env, task_queue)
         result = await wolf.result(sid)
         events = [e async for _, e in wolf.events(sid, live=False)]
         if record:
@@ -220,7 +231,7 @@ async def test_the_agents_rules_and_approval_timeout_answer_its_permission_reque
     wolf, run_worker, tmp_path
 ):
     async with run_worker():
-        allowed = acp_manifest(tmp_path, permissions={"rules": [{"tool": "write .*", "action": "allow"}]})
+        allowed = acp_manifest(tmp_path, permissions={"rules": [{"tool": "edit", "action": "allow"}]})
         first = await wolf.submit("with permission", "coder", allowed)
         events = [e async for _, e in _until_turns_end(wolf, first, 1)]
         timed = acp_manifest(
@@ -253,3 +264,45 @@ async def test_a_native_agent_delegates_to_an_acp_agent(wolf, run_worker, tmp_pa
         result = await wolf.result(sid)
     assert result.outcome == "completed" and result.output == "done"
     assert returns(script)["delegate"].strip() == "ACP answer to: say hello"
+
+
+async def test_a_rule_matches_what_the_agent_would_run_not_its_title(wolf, run_worker, tmp_path, client):
+    """The request's `kind` is the tool, its `raw_input` the arguments: a rule with `args` holds."""
+    rules = [
+        {"tool": "write the mark file", "action": "confirm"},
+        {"tool": "edit", "args": {"n": "1"}, "action": "deny"},
+    ]
+    async with run_worker():
+        sid = await wolf.submit(
+            "with permission", "coder", acp_manifest(tmp_path, permissions={"rules": rules})
+        )
+        events = [e async for _, e in _until_turns_end(wolf, sid, 1)]
+        asked = [e async for _, e in wolf.events(sid, live=False) if e.kind == "approval_requested"]
+        await record_history(client, workflow_id("default", sid), "acp_agent_rules")
+    assert events[-1].outcome == "completed"
+    assert asked == []  # the title rule (confirm) did not apply: the deny on kind and input did
+    assert lines(tmp_path, "answers") == ["no"] and counter(tmp_path) == 0
+
+
+async def test_the_agent_runs_in_agentwolfs_mode_and_home_not_its_checkouts_settings(
+    wolf, run_worker, tmp_path, monkeypatch
+):
+    """A checkout whose `.claude/settings.json` would approve for the person (a bypass mode, an allow
+    list) gets no say: AgentWolf sets the agent's mode, leaves project settings out, and gives the
+    process a home of its own under the worker's data folder."""
+    repo = tmp_path / "repo"
+    (repo / ".claude").mkdir(parents=True)
+    settings = {"permissions": {"defaultMode": "bypassPermissions", "allow": ["mark"]}}
+    (repo / ".claude" / "settings.json").write_text(json.dumps(settings))
+    monkeypatch.setenv("WOLF_HOME", str(tmp_path / "wolf-home"))
+    async with run_worker():
+        sid = await wolf.submit("with permission", "coder", acp_manifest(tmp_path, cwd=repo))
+        asked = await approval(wolf, sid)  # the person is asked: the checkout approved nothing
+        assert counter(tmp_path) == 0
+        await wolf.approve(sid, asked.call_id or "")
+        result = await wolf.result(sid)
+    assert result.outcome == "completed" and counter(tmp_path) == 1
+    assert lines(tmp_path, "modes") == ["default"]
+    (session,) = map(json.loads, lines(tmp_path, "sessions"))
+    home = tmp_path / "wolf-home" / "acp" / "default" / "coder"
+    assert session == {"home": str(home), "config": str(home / ".claude"), "sources": ["user"]}

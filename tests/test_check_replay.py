@@ -7,11 +7,18 @@ import json
 import shutil
 import subprocess
 import sys
+import uuid
+from datetime import timedelta
 from pathlib import Path
 
-from agentwolf.client.replay_check import check_corpus, check_live
+from temporalio import workflow
+
+from agentwolf.client import replay_check
+from agentwolf.client.replay_check import LONG_LIVED, check_corpus, check_live
+from agentwolf.worker.bootstrap import WORKFLOWS
+from agentwolf.workflows.config_registry import REGISTRY_WORKFLOW, ConfigRegistryWorkflow, RegistryInput
 from agentwolf.workflows.loop import TurnRunner
-from agentwolf.workflows.types import workflow_id
+from agentwolf.workflows.types import SESSION_WORKFLOW, registry_id, workflow_id
 from tests.conftest import HISTORIES, make_manifest, wait_for
 from tests.support.deploy_worker import changed
 from tests.support.models import Script, sequence, text
@@ -52,3 +59,35 @@ async def test_check_replay_names_the_histories_and_sessions_a_breaking_change_b
     assert all("nondetermin" in b.error.lower() for b in broken), broken
     replayed, broken = await check_live(client, 10, live)
     assert replayed == 1 and [b.source for b in broken] == [workflow_id("default", sid)]
+
+
+@workflow.defn(name=REGISTRY_WORKFLOW, sandboxed=False)
+class ChangedRegistry:
+    """The config registry with a timer first: a command sequence no build emits, unpatched."""
+
+    @workflow.run
+    async def run(self, inp: RegistryInput) -> None:
+        await workflow.sleep(timedelta(milliseconds=1))
+
+
+def test_the_live_check_knows_every_long_lived_workflow_type():
+    names = {workflow._Definition.must_from_class(w).name for w in WORKFLOWS}
+    assert set(LONG_LIVED) == names - {SESSION_WORKFLOW}
+
+
+async def test_the_live_check_replays_the_long_lived_workflows_a_deploy_replays_at_once(
+    wolf, client, run_worker, monkeypatch
+):
+    """Limiters, config registries, schedule fires and evals auto-upgrade: a change that breaks one
+    breaks it at its next task after the deploy, so `--live` samples them with the sessions."""
+    name = f"cfg-{uuid.uuid4().hex[:8]}"
+    async with run_worker():
+        await wolf.config_push(name, make_manifest())
+    registry = registry_id("default", name)
+    replayed, broken = await check_live(client, 50)
+    assert registry not in [b.source for b in broken]
+    monkeypatch.setattr(
+        replay_check, "WORKFLOWS", [ChangedRegistry if w is ConfigRegistryWorkflow else w for w in WORKFLOWS]
+    )
+    replayed, broken = await check_live(client, 50)
+    assert registry in [b.source for b in broken]

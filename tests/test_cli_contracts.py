@@ -4,6 +4,8 @@ TSV when piped, error sentences, and `wolf config schema`."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import jsonschema
 import typer.main
@@ -220,3 +222,40 @@ async def test_the_agent_is_the_manifest_s_only_one_unless_named(tmp_path):
     assert run.returncode == 2 and "unknown agent 'helpr'" in run.stderr and "helper" in run.stderr, (
         run.stderr
     )
+
+
+def _wolf_on(typer_change: str, *args: str) -> tuple[str, bool]:
+    """`wolf ARGS` in a fresh interpreter whose typer is changed by `typer_change` (Python run before
+    `wolf` is imported): its output, and whether every verb module was imported."""
+    code = (
+        "import sys, io, contextlib, typer, typer.main\n"
+        f"{typer_change}\n"
+        "from agentwolf.cli import app\n"
+        "out = io.StringIO()\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(out):\n"
+        f"    app({list(args)!r})\n"
+        "print(out.getvalue())\n"
+        "print('agentwolf.cli.limits' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    output, _, loaded = done.stdout.rstrip().rpartition("\n")
+    return output, loaded == "True"
+
+
+def test_wolf_is_built_the_documented_way_when_typers_internals_do_not_fit():
+    """The verbs built on first use stand on typer's internals: on a release they were not tested on
+    they are used once a start-up check passes; a release that moved one gets every verb built at
+    start (all modules imported), and `wolf` works as before."""
+    untested = "typer.__version__ = '0.99.0'"
+    output, everything = _wolf_on(untested, "status", "--help")
+    assert "Example: wolf status" in output and not everything  # still built on first use
+    moved = (  # a release without `typer.main.solve_typer_info_defaults` (typer itself keeps working)
+        f"{untested}; import types; proxy = types.ModuleType('typer.main'); "
+        "proxy.__dict__.update(vars(typer.main)); del proxy.solve_typer_info_defaults; "
+        "sys.modules['typer.main'] = proxy"
+    )
+    output, everything = _wolf_on(moved, "status", "--help")
+    assert "Example: wolf status" in output and "--json" in output and everything
+    output, _ = _wolf_on(moved, "--help")
+    assert all(verb in output for verb in ("submit", "status", "check-replay", "limits"))

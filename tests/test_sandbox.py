@@ -12,14 +12,18 @@ import sys
 import textwrap
 import uuid
 from pathlib import Path
+from typing import Any
 
+import temporalio
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox._runner import _Instance
 
 import agentwolf.workflows
 from agentwolf.worker.bootstrap import SANDBOX, VERSIONED_WORKFLOWS, WORKFLOWS
-from agentwolf.worker.sandbox import CODE_CACHE, compiled_once
+from agentwolf.worker.sandbox import CODE_CACHE, CachingSandboxedWorkflowRunner, compiled_once
+from agentwolf.worker.sandbox_probe import SandboxProbe
 from tests.conftest import SUPPORT, wait_for
 from tests.support.clock_workflow import ClockWorkflow
 
@@ -161,3 +165,28 @@ async def test_passed_through_workflow_modules_use_no_clock_randomness_or_io(cli
     assert {"core", "tools", "loop", "turn", "output", "contracts", "session_input", "types"} <= names
     found = {m.name: problems for m in modules if (problems := nondeterminism(m.read_text()))}
     assert found == {}
+
+
+async def test_an_untested_temporalio_runs_the_compiled_entries_only_after_the_self_test(
+    client: Client, task_queue: str, monkeypatch
+):
+    """`_CompiledInstance` overrides a private temporalio method. On a release it was not tested on
+    it runs only if a workflow runs through it at start-up: a release whose `_run_code` keeps the
+    signature but wants source text (it compiles it) gets Temporal's own runs, which still work."""
+    monkeypatch.setattr(temporalio, "__version__", "1.99.0")
+    fits = CachingSandboxedWorkflowRunner(restrictions=SANDBOX.restrictions)
+    Worker(client, task_queue=f"tq-{uuid.uuid4().hex[:8]}", workflows=[SandboxProbe], workflow_runner=fits)
+    assert fits.compiles_entries  # the hook still works on that release: the self-test says so
+
+    run_code = _Instance._run_code
+
+    def wants_text(self: _Instance, code: str, **extra_globals: Any) -> None:
+        run_code(self, compile(code, "<string>", "exec"), **extra_globals)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_Instance, "_run_code", wants_text)
+    runner = CachingSandboxedWorkflowRunner(restrictions=SANDBOX.restrictions)
+    async with Worker(client, task_queue=task_queue, workflows=[SandboxProbe], workflow_runner=runner):
+        answer = await client.execute_workflow(
+            SandboxProbe.run, "hello", id=f"probe-{uuid.uuid4().hex[:8]}", task_queue=task_queue
+        )
+    assert answer == "hello" and not runner.compiles_entries

@@ -19,7 +19,7 @@ from agentwolf.activities.session_io import heartbeating
 from agentwolf.config.manifest import AcpAgentConfig, McpServerConfig
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError
-from agentwolf.hosts.acp_agents import AcpAgentGone, AcpRun
+from agentwolf.hosts.acp_agents import AcpAgentGone, AcpModeRefused, AcpRun, agent_env, agent_home
 from agentwolf.hosts.host import AgentHost
 from agentwolf.isolation import unprivileged
 from agentwolf.workflows.acp_types import AcpResume, AcpSession, AcpTurnInput, AcpTurnOutput
@@ -66,7 +66,7 @@ class AcpActivities:
             if run is not None:
                 await run.close()
             run = host.acp_runs[workflow_id] = AcpRun(f"ACP agent {inp.agent}")
-            resumed = await self._start(host, run, config, inp.session or _left_by_last_attempt())
+            resumed = await self._start(host, run, inp, config, inp.session or _left_by_last_attempt())
         prompt = inp.prompt
         if resumed == "lost":
             prompt = LOST_NOTE.format(context=inp.context or "(nothing yet)", prompt=inp.prompt)
@@ -89,22 +89,36 @@ class AcpActivities:
         return out.model_copy(update={"resumed": resumed, "text": host.secrets.redact(out.text)})
 
     async def _start(
-        self, host: AgentHost, run: AcpRun, config: AcpAgentConfig, recorded: AcpSession | None
+        self,
+        host: AgentHost,
+        run: AcpRun,
+        inp: AcpTurnInput,
+        config: AcpAgentConfig,
+        recorded: AcpSession | None,
     ) -> str:
-        """Spawn the agent (under the worker policy, placeholders resolved here) and attach its session."""
+        """Spawn the agent (under the worker policy, placeholders resolved here, in a home of its own)
+        and attach its session in the manifest's mode."""
         try:
             program, args = host.secrets.policy.stdio_argv(
                 McpServerConfig(command=config.command, args=config.args, env=config.env, cwd=config.cwd),
                 host.manifest.host.allowed_commands,
             )
             command, argv = unprivileged(program, [host.secrets.resolve(a) for a in args])
-            env = {k: host.secrets.resolve(v) for k, v in config.env.items()}
+            env = agent_env(
+                agent_home(inp.ref.tenant, inp.agent),
+                {k: host.secrets.resolve(v) for k, v in config.env.items()},
+            )
         except (PolicyError, MissingVariable, FileNotFoundError) as exc:
             raise ApplicationError(str(exc), type="ConfigError", non_retryable=True) from None
         cwd = os.path.abspath(os.path.expanduser(host.secrets.resolve(config.cwd or ".")))
         try:
             loadable = await heartbeating(run.start(command, argv, env, cwd))
-            return await heartbeating(run.open(recorded, cwd, loadable))
+            return await heartbeating(run.open(recorded, cwd, loadable, config.mode, config.project_settings))
+        except AcpModeRefused as exc:
+            await run.close()
+            raise ApplicationError(
+                host.secrets.redact(str(exc)), type="ConfigError", non_retryable=True
+            ) from None
         except (OSError, RequestError, ConnectionError) as exc:
             await run.close()
             raise ApplicationError(

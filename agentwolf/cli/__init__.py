@@ -11,25 +11,22 @@ heavy modules inside the verb (`wolf --help` loads every verb module), and list 
 VERB_MODULES and PANELS. A verb's module is imported when that verb runs (modules before it in
 VERB_MODULES too), and Typer builds the verb's command (its options, from the signature) only when
 that verb runs or shows its own help: `wolf --help` lists verbs from their docstrings alone.
+That lazy group is built on typer's internals (cli/lazy.py); on a typer release they do not fit, `wolf`
+is built the way typer documents (every verb module imported and added), slower to start.
 """
 
 from __future__ import annotations
 
 import importlib
-import inspect
 import sys
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from typer.core import TyperCommand
-from typer.main import get_command_from_info, get_command_name, get_group_from_info, solve_typer_info_defaults
-from typer.models import CommandInfo, TyperInfo
 
-from agentwolf.cli.help import SHORT_HELP, Group, styled
+from agentwolf.cli.help import SHORT_HELP, Group
 
 if TYPE_CHECKING:
-    from typer._click.core import Command, Context  # typer's own click
-    from typer._click.formatting import HelpFormatter
+    from typer.core import TyperGroup
 
 VERB_MODULES = (
     "sessions",
@@ -71,87 +68,18 @@ Exit codes: 0 ok, 1 the session failed, 2 usage or config error, 3 Temporal or a
 130 interrupted (Ctrl-C)."""
 
 
-class _Group(Group):
-    """Verbs imported and built on first use (building all 40 from their signatures was most of
-    `wolf --help`'s start-up, importing all their modules a tenth of `wolf status`'s); plain help
-    (rich's rendering tripled start-up time) that still groups verbs by their help panel and does
-    not cut their descriptions; choice errors without pydantic's "Value error, "."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.unbuilt: dict[str, CommandInfo | TyperInfo] = {}
-        self.unread = list(VERB_MODULES)
-
-    def _read(self, until: str | None = None) -> None:
-        """Import verb modules in order until one holds `until` (all of them when None), listing
-        their verbs unbuilt: with their help, for `wolf --help` and suggestions for typos."""
-        while self.unread and (until is None or until not in self.commands):
-            name = self.unread.pop(0)
-            module = importlib.import_module(f"agentwolf.cli.{name}")
-            for info in [*module.app.registered_commands, *module.app.registered_groups]:
-                info.rich_help_panel = info.rich_help_panel or PANELS[name]
-                verb = info.name or get_command_name(info.callback.__name__)
-                self.unbuilt[verb] = info
-                self.commands[verb] = _listing(verb, info)
-
-    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
-        self._read(until=cmd_name)  # a verb not found reads them all: typer suggests from the lot
-        if (info := self.unbuilt.pop(cmd_name, None)) is not None:
-            self.commands[cmd_name] = _build(info)
-        return self.commands.get(cmd_name)
-
-    def list_commands(self, ctx: Context) -> list[str]:
-        self._read()
-        return super().list_commands(ctx)
-
-    def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
-        self._read()
-        panels: dict[str, list[tuple[str, str]]] = {}
-        for name, command in self.commands.items():  # unbuilt verbs list from their docstrings
-            if not command.hidden:
-                panel = getattr(command, "rich_help_panel", None) or "Commands"
-                panels.setdefault(panel, []).append((name, command.get_short_help_str(limit=SHORT_HELP)))
-        for panel, rows in panels.items():
-            with formatter.section(panel):
-                formatter.write_dl(rows)
-
-    def invoke(self, ctx: Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except typer.BadParameter as exc:
-            exc.message = exc.message.removeprefix("Value error, ")
-            raise
+def _lazy_group() -> type[TyperGroup] | None:
+    """The group that builds verbs on first use, when this typer's internals fit it."""
+    try:
+        from agentwolf.cli.lazy import lazy_group
+    except ImportError:  # a typer release that moved what it imports
+        return None
+    return lazy_group(VERB_MODULES, PANELS, SHORT_HELP)
 
 
-def _build(info: CommandInfo | TyperInfo) -> Command:
-    """The verb's command (or command group) as Typer builds it, its help as help.py shows it."""
-    styled(info)
-    if isinstance(info, TyperInfo):
-        return get_group_from_info(
-            info, pretty_exceptions_short=True, suggest_commands=True, rich_markup_mode=None
-        )
-    return get_command_from_info(info, pretty_exceptions_short=True, rich_markup_mode=None)
-
-
-def _listing(name: str, info: CommandInfo | TyperInfo) -> Command:
-    """A verb not built yet, as `wolf --help` lists it: a command with its help and no options, so its
-    short help is cut exactly as the built command's would be."""
-    if isinstance(info, TyperInfo):
-        info = solve_typer_info_defaults(info)
-        doc = info.help
-    else:
-        doc = info.help or inspect.getdoc(info.callback)
-    return TyperCommand(
-        name,
-        help=doc,
-        short_help=info.short_help,
-        hidden=bool(info.hidden),
-        rich_help_panel=info.rich_help_panel,
-    )
-
-
+LAZY = _lazy_group()
 app = typer.Typer(
-    cls=_Group,
+    cls=LAZY or Group,
     help=HELP,
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -166,6 +94,11 @@ def _version(show: bool) -> None:
 
         print(f"wolf {version('agentwolf')}")
         raise typer.Exit()
+
+
+if LAZY is None:  # typer's documented way: each module's verbs added to `app` (its own panels lost)
+    for _name in VERB_MODULES:
+        app.add_typer(importlib.import_module(f"agentwolf.cli.{_name}").app)
 
 
 @app.callback()

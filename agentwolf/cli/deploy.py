@@ -141,7 +141,12 @@ async def check_replay(
     ] = None,
     live: Annotated[
         int,
-        typer.Option("--live", metavar="N", help="Also replay N running sessions of the server (0: none)."),
+        typer.Option(
+            "--live",
+            metavar="N",
+            help="Also replay N running sessions of the server, and up to N of each long-lived workflow "
+            "type (limiters, config registries, schedule fires, eval runs and datasets; 0: none).",
+        ),
     ] = 0,
     as_json: Json = False,
 ) -> None:

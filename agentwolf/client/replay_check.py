@@ -4,7 +4,10 @@ against this installation's workflow code, and name what a deploy of it would br
 A history that fails to replay is a session whose next workflow task on this code would fail as
 nondeterministic: on an unversioned worker at once, on a versioned one whenever the session is moved
 onto this build while a run is open (a rollback, an adopted session). Sessions that start or continue
-as new on this build replay nothing older, so versioning covers command changes for them."""
+as new on this build replay nothing older, so versioning covers command changes for them. The
+long-lived workflows beside sessions (limiters, config registries, schedule fires, eval runs and
+datasets) auto-upgrade: their next workflow task after a deploy replays on the new code, so the live
+check samples every one of those types too."""
 
 from __future__ import annotations
 
@@ -21,7 +24,15 @@ from temporalio.worker import Replayer
 
 from agentwolf.payloads import data_converter
 from agentwolf.worker.bootstrap import SANDBOX, WORKFLOWS
+from agentwolf.workflows.config_registry import REGISTRY_WORKFLOW
+from agentwolf.workflows.datasets import DATASET_WORKFLOW
+from agentwolf.workflows.eval_run import EVAL_WORKFLOW
+from agentwolf.workflows.limiter import LIMITER_WORKFLOW
+from agentwolf.workflows.schedule import SCHEDULE_WORKFLOW
 from agentwolf.workflows.types import SESSION_WORKFLOW
+
+LONG_LIVED = (LIMITER_WORKFLOW, REGISTRY_WORKFLOW, SCHEDULE_WORKFLOW, EVAL_WORKFLOW, DATASET_WORKFLOW)
+"""The auto-upgrading workflow types (worker/deployment.py): a deploy replays their open runs at once."""
 
 
 @dataclass
@@ -47,14 +58,20 @@ async def check_corpus(folder: Path) -> tuple[int, list[Broken]]:
 
 
 async def check_live(client: Client, sample: int, query: str | None = None) -> tuple[int, list[Broken]]:
-    """Replay the current run of up to `sample` running sessions (the most recently started first),
-    or of those `query` (a visibility query) finds; the broken ones are named by workflow id."""
-    found = query or f"WorkflowType = '{SESSION_WORKFLOW}' AND ExecutionStatus = 'Running'"
+    """Replay the current run of up to `sample` running sessions and up to `sample` of each
+    long-lived type (the most recently started first), or of those `query` (a visibility query)
+    finds; the broken ones are named by workflow id."""
+    queries = [query] if query else [_running(kind) for kind in (SESSION_WORKFLOW, *LONG_LIVED)]
     histories: list[tuple[str, WorkflowHistory]] = []
-    async for execution in client.list_workflows(found, limit=sample):
-        handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
-        histories.append((execution.id, await handle.fetch_history()))
+    for found in queries:
+        async for execution in client.list_workflows(found, limit=sample):
+            handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
+            histories.append((execution.id, await handle.fetch_history()))
     return len(histories), await _replay(histories, client.data_converter)
+
+
+def _running(workflow_type: str) -> str:
+    return f"WorkflowType = '{workflow_type}' AND ExecutionStatus = 'Running'"
 
 
 async def _replay(histories: Iterable[tuple[str, WorkflowHistory]], converter: DataConverter) -> list[Broken]:

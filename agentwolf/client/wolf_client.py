@@ -31,7 +31,7 @@ from agentwolf.client.configs import ConfigMethods
 from agentwolf.client.forks import ForkMethods
 from agentwolf.client.jobs import JobMethods
 from agentwolf.client.schedules import ScheduleMethods
-from agentwolf.client.transient import NO_POLLER, patiently
+from agentwolf.client.transient import NO_POLLER, patiently, transient
 from agentwolf.client.usage import Spending, UsageKey, UsageReport, read_spending, usage_report
 from agentwolf.connection import connect
 from agentwolf.defaults import TASK_QUEUE
@@ -93,6 +93,11 @@ class NotOwner(PermissionError):
 OWNER_MEMO = "owner"
 """The memo field naming who a session was started for (`start_session(owner=...)`); continue-as-new
 carries the memo over."""
+
+
+ANSWER_CHECK = timedelta(seconds=10)
+"""How long `approve`/`deny` wait for a worker to say which calls wait before sending the answer
+unchecked (WolfClient._answer)."""
 
 
 class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
@@ -393,14 +398,30 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
         signal: str,
         answer: Approval,
     ) -> None:
-        """Refuse answers for calls that do not wait (signals cannot report errors themselves)."""
-        waiting = {p.call_id for p in (await self.status(session_id)).pending_approvals}
-        if answer.call_id not in waiting:
-            raise ValueError(
-                f"no tool call {answer.call_id!r} waits for approval in session {session_id!r} (waiting: "
-                f"{', '.join(sorted(waiting)) or 'none'})"
+        """Refuse answers for calls that do not wait (signals cannot report errors themselves).
+
+        Checking asks a worker (a query). A session no worker answers for within ANSWER_CHECK (its
+        worker was lost and the next is not up yet) is sent the answer unchecked: the signal waits in
+        its history for the next worker, and the session ignores an answer for a call that does not
+        wait. Refusing there lost the answer of a person who approved while a worker restarted."""
+        handle, _ = await self._checked(session_id)
+        try:
+            status = await patiently(
+                lambda: handle.query("status", result_type=SessionStatus, rpc_timeout=ANSWER_CHECK)
             )
-        await (await self._handle(session_id)).signal(signal, answer)
+        except RPCError as exc:
+            if exc.status not in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED) and not transient(
+                exc
+            ):
+                raise
+        else:
+            waiting = {p.call_id for p in status.pending_approvals}
+            if answer.call_id not in waiting:
+                raise ValueError(
+                    f"no tool call {answer.call_id!r} waits for approval in session {session_id!r} "
+                    f"(waiting: {', '.join(sorted(waiting)) or 'none'})"
+                )
+        await handle.signal(signal, answer)
 
     async def interrupt(self, session_id: str, reason: str | None = None) -> None:
         await (await self._handle(session_id)).signal("interrupt", reason)

@@ -429,7 +429,17 @@ class AcpAgentConfig(_Strict):
     env: dict[str, str] = {}
     """Variables it is given (`${VAR}` placeholders the worker policy allows), like an MCP server's."""
     cwd: str | None = None
-    """The working directory of its ACP session (and process); default: the worker's."""
+    """The working directory of its ACP session (and process); default: the worker's. Not an
+    untrusted checkout unless `project_settings` stays off and `mode` is set (docs: external agents)."""
+    mode: str | None = Field("default", exclude_if=lambda v: v == "default")
+    """The ACP session mode AgentWolf sets on each new or loaded session (`session/set_mode`), whatever
+    the agent's own or its working directory's settings chose: `default` (Claude's adapters: ask
+    before any tool the operator's settings do not allow). Another mode the agent does not offer
+    fails the turn; null leaves the agent's own choice."""
+    project_settings: bool = Field(False, exclude_if=lambda v: not v)
+    """Let the agent read its working directory's own settings (Claude's `.claude/settings*.json`, with
+    their allow lists and hooks, and CLAUDE.md): only for a checkout you trust. Off, Claude-based
+    adapters are told to read only the settings in the agent's own home (`settingSources: [user]`)."""
 
 
 class AgentConfig(_Strict):

@@ -3,14 +3,20 @@
 The host owns it (like an MCP connection): a turn's activity drives it step by step, and between steps
 (while a person answers its permission request) the prompt stays in flight in the process. A worker
 that dies takes the process with it; the next attempt loads the session (`session/load`) or says the
-agent's own state is lost. Client side of the ACP Python SDK (`acp.spawn_agent_process`)."""
+agent's own state is lost. Client side of the ACP Python SDK (`acp.spawn_agent_process`).
+
+The agent runs with what AgentWolf gives it, not what its working directory says: a home of its own
+(HOME, CLAUDE_CONFIG_DIR), the session mode the manifest names (set after every new or loaded
+session), and, for Claude-based adapters, no project settings unless the manifest trusts them."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any, cast
 
 import psutil
@@ -25,12 +31,15 @@ from acp.schema import (
     PermissionOption,
     PromptResponse,
     RequestPermissionResponse,
+    SessionModeState,
     TextContentBlock,
     ToolCallProgress,
     ToolCallStart,
     ToolCallUpdate,
 )
 
+from agentwolf.access import NAME
+from agentwolf.paths import data_dir
 from agentwolf.workflows.acp_types import (
     AcpOption,
     AcpPermission,
@@ -46,8 +55,35 @@ CANCEL_GRACE = 5.0
 """Seconds an agent has to end its prompt after `session/cancel` before the process is stopped."""
 
 
+DEFAULT_MODE = "default"
+"""The mode set when the manifest names none, if the agent offers it (Claude's adapters do)."""
+USER_SETTINGS_ONLY = {"claudeCode": {"options": {"settingSources": ["user"]}}}
+"""`_meta` for a new or loaded session: Claude-based adapters then read the settings of the agent's
+own home only, not the working directory's `.claude/` (allow lists, hooks) or CLAUDE.md. Agents
+that do not know the key ignore it, as ACP asks."""
+
+
 class AcpAgentGone(Exception):
     """The agent process ended or broke the protocol; a retry starts it again."""
+
+
+class AcpModeRefused(Exception):
+    """The agent does not offer the session mode the manifest names."""
+
+
+def agent_home(tenant: str, agent: str) -> Path:
+    """The agent process's own home under the worker's data folder (private; kept across restarts,
+    since agents keep their sessions there): the worker user's settings and logins are not its own."""
+    name = agent if NAME.fullmatch(agent) else "agent-" + hashlib.sha256(agent.encode()).hexdigest()[:16]
+    home = data_dir() / "acp" / tenant / name
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return home
+
+
+def agent_env(home: Path, env: dict[str, str]) -> dict[str, str]:
+    """The agent's environment: its own home (Claude Code's config folder in it), then the manifest's
+    variables, which may name another."""
+    return {"HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude"), **env}
 
 
 class AcpRun:
@@ -63,6 +99,9 @@ class AcpRun:
         self.text = ""
         self.thinking = ""
         self.tool_calls: dict[str, AcpToolCall] = {}
+        self.asked_as: dict[str, tuple[str | None, Any]] = {}
+        """Each tool call's kind and raw input as the agent announced them (a permission request may
+        repeat only its id)."""
         self.answers: dict[str, str] = {}
         self.asking: tuple[AcpPermission, asyncio.Future[str]] | None = None
         self.replaying = False
@@ -85,23 +124,49 @@ class AcpRun:
     def alive(self) -> bool:
         return self._process is not None and self._process.returncode is None
 
-    async def open(self, recorded: AcpSession | None, cwd: str, loadable: bool) -> str:
-        """Attach to the recorded session (loaded, its replayed updates not shown again) or a new one;
-        how: `new`, `loaded` or `lost`."""
+    async def open(
+        self,
+        recorded: AcpSession | None,
+        cwd: str,
+        loadable: bool,
+        mode: str | None = DEFAULT_MODE,
+        project_settings: bool = False,
+    ) -> str:
+        """Attach to the recorded session (loaded, its replayed updates not shown again) or a new one,
+        in `mode`; how: `new`, `loaded` or `lost`."""
         assert self.conn is not None
+        meta: dict[str, Any] = {} if project_settings else USER_SETTINGS_ONLY
         if recorded is not None and recorded.loadable and loadable:
             self.replaying = True
             try:
-                await self.conn.load_session(cwd=recorded.cwd, session_id=recorded.session_id)
+                loaded = await self.conn.load_session(
+                    cwd=recorded.cwd, session_id=recorded.session_id, **meta
+                )
                 self.session = recorded
+                await self._keep_mode(loaded.modes, mode)
                 return "loaded"
             except RequestError as exc:  # an agent that cannot load it after all: state lost
                 log.warning("%s: session/load %s failed: %s", self.label, recorded.session_id, exc)
             finally:
                 self.replaying = False
-        created = await self.conn.new_session(cwd=cwd)
+        created = await self.conn.new_session(cwd=cwd, **meta)
         self.session = AcpSession(session_id=created.session_id, cwd=cwd, loadable=loadable)
+        await self._keep_mode(created.modes, mode)
         return "new" if recorded is None else "lost"
+
+    async def _keep_mode(self, modes: SessionModeState | None, mode: str | None) -> None:
+        """Put the session in `mode`, whatever mode the agent's (or its checkout's) settings chose."""
+        assert self.conn is not None and self.session is not None
+        offered = [m.id for m in modes.available_modes] if modes else []
+        if mode is None or (modes is not None and modes.current_mode_id == mode):
+            return
+        if mode not in offered:
+            if mode == DEFAULT_MODE:
+                return
+            raise AcpModeRefused(
+                f"{self.label} offers no session mode {mode!r} (it offers: {', '.join(offered) or 'none'})"
+            )
+        await self.conn.set_session_mode(session_id=self.session.session_id, mode_id=mode)
 
     async def step(self, inp: AcpTurnInput, prompt: str) -> AcpTurnOutput:
         """Run the turn until it ends or asks for a permission nobody answered yet."""
@@ -110,7 +175,7 @@ class AcpRun:
         starting = self.prompt is None or self.turn_id != inp.turn_id
         if starting:  # answers hold for one turn: an agent may reuse its tool call ids
             await self.stop_prompt()
-            self.turn_id, self.tool_calls, self.answers = inp.turn_id, {}, {}
+            self.turn_id, self.tool_calls, self.asked_as, self.answers = inp.turn_id, {}, {}, {}
         self.answers.update(inp.answers)
         if self.asking is not None and self.asking[0].tool_call_id in self.answers:
             self.asking[1].set_result(self.answers[self.asking[0].tool_call_id])
@@ -171,6 +236,11 @@ class AcpRun:
         elif isinstance(update, AgentThoughtChunk) and isinstance(update.content, TextContentBlock):
             self.thinking += update.content.text
         elif isinstance(update, ToolCallStart | ToolCallProgress):
+            kind, raw_input = self.asked_as.get(update.tool_call_id, (None, None))
+            self.asked_as[update.tool_call_id] = (
+                update.kind or kind,
+                raw_input if update.raw_input is None else update.raw_input,
+            )
             known = self.tool_calls.get(update.tool_call_id)
             self.tool_calls[update.tool_call_id] = AcpToolCall(
                 call_id=update.tool_call_id,
@@ -184,10 +254,12 @@ class AcpRun:
     ) -> RequestPermissionResponse:
         key = tool_call.tool_call_id
         if key not in self.answers:  # else answered already (before a worker loss): delivered once
+            kind, raw_input = self.asked_as.get(key, (None, None))
             asked = AcpPermission(
                 tool_call_id=key,
-                title=tool_call.title or key,
-                raw_input=tool_call.raw_input,
+                title=tool_call.title or (self.tool_calls[key].title if key in self.tool_calls else key),
+                kind=tool_call.kind or kind or "other",
+                raw_input=raw_input if tool_call.raw_input is None else tool_call.raw_input,
                 options=[AcpOption(option_id=o.option_id, name=o.name, kind=o.kind) for o in options],
             )
             future: asyncio.Future[str] = asyncio.get_running_loop().create_future()

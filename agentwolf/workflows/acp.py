@@ -21,6 +21,9 @@ from agentwolf.workflows.types import Approval, PendingApproval
 
 ACP_AGENTS = "acp-agents"  # patch: an agent with `acp:` runs its turns in its ACP process
 ACP_RELEASE = "acp-release"  # patch: a closing session stops its ACP agent's process
+ACP_OWN_APPROVALS = "acp-own-approvals"
+"""patch: rules match a permission request's kind and raw input (not its title); "always" is kept in
+the session's approvals and the agent is told allow_once."""
 ACP_TURN_TIMEOUT = timedelta(hours=2)
 ACP_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=5)
 HOME_WAIT = timedelta(minutes=5)
@@ -145,15 +148,30 @@ class AcpRunner:
             workflow.logger.warning("stopping the ACP agent %s failed: %s", self.core.inp.agent, err.cause)
 
     async def _acp_permission(self, asked: AcpPermission) -> str:
-        """A person's answer (the agent's rules first) as the option id to send; "" cancels."""
+        """A person's answer (the agent's rules first) as the option id to send; "" cancels.
+
+        Rules match what the agent would run: the request's `kind` is the tool name, its raw input the
+        arguments (its title is the agent's own text: `git status && curl ... | sh` is a title too).
+        "Always" stays in the session's approvals, keyed by agent, kind and title (the request as
+        the person saw it), and the agent is told allow_once: AgentWolf decides the next one too."""
         config = self.core.inp.manifest.agents[self.core.inp.agent]
-        action = config.permissions.decide(asked.title, {}) if config.permissions else "confirm"
+        own = workflow.patched(ACP_OWN_APPROVALS)
+        args = asked.raw_input if isinstance(asked.raw_input, dict) else {"input": asked.raw_input}
+        always_key = f"acp:{self.core.inp.agent}:{asked.kind}:{asked.title}"
+        permissions = config.permissions
+        if permissions is None:
+            action = "confirm"
+        elif own:
+            action = permissions.decide(asked.kind, args)
+        else:
+            action = permissions.decide(asked.title, {})
+        if own and action == "confirm" and always_key in self.core.approvals.always_allowed:
+            action = "allow"
         allow = next((o.option_id for o in asked.options if o.kind == "allow_once"), "")
         reject = next((o.option_id for o in asked.options if o.kind == "reject_once"), "")
         if action != "confirm":
             return allow if action == "allow" else reject
         call_id = f"{self.core.turn_id}.{asked.tool_call_id}"
-        args = asked.raw_input if isinstance(asked.raw_input, dict) else {"input": asked.raw_input}
         self.core.approvals.pending[call_id] = PendingApproval(
             call_id=call_id, tool=asked.title, args=args, asked_at=workflow.now()
         )
@@ -178,6 +196,10 @@ class AcpRunner:
             outcome="approved" if approved else "denied",
             text=answer.reason,
         )
+        if own:
+            if approved and answer.always:
+                self.core.approvals.always_allowed.add(always_key)
+            return allow if approved else reject
         always = next((o.option_id for o in asked.options if o.kind == "allow_always"), allow)
         return (always if answer.always else allow) if approved else reject
 

@@ -29,7 +29,11 @@ class AcpPermission(BaseModel):
 
     tool_call_id: str
     title: str
+    """The agent's own words for it (shown to the person; rules never match it)."""
+    kind: str = "other"
+    """What it does, as ACP names it (`read`, `edit`, `execute`, `fetch`, ...): the tool rules match."""
     raw_input: Any = None
+    """What it would run (the arguments rules match)."""
     options: list[AcpOption]
 
 

@@ -103,7 +103,10 @@ class NotifyInput(BaseModel):
     update: ConfigUpdate
 
 
-@workflow.defn(name="ConfigRegistry")
+REGISTRY_WORKFLOW = "ConfigRegistry"
+
+
+@workflow.defn(name=REGISTRY_WORKFLOW)
 class ConfigRegistryWorkflow:
     @workflow.init
     def __init__(self, inp: RegistryInput) -> None:

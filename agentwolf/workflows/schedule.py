@@ -119,7 +119,10 @@ class Delivery(BaseModel):
     result: SessionResult | None = None
 
 
-@workflow.defn(name="ScheduleFire")
+SCHEDULE_WORKFLOW = "ScheduleFire"
+
+
+@workflow.defn(name=SCHEDULE_WORKFLOW)
 class ScheduleFireWorkflow:
     @workflow.run
     async def run(self, inp: FireInput) -> Delivery:
