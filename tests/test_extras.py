@@ -235,7 +235,7 @@ def _top_modules(distributions: set[str]) -> list[str]:
     return [n for n in names if not any(n.startswith(o + ".") for o in names)]
 
 
-def _run_without(distributions: set[str], program: str) -> subprocess.CompletedProcess[str]:
+def _run_without(distributions: set[str], program: str, **env: str) -> subprocess.CompletedProcess[str]:
     """`program` in a Python where the modules of `distributions` cannot be imported."""
     return subprocess.run(
         [sys.executable, "-c", BLOCKER.format(blocked=_top_modules(distributions)) + program],
@@ -244,7 +244,7 @@ def _run_without(distributions: set[str], program: str) -> subprocess.CompletedP
         timeout=120,
         check=False,
         cwd=ROOT,
-        env={**os.environ, "NO_COLOR": "1", "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "NO_COLOR": "1", "PYTHONPATH": str(ROOT), **env},
     )
 
 
@@ -277,3 +277,14 @@ print(r.status_code, r.json()["error"]["message"])
     run = _run_without(blocked, program)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "501 A2A needs its extra on this server: pip install 'agentwolf[a2a]'"
+
+
+def test_a_payload_store_without_its_extra_names_the_install():
+    """`WOLF_PAYLOAD_STORE=s3://...` (or gs://) on a plain install: one sentence, exit 2, no traceback."""
+    for extra, location in (("s3", "s3://wolf/p"), ("gcs", "gs://wolf/p")):
+        program = "from agentwolf.cli import app; app(['status', 'x', '--address', '127.0.0.1:1'])"
+        done = _run_without(_optional_distributions()[extra], program, WOLF_PAYLOAD_STORE=location)
+        assert done.returncode == 2, done.stderr
+        said = f"error: payload store {location!r} (WOLF_PAYLOAD_STORE) needs AgentWolf's {extra!r} extra"
+        assert done.stderr.startswith(said), done.stderr
+        assert f"pip install 'agentwolf[{extra}]'" in done.stderr and "Traceback" not in done.stderr
