@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import signal
 
-from pydantic_ai.messages import ModelRequest, ModelResponse, UserPromptPart
+from pydantic_ai.messages import ModelResponse
 
 from tests.conftest import openai_manifest, tools_server, worker_process
+from tests.support.models import user_prompts
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
 from tests.support.polls import tool_call_ids, tool_returns
 
@@ -46,13 +47,7 @@ async def test_sigkill_mid_turn_then_a_new_worker_finishes(env, wolf, task_queue
                     proc.terminate()
                     proc.wait(60)  # a worker's graceful stop took over 10 s on a busy machine
     assert result.output == "finished after slept 3.0s"
-    prompts = [
-        p.content
-        for m in transcript
-        if isinstance(m, ModelRequest)
-        for p in m.parts
-        if isinstance(p, UserPromptPart)
-    ]
+    prompts = user_prompts(transcript)
     calls = tool_call_ids(transcript)
     returns = [p.tool_call_id for p in tool_returns(transcript)]
     assert prompts == ["do the work"]
