@@ -17,7 +17,7 @@ from agentwolf.config.manifest import Manifest
 from agentwolf.workflows.compaction import FOLD_TO, SUMMARY_INSTRUCTIONS
 from agentwolf.workflows.types import Event, workflow_id
 from tests.conftest import record_history, tools_server, wait_for, worker_process
-from tests.support.models import user_prompts
+from tests.support.models import user_texts
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
 from tests.support.polls import idle, tool_returns
 from tests.test_cli import _wolf
@@ -130,7 +130,7 @@ async def test_a_long_session_compacts_in_both_tiers_and_loses_nothing(wolf, run
     assert all(INSTRUCTIONS in r["instructions"] and "Ada" in r["instructions"] for r in requests_of(server))
     assert max(server.tokens) <= 3000
     # The transcript is whole: every prompt and every result, as they were.
-    prompts = user_prompts(transcript)
+    prompts = user_texts(transcript)
     assert prompts == [f"turn {i}: remember fact-{i}" for i in range(14)]
     assert [r.content for r in tool_returns(transcript)] == ["x" * 1800] * 14
     # Every fact reached the last request, verbatim or through the summary.

@@ -8,7 +8,7 @@ import signal
 from pydantic_ai.messages import ModelResponse
 
 from tests.conftest import openai_manifest, tools_server, worker_process
-from tests.support.models import user_prompts
+from tests.support.models import user_texts
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
 from tests.support.polls import tool_call_ids, tool_returns
 
@@ -47,7 +47,7 @@ async def test_sigkill_mid_turn_then_a_new_worker_finishes(env, wolf, task_queue
                     proc.terminate()
                     proc.wait(60)  # a worker's graceful stop took over 10 s on a busy machine
     assert result.output == "finished after slept 3.0s"
-    prompts = user_prompts(transcript)
+    prompts = user_texts(transcript)
     calls = tool_call_ids(transcript)
     returns = [p.tool_call_id for p in tool_returns(transcript)]
     assert prompts == ["do the work"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import signal
 
 from tests.conftest import openai_manifest, tools_server, wait_for, worker_process
-from tests.support.models import user_prompts
+from tests.support.models import user_texts
 from tests.support.openai_server import Reply, ScriptedOpenAI
 from tests.support.polls import idle
 from tests.test_cli import _wolf
@@ -35,6 +35,6 @@ async def test_steer_while_no_worker_polls_is_accepted_and_runs_later(env, wolf,
                 if proc is not None and proc.poll() is None:
                     proc.terminate()
                     proc.wait(60)
-    prompts = user_prompts(transcript)
+    prompts = user_texts(transcript)
     assert prompts == ["use the staging database"]
     assert len(server.requests) == 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from pydantic_ai.messages import (
@@ -14,7 +14,6 @@ from pydantic_ai.messages import (
     TextPart,
     ThinkingPart,
     ToolCallPart,
-    UserContent,
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolCall, FunctionModel
@@ -113,15 +112,4 @@ def user_texts(messages: list[ModelMessage]) -> list[str]:
         if isinstance(m, ModelRequest)
         for p in m.parts
         if isinstance(p, UserPromptPart) and isinstance(p.content, str)
-    ]
-
-
-def user_prompts(transcript: list[ModelMessage]) -> list[str | Sequence[UserContent]]:
-    """What the user said in `transcript`, in order: each prompt part's content."""
-    return [
-        p.content
-        for m in transcript
-        if isinstance(m, ModelRequest)
-        for p in m.parts
-        if isinstance(p, UserPromptPart)
     ]
