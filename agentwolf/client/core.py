@@ -25,6 +25,10 @@ class ClientCore(Protocol):
         """A handle on one of this tenant's sessions (another tenant's is refused)."""
         ...
 
+    async def snapshot(self, session_id: str) -> SessionInput:
+        """The session's state as a continue-as-new would hand it over (ForkMethods)."""
+        ...
+
     async def _launch(
         self,
         inp: SessionInput,

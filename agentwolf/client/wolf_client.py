@@ -33,6 +33,7 @@ from agentwolf.client.jobs import JobMethods
 from agentwolf.client.schedules import ScheduleMethods
 from agentwolf.client.transient import NO_POLLER, patiently, transient
 from agentwolf.client.usage import Spending, UsageKey, UsageReport, read_spending, usage_report
+from agentwolf.client.workspaces import WorkspaceMethods
 from agentwolf.connection import connect
 from agentwolf.defaults import TASK_QUEUE
 from agentwolf.workflows.types import (
@@ -100,7 +101,7 @@ ANSWER_CHECK = timedelta(seconds=10)
 unchecked (WolfClient._answer)."""
 
 
-class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
+class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods, WorkspaceMethods):
     """Sessions and configs of one tenant on one Temporal namespace; another tenant's sessions are refused."""
 
     def __init__(
@@ -201,6 +202,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
         session_servers: dict[str, McpServerConfig] | None = None,
         owner: str | None = None,
         prompt_settings: TurnSettings | None = None,
+        workspace: str | Path | None = None,
     ) -> str:
         """Start a session (its first prompt optional); returns the session id. `output_schema`: the
         answer is a JSON object valid against it (a job with `output`, see `JobMethods`). `owner`: who
@@ -208,7 +210,8 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
         `prompt_settings`: what the first prompt's turn alone asks of the model (TurnSettings).
 
         The config is a manifest (file or object), or `config_name` from the registry: the session
-        starts on its current version and takes new ones at turn boundaries unless `pinned`."""
+        starts on its current version and takes new ones at turn boundaries unless `pinned`.
+        `workspace`: a local folder copied in as the agent's workspace (its `workspace:` block)."""
         from agentwolf.config.loading import load_manifest
         from agentwolf.config.manifest import Manifest
 
@@ -250,6 +253,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
             pinned=pinned,
             output_schema=output_schema,
             session_servers=await self._sealed(wid, session_servers or {}),
+            workspace=await self.seed_workspace(workspace) if workspace is not None else None,
         )
         await self._launch(inp, prompt=prompt, trigger=trigger, unique=unique, owner=owner)
         self._owned.add(wid)
@@ -347,8 +351,10 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
         session_id: str | None = None,
         keep: bool = False,
         prompt_settings: TurnSettings | None = None,
+        workspace: str | Path | None = None,
     ) -> str:
-        """A background task: a session whose first prompt arrives at start and that closes after it."""
+        """A background task: a session whose first prompt arrives at start and that closes after it.
+        `workspace`: a local folder copied in as the agent's workspace."""
         return await self.start_session(
             agent,
             manifest,
@@ -359,6 +365,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
             background=True,
             keep=keep,
             prompt_settings=prompt_settings,
+            workspace=workspace,
         )
 
     async def prompt(self, session_id: str, text: str, settings: TurnSettings | None = None) -> str:

@@ -19,6 +19,7 @@ from agentwolf.activities.evals import EvalActivities, eval_steps
 from agentwolf.activities.schedule import deliver_prompt, registry_job_session
 from agentwolf.activities.session import SessionActivities
 from agentwolf.activities.web import WebActivities
+from agentwolf.activities.workspace import WorkspaceActivities
 from agentwolf.config.policy import WorkerPolicy, redact_logs
 from agentwolf.defaults import TASK_QUEUE
 from agentwolf.hosts.flow import Flow
@@ -96,6 +97,7 @@ def create_worker(
     hosts.flow = Flow(client, task_queue, hosts.policy.flow)
     activities, code = SessionActivities(hosts), CodeActivities(hosts)
     acp = AcpActivities(activities)
+    workspace = WorkspaceActivities(activities)
     options: dict[str, Any] = dict(
         interceptors=_interceptors(client),
         # Interrupts reach activities through heartbeat replies, and followers read live text from
@@ -108,7 +110,7 @@ def create_worker(
     home = Worker(
         client,
         task_queue=home_queue(task_queue),
-        activities=[acp.turn, activities.release_session],
+        activities=[acp.turn, activities.release_session, workspace.call],
         **options,
     )
     worker = SessionWorker(

@@ -28,6 +28,7 @@ from agentwolf.workflows.compaction import ContextView
 from agentwolf.workflows.contracts import SESSION, SKILLS, CompiledAgent, ToolOutcome
 from agentwolf.workflows.session_input import SessionInput, TurnMark
 from agentwolf.workflows.types import Counters, Prompt, Usage
+from agentwolf.workflows.workspace_tools import line_turns
 
 POINT = re.compile(r"^(?:turn-)?(\d+)(?:\.(\d+))?$")
 RAN = (ToolOutcome.SUCCESS, ToolOutcome.FAILED)
@@ -278,7 +279,15 @@ def fork_input(source: SessionInput, at: Cut, session_id: str, *, edit: str | No
         queue=queue,
         turns=at.turns,
         context=view,
+        workspace=source.workspace.forked(line_turns([m.turn_id for m in at.turns], mid_turn(at)))
+        if source.workspace
+        else None,
     )
+
+
+def mid_turn(at: Cut) -> str | None:
+    """The turn a cut at a step falls inside (`turn-4` for `turn-4.2`), else None."""
+    return at.turns[-1].turn_id if "." in at.point and at.turns else None
 
 
 def clamp_view(view: ContextView, length: int, *, whole: bool = True) -> ContextView:

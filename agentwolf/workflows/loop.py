@@ -62,6 +62,8 @@ from agentwolf.workflows.turn import (
     short,
 )
 from agentwolf.workflows.types import Prompt, TurnOutcome, Usage
+from agentwolf.workflows.workspace import snapshot_turn, workspace_settings
+from agentwolf.workflows.workspace_tools import line_turns, turn_number
 
 TURN_TASK_RAISED = "turn-task-raised"  # patch: an unexpected error in the turn fails the turn, not silently
 RELEASE_FAILURE_SAID = "release-failure-said"  # patch: a failed release at close is an event, not a failure
@@ -173,6 +175,7 @@ class TurnRunner:
         approvals = self.core.approvals
         if (approvals.pending or approvals.decisions) and workflow.patched(TURN_END_CLEARS_APPROVALS):
             approvals.clear()
+        await self._snapshot_workspace()
         self.core.counters.turns += 1
         mark_end(self.core.turns, prompt.turn_id, len(self.core.transcript), self.core.counters)
         self.core.last_output, self.core.last_outcome = output, outcome
@@ -182,6 +185,15 @@ class TurnRunner:
         self.core.set_state("idle")
         self.turn_ended_at = workflow.info().get_current_history_size()
         self.largest_turn = max(self.largest_turn, self.turn_ended_at - started_at)
+
+    async def _snapshot_workspace(self) -> None:
+        """A turn that may have changed its workspace's files ends with their snapshot."""
+        state = self.core.inp.workspace
+        settings = workspace_settings(self.core.inp.manifest.agents.get(self.core.inp.agent))
+        if state is None or settings is None or not state.changed:
+            return
+        line = line_turns([m.turn_id for m in self.core.turns])
+        await snapshot_turn(state, self.core.ref(), settings, turn_number(self.core.turn_id), line)
 
     async def _run_steps(self, turn: Turn, resuming: bool = False) -> str | None:
         """Model request -> tool calls, until an answer without tool calls or a limit. `resuming`: the

@@ -448,6 +448,8 @@ class SessionWorkflow:
         core.digest = core.synced_digest = core.whole_digest()
         core.synced_len = len(core.transcript)
         core.last_output = branches.last_text(core.transcript)
+        if core.inp.workspace is not None:  # the next call starts from the line's last snapshot
+            core.inp.workspace = core.inp.workspace.rewound()
         return done
 
     @rewind.validator

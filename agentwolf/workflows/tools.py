@@ -74,6 +74,8 @@ from agentwolf.workflows.types import (
 )
 from agentwolf.workflows.web import WEB_TOOLS, run_web, web_settings
 from agentwolf.workflows.web_tools import WEB
+from agentwolf.workflows.workspace import WORKSPACES, run_workspace, workspace_settings
+from agentwolf.workflows.workspace_tools import WORKSPACE, WorkspaceState, line_turns, turn_number
 
 
 class ToolRouter:
@@ -186,6 +188,12 @@ class ToolRouter:
             if refusal is not None:
                 return ToolCallOutput(content=refusal, is_error=True), ToolOutcome.DENIED
             return await run_web(self.core.ref(), spec, arguments, web), None
+        if (
+            spec is not None
+            and spec.server == WORKSPACE
+            and (done := await self._workspace(compiled, spec, call, key, arguments))
+        ):
+            return done
         if spec is None:
             return ToolCallOutput(content=f"unknown tool {call.tool_name!r}", is_error=True), None
         offered = self.offered(compiled)
@@ -212,6 +220,24 @@ class ToolRouter:
         if spec.server == SUBAGENTS:
             return await self._delegate(compiled, call, index, arguments), None
         return await self._mcp_call(spec, call, arguments), None
+
+    async def _workspace(
+        self, compiled: CompiledAgent, spec: ToolSpec, call: ToolCallPart, key: str, arguments: dict[str, Any]
+    ) -> tuple[ToolCallOutput, ToolOutcome | None] | None:
+        """A workspace tool call, under the agent's rules, on the workspace's home host; None for an
+        agent without a workspace (the call is then an unknown tool)."""
+        settings = workspace_settings(self.core.inp.manifest.agents.get(self.core.inp.agent))
+        if settings is None or not workflow.patched(WORKSPACES):
+            return None
+        refusal = await self.permission(compiled, spec, call, key, arguments)
+        if refusal is not None:
+            return ToolCallOutput(content=refusal, is_error=True), ToolOutcome.DENIED
+        state = self.core.inp.workspace = self.core.inp.workspace or WorkspaceState()
+        line = line_turns([m.turn_id for m in self.core.turns])
+        done = await run_workspace(
+            state, self.core.ref(), spec.tool, arguments, settings, turn_number(self.core.turn_id), line
+        )
+        return done, None
 
     async def _read_tool_output(self, compiled: CompiledAgent, arguments: dict[str, Any]) -> ToolCallOutput:
         """A page of a tool result the model was sent cut or put aside (the transcript holds it
