@@ -3,7 +3,12 @@ at turn ends, a lost host's folder restored, a fork at an earlier turn, a SIGKIL
 
 from __future__ import annotations
 
+import asyncio
+import os
 import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,12 +17,15 @@ from pydantic_ai.messages import ModelResponse, ToolCallPart, ToolReturnPart
 from temporalio.client import WorkflowFailureError
 
 from agentwolf.config.manifest import Manifest
+from agentwolf.config.policy import WorkerPolicy, WorkspacePolicy
 from agentwolf.hosts import workspaces
 from agentwolf.workflows.types import workflow_id
-from tests.conftest import record_history, wait_for
+from tests.conftest import record_history, wait_for, worker_process
 from tests.support.models import Script, sequence, text, tool
+from tests.support.openai_server import Reply, ScriptedOpenAI
 from tests.support.polls import idle, tool_returns
 
+WOLF = str(Path(sys.executable).parent / "wolf")
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
 
@@ -200,3 +208,106 @@ async def test_a_worker_without_bubblewrap_refuses_workspace_agents(wolf, run_wo
         "this worker cannot run workspace agents: bubblewrap is not installed (install the `bubblewrap` "
         "package, or let the worker policy run them unsandboxed with `workspaces: {sandbox: none}`)"
     )
+
+
+def openai_workspace_manifest(base_url: str) -> Manifest:
+    return Manifest.model_validate(
+        {
+            "host": {"models": {"providers": {"openai": {"api_key": "k", "base_url": base_url}}}},
+            "agents": {"a": {"model": "openai:gpt-4o-mini", "workspace": {}}},
+        }
+    )
+
+
+async def test_a_worker_killed_mid_bash_is_never_rerun_and_the_model_is_told(
+    env, wolf, task_queue, tmp_path, wolf_home
+):
+    """Turn 1 writes a file (snapshot 1); turn 2's command is cut by a SIGKILL after its first write:
+    the next attempt does not run it again, puts the folder back as of turn 1 and says so."""
+    plan = iter(
+        [
+            Reply(tool_calls=[("write_file", {"path": "a.txt", "content": "one"})]),
+            Reply(text="turn one done"),
+            Reply(tool_calls=[("bash", {"command": "echo partial > b.txt; sleep 120; echo never > c.txt"})]),
+            Reply(tool_calls=[("bash", {"command": "ls"})]),
+            Reply(text="turn two done"),
+        ]
+    )
+    with ScriptedOpenAI(lambda request: next(plan)) as server:
+        manifest = openai_workspace_manifest(server.base_url)
+        extra = {"WOLF_HOME": str(wolf_home)}
+        first, second = worker_process(env, task_queue, extra), None
+        try:
+            sid = await wolf.start_session("a", manifest, prompt="one")
+            await wait_for(lambda: idle(wolf, sid, 1), timeout=120)
+            await wolf.prompt(sid, "two")
+            folder = workspaces.folder("default", workflow_id("default", sid))
+            await wait_for(lambda: (folder / "b.txt").exists(), timeout=120)
+            first.send_signal(signal.SIGKILL)
+            first.wait()
+            second = worker_process(env, task_queue, extra)
+            await wait_for(lambda: idle(wolf, sid, 2), timeout=120)
+            transcript = await wolf.transcript(sid)
+        finally:
+            for proc in (first, second):
+                if proc is not None and proc.poll() is None:
+                    proc.terminate()
+                    proc.wait(10)
+    cut, listed = [p.content for p in tool_returns(transcript)][1:]
+    assert (
+        cut == "interrupted by a worker loss; the workspace is as of turn 1 (the command was not run again)"
+    )
+    assert listed == "exit code 0\na.txt"  # consistent: the cut command's partial write is gone
+    assert not (folder / "c.txt").exists()
+
+
+def coding_policy() -> WorkerPolicy:
+    """The test's own Python (with pytest) readable in the sandbox, as an operator would allow a toolchain."""
+    venv = Path(sys.prefix)
+    base = Path(os.path.realpath(sys.executable)).parent.parent
+    return WorkerPolicy(
+        workspaces=WorkspacePolicy(read_only=[str(venv), str(base)], path=[str(venv / "bin")])
+    )
+
+
+async def test_a_scripted_coding_session_makes_a_failing_test_pass(wolf, run_worker, tmp_path, env):
+    """Reads, edits and runs pytest in the sandbox until the test passes; `wolf workspace diff`
+    shows the fix."""
+    project = tmp_path / "calc"
+    project.mkdir()
+    (project / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (project / "test_calc.py").write_text(
+        "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    )
+    pytest_run = ("bash", {"command": "python -m pytest -q -p no:cacheprovider"})
+
+    def decide(s: Script) -> ModelResponse:
+        """The next step from what the last tool answered (a coding agent's loop, scripted)."""
+        results = tool_returns(s.requests[-1][-1:])
+        last = results[-1].content if results else ""
+        if s.calls == 1 or last.startswith("replaced"):
+            return tool(*pytest_run, f"t{s.calls}")
+        if "1 failed" in last:
+            return tool("read_file", {"path": "calc.py"}, f"r{s.calls}")
+        if last.startswith("def add"):
+            return tool("edit_file", {"path": "calc.py", "old_string": "a - b", "new_string": "a + b"}, "e")
+        return text("the tests pass" if "1 passed" in last else f"stuck: {last}")
+
+    script = Script(decide)
+    async with run_worker(local_models={"m": script.model}, policy=coding_policy()):
+        sid = await wolf.submit("make the tests pass", "a", manifest(), workspace=project)
+        result = await wolf.result(sid)
+        address = env.client.service_client.config.target_host
+        cli = {**os.environ, "TEMPORAL_ADDRESS": address, "NO_COLOR": "1"}
+        # The CLI in its own process, while this one's worker answers the session's snapshot query.
+        proc = await asyncio.create_subprocess_exec(
+            WOLF, "workspace", "diff", sid, env=cli, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        stdout, stderr = await asyncio.wait_for(proc.communicate(), 120)
+    assert result.output == "the tests pass"
+    assert proc.returncode == 0, stderr.decode()
+    assert stdout.decode() == (
+        "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n"
+        " def add(a, b):\n-    return a - b\n+    return a + b\n"
+    )
+    assert (project / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"  # a copy was changed

@@ -129,6 +129,16 @@ def disk_use(root: Path) -> int:
     return total
 
 
+def _parents(path: str) -> list[str]:
+    """bwrap arguments making the folders above `path` (outside the system's) traversable, whatever
+    the host's modes: bwrap would copy them (a 0700 home would stop the sandbox user)."""
+    out: list[str] = []
+    for parent in reversed(Path(path).parents[:-1]):
+        if not any(parent == Path(s) or Path(s) in parent.parents for s in SYSTEM_DIRS):
+            out += ["--perms", "0755", "--dir", str(parent)]
+    return out
+
+
 class BubblewrapBackend(LocalWorkspaceBackend):
     """A folder on this host as a workspace, its commands run under bubblewrap (module docstring).
 
@@ -191,14 +201,13 @@ class BubblewrapBackend(LocalWorkspaceBackend):
             argv += ["--ro-bind", folder, folder]
         for link, target in SYSTEM_LINKS.items():
             argv += ["--symlink", target, link]
-        for path in (*ETC_FILES, *(NETWORK_FILES if policy.network else ()), *policy.read_only):
+        for path in (*ETC_FILES, *(NETWORK_FILES if policy.network else ())):
             argv += ["--ro-bind-try", path, path]
         argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(limits.tmp_mb << 20)]
         argv += ["--tmpfs", "/tmp"]
-        # Folders above the workspace, made by bwrap: traversable whatever the host's modes.
-        for parent in reversed(Path(root).parents[:-1]):
-            argv += ["--perms", "0755", "--dir", str(parent)]
-        argv += ["--bind", root, root, "--chdir", root, "--clearenv"]
+        for path in policy.read_only:
+            argv += [*_parents(path), "--ro-bind-try", path, path]
+        argv += [*_parents(root), "--bind", root, root, "--chdir", root, "--clearenv"]
         variables = {
             "PATH": ":".join((*policy.path, BASE_PATH)),
             "HOME": root,
