@@ -14,6 +14,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agentwolf.access import check_caller
+from agentwolf.activities.acp import home_queue
 from agentwolf.activities.session import SessionActivities
 from agentwolf.activities.session_io import after_lost_attempt, heartbeating
 from agentwolf.hosts import workspace_store, workspaces
@@ -32,6 +33,17 @@ class WorkspaceActivities:
 
     @activity.defn(name="wolf.workspace")
     async def call(self, inp: WorkspaceCall) -> WorkspaceResult:
+        return await self._call(inp)
+
+    @activity.defn(name="wolf.workspace_here")
+    async def call_here(self, inp: WorkspaceCall) -> WorkspaceResult:
+        """A read-only tool as a local activity of the worker running the session, when that worker
+        is on the workspace's home host (else `elsewhere`: the workflow asks the home instead)."""
+        if inp.home != home_queue(activity.info().task_queue):
+            return WorkspaceResult(elsewhere=True)
+        return await self._call(inp)
+
+    async def _call(self, inp: WorkspaceCall) -> WorkspaceResult:
         hosts = self.sessions.hosts
         check_caller(inp.ref.workflow_id, inp.ref.tenant, hosts.tenant)
         cut = inp.tool == "bash" and await after_lost_attempt()  # first: see session.call_tool

@@ -137,6 +137,7 @@ def create_worker(
             eval_steps,
             EvalActivities(hosts).eval_score,
             acp.home,
+            workspace.call_here,
         ],
         workflow_runner=workflow_runner,
         max_concurrent_activities=max_concurrent_activities,

@@ -28,6 +28,7 @@ HOME_WAIT = timedelta(minutes=2)
 """How long a call waits for its home host before the workspace moves to another one."""
 WORKSPACE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 SNAPSHOT_TIMEOUT = timedelta(minutes=10)
+LOCAL_READ_TIMEOUT = timedelta(seconds=60)
 
 
 def workspace_settings(agent: AgentConfig | None) -> WorkspaceSettings | None:
@@ -90,8 +91,20 @@ async def run_workspace(
         turn=turn,
     )
     timeout = timedelta(seconds=settings.bash_timeout_s) + SNAPSHOT_TIMEOUT
+    result = None
+    if tool in READ_ONLY and state.home is not None and not state.restore:
+        # A read on the home host's own worker skips the server round trip: safe to repeat.
+        result = await workflow.execute_local_activity(
+            "wolf.workspace_here",
+            call.model_copy(update={"home": state.home}),
+            result_type=WorkspaceResult,
+            start_to_close_timeout=LOCAL_READ_TIMEOUT,
+            retry_policy=WORKSPACE_RETRY,
+            summary=short(f"{tool} {next(iter(arguments.values()), '')}"),
+        )
     try:
-        result = await _on_home(state, call, timeout)
+        if result is None or result.elsewhere:
+            result = await _on_home(state, call, timeout)
     except NoWorkspaceHost as exc:
         return ToolCallOutput(content=str(exc), is_error=True)
     state.restore = False

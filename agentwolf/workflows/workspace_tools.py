@@ -154,6 +154,8 @@ class WorkspaceCall(BaseModel):
     restore: bool = False
     epoch: int = 0
     turn: int = 0
+    home: str | None = None
+    """As a local activity (a read on the worker running the session): the home it must be on."""
     """The turn this runs in (a snapshot is recorded as that turn's)."""
 
 
@@ -162,3 +164,5 @@ class WorkspaceResult(BaseModel):
     is_error: bool = False
     restored: int | None = Field(None, description="The turn whose snapshot the folder was restored from.")
     snapshot: WorkspaceSnapshot | None = None
+    elsewhere: bool = False
+    """A local activity found the workspace's home is another host: nothing ran."""
