@@ -54,9 +54,14 @@ async def workspace_ls(
 @workspace_app.command("cat")
 @verb
 async def workspace_cat(
-    session_id: str, path: str, conn: Connection, at: At = None, tenant: Tenant = "default"
+    session_id: str,
+    path: str,
+    conn: Connection,
+    at: At = None,
+    tenant: Tenant = "default",
+    as_json: Json = False,
 ) -> None:
-    """Print one file of the workspace.
+    """Print one file of the workspace (with --json: {"path", "text"}, the text UTF-8 decoded).
 
     Example: wolf workspace cat 3f2a9c1b7d4e src/app.py --at 2
     """
@@ -65,6 +70,9 @@ async def workspace_cat(
         data = await wolf.workspace_read(session_id, path, at)
     except (ValueError, FileNotFoundError) as exc:
         raise Exit(2, str(exc)) from None
+    if as_json:
+        out().print(json.dumps({"path": path, "text": data.decode("utf-8", errors="replace")}))
+        return
     sys.stdout.buffer.write(data)
     sys.stdout.flush()
 
@@ -79,8 +87,9 @@ async def workspace_get(
     ],
     at: At = None,
     tenant: Tenant = "default",
+    as_json: Json = False,
 ) -> None:
-    """The whole workspace as a tar archive.
+    """The whole workspace as a tar archive (with --json: {"output", "bytes"} once it is written).
 
     Example: wolf workspace get 3f2a9c1b7d4e -o work.tar && tar -xf work.tar -C here
     """
@@ -90,10 +99,14 @@ async def workspace_get(
     except ValueError as exc:
         raise Exit(2, str(exc)) from None
     if str(output) == "-":
+        if as_json:
+            raise Exit(2, "--json reports a tar written to a file: give -o FILE")
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
-    else:
-        output.write_bytes(data)
+        return
+    output.write_bytes(data)
+    if as_json:
+        out().print(json.dumps({"output": str(output), "bytes": len(data)}))
 
 
 @workspace_app.command("diff")
@@ -109,8 +122,10 @@ async def workspace_diff(
         ),
     ] = None,
     tenant: Tenant = "default",
+    as_json: Json = False,
 ) -> None:
-    """What changed in the workspace's text files, as a unified diff (from the seed by default).
+    """What changed in the workspace's text files, as a unified diff (from the seed by default;
+    with --json: {"diff"}).
 
     Example: wolf workspace diff 3f2a9c1b7d4e --since 1 --at 3
     """
@@ -119,5 +134,8 @@ async def workspace_diff(
         text = await wolf.workspace_diff(session_id, at, since)
     except ValueError as exc:
         raise Exit(2, str(exc)) from None
+    if as_json:
+        out().print(json.dumps({"diff": text}))
+        return
     sys.stdout.write(text)
     sys.stdout.flush()
