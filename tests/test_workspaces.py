@@ -16,6 +16,7 @@ import pytest
 from pydantic_ai.messages import ModelResponse, ToolCallPart, ToolReturnPart
 from temporalio.client import WorkflowFailureError
 
+from agentwolf.cli.forks import effect_lines
 from agentwolf.config.manifest import Manifest
 from agentwolf.config.policy import WorkerPolicy, WorkspacePolicy
 from agentwolf.hosts import workspaces
@@ -166,6 +167,14 @@ async def test_a_fork_at_turn_2_of_4_sees_turn_2s_files(wolf, run_worker):
             await wolf.prompt(sid, f"p{n}")
         await wait_for(lambda: idle(wolf, sid, 4))
         fork = await wolf.fork(sid, at="2")
+        # Turns 3 and 4's commands are in the ledger as contained: the fork's files are turn 2's.
+        assert [(e.turn_id, e.tool, e.contained) for e in fork.effects] == [
+            ("turn-3", "bash", True),
+            ("turn-4", "bash", True),
+        ]
+        assert effect_lines(fork.effects, "the fork")[1].startswith(
+            "workspace changes after the cut, contained"
+        )
         files = await wolf.workspace_files(fork.session_id)
         assert sorted(files) == ["t1.txt", "t2.txt", "turn.txt"]
         assert await wolf.workspace_read(fork.session_id, "turn.txt") == b"2\n"

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -28,7 +28,7 @@ from agentwolf.workflows.compaction import ContextView
 from agentwolf.workflows.contracts import SESSION, SKILLS, CompiledAgent, ToolOutcome
 from agentwolf.workflows.session_input import SessionInput, TurnMark
 from agentwolf.workflows.types import Counters, Prompt, Usage
-from agentwolf.workflows.workspace_tools import line_turns
+from agentwolf.workflows.workspace_tools import WORKSPACE, line_turns
 
 POINT = re.compile(r"^(?:turn-)?(\d+)(?:\.(\d+))?$")
 RAN = (ToolOutcome.SUCCESS, ToolOutcome.FAILED)
@@ -61,6 +61,9 @@ class Effect(BaseModel):
     args: dict[str, Any]
     call_id: str
     outcome: str
+    contained: bool = Field(False, exclude_if=lambda v: not v)
+    """A workspace tool's: its changes stayed in the sandbox, and the cut's side of the line gets the
+    workspace as of its turn (only what a command sent over an allowed network stays done)."""
 
 
 class Fork(BaseModel):
@@ -216,6 +219,7 @@ def effect_ledger(
     idempotent (as the compiled agent's tools say: MCP annotations or the manifest's `repeat_safe`;
     a tool it no longer lists counts as a side effect)."""
     safe = _repeat_safe(compiled)
+    workspace = {t.name for t in compiled.tools if t.server == WORKSPACE} if compiled else set()
     results: dict[str, list[ToolReturnPart]] = {}
     for message in transcript[rest:]:
         for part in getattr(message, "parts", []):
@@ -242,6 +246,7 @@ def effect_ledger(
                     args=call.args_as_dict(),
                     call_id=call.tool_call_id,
                     outcome=str(result.outcome),
+                    contained=call.tool_name in workspace,
                 )
             )
     return effects
