@@ -320,3 +320,15 @@ async def test_a_scripted_coding_session_makes_a_failing_test_pass(wolf, run_wor
         " def add(a, b):\n-    return a - b\n+    return a + b\n"
     )
     assert (project / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"  # a copy was changed
+
+
+async def test_a_code_mode_script_calls_the_workspace_tools(wolf, run_worker):
+    code = 'await write_file(path="x.txt", content="hi")\nprint(await bash(command="cat x.txt; ls"))'
+    script = Script(sequence(tool("run_code", {"code": code}, "rc"), text("done")))
+    agent = {"model": "local:m", "workspace": {}, "capabilities": [{"code_mode": {}}]}
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.submit("work", "a", Manifest.model_validate({"agents": {"a": agent}}))
+        await wolf.result(sid)
+        assert await wolf.workspace_read(sid, "x.txt") == b"hi"
+    assert script.offered[0] >= {"run_code"} and "bash" not in script.offered[0]
+    assert returns(script)["rc"].content == "exit code 0\nhix.txt\n"  # cat: no newline after "hi"
