@@ -9,6 +9,7 @@ import shutil
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
@@ -127,8 +128,9 @@ async def test_cannot_write_outside(folders: Callable[..., BubblewrapBackend], t
         await Workspace(backend).write_text(str(target), "x")
 
 
-@pytest.mark.anyio
-async def test_cannot_reach_a_loopback_server(folders: Callable[..., BubblewrapBackend]) -> None:
+@contextmanager
+def loopback_server() -> Iterator[tuple[str, list[str]]]:
+    """An HTTP server on 127.0.0.1: its URL and the paths it was asked for."""
     seen: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -138,16 +140,31 @@ async def test_cannot_reach_a_loopback_server(folders: Callable[..., BubblewrapB
             self.end_headers()
 
     server = HTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/from-the-sandbox"
-        script = f"import urllib.request; urllib.request.urlopen({url!r}, timeout=5)"
-        result = await folders().run(["python3", "-c", script], timeout=30)
+        yield f"http://127.0.0.1:{server.server_address[1]}/from-the-sandbox", seen
     finally:
         server.shutdown()
+
+
+def fetch(url: str) -> list[str]:
+    return ["python3", "-c", f"import urllib.request; urllib.request.urlopen({url!r}, timeout=5)"]
+
+
+@pytest.mark.anyio
+async def test_cannot_reach_a_loopback_server(folders: Callable[..., BubblewrapBackend]) -> None:
+    with loopback_server() as (url, seen):
+        result = await folders().run(fetch(url), timeout=30)
     assert result.exit_code != 0 and "Connection refused" in result.stderr
     assert seen == []
+
+
+@pytest.mark.anyio
+async def test_the_policy_may_open_the_network(tmp_path: Path) -> None:
+    backend = BubblewrapBackend(tmp_path / "net", name="net", create=True, policy=SandboxPolicy(network=True))
+    with loopback_server() as (url, seen):
+        result = await backend.run(fetch(url), timeout=30)
+    assert result.exit_code == 0 and seen == ["/from-the-sandbox"]
 
 
 @pytest.mark.anyio

@@ -332,3 +332,42 @@ async def test_a_code_mode_script_calls_the_workspace_tools(wolf, run_worker):
         assert await wolf.workspace_read(sid, "x.txt") == b"hi"
     assert script.offered[0] >= {"run_code"} and "bash" not in script.offered[0]
     assert returns(script)["rc"].content == "exit code 0\nhix.txt\n"  # cat: no newline after "hi"
+
+
+async def test_what_a_sessions_command_cannot_reach_or_exceed(wolf, run_worker, tmp_path, monkeypatch):
+    """The hostile cases of tests/test_workspace_sandbox.py, through a session on the dev server."""
+    secret = tmp_path / "worker-secret.txt"
+    secret.write_text("s3cret")
+    secret.chmod(0o644)
+    monkeypatch.setenv("WOLF_TEST_WORKER_SECRET", "sk-worker-only-0123456789")
+    home = os.path.expanduser("~")
+    reach = "import urllib.request as u; u.urlopen('http://127.0.0.1:9/', timeout=5)"
+    script = Script(
+        sequence(
+            step(
+                ("home", "bash", {"command": f'ls -A "{home}" | head -3; cat "{secret}"'}),
+                ("write", "bash", {"command": f'echo x > "{tmp_path}/planted"; echo x > /usr/planted'}),
+                ("net", "bash", {"command": f'python3 -c "{reach}"'}),
+                ("env", "bash", {"command": "env"}),
+                ("cpu", "bash", {"command": "while :; do :; done"}),
+                ("fsize", "bash", {"command": "head -c 3000000 /dev/zero > big"}),
+            ),
+            text("done"),
+        )
+    )
+    async with run_worker(local_models={"m": script.model}):
+        sid = await wolf.submit("probe", "a", manifest(cpu_s=1, file_mb=1))
+        await wolf.result(sid)
+    got = {k: v.content for k, v in returns(script).items()}
+    assert "No such file or directory" in got["home"] and "s3cret" not in got["home"]
+    # /usr is read-only; the folders above the workspace are the sandbox's own (not the host's).
+    assert (
+        "/usr/planted: Read-only file system" in got["write"] and "planted: Permission denied" in got["write"]
+    )
+    assert not (tmp_path / "planted").exists() and not Path("/usr/planted").exists()
+    assert "Connection refused" in got["net"] and got["net"].startswith("exit code 1")
+    assert "sk-worker-only" not in got["env"] and "WOLF_TEST" not in got["env"]
+    assert got["cpu"] == "the command used its 1 s of CPU time and was stopped"
+    assert got["fsize"] == (
+        "the command wrote a file past the 1 MB limit and was stopped\n[stderr]\nFile size limit exceeded"
+    )
