@@ -99,6 +99,8 @@ async def test_the_six_tools(wolf, run_worker, tmp_path):
         sid = await wolf.submit("work", "a", manifest(), workspace=seed(tmp_path))
         await wolf.result(sid)
         await record_history(wolf.client, workflow_id("default", sid), "workspace_tools")
+        # The session closed: its folder is gone from the host, its snapshots are not.
+        assert not workspaces.folder("default", workflow_id("default", sid)).exists()
         # The turn ended with a snapshot: what `wolf workspace` reads, whatever the host holds.
         assert [s.turn for s in await wolf.workspace_snapshots(sid)] == [0, 1]
         assert await wolf.workspace_read(sid, "notes/todo.txt") == b"one\ntwo\ntwo\n"

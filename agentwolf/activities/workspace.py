@@ -19,6 +19,7 @@ from agentwolf.activities.session import SessionActivities
 from agentwolf.activities.session_io import after_lost_attempt, heartbeating
 from agentwolf.hosts import workspace_store, workspaces
 from agentwolf.hosts.bubblewrap import BubblewrapBackend, SandboxUnavailable
+from agentwolf.workflows.contracts import HostRef
 from agentwolf.workflows.workspace_tools import WorkspaceCall, WorkspaceResult
 
 
@@ -42,6 +43,12 @@ class WorkspaceActivities:
         if inp.home != home_queue(activity.info().task_queue):
             return WorkspaceResult(elsewhere=True)
         return await self._call(inp)
+
+    @activity.defn(name="wolf.workspace_release")
+    async def release(self, ref: HostRef) -> None:
+        """The session closed: its folder goes (its snapshots stay in the payload store)."""
+        check_caller(ref.workflow_id, ref.tenant, self.sessions.hosts.tenant)
+        await asyncio.to_thread(workspaces.remove, workspaces.folder(ref.tenant, ref.workflow_id))
 
     async def _call(self, inp: WorkspaceCall) -> WorkspaceResult:
         hosts = self.sessions.hosts

@@ -15,6 +15,7 @@ import fcntl
 import hashlib
 import os
 import re
+import shutil
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -117,6 +118,17 @@ async def prepare(
                 )
         await ws.working_dir()  # a fresh folder is made here
     return None
+
+
+SIDE_FILES = (workspace_store.INDEX_SUFFIX, ".lock", ".epoch")
+"""What lives beside a workspace folder: its snapshot index, lock and restore epoch."""
+
+
+def remove(root: Path) -> None:
+    """The folder and what lives beside it (its snapshots stay in the payload store)."""
+    shutil.rmtree(root, ignore_errors=True)
+    for suffix in SIDE_FILES:
+        root.with_name(root.name + suffix).unlink(missing_ok=True)
 
 
 async def snapshot(root: Path, converter: DataConverter, turn: int) -> WorkspaceSnapshot:

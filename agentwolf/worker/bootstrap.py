@@ -110,7 +110,7 @@ def create_worker(
     home = Worker(
         client,
         task_queue=home_queue(task_queue),
-        activities=[acp.turn, activities.release_session, workspace.call],
+        activities=[acp.turn, activities.release_session, workspace.call, workspace.release],
         **options,
     )
     worker = SessionWorker(

@@ -62,7 +62,7 @@ from agentwolf.workflows.turn import (
     short,
 )
 from agentwolf.workflows.types import Prompt, TurnOutcome, Usage
-from agentwolf.workflows.workspace import snapshot_turn, workspace_settings
+from agentwolf.workflows.workspace import release_workspace, snapshot_turn, workspace_settings
 from agentwolf.workflows.workspace_tools import line_turns, turn_number
 
 TURN_TASK_RAISED = "turn-task-raised"  # patch: an unexpected error in the turn fails the turn, not silently
@@ -282,11 +282,14 @@ class TurnRunner:
 
     async def release_session_servers(self) -> None:
         """The session closes: the MCP servers its client brought stop (on the worker this runs on;
-        another that started one stops it when idle). Only sessions that have such servers run it.
+        another that started one stops it when idle), and its workspace's folder goes. Only sessions
+        that have such servers (or a workspace) run it.
 
         A release that fails for good is said (log, event), not raised: the session has closed
         already (`session_closed` is out), and the pool's idle reaper stops the servers anyway."""
         await self.acp.release()
+        if self.core.inp.workspace is not None:
+            await release_workspace(self.core.inp.workspace, self.core.ref())
         if not (self.core.inp.session_servers and workflow.patched(RELEASE_SESSION_SERVERS)):
             return
         try:

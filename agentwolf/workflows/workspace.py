@@ -129,3 +129,21 @@ async def snapshot_turn(
     if result.snapshot is not None:
         state.snapshots = [s for s in state.snapshots if s.turn != turn] + [result.snapshot]
         state.changed = False
+
+
+async def release_workspace(state: WorkspaceState, ref: HostRef) -> None:
+    """The session closes: its home host removes the folder (the snapshots stay, for forks and `wolf
+    workspace`). Said, not raised, when the host is gone: its folder is left behind."""
+    if state.home is None:
+        return
+    try:
+        await workflow.execute_activity(
+            "wolf.workspace_release",
+            ref,
+            task_queue=state.home,
+            start_to_close_timeout=timedelta(minutes=2),
+            schedule_to_start_timeout=timedelta(seconds=30),
+            retry_policy=RetryPolicy(maximum_attempts=2),
+        )
+    except ActivityError as err:
+        workflow.logger.warning("removing the workspace folder failed: %s", err.cause)
