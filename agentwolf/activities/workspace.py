@@ -60,25 +60,28 @@ class WorkspaceActivities:
         except SandboxUnavailable as exc:
             raise ApplicationError(str(exc), type="SandboxUnavailable", non_retryable=True) from None
         converter = activity.client().data_converter
-        if cut:
-            if inp.last is not None:
-                uid = ws.uid if isinstance(ws, BubblewrapBackend) else None
-                await heartbeating(
-                    workspace_store.restore(converter, inp.last.tree, root, workspaces.off_loop, uid)
-                )
-            else:
-                await asyncio.to_thread(shutil.rmtree, root, True)
-            turn = inp.last.turn if inp.last else None
-            return WorkspaceResult(content=interrupted(turn), is_error=True, restored=turn or 0)
-        note = await heartbeating(workspaces.prepare(inp, root, ws, converter))
-        if inp.tool is None:
-            return WorkspaceResult(
-                snapshot=await heartbeating(workspaces.snapshot(root, converter, inp.turn))
-            )
-        result = await heartbeating(workspaces.run_tool(ws, root, inp.tool, inp.arguments, inp.settings))
-        if note is not None:
+        uid = ws.uid if isinstance(ws, BubblewrapBackend) else None
+
+        async def work() -> WorkspaceResult:
+            async with workspaces.locked(root):  # waiting for it heartbeats too
+                if cut:
+                    if inp.last is not None:
+                        await workspace_store.restore(
+                            converter, inp.last.tree, root, workspaces.off_loop, uid
+                        )
+                    else:
+                        await asyncio.to_thread(shutil.rmtree, root, True)
+                    turn = inp.last.turn if inp.last else None
+                    return WorkspaceResult(content=interrupted(turn), is_error=True, restored=turn or 0)
+                note = await workspaces.prepare(inp, root, ws, converter)
+                if inp.tool is None:
+                    return WorkspaceResult(snapshot=await workspaces.snapshot(root, converter, inp.turn))
+                result = await workspaces.run_tool(ws, root, inp.tool, inp.arguments, inp.settings)
+            if note is None:
+                return result
             assert inp.last is not None
-            result = result.model_copy(
+            return result.model_copy(
                 update={"content": f"{note}\n{result.content}", "restored": inp.last.turn}
             )
-        return result
+
+        return await heartbeating(work())

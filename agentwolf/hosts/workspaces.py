@@ -48,6 +48,8 @@ GREP_MATCHES = 500
 GREP_FILE_BYTES = 5 << 20
 """Files larger than this are not searched."""
 LIST_ENTRIES = 2000
+LOCK_POLL = 0.02
+"""Seconds between tries of a busy workspace's lock."""
 
 
 class ToolError(Exception):
@@ -85,12 +87,19 @@ async def off_loop(fn: Any, *args: Any) -> Any:
 
 @asynccontextmanager
 async def locked(root: Path) -> AsyncIterator[None]:
-    """The folder to this call alone while it is made ready (parallel calls, other worker processes
-    of the host): a lock file beside it."""
+    """The folder to one call at a time (parallel calls, other worker processes of the host): a lock
+    file beside it. Calls on one workspace take turns, like commands typed in one shell; and since
+    nothing a command starts outlives it, no sandboxed process runs while a file tool resolves a
+    path, so a symlink cannot be swapped in under it."""
     root.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(root.with_name(root.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
+        while True:  # polled, not a blocking flock: a long command would hold a thread per waiter
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                await asyncio.sleep(LOCK_POLL)
         yield
     finally:
         os.close(fd)  # releases the lock
@@ -99,24 +108,23 @@ async def locked(root: Path) -> AsyncIterator[None]:
 async def prepare(
     call: WorkspaceCall, root: Path, ws: LocalWorkspaceBackend, converter: DataConverter
 ) -> str | None:
-    """Make the folder ready: restored from the last snapshot when it is gone, or once per epoch
-    when the call asks (a seed, a fork, a rewind). What the model is told about it (a lost host's
-    folder restored), if anything."""
+    """(Under `locked`.) Make the folder ready: restored from the last snapshot when it is gone, or
+    once per epoch when the call asks (a seed, a fork, a rewind). What the model is told about it (a
+    lost host's folder restored), if anything."""
     marker = root.with_name(root.name + ".epoch")
-    async with locked(root):
-        missing = not await asyncio.to_thread(root.is_dir)
-        done = await asyncio.to_thread(lambda: marker.read_text() if marker.exists() else None)
-        asked = call.restore and done != str(call.epoch)
-        if call.last is not None and (asked or missing):
-            uid = ws.uid if isinstance(ws, BubblewrapBackend) else None
-            await workspace_store.restore(converter, call.last.tree, root, off_loop, uid)
-            await asyncio.to_thread(marker.write_text, str(call.epoch))
-            if missing and not call.restore:
-                return (
-                    f"(The host holding this workspace was lost: it was restored as it was at the end of "
-                    f"turn {call.last.turn}; changes made after that are gone.)"
-                )
-        await ws.working_dir()  # a fresh folder is made here
+    missing = not await asyncio.to_thread(root.is_dir)
+    done = await asyncio.to_thread(lambda: marker.read_text() if marker.exists() else None)
+    asked = call.restore and done != str(call.epoch)
+    if call.last is not None and (asked or missing):
+        uid = ws.uid if isinstance(ws, BubblewrapBackend) else None
+        await workspace_store.restore(converter, call.last.tree, root, off_loop, uid)
+        await asyncio.to_thread(marker.write_text, str(call.epoch))
+        if missing and not call.restore:
+            return (
+                f"(The host holding this workspace was lost: it was restored as it was at the end of "
+                f"turn {call.last.turn}; changes made after that are gone.)"
+            )
+    await ws.working_dir()  # a fresh folder is made here
     return None
 
 
