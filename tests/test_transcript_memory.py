@@ -1,4 +1,4 @@
-"""A worker holds one copy of each long text of a session's transcript (workflows/turn.py's
+"""A worker holds one copy of each long text of a session's transcript (workflows/session/turn.py's
 `share_texts`): the workflow's state, its transcript cache and the next run's snapshot each decode
 the transcript from their own payload, and used to keep a copy of every tool result each. A run that
 continued as new lets its transcript go at once, not with the next full collection (queries to it,
@@ -26,8 +26,8 @@ from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from agentwolf.workflows.compaction import ContextView, Rendered, working_context
-from agentwolf.workflows.core import SessionCore
-from agentwolf.workflows.turn import SHARED_TEXT_MIN, share_texts
+from agentwolf.workflows.session.core import SessionCore
+from agentwolf.workflows.session.turn import SHARED_TEXT_MIN, share_texts
 from agentwolf.workflows.types import SessionStatus, workflow_id
 from tests.conftest import make_manifest, wait_for
 from tests.support.models import Script, sequence, text, tool

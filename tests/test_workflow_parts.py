@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 from pydantic_ai.messages import ToolCallPart
 
 from agentwolf.config.manifest import Limits
-from agentwolf.workflows.approvals import Approvals
-from agentwolf.workflows.guard import LimitGuard
+from agentwolf.workflows.session.approvals import Approvals
+from agentwolf.workflows.session.turn import Turn
+from agentwolf.workflows.session.turn_limits import LimitGuard
 from agentwolf.workflows.session_input import TurnSnapshot
-from agentwolf.workflows.turn import Turn
 from agentwolf.workflows.types import Approval, PendingApproval, Prompt, Usage
 
 

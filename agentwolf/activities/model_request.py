@@ -41,8 +41,8 @@ from agentwolf.workflows.contracts import (
     ModelRequestOutput,
     chain_digest,
 )
-from agentwolf.workflows.output import OUTPUT_DESCRIPTION, OUTPUT_TOOL
-from agentwolf.workflows.turn import share_texts
+from agentwolf.workflows.session.output import OUTPUT_DESCRIPTION, OUTPUT_TOOL
+from agentwolf.workflows.session.turn import share_texts
 
 PERMANENT_HTTP = {400, 401, 403, 404, 422}
 

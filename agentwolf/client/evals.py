@@ -53,8 +53,8 @@ async def capture(
 ) -> EvalCase:
     """Turn `turn` of the session (default: its last finished one) as an eval case, scored by
     `SameTrajectory` and `evaluators` (EvaluatorSpec or their dataset forms: `{"Contains": "x"}`)."""
-    from agentwolf.workflows.cuts import CutError
     from agentwolf.workflows.evals import SAME_TRAJECTORY, EvalCase, prompt_of, recorded_calls, trajectory
+    from agentwolf.workflows.session.cuts import CutError
 
     source = await wolf.snapshot(session_id)
     finished = [m for m in source.turns if m.end is not None]

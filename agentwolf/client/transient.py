@@ -17,7 +17,7 @@ TRANSIENT_QUERY_ERRORS = (NO_POLLER, "TMPRL1101", "handed over to the next run")
 """No worker has polled lately (a worker that has just started), the SDK's "potential deadlock"
 (an activation that did not yield within 2 s, which a starved CPU, a long garbage collection or a
 first pydantic schema build causes too: the worker evicts the run and replays it for the next try),
-and a run that has just continued as new and let its transcript go (workflows/session.py's
+and a run that has just continued as new and let its transcript go (workflows/session/workflow.py's
 HANDED_OVER: the next try reaches the next run, or this one replayed)."""
 
 

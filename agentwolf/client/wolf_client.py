@@ -269,7 +269,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
     ) -> None:
         """Start the session workflow of `inp`: its search attributes, summary and priority memo."""
         from agentwolf.config.limits import PRIORITY_MEMO, session_priority
-        from agentwolf.workflows.turn import short
+        from agentwolf.workflows.session.turn import short
 
         attributes: list[SearchAttributePair[Any]] = [
             SearchAttributePair(TENANT_ATTR, self.tenant),

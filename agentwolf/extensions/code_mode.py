@@ -5,7 +5,7 @@ The script runs in pydantic-monty (a Python interpreter in Rust, run in a subpro
 network or imports beyond its standard modules, with memory and time limits). Execution pauses at
 every call of a tool; this module runs a script until all its tasks wait on tool calls (or it ends),
 and hands back the interpreter's snapshot with the calls, which the workflow runs as ordinary tool
-calls before resuming the snapshot with their results (workflows/code.py).
+calls before resuming the snapshot with their results (workflows/session/code.py).
 """
 
 from __future__ import annotations

@@ -34,9 +34,9 @@ from agentwolf.workflows.config_registry import ConfigRegistryWorkflow
 from agentwolf.workflows.datasets import EvalDatasetWorkflow
 from agentwolf.workflows.eval_run import EvalRunWorkflow
 from agentwolf.workflows.limiter import LimiterWorkflow
-from agentwolf.workflows.pinned import PinnedSessionWorkflow
 from agentwolf.workflows.schedule import ScheduleFireWorkflow
-from agentwolf.workflows.session import SessionWorkflow
+from agentwolf.workflows.session.pinned import PinnedSessionWorkflow
+from agentwolf.workflows.session.workflow import SessionWorkflow
 from agentwolf.workflows.types import ExtensionsChanged
 
 log = logging.getLogger(__name__)

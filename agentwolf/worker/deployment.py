@@ -2,7 +2,7 @@
 
 A session is pinned to the build it started on, so a deploy never replays a running session on code
 that would emit other commands; it moves to the current build at its next idle continue-as-new
-(agentwolf/workflows/loop.py). The build id changes whenever workflow code changes: the package
+(agentwolf/workflows/session/loop.py). The build id changes whenever workflow code changes: the package
 version plus a digest of agentwolf/workflows, whose code decides the commands a session emits."""
 
 from __future__ import annotations

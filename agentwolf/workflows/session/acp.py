@@ -15,8 +15,8 @@ from temporalio.exceptions import ActivityError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 from agentwolf.workflows.acp_types import AcpPermission, AcpTurnInput, AcpTurnOutput
-from agentwolf.workflows.core import SessionCore
-from agentwolf.workflows.turn import HEARTBEAT_TIMEOUT, Turn, TurnStopped
+from agentwolf.workflows.session.core import SessionCore
+from agentwolf.workflows.session.turn import HEARTBEAT_TIMEOUT, Turn, TurnStopped
 from agentwolf.workflows.types import Approval, PendingApproval
 
 ACP_AGENTS = "acp-agents"  # patch: an agent with `acp:` runs its turns in its ACP process

@@ -1,6 +1,6 @@
 """The turn's limit guard: step count, USD and token budgets, the loop guard. Pure: it reads a
 turn's counts and the agent's limits and says what to warn about or why the turn stops; the turn
-runner publishes and raises. Tested without a server (tests/test_guard.py).
+runner publishes and raises. Tested without a server (tests/test_workflow_parts.py).
 
 Imported passed through, like turn.py: no `workflow.*` at all.
 """
@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 
 from agentwolf.config.manifest import Limits
-from agentwolf.workflows.turn import Turn
+from agentwolf.workflows.session.turn import Turn
 
 WARN_SHARE = 0.8
 """A budget's share past which one warning is said."""

@@ -28,7 +28,6 @@ from temporalio import workflow
 
 from agentwolf.config.manifest import CodeModeSettings
 from agentwolf.workflows.contracts import CompiledAgent, ToolCallOutput, ToolOutcome
-from agentwolf.workflows.core import SessionCore
 from agentwolf.workflows.script import (
     OUTPUT_BYTES,
     SANDBOX_WAIT_S,
@@ -41,7 +40,8 @@ from agentwolf.workflows.script import (
     function_name,
     parameter_order,
 )
-from agentwolf.workflows.turn import TOOL_RETRY, all_or_cancel, short
+from agentwolf.workflows.session.core import SessionCore
+from agentwolf.workflows.session.turn import TOOL_RETRY, all_or_cancel, short
 
 CODE_MODE = "code-mode"  # patch: `run_code` runs a script whose tool calls are the session's own
 CODE_BOUNDS = "code-mode-bounds"  # patch: a call past max_calls ends the script; printed output is the

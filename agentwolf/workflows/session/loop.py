@@ -1,5 +1,5 @@
 """The turn runner: where a turn is driven. A turn's steps (compile when stale, model request, the
-tool calls it asks for), its limits (the limit guard, guard.py), teams, and when the session continues
+tool calls it asks for), its limits (the limit guard, turn_limits.py), teams, and when the session continues
 as new. It calls the session's other parts: the tool router (tools.py), the context keeper
 (context.py), an ACP agent's runner (acp.py); all of them share the session's core (core.py).
 
@@ -25,9 +25,7 @@ from agentwolf.config.limits import DEFAULT_PRIORITY, PRIORITY_MEMO
 from agentwolf.config.manifest import Team
 from agentwolf.payloads import THRESHOLD
 from agentwolf.telemetry import metrics
-from agentwolf.workflows.acp import AcpRunner
 from agentwolf.workflows.compaction import ContextView
-from agentwolf.workflows.context import ContextKeeper
 from agentwolf.workflows.contracts import (
     CommandInput,
     CommandOutput,
@@ -38,13 +36,13 @@ from agentwolf.workflows.contracts import (
     ToolOutcome,
     chain_digest,
 )
-from agentwolf.workflows.core import SessionCore
-from agentwolf.workflows.cuts import mark_end, mark_start
-from agentwolf.workflows.guard import LimitGuard
-from agentwolf.workflows.output import judge
-from agentwolf.workflows.session_input import SessionInput
-from agentwolf.workflows.tools import ToolRouter
-from agentwolf.workflows.turn import (
+from agentwolf.workflows.session.acp import AcpRunner
+from agentwolf.workflows.session.context import ContextKeeper
+from agentwolf.workflows.session.core import SessionCore
+from agentwolf.workflows.session.cuts import mark_end, mark_start
+from agentwolf.workflows.session.output import judge
+from agentwolf.workflows.session.tools import ToolRouter
+from agentwolf.workflows.session.turn import (
     COMPILE_RETRY,
     HEARTBEAT_TIMEOUT,
     MODEL_RETRY,
@@ -61,6 +59,8 @@ from agentwolf.workflows.turn import (
     shared,
     short,
 )
+from agentwolf.workflows.session.turn_limits import LimitGuard
+from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.types import Prompt, TurnOutcome, Usage
 
 TURN_TASK_RAISED = "turn-task-raised"  # patch: an unexpected error in the turn fails the turn, not silently
@@ -214,7 +214,7 @@ class TurnRunner:
                 self.core.check_interrupted()
                 if response.text:
                     self.core.publish("model_text", text=response.text)
-                if self.core.inp.output_schema is not None:  # a job's typed result (workflows/output.py)
+                if self.core.inp.output_schema is not None:  # a job's typed result (output.py)
                     verdict = judge(response, self.core.inp.output_schema, workflow.now())
                     if verdict.parts is not None:
                         turn.open_calls = []

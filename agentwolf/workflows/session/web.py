@@ -14,7 +14,7 @@ from temporalio import workflow
 
 from agentwolf.config.manifest import AgentConfig, WebCapability, WebSettings
 from agentwolf.workflows.contracts import HostRef, ToolCallOutput, ToolSpec
-from agentwolf.workflows.turn import HEARTBEAT_TIMEOUT, TOOL_RETRY, short
+from agentwolf.workflows.session.turn import HEARTBEAT_TIMEOUT, TOOL_RETRY, short
 from agentwolf.workflows.web_tools import WebCall
 
 WEB_TOOLS = "web-tools"  # patch: web_fetch and web_search run as `wolf.web` activities

@@ -1,7 +1,7 @@
 """Rewind and redo inside one session: the session goes on from an earlier turn, and the turns after
 it stay readable as a branch that a redo makes the line again.
 
-A rewind is a cut (workflows/cuts.py) the session applies to itself: its transcript, turn marks and
+A rewind is a cut (workflows/session/cuts.py) the session applies to itself: its transcript, turn marks and
 working-context view go back to the turn; what followed becomes a `Branch` carried in its state
 (and across continue-as-new). Spending is not rewound: the counters say what the session did.
 Nothing runs again and nothing is undone: the rewind says which effects the set-aside turns left.
@@ -19,7 +19,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse
 
 from agentwolf.workflows.archive import TranscriptArchive
 from agentwolf.workflows.contracts import EMPTY_DIGEST, CompiledAgent, chain_digest
-from agentwolf.workflows.cuts import CutError, Effect, clamp_view, cut, effect_ledger, parse_point
+from agentwolf.workflows.session.cuts import CutError, Effect, clamp_view, cut, effect_ledger, parse_point
 from agentwolf.workflows.session_input import Branch, TurnMark
 
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ from temporalio.contrib.workflow_streams._types import STREAM_DRAINING_ERROR_TYP
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from agentwolf.workflows.turn import CompactLog
+    from agentwolf.workflows.session.turn import CompactLog
 
 MAX_WAITING_POLLS = 5
 """Polls that may wait at once; the rest of the server's 10 in-flight updates stay free for prompts."""

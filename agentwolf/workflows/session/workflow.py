@@ -24,15 +24,12 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from pydantic_ai.messages import ModelMessage
 
-    # Not `from agentwolf.workflows import branches`: a name taken from the sandboxed package is
+    # Not `from agentwolf.workflows.session import branches`: a name taken from the sandboxed package is
     # imported past the passthrough, and every run executed the module (its models) again.
-    import agentwolf.workflows.branches as branches
+    import agentwolf.workflows.session.branches as branches
     from agentwolf.config.manifest import Manifest, McpServerConfig
-    from agentwolf.workflows.acp import AcpRunner
     from agentwolf.workflows.archive import TranscriptTail
-    from agentwolf.workflows.branches import BranchInfo, Line, Rewound
     from agentwolf.workflows.config_update import ConfigUpdate
-    from agentwolf.workflows.context import ContextKeeper
     from agentwolf.workflows.contracts import (
         BRANCHES_QUERY,
         COMPILED_QUERY,
@@ -43,11 +40,14 @@ with workflow.unsafe.imports_passed_through():
         TRANSCRIPT_TAIL_QUERY,
         CompiledAgent,
     )
-    from agentwolf.workflows.core import SessionCore
-    from agentwolf.workflows.loop import SNAPSHOT_UNANSWERED, TurnRunner
-    from agentwolf.workflows.output import structured
+    from agentwolf.workflows.session.acp import AcpRunner
+    from agentwolf.workflows.session.branches import BranchInfo, Line, Rewound
+    from agentwolf.workflows.session.context import ContextKeeper
+    from agentwolf.workflows.session.core import SessionCore
+    from agentwolf.workflows.session.loop import SNAPSHOT_UNANSWERED, TurnRunner
+    from agentwolf.workflows.session.output import structured
+    from agentwolf.workflows.session.tools import ToolRouter
     from agentwolf.workflows.session_input import SessionInput
-    from agentwolf.workflows.tools import ToolRouter
     from agentwolf.workflows.turn_settings import TurnSettings
     from agentwolf.workflows.types import (
         SESSION_WORKFLOW,
@@ -60,7 +60,7 @@ with workflow.unsafe.imports_passed_through():
         tenant_of,
     )
 
-from agentwolf.workflows.stream import SessionStream  # workflow code: sandboxed like this module
+from agentwolf.workflows.session.stream import SessionStream  # workflow code: sandboxed like this module
 
 RELEASE_ON_CANCEL = "release-on-cancel"  # patch: a cancelled session stops its client's servers too
 DETACH_AT_CLOSE = "detach-at-close"  # patch: closing answers waiting follower polls, refuses new ones
@@ -430,7 +430,7 @@ class SessionWorkflow:
     )
     def rewind(self, to: str) -> Rewound:
         """`to`: a turn number, or a branch's name. Nothing runs again; the effects the set-aside
-        turns left are said, not undone (workflows/branches.py)."""
+        turns left are said, not undone (workflows/session/branches.py)."""
         workflow.patched(REWIND)
         whole = workflow.patched(REWIND_VIEW)
         core = self.core

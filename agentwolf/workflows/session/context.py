@@ -37,8 +37,15 @@ from agentwolf.workflows.compaction import (
     plan,
 )
 from agentwolf.workflows.contracts import CompactInput, CompiledAgent, ModelRequestOutput, chain_digest
-from agentwolf.workflows.core import SessionCore
-from agentwolf.workflows.turn import HEARTBEAT_TIMEOUT, MODEL_RETRY, MODEL_TIMEOUT, Turn, cause_message, short
+from agentwolf.workflows.session.core import SessionCore
+from agentwolf.workflows.session.turn import (
+    HEARTBEAT_TIMEOUT,
+    MODEL_RETRY,
+    MODEL_TIMEOUT,
+    Turn,
+    cause_message,
+    short,
+)
 
 LEARNT_MARGIN = 0.9
 """A window learnt from a refusal that named none: this share of the refused request's estimate.

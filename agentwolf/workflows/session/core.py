@@ -23,7 +23,6 @@ from temporalio.common import SearchAttributeUpdate
 
 from agentwolf.config.manifest import AgentConfig, Limits
 from agentwolf.telemetry import metrics
-from agentwolf.workflows.approvals import Approvals
 from agentwolf.workflows.archive import TranscriptArchive, restored
 from agentwolf.workflows.config_update import ConfigUpdate
 from agentwolf.workflows.contracts import (
@@ -36,9 +35,8 @@ from agentwolf.workflows.contracts import (
     chained,
 )
 from agentwolf.workflows.evals import Recording
-from agentwolf.workflows.guard import LimitGuard
-from agentwolf.workflows.session_input import Branch, SessionInput, TurnMark
-from agentwolf.workflows.turn import (
+from agentwolf.workflows.session.approvals import Approvals
+from agentwolf.workflows.session.turn import (
     CUT_MARK,
     EVENT_TEXT_LIMIT,
     MODEL_TEXT_LIMIT,
@@ -47,6 +45,8 @@ from agentwolf.workflows.turn import (
     share_texts,
     shared,
 )
+from agentwolf.workflows.session.turn_limits import LimitGuard
+from agentwolf.workflows.session_input import Branch, SessionInput, TurnMark
 from agentwolf.workflows.types import (
     ACTIVE_ATTR,
     EVENTS_TOPIC,
@@ -62,7 +62,7 @@ RESUME_INTERRUPT = "resume-interrupt"  # patch: an interrupt or close as a waiti
 LAST_ACTIVITY = "last-activity"  # patch: a state change also sets WolfActive (the console's last activity)
 
 if TYPE_CHECKING:
-    from agentwolf.workflows.stream import SessionStream
+    from agentwolf.workflows.session.stream import SessionStream
 
 
 class SessionCore:

@@ -13,7 +13,7 @@ with workflow.unsafe.imports_passed_through():
     from agentwolf.workflows.session_input import SessionInput
     from agentwolf.workflows.types import SESSION_WORKFLOW, SessionResult
 
-from agentwolf.workflows.session import SessionWorkflow  # workflow code: sandboxed like this module
+from agentwolf.workflows.session.workflow import SessionWorkflow  # workflow code: sandboxed like this module
 
 
 @workflow.defn(name=SESSION_WORKFLOW, versioning_behavior=VersioningBehavior.PINNED)

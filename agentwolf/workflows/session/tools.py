@@ -24,7 +24,6 @@ from temporalio.exceptions import ActivityError, ChildWorkflowError, is_cancelle
 from temporalio.workflow import ChildWorkflowCancellationType
 
 from agentwolf.workflows.archive import ArchivedRead
-from agentwolf.workflows.code import CODE_MODE, Scripts
 from agentwolf.workflows.contracts import (
     CODE,
     CUT_REPEATED,
@@ -38,10 +37,10 @@ from agentwolf.workflows.contracts import (
     ToolOutcome,
     ToolSpec,
 )
-from agentwolf.workflows.core import SessionCore
 from agentwolf.workflows.evals import RECORDED
-from agentwolf.workflows.session_input import SessionInput
-from agentwolf.workflows.turn import (
+from agentwolf.workflows.session.code import CODE_MODE, Scripts
+from agentwolf.workflows.session.core import SessionCore
+from agentwolf.workflows.session.turn import (
     BOUNDED_FAN_OUT,
     CHILD_IDS,
     GONE_SERVERS,
@@ -61,6 +60,8 @@ from agentwolf.workflows.turn import (
     shared_names,
     short,
 )
+from agentwolf.workflows.session.web import WEB_TOOLS, run_web, web_settings
+from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.types import (
     AGENT_ATTR,
     PARENT_ATTR,
@@ -72,7 +73,6 @@ from agentwolf.workflows.types import (
     SessionResult,
     workflow_id,
 )
-from agentwolf.workflows.web import WEB_TOOLS, run_web, web_settings
 from agentwolf.workflows.web_tools import WEB
 
 
