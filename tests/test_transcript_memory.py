@@ -112,7 +112,7 @@ async def test_a_run_that_continued_as_new_lets_its_transcript_go_and_a_query_to
                 runs.append(await wait_for(partial(_next_run, client, sid, runs[-1]), timeout=120))
                 await wait_for(partial(_live, client, sid, runs[-1], i + 1), timeout=120)
             cores = [o for o in gc.get_objects() if isinstance(o, SessionCore) and o.inp.session_id == sid]
-            held = sorted(len(core.transcript) for core in cores)
+            held = sorted(len(core.log.transcript) for core in cores)
             # A query to the first run replays it: it reads the transcript that run ended with.
             first = await client.get_workflow_handle(workflow_id("default", sid), run_id=first_run).query(
                 "transcript", result_type=list[ModelMessage]

@@ -46,7 +46,7 @@ class AcpRunner:
 
     async def run(self, task: str, turn: Turn) -> str:
         context = self._acp_context()
-        self.core.append(ModelRequest(parts=turn.pending, timestamp=workflow.now()))
+        self.core.log.append(ModelRequest(parts=turn.pending, timestamp=workflow.now()))
         turn.pending = []
         answers: dict[str, str] = {}
         shown: set[str] = set()
@@ -69,13 +69,13 @@ class AcpRunner:
             if out.permission is None:
                 break
             answers[out.permission.tool_call_id] = await self._acp_permission(out.permission)
-            self.core.step += 1
+            self.core.running.step += 1
         if out.stop_reason == "cancelled":
             raise asyncio.CancelledError()
         if out.stop_reason not in ("end_turn", None):
             raise TurnStopped("failed", f"{self.core.inp.agent} stopped: {out.stop_reason}")
         answer = "".join(said)
-        self.core.append(ModelResponse(parts=[TextPart(answer)], timestamp=workflow.now()))
+        self.core.log.append(ModelResponse(parts=[TextPart(answer)], timestamp=workflow.now()))
         return answer
 
     def _publish_acp_calls(self, out: AcpTurnOutput, shown: set[str]) -> None:
@@ -108,8 +108,8 @@ class AcpRunner:
                     AcpTurnInput(
                         ref=self.core.ref(),
                         agent=self.core.inp.agent,
-                        turn_id=self.core.turn_id or "",
-                        step=self.core.step,
+                        turn_id=self.core.running.turn_id or "",
+                        step=self.core.running.step,
                         prompt=task,
                         context=context,
                         session=self.core.inp.acp_session,
@@ -171,7 +171,7 @@ class AcpRunner:
         reject = next((o.option_id for o in asked.options if o.kind == "reject_once"), "")
         if action != "confirm":
             return allow if action == "allow" else reject
-        call_id = f"{self.core.turn_id}.{asked.tool_call_id}"
+        call_id = f"{self.core.running.turn_id}.{asked.tool_call_id}"
         self.core.approvals.pending[call_id] = PendingApproval(
             call_id=call_id, tool=asked.title, args=args, asked_at=workflow.now()
         )
@@ -206,7 +206,7 @@ class AcpRunner:
     def _acp_context(self) -> str:
         """Earlier turns as text (the last CONTEXT_CHARS), for an agent whose own state was lost."""
         lines = []
-        for message in self.core.transcript:
+        for message in self.core.log.transcript:
             for part in message.parts:
                 if isinstance(part, UserPromptPart) and isinstance(part.content, str):
                     lines.append(f"user: {part.content}")

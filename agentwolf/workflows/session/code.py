@@ -183,7 +183,9 @@ class Scripts:
             result_type=ScriptStep,
             start_to_close_timeout=timedelta(seconds=settings.timeout_s + SANDBOX_WAIT_S + 30),
             retry_policy=TOOL_RETRY,
-            summary=short(f"{activity.removeprefix('wolf.')} {self.core.turn_id} step {self.core.step}"),
+            summary=short(
+                f"{activity.removeprefix('wolf.')} {self.core.running.turn_id} step {self.core.running.step}"
+            ),
         )
 
     async def _spread(self) -> None:

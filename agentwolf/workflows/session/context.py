@@ -16,10 +16,8 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from agentwolf.workflows.archive import (
     ARCHIVE,
     ARCHIVE_MIN,
-    ARCHIVED,
     ArchivedPart,
     ArchiveInput,
-    TranscriptArchive,
     fold_text,
     joined,
 )
@@ -36,7 +34,7 @@ from agentwolf.workflows.compaction import (
     instructions,
     plan,
 )
-from agentwolf.workflows.contracts import CompactInput, CompiledAgent, ModelRequestOutput, chain_digest
+from agentwolf.workflows.contracts import CompactInput, CompiledAgent, ModelRequestOutput
 from agentwolf.workflows.session.core import SessionCore
 from agentwolf.workflows.session.turn import (
     HEARTBEAT_TIMEOUT,
@@ -71,11 +69,13 @@ class ContextKeeper:
         self.compact_requested = False
         self.sizes = ContextSizes()
 
-    def cut(self, view: ContextView) -> None:
+    def cut(self, view: ContextView, *, sizes_too: bool = True) -> None:
         """The transcript was cut (a rewind): `view` is clamped to it, and the sizes measured so far
-        go (those past the cut were of the messages set aside)."""
+        go (those past the cut were of the messages set aside; `sizes_too` False: a rewind of a run
+        recorded before they went too)."""
         self.view = view
-        self.sizes = ContextSizes()
+        if sizes_too:
+            self.sizes = ContextSizes()
 
     def sent_view(self) -> ContextView | None:
         """What model requests carry: None while the working context is the transcript itself."""
@@ -93,7 +93,7 @@ class ContextKeeper:
         """About how many characters a request sends: what every one does, and the working context."""
         fixed = self._fixed_chars(compiled) if fixed is None else fixed
         return fixed + self.sizes.chars(
-            self.core.transcript, view, compiled.tool_output_chars, self.core.archive.fold
+            self.core.log.transcript, view, compiled.tool_output_chars, self.core.log.archive.fold
         )
 
     def _tokens(self, compiled: CompiledAgent, view: ContextView, fixed: int | None = None) -> int:
@@ -155,13 +155,13 @@ class ContextKeeper:
             return self._tokens(compiled, view, fixed)
 
         decided = plan(
-            self.core.transcript,
+            self.core.log.transcript,
             self.view,
             measure,
             limit=int(window * limits.compact_at),
             target=int(window * TARGET),
             force=force,
-            until=self.core.synced_len,
+            until=self.core.log.synced_len,
             may_fold=lambda: workflow.patched(FOLDING),
         )
         if decided is None or not workflow.patched(COMPACTION):
@@ -172,8 +172,7 @@ class ContextKeeper:
             self.core.count_request(turn or Turn(pending=[]), out)  # between turns: the session's only
             view = view.model_copy(update={"summary": out.response.text or ""})
         self.view = view.model_copy(update={"compactions": view.compactions + 1})
-        if self.view.summary_upto >= self.core.archive.length and self.core.archive.fold:
-            self.core.archive = self.core.archive.model_copy(update={"fold": ""})  # summarised now
+        self.core.log.summarised(self.view.summary_upto)
         after = measure(self.view)
         self.core.publish(
             "context_compacted",
@@ -193,13 +192,13 @@ class ContextKeeper:
             CompactInput(
                 ref=self.core.ref(),
                 compiled_digest=compiled.digest,
-                base_len=self.core.synced_len,
-                base_digest=self.core.synced_digest,
+                base_len=self.core.log.synced_len,
+                base_digest=self.core.log.synced_digest,
                 view=self.view.model_copy(update={"stub_before": decided.view.stub_before}),
                 start=start,
                 end=end,
                 budget=int(window * TARGET * CHARS_PER_TOKEN),
-                turn_id=self.core.turn_id or "",
+                turn_id=self.core.running.turn_id or "",
             ),
             result_type=ModelRequestOutput,
             start_to_close_timeout=MODEL_TIMEOUT,
@@ -212,11 +211,11 @@ class ContextKeeper:
         """Before a continue-as-new: messages the working context no longer reads whole (summarised,
         or folded and stubbed for good) go to the payload store (archive.py), so the next run and
         the worker's copy leave them out of memory."""
-        core, view = self.core, self.view
+        core, log, view = self.core, self.core.log, self.view
         compiled = core.compiled
-        start = core.archive.length
+        start = log.archive.length
         # Summarised, or folded and stubbed for good (a fold's lines then never change).
-        end = min(view.first_sent, max(view.stub_before, view.summary_upto), core.synced_len)
+        end = min(view.first_sent, max(view.stub_before, view.summary_upto), log.synced_len)
         if compiled is None or end - start < ARCHIVE_MIN or not workflow.patched(ARCHIVE):
             return
         try:
@@ -226,28 +225,26 @@ class ContextKeeper:
             return
         if part is None:  # the worker has no payload store
             return
-        archived = core.transcript[start:end]
+        archived = log.transcript[start:end]
         # As the worker folds them: from its copy with long results cut (a loaded skill's stay whole).
-        shown = [*core.transcript[:start], *cut_tool_outputs(archived, compiled.tool_output_chars, start)]
-        core.archive = TranscriptArchive(
-            parts=[*core.archive.parts, part],
-            digest=chain_digest(core.archive.digest, archived),
-            fold=joined(core.archive.fold, fold_text(core.transcript, view, start, end, shown))
+        shown = [*log.transcript[:start], *cut_tool_outputs(archived, compiled.tool_output_chars, start)]
+        fold = (
+            joined(log.archive.fold, fold_text(log.transcript, view, start, end, shown))
             if view.summary_upto < end
-            else "",
+            else ""
         )
-        core.transcript[start:end] = [ARCHIVED] * (end - start)
+        log.archived(part, end, fold)
         self.view = view.model_copy(update={"archived": end})
 
     async def _archive_part(self, compiled: CompiledAgent, start: int, end: int) -> ArchivedPart | None:
-        core = self.core
+        log = self.core.log
         return await workflow.execute_activity(
             "wolf.archive_transcript",
             ArchiveInput(
-                ref=core.ref(),
+                ref=self.core.ref(),
                 compiled_digest=compiled.digest,
-                base_len=core.synced_len,
-                base_digest=core.synced_digest,
+                base_len=log.synced_len,
+                base_digest=log.synced_digest,
                 start=start,
                 end=end,
             ),
@@ -263,7 +260,7 @@ class ContextKeeper:
         (before a continue-as-new, so the summary is not on the next prompt's path)."""
         requested, self.compact_requested = self.compact_requested, False
         compiled = self.core.compiled
-        if compiled is None or self.core.stale.reason:
+        if compiled is None or self.core.running.stale.reason:
             return
         try:
             await self._fit(compiled, None, force=requested)

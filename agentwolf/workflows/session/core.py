@@ -1,9 +1,11 @@
 """The session workflow's state and the helpers every part of it uses.
 
-`SessionWorkflow` (session.py) is composed of parts made in its `@workflow.init`: this core (the
-session's state, events, config), its approvals (approvals.py), the tool router (tools.py), the
-context keeper (context.py), an ACP agent's runner (acp.py) and the turn runner (loop.py), which
-drives a turn. Each part gets the core and the parts it calls; the core calls none of them.
+`SessionWorkflow` (workflow.py) is composed of parts made in its `@workflow.init`: this core (the
+session's book, events, config), which holds its transcript (transcript_log.py), the running turn
+(turn.py's RunningTurn, written by the turn runner) and its approvals (approvals.py); the tool router
+(tools.py), the context keeper (context.py), an ACP agent's runner (acp.py) and the turn runner
+(loop.py), which drives a turn and hands its end to the core (`end_turn`). Each part gets the core
+and the parts it calls; the core calls none of them. Its fields are written here only.
 
 Imported passed through, like turn.py: its classes are created once per process, not re-created for
 every run by the sandbox (about 10 KB per cached session as sandboxed modules). The sandbox does not
@@ -17,36 +19,32 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from pydantic_ai.messages import ModelMessage, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import ModelRequest, ToolCallPart, ToolReturnPart, UserPromptPart
 from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate
+from temporalio.contrib.workflow_streams import WorkflowStreamState
 
-from agentwolf.config.manifest import AgentConfig, Limits
+import agentwolf.workflows.session.branches as branches
+from agentwolf.config.manifest import AgentConfig, Limits, McpServerConfig
 from agentwolf.telemetry import metrics
-from agentwolf.workflows.archive import TranscriptArchive, restored
+from agentwolf.workflows.compaction import ContextView
 from agentwolf.workflows.config_update import ConfigUpdate
-from agentwolf.workflows.contracts import (
-    CompiledAgent,
-    HostRef,
-    ModelRequestOutput,
-    SkillInfo,
-    ToolOutcome,
-    chain_digest,
-    chained,
-)
-from agentwolf.workflows.evals import Recording
+from agentwolf.workflows.contracts import CompiledAgent, HostRef, ModelRequestOutput, SkillInfo, ToolOutcome
 from agentwolf.workflows.session.approvals import Approvals
+from agentwolf.workflows.session.branches import Rewound
+from agentwolf.workflows.session.transcript_log import TranscriptLog
 from agentwolf.workflows.session.turn import (
     CUT_MARK,
     EVENT_TEXT_LIMIT,
     MODEL_TEXT_LIMIT,
-    Staleness,
+    RunningTurn,
     Turn,
-    share_texts,
+    TurnEnd,
     shared,
+    tool_return,
 )
 from agentwolf.workflows.session.turn_limits import LimitGuard
-from agentwolf.workflows.session_input import Branch, SessionInput, TurnMark
+from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.types import (
     ACTIVE_ATTR,
     EVENTS_TOPIC,
@@ -58,16 +56,20 @@ from agentwolf.workflows.types import (
     Usage,
 )
 
-RESUME_INTERRUPT = "resume-interrupt"  # patch: an interrupt or close as a waiting turn resumes ends it
 LAST_ACTIVITY = "last-activity"  # patch: a state change also sets WolfActive (the console's last activity)
+TURN_END_CLEARS_APPROVALS = "turn-end-clears-approvals"  # patch: a turn's end drops its waits and answers
 
 if TYPE_CHECKING:
     from agentwolf.workflows.session.stream import SessionStream
 
 
 class SessionCore:
-    """A session's state, kept across its turns and carried over by continue-as-new, and what every
-    part does with it: events, the session's state, the transcript, spending."""
+    """A session's book, kept across its turns and carried over by continue-as-new: its input and
+    compiled agent, spending, prompts and steers waiting, its state, the last turn's output, the
+    next config, approvals; its transcript (`log`, the TranscriptLog) and the running turn
+    (`running`, written by the turn runner). And what every part does with it: events, the session's
+    state, spending. Each field is written here only (its `__init__` and methods); the parts read
+    them and call the methods."""
 
     def __init__(self, inp: SessionInput, stream: SessionStream) -> None:
         # Sessions of one config share its manifest and compiled agent (`shared`). Replaced in the
@@ -78,43 +80,18 @@ class SessionCore:
         self.inp = inp
         self.stream = stream
         self.events = stream.topic(EVENTS_TOPIC, type=Event)
-        self.archive = inp.archive or TranscriptArchive()
-        """Older messages in the payload store (archive.py): `ARCHIVED` in `transcript`."""
-        share_texts(inp.transcript)  # the worker's cached copy and the previous run's hold them too
-        self.transcript: list[ModelMessage] = restored(self.archive, inp.transcript)
-        self.digest = chain_digest(self.archive.digest, inp.transcript)
-        self.appended_bytes = 0
-        """What this run added to the transcript, serialised: what its snapshot carries more."""
-        # What the workers were last sent: the next model request carries only what follows.
-        self.synced_len = len(self.transcript)
-        self.synced_digest = self.digest
+        self.log = TranscriptLog(inp)
+        self.running = RunningTurn.restored(inp.resume)
         self.compiled: CompiledAgent | None = inp.compiled
         self.counters = inp.counters.model_copy(deep=True)
-        self.turns: list[TurnMark] = list(inp.turns)
-        self.branches: list[Branch] = list(inp.branches)
-        self.recording = Recording(inp.recorded, inp.live_tools) if inp.recorded is not None else None
         self.queue: list[Prompt] = list(inp.queue)
         self.steers: list[str] = list(inp.steers)
         self.last_output = inp.last_output
         self.last_outcome: TurnOutcome | None = inp.last_outcome
         self.state: SessionState = "idle"
-        self.turn_id: str | None = None
-        self.step = 0
         self.closing = False
-        self.turns_this_run = 0
-        self.turn_task: asyncio.Task[None] | None = None
-        self.interrupt_reason: str | None = None
-        self.interrupt_requested: str | None = None
-        self.resume = inp.resume
-        """A turn to resume first: it continued as new while waiting for approval."""
-        self.turn: Turn | None = None
-        self.prompt_running: Prompt | None = None
         self.approvals = Approvals(inp.resume, inp.always_allowed)
         self.next_config: ConfigUpdate | None = inp.next_config
-        self.stale = Staleness()
-        """Why the compiled agent is out of date (recompiled before the next model request)."""
-        self.active_skills: list[str] = list(inp.resume.active_skills) if inp.resume else []
-        """Skills loaded this turn: their `allowed-tools` limit the tools, their MCP servers join."""
         if inp.prompt is not None and not inp.transcript and self.counters.turns == 0 and not self.queue:
             first = Prompt(turn_id=self.next_turn_id(), text=inp.prompt, settings=inp.prompt_settings)
             self.queue.append(first)
@@ -147,40 +124,110 @@ class SessionCore:
             outcome="recompile" if changed else "unchanged",
         )
 
-    def interrupt(self, reason: str) -> None:
-        """Ask the run loop to cancel the running turn (`_await_turn`), after this activation's results.
-        A turn about to resume (this run's first activation, after a continue-as-new while it waited
-        for approval) is running too: it is cancelled as soon as it has started."""
-        running = self.turn_task is not None and not self.turn_task.done()
-        if running or (self.resume is not None and workflow.patched(RESUME_INTERRUPT)):
-            self.interrupt_requested = reason
-
     def check_interrupted(self) -> None:
         """An interrupt whose cancel an operation outlived (it completed anyway) still ends the turn."""
-        if self.interrupt_reason is not None:
+        if self.running.interrupt_reason is not None:
             raise asyncio.CancelledError()
 
-    def tail(self) -> list[ModelMessage]:
-        """The messages held (those after the archived ones)."""
-        return self.transcript[self.archive.length :]
-
-    def whole_digest(self) -> str:
-        """The transcript's chained digest, computed anew (after a rewind)."""
-        return chain_digest(self.archive.digest, self.tail())
-
-    def append(self, message: ModelMessage) -> None:
-        share_texts([message])
-        self.transcript.append(message)
-        self.digest, size = chained(self.digest, [message])
-        self.appended_bytes += size
-
     def tool_return(self, call: ToolCallPart, content: str, outcome: ToolOutcome) -> ToolReturnPart:
-        return ToolReturnPart(
-            tool_name=call.tool_name,
-            content=content,
-            tool_call_id=call.tool_call_id,
-            timestamp=workflow.now(),
-            outcome=outcome,  # type: ignore[arg-type]
+        return tool_return(call, content, outcome, workflow.now())
+
+    def end_turn(self, end: TurnEnd) -> None:
+        """Record how the runner's turn ended: its last request (with the steers it never sent, kept
+        on record), no approvals left waiting, counters, its turn mark, the last output and
+        `turn_finished` (stamped with the turn, still running)."""
+        parts = list(end.closing)
+        if end.outcome != "completed":  # steers this turn never reached the model: keep them on record
+            parts.extend(UserPromptPart(text, timestamp=workflow.now()) for text in self.take_steers())
+        if parts:
+            self.log.append(ModelRequest(parts=parts, timestamp=workflow.now()))
+        # A turn that ended while its calls waited (an interrupt as it resumed) leaves none waiting,
+        # nor an answer a later call with the same id would take (runs before the patch kept them).
+        approvals = self.approvals
+        if (approvals.pending or approvals.decisions) and workflow.patched(TURN_END_CLEARS_APPROVALS):
+            approvals.clear()
+        self.counters.turns += 1
+        self.log.turn_ended(end.turn_id, self.counters)
+        self.last_output, self.last_outcome = end.output, end.outcome
+        self.publish("turn_finished", text=end.output, outcome=end.outcome, usage=end.usage)
+        metrics.count(metrics.TURNS, outcome=end.outcome)
+
+    def take_steers(self) -> list[str]:
+        """The steers waiting, now taken (applied to a request, a turn, or said dropped)."""
+        steers, self.steers = self.steers, []
+        return steers
+
+    def offer_config(self, update: ConfigUpdate) -> None:
+        """A pushed config version, taken at the next turn boundary if newer than any known."""
+        if update.name != self.inp.config_name or self.inp.pinned:
+            return
+        if update.version > max(
+            self.inp.config_version or 0, self.next_config.version if self.next_config else 0
+        ):
+            self.next_config = update
+
+    def use(self, compiled: CompiledAgent) -> CompiledAgent:
+        """The agent as just compiled (shared with the other sessions of its config)."""
+        self.compiled = shared(compiled)
+        return self.compiled
+
+    def join_servers(self, servers: dict[str, McpServerConfig]) -> None:
+        """The client's MCP servers join the session's own (a same-named one replaced)."""
+        joined = {**self.inp.session_servers, **servers}
+        if joined != self.inp.session_servers:
+            self.inp = self.inp.model_copy(update={"session_servers": joined})
+            self.running.stale.mark(f"the client's MCP servers changed ({', '.join(sorted(servers))})")
+
+    def close(self) -> None:
+        """Asked to finish: the run loop closes the session at its next idle."""
+        self.closing = True
+
+    def rewind(self, to: str, view: ContextView, *, whole_view: bool) -> tuple[Rewound, ContextView]:
+        """Go back to a turn or a branch (TranscriptLog.rewound); the last output is the new line's."""
+        done, cut = self.log.rewound(to, view, self.compiled, whole_view=whole_view)
+        self.last_output = branches.last_text(self.log.transcript)
+        return done, cut
+
+    def released(self) -> None:
+        """This run handed over: its input's and its log's messages and turn marks are let go."""
+        self.inp = self.inp.model_copy(update={"transcript": [], "turns": []})
+        self.log.released()
+
+    def snapshot(
+        self, stream_state: WorkflowStreamState, view: ContextView, *, waiting: bool
+    ) -> SessionInput:
+        """The next run's input (continue-as-new): the core's book, the log, the running turn when
+        it goes along (`waiting`: it waits for approval) with its approvals. Its shape is the start
+        input's: snapshots of runs before still load."""
+        running, resume = self.running, None
+        if waiting and running.turn is not None and running.prompt is not None:
+            resume = running.turn.snapshot(running.prompt, running.step).model_copy(
+                update={
+                    "active_skills": list(running.active_skills),
+                    "pending_approvals": list(self.approvals.pending.values()),
+                    "decisions": dict(self.approvals.decisions),
+                },
+                deep=True,
+            )
+        return self.inp.model_copy(
+            update={
+                "prompt": None,
+                "transcript": self.log.tail(),
+                "archive": self.log.archive if self.log.archive.length else None,
+                "compiled": None if running.stale.reason else self.compiled,
+                "counters": self.counters,
+                "queue": self.queue,
+                "steers": self.steers,
+                "last_output": self.last_output,
+                "last_outcome": self.last_outcome,
+                "always_allowed": sorted(self.approvals.always_allowed),
+                "next_config": self.next_config,
+                "stream_state": stream_state,
+                "resume": resume,
+                "context": None if view == ContextView() else view,
+                "turns": self.log.turns,
+                "branches": self.log.branches,
+            }
         )
 
     def publish(self, kind: str, text: str | None = None, turn: str | None = None, **fields: object) -> None:
@@ -193,7 +240,12 @@ class SessionCore:
         if text is not None and len(text) > limit:
             text = f"{text[:limit]}{CUT_MARK.format(len(text))}"
         event = Event(
-            kind=kind, at=workflow.now(), turn_id=turn or self.turn_id, step=self.step, text=text, **fields
+            kind=kind,
+            at=workflow.now(),
+            turn_id=turn or self.running.turn_id,
+            step=self.running.step,
+            text=text,
+            **fields,
         )
         self.events.publish(event)
 
@@ -212,7 +264,10 @@ class SessionCore:
     def show_details(self) -> None:
         """The Temporal UI's current details: state, turn and step, approvals waiting, spending.
         Served by query, never recorded in history: free to change."""
-        lines = [f"**{self.state}**" + (f" · {self.turn_id} step {self.step}" if self.turn_id else "")]
+        running = self.running
+        lines = [
+            f"**{self.state}**" + (f" · {running.turn_id} step {running.step}" if running.turn_id else "")
+        ]
         lines += [f"waiting for approval: {p.tool} ({p.call_id})" for p in self.approvals.pending.values()]
         usage = self.counters.total
         cost = f"${usage.cost_usd:.4f}" if usage.cost_usd is not None else "cost unknown"
@@ -252,6 +307,11 @@ class SessionCore:
         self.counters.models[model] = self.counters.models.get(model, Usage()).plus(usage)
         self.count(turn, usage)
 
+    def count_step(self) -> None:
+        """A step (a model request) began: counted for the session, shown in the UI's details."""
+        self.counters.steps += 1
+        self.show_details()
+
     def next_turn_id(self) -> str:
         self.counters.turn_seq += 1
         return f"turn-{self.counters.turn_seq}"
@@ -259,7 +319,7 @@ class SessionCore:
     def busy(self) -> bool:
         """A turn is under way (running, waiting for a person's approval, or about to resume: this run
         continued as new while it waited)."""
-        return self.state in ("running", "waiting_approval") or self.resume is not None
+        return self.state in ("running", "waiting_approval") or self.running.resume is not None
 
     def agent_config(self) -> AgentConfig:
         return self.inp.manifest.agents.get(self.inp.agent) or AgentConfig()
@@ -276,4 +336,4 @@ class SessionCore:
 
     def active_skill_infos(self) -> list[SkillInfo]:
         compiled = self.compiled
-        return [info for n in self.active_skills if compiled and (info := compiled.skill(n))]
+        return [info for n in self.running.active_skills if compiled and (info := compiled.skill(n))]

@@ -1,7 +1,11 @@
-"""The turn runner: where a turn is driven. A turn's steps (compile when stale, model request, the
-tool calls it asks for), its limits (the limit guard, turn_limits.py), teams, and when the session continues
-as new. It calls the session's other parts: the tool router (tools.py), the context keeper
-(context.py), an ACP agent's runner (acp.py); all of them share the session's core (core.py).
+"""The turn runner: where a turn is driven. `run_turn` is begin -> drive -> end: it owns the running
+turn (turn.py's RunningTurn, which only it and its steps write) and the task that runs it (start,
+interrupt, stop), drives a turn's steps (compile when stale, model request, the tool calls it asks
+for) within its limits (turn_limits.py), a team's members or an ACP agent's turn, and hands the
+turn's end, a `TurnEnd`, to the core (`SessionCore.end_turn`), as openai-agents' run loop returns
+typed step results. It also decides when the session continues as new. It calls the session's
+other parts: the tool router (tools.py), the context keeper (context.py), an ACP agent's runner
+(acp.py); all of them share the session's core (core.py), which holds the transcript (transcript_log.py).
 
 Imported passed through, like turn.py: its classes are created once per process, not re-created for
 every run by the sandbox (about 10 KB per cached session as sandboxed modules). The sandbox does not
@@ -13,6 +17,7 @@ rules the code relies on").
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 from datetime import timedelta
 
@@ -24,8 +29,6 @@ from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_
 from agentwolf.config.limits import DEFAULT_PRIORITY, PRIORITY_MEMO
 from agentwolf.config.manifest import Team
 from agentwolf.payloads import THRESHOLD
-from agentwolf.telemetry import metrics
-from agentwolf.workflows.compaction import ContextView
 from agentwolf.workflows.contracts import (
     CommandInput,
     CommandOutput,
@@ -33,13 +36,10 @@ from agentwolf.workflows.contracts import (
     CompileInput,
     ModelRequestInput,
     ModelRequestOutput,
-    ToolOutcome,
-    chain_digest,
 )
 from agentwolf.workflows.session.acp import AcpRunner
 from agentwolf.workflows.session.context import ContextKeeper
 from agentwolf.workflows.session.core import SessionCore
-from agentwolf.workflows.session.cuts import mark_end, mark_start
 from agentwolf.workflows.session.output import judge
 from agentwolf.workflows.session.tools import ToolRouter
 from agentwolf.workflows.session.turn import (
@@ -56,16 +56,16 @@ from agentwolf.workflows.session.turn import (
     all_or_cancel,
     cause_message,
     model_name,
-    shared,
     short,
+    turn_end,
 )
 from agentwolf.workflows.session.turn_limits import LimitGuard
 from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.types import Prompt, TurnOutcome, Usage
 
+RESUME_INTERRUPT = "resume-interrupt"  # patch: an interrupt or close as a waiting turn resumes ends it
 TURN_TASK_RAISED = "turn-task-raised"  # patch: an unexpected error in the turn fails the turn, not silently
 RELEASE_FAILURE_SAID = "release-failure-said"  # patch: a failed release at close is an event, not a failure
-TURN_END_CLEARS_APPROVALS = "turn-end-clears-approvals"  # patch: a turn's end drops its waits and answers
 SNAPSHOT_UNANSWERED = "snapshot-unanswered"  # patch: no waiting snapshot while an answer waits to be taken
 SNAPSHOT_STALE = "snapshot-stale"  # patch: a waiting turn continues as new with a stale agent too
 UPGRADE_AT_IDLE = "upgrade-at-idle"  # patch: an idle session continues as new onto the current build
@@ -74,13 +74,20 @@ PROJECTED_SNAPSHOT = "projected-snapshot"  # patch: at idle, continue as new bef
 
 
 class TurnRunner:
-    """Runs a turn to its end, whatever ends it, and decides when the session continues as new."""
+    """Runs a turn to its end, whatever ends it, and decides when the session continues as new. It
+    owns the running turn (`core.running`) and the task that runs it: begin -> drive -> end, the end
+    a `TurnEnd` the core records."""
 
     def __init__(self, core: SessionCore, router: ToolRouter, context: ContextKeeper, acp: AcpRunner) -> None:
         self.core = core
+        self.running = core.running
         self.router = router
         self.context = context
         self.acp = acp
+        self.task: asyncio.Task[None] | None = None
+        """The running turn's task, from `start` until `await_turn` saw it end."""
+        self.interrupt_requested: str | None = None
+        """An interrupt or close asked for: `await_turn` cancels the turn after this activation's results."""
         self.carried = workflow.info().get_current_history_size()
         """This run's history when it started: about the snapshot it began with."""
         self.largest_turn = 0
@@ -89,58 +96,72 @@ class TurnRunner:
         self.turn_ended_at: int | None = None
         """The history's size when this run's last turn ended."""
 
+    def start(self, prompt: Prompt, context: contextvars.Context | None) -> None:
+        self.task = asyncio.create_task(self.run_turn(prompt), context=context)
+
     async def run_turn(self, prompt: Prompt) -> None:
-        resume, self.core.resume = self.core.resume, None
+        """begin -> drive -> end: the turn's end is a typed record the core applies (its last
+        request, approvals, counters, marks, `turn_finished`); then the running turn is closed."""
+        started_at = self.turn_ended_at or workflow.info().get_current_history_size()
+        turn, resuming = self._begin(prompt)
+        outcome, output = await self._drive(prompt.text, turn, resuming)
+        self.core.end_turn(turn_end(turn, prompt.turn_id, outcome, output, workflow.now()))
+        self._end()
+        self.turn_ended_at = workflow.info().get_current_history_size()
+        self.largest_turn = max(self.largest_turn, self.turn_ended_at - started_at)
+
+    def _begin(self, prompt: Prompt) -> tuple[Turn, bool]:
+        """The running turn starts (or resumes: it continued as new while it waited for approval;
+        its start was said and marked in the run before). True with the turn when it resumes."""
+        running = self.running
+        resume, running.resume = running.resume, None
         if resume is None:
             self.core.apply_config()
-        self.core.turn_id, self.core.step, self.core.interrupt_reason = (
+        running.turn_id, running.step, running.interrupt_reason = (
             prompt.turn_id,
             resume.step if resume else 0,
             None,
         )
-        self.core.prompt_running = prompt
-        self.core.turns_this_run += 1
-        started_at = self.turn_ended_at or workflow.info().get_current_history_size()
+        running.prompt = prompt
+        running.turns_this_run += 1
         self.core.set_state("running")
         if resume is None:
             self.core.publish("turn_started", text=prompt.text)
-            self.core.turns.append(
-                mark_start(prompt.turn_id, len(self.core.transcript), self.core.inp.config_version)
-            )
-        turn = (
+            self.core.log.turn_started(prompt.turn_id, self.core.inp.config_version)
+        running.turn = (
             Turn.resumed(resume)
             if resume
             else Turn(pending=[UserPromptPart(prompt.text, timestamp=workflow.now())])
         )
-        self.core.turn = turn
-        outcome: TurnOutcome = "completed"
-        output: str | None = None
+        return running.turn, resume is not None
+
+    async def _drive(self, text: str, turn: Turn, resuming: bool) -> tuple[TurnOutcome, str | None]:
+        """The turn's work (steps, a team's members, or an ACP agent's turn) to its outcome and
+        output: whatever ends it is said as an event here."""
         try:
-            text = prompt.text
-            if resume is None and text.startswith("/") and workflow.patched(SLASH_COMMANDS):
+            if not resuming and text.startswith("/") and workflow.patched(SLASH_COMMANDS):
                 text = await self._expand_command(text)
                 turn.pending = [UserPromptPart(text, timestamp=workflow.now())]
             team = self.core.inp.manifest.teams.get(self.core.inp.agent)
-            output = await (
+            return "completed", await (
                 self._run_team(team, text, turn)
                 if team
                 else self.acp.run(text, turn)
                 if self.acp.runs()
-                else self._run_steps(turn, resuming=resume is not None)
+                else self._run_steps(turn, resuming=resuming)
             )
         except (asyncio.CancelledError, ActivityError, ApplicationError) as err:
             # A local activity (a known-fast tool call) that fails for good raises a bare ApplicationError.
             if is_cancelled_exception(err):  # an interrupt, or the workflow itself was cancelled
-                outcome, output = "interrupted", None
-                self.core.publish("interrupted", text=self.core.interrupt_reason or "cancelled")
-            elif isinstance(err, (ActivityError, ApplicationError)):
-                outcome, output = "failed", cause_message(err)
-                self.core.publish("error", text=output)
-            else:
-                raise
+                self.core.publish("interrupted", text=self.running.interrupt_reason or "cancelled")
+                return "interrupted", None
+            if isinstance(err, (ActivityError, ApplicationError)):
+                self.core.publish("error", text=cause_message(err))
+                return "failed", cause_message(err)
+            raise
         except TurnStopped as stop:
-            outcome, output = stop.outcome, str(stop)
             self.core.publish("error" if stop.outcome == "failed" else "limit_reached", text=str(stop))
+            return stop.outcome, str(stop)
         except Exception as err:
             # Anything else (a bug, a schema jsonschema cannot resolve) fails this turn, not the
             # session: re-raised, it would end the task silently (asyncio keeps the error) and leave
@@ -148,40 +169,56 @@ class TurnRunner:
             # code on the same input for ever. Runs recorded before kept the old silence.
             if not workflow.patched(TURN_TASK_RAISED):
                 raise
-            workflow.logger.exception("turn %s failed on an unexpected error", self.core.turn_id)
-            outcome, output = "failed", f"internal error: {type(err).__name__}: {err}"
+            workflow.logger.exception("turn %s failed on an unexpected error", self.running.turn_id)
+            output = f"internal error: {type(err).__name__}: {err}"
             self.core.publish("error", text=output)
-        # Close every dangling tool call so the transcript stays valid for the next turn.
-        closing_note = {"interrupted": "interrupted by the user", "limit": f"not run: {output}"}.get(
-            outcome, "not run"
-        )
-        for index, call in enumerate(turn.open_calls):
-            turn.finished.setdefault(
-                index, self.core.tool_return(call, closing_note, ToolOutcome.INTERRUPTED)
-            )
-        pending = [*(turn.finished[i] for i in range(len(turn.open_calls))), *turn.pending]
-        if outcome != "completed":  # steers this turn never reached the model: keep them on record
-            pending.extend(UserPromptPart(text, timestamp=workflow.now()) for text in self.core.steers)
-            self.core.steers.clear()
-        if pending:
-            self.core.append(ModelRequest(parts=pending, timestamp=workflow.now()))
+            return "failed", output
+
+    def _end(self) -> None:
+        """The running turn is over (the core recorded its end): its skills go, and the session idles."""
         if any(s.mcp_servers for s in self.core.active_skill_infos()):
-            self.core.stale.mark("the turn's skills released their MCP servers")
-        self.core.active_skills = []
-        # A turn that ended while its calls waited (an interrupt as it resumed) leaves none waiting,
-        # nor an answer a later call with the same id would take (runs before the patch kept them).
-        approvals = self.core.approvals
-        if (approvals.pending or approvals.decisions) and workflow.patched(TURN_END_CLEARS_APPROVALS):
-            approvals.clear()
-        self.core.counters.turns += 1
-        mark_end(self.core.turns, prompt.turn_id, len(self.core.transcript), self.core.counters)
-        self.core.last_output, self.core.last_outcome = output, outcome
-        self.core.publish("turn_finished", text=output, outcome=outcome, usage=turn.usage)
-        metrics.count(metrics.TURNS, outcome=outcome)
-        self.core.turn_id = None
+            self.running.stale.mark("the turn's skills released their MCP servers")
+        self.running.active_skills = []
+        self.running.turn_id = None
         self.core.set_state("idle")
-        self.turn_ended_at = workflow.info().get_current_history_size()
-        self.largest_turn = max(self.largest_turn, self.turn_ended_at - started_at)
+
+    def interrupt(self, reason: str) -> None:
+        """Ask the run loop to cancel the running turn (`await_turn`), after this activation's results.
+        A turn about to resume (this run's first activation, after a continue-as-new while it waited
+        for approval) is running too: it is cancelled as soon as it has started."""
+        running = self.task is not None and not self.task.done()
+        if running or (self.running.resume is not None and workflow.patched(RESUME_INTERRUPT)):
+            self.interrupt_requested = reason
+
+    async def await_turn(self) -> None:
+        """Wait for the running turn; an interrupt cancels it from here, not from the signal handler.
+
+        Temporal applies an activation's signals before its results: cancelling in the handler would
+        discard a tool result that completed in the same activation. Here the results are in first."""
+        task = self.task
+        assert task is not None
+        while True:
+            await workflow.wait_condition(
+                lambda: task.done() or self.interrupt_requested is not None or self.should_snapshot_waiting()
+            )
+            if task.done() or self.interrupt_requested is not None:
+                break
+            # Again: what ran since the condition held (the turn taking an answer) may have changed it.
+            if self.should_snapshot_waiting() or not workflow.patched(SNAPSHOT_UNANSWERED):
+                await self.continue_as_new(waiting=True)  # ends this run; the turn resumes in the next
+        if not task.done():
+            await self.stop(self.interrupt_requested or "interrupted")
+        self.task = None
+
+    async def stop(self, reason: str) -> None:
+        """Cancel the running turn (if any) and wait until it has closed its tool calls."""
+        task = self.task
+        self.interrupt_requested = None
+        if task is None or task.done():
+            return
+        self.running.interrupt_reason = reason
+        task.cancel()
+        await workflow.wait([task])
 
     async def _run_steps(self, turn: Turn, resuming: bool = False) -> str | None:
         """Model request -> tool calls, until an answer without tool calls or a limit. `resuming`: the
@@ -193,22 +230,20 @@ class TurnRunner:
                 resuming = False
             else:
                 # Subagents may have spent a USD budget, or earlier turns.
-                stop = guard.before_step(self.core.step, turn.usage.spent, self.core.counters.total.spent)
+                stop = guard.before_step(self.running.step, turn.usage.spent, self.core.counters.total.spent)
                 if stop:
                     raise TurnStopped("limit", stop)
-                for text in self.core.steers:
+                for text in self.core.take_steers():
                     turn.pending.append(UserPromptPart(text, timestamp=workflow.now()))
                     self.core.publish("steer_applied", text=text)
-                self.core.steers.clear()
-                self.core.append(ModelRequest(parts=turn.pending, timestamp=workflow.now()))
+                self.core.log.append(ModelRequest(parts=turn.pending, timestamp=workflow.now()))
                 turn.pending = []
-                self.core.step += 1
-                self.core.counters.steps += 1
-                self.core.show_details()
+                self.running.step += 1
+                self.core.count_step()
                 compiled = await self._current_compiled()
                 out = await self.context.request_fitting(compiled, turn, self._model_request)
                 response = out.response
-                self.core.append(response)
+                self.core.log.append(response)
                 turn.open_calls = response.tool_calls
                 self.core.count_request(turn, out)  # spent, even if an interrupt ends the turn now
                 self.core.check_interrupted()
@@ -236,8 +271,7 @@ class TurnRunner:
             await self.router.run_calls(compiled, calls, turn.finished)
             self.core.check_interrupted()  # every result is in: an interrupt now keeps them all
             turn.pending.extend(turn.finished[i] for i in range(len(calls)))
-            turn.usage = turn.usage.plus(Usage(tool_calls=len(calls)))
-            self.core.counters.usage.tool_calls += len(calls)
+            self.core.count(turn, Usage(tool_calls=len(calls)))
             turn.open_calls, turn.finished = [], {}
             for tool in turn.warnings:
                 text = guard.repeat_note(tool)
@@ -247,9 +281,9 @@ class TurnRunner:
 
     async def _run_team(self, team: Team, task: str, turn: Turn) -> str:
         """Members as child sessions: each gets the previous one's output, or all get the task."""
-        self.core.append(ModelRequest(parts=turn.pending, timestamp=workflow.now()))
+        self.core.log.append(ModelRequest(parts=turn.pending, timestamp=workflow.now()))
         turn.pending = []
-        prefix = f"{self.core.inp.session_id}.{self.core.turn_id}"
+        prefix = f"{self.core.inp.session_id}.{self.running.turn_id}"
         if team.mode == "sequential":
             output = task
             for i, member in enumerate(team.members):
@@ -265,7 +299,7 @@ class TurnRunner:
             if failed:
                 raise TurnStopped("failed", "team members failed: " + "; ".join(failed))
             output = "\n\n".join(f"## {m}\n{r.content}" for m, r in zip(team.members, results, strict=True))
-        self.core.append(ModelResponse(parts=[TextPart(output)], timestamp=workflow.now()))
+        self.core.log.append(ModelResponse(parts=[TextPart(output)], timestamp=workflow.now()))
         return output
 
     async def release_session_servers(self) -> None:
@@ -294,10 +328,11 @@ class TurnRunner:
 
     async def _current_compiled(self) -> CompiledAgent:
         """The compiled agent, recompiled first if the config or the agent's extensions changed."""
-        if self.core.compiled is None or self.core.stale.reason:
-            generation = self.core.stale.generation
-            compiled = await self._compile(self.core.stale.reason)
-            self.core.stale.compiled(generation)  # stays stale when a newer change came in meanwhile
+        stale = self.running.stale
+        if self.core.compiled is None or stale.reason:
+            generation = stale.generation
+            compiled = await self._compile(stale.reason)
+            stale.compiled(generation)  # stays stale when a newer change came in meanwhile
             return compiled
         return self.core.compiled
 
@@ -306,7 +341,7 @@ class TurnRunner:
         out = await workflow.execute_activity(
             "wolf.expand_command",
             CommandInput(
-                ref=self.core.ref(), agent=self.core.inp.agent, turn_id=self.core.turn_id or "", text=text
+                ref=self.core.ref(), agent=self.core.inp.agent, turn_id=self.running.turn_id or "", text=text
             ),
             result_type=CommandOutput,
             start_to_close_timeout=timedelta(seconds=60),
@@ -315,11 +350,10 @@ class TurnRunner:
         )
         if out.text is None:
             raise TurnStopped("failed", out.error or f"cannot expand {text.split()[0]}")
-        if out.skill and out.skill not in self.core.active_skills:
-            self.core.active_skills.append(out.skill)
+        if out.skill and self.running.load_skill(out.skill):
             info = self.core.compiled.skill(out.skill) if self.core.compiled else None
             if info is not None and info.mcp_servers:
-                self.core.stale.mark(f"/{out.skill} brings MCP servers {info.mcp_servers}")
+                self.running.stale.mark(f"/{out.skill} brings MCP servers {info.mcp_servers}")
         self.core.publish("command_expanded", text=out.text, tool=text.split()[0])
         return out.text
 
@@ -330,8 +364,8 @@ class TurnRunner:
                 ref=self.core.ref(),
                 manifest=self.core.inp.manifest,
                 agent=self.core.inp.agent,
-                turn_id=self.core.turn_id or "",
-                active_skills=self.core.active_skills,
+                turn_id=self.running.turn_id or "",
+                active_skills=self.running.active_skills,
                 session_servers=self.core.inp.session_servers,
             ),
             result_type=CompiledAgent,
@@ -340,28 +374,29 @@ class TurnRunner:
             retry_policy=COMPILE_RETRY,
             summary=short(f"compile {self.core.inp.agent}" + (f" ({reason})" if reason else "")),
         )
-        self.core.compiled = shared(compiled)
-        tools = ", ".join(t.name for t in self.core.compiled.tools) or "none"
-        models = " -> ".join(self.core.compiled.labels or self.core.compiled.models)
-        text = f"{self.core.compiled.agent} is ready: model {models}; tools {tools}"
+        compiled = self.core.use(compiled)
+        tools = ", ".join(t.name for t in compiled.tools) or "none"
+        models = " -> ".join(compiled.labels or compiled.models)
+        text = f"{compiled.agent} is ready: model {models}; tools {tools}"
         self.core.publish("compiled", text=f"{text} (recompiled: {reason})" if reason else text)
-        return self.core.compiled
+        return compiled
 
     async def _model_request(self, compiled: CompiledAgent) -> ModelRequestOutput:
-        delta = self.core.transcript[self.core.synced_len :]
+        log, running = self.core.log, self.running
+        delta = log.transcript[log.synced_len :]
         out = await workflow.execute_activity(
             "wolf.model_request",
             ModelRequestInput(
                 ref=self.core.ref(),
                 compiled_digest=compiled.digest,
-                base_len=self.core.synced_len,
-                base_digest=self.core.synced_digest,
+                base_len=log.synced_len,
+                base_digest=log.synced_digest,
                 delta=delta,
                 tool_names=self.router.offered(compiled),
-                turn_id=self.core.turn_id or "",
-                step=self.core.step,
+                turn_id=running.turn_id or "",
+                step=running.step,
                 output=self.core.inp.output_schema,
-                settings=self.core.prompt_running.settings if self.core.prompt_running else None,
+                settings=running.prompt.settings if running.prompt else None,
                 view=self.context.sent_view(),
                 priority=workflow.memo_value(PRIORITY_MEMO, DEFAULT_PRIORITY, type_hint=int)
                 if workflow.patched(PRIORITY_INPUT)
@@ -371,11 +406,9 @@ class TurnRunner:
             start_to_close_timeout=MODEL_TIMEOUT,
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=MODEL_RETRY,
-            summary=f"model_request {model_name(compiled)} step {self.core.step}",
+            summary=f"model_request {model_name(compiled)} step {running.step}",
         )
-        # After this response is appended the worker holds exactly our transcript.
-        self.core.synced_len = len(self.core.transcript) + 1
-        self.core.synced_digest = chain_digest(self.core.digest, [out.response])
+        log.mark_sent(out.response)
         return out
 
     def should_snapshot_waiting(self) -> bool:
@@ -386,8 +419,8 @@ class TurnRunner:
         past the snapshot, and the next run would wait for that call again). A stale agent no longer
         blocks it: the next run recompiles before the calls go on. Both checks come last and are
         patched only where they change the answer, so runs recorded before replay."""
-        turn = self.core.turn
-        if self.core.state != "waiting_approval" or turn is None or self.core.turn_task is None:
+        turn = self.running.turn
+        if self.core.state != "waiting_approval" or turn is None or self.task is None:
             return False
         waiting = len(turn.open_calls) - len(turn.finished)
         if waiting != len(self.core.approvals.pending) or self.router.scripts.running:
@@ -399,7 +432,7 @@ class TurnRunner:
             return False
         if self.core.approvals.unanswered() and workflow.patched(SNAPSHOT_UNANSWERED):
             return False
-        return not self.core.stale.reason or workflow.patched(SNAPSHOT_STALE)
+        return not self.running.stale.reason or workflow.patched(SNAPSHOT_STALE)
 
     def should_snapshot(self) -> bool:
         """At idle: when Temporal suggests it (also in a run without turns: idle followers' polls grow
@@ -411,7 +444,7 @@ class TurnRunner:
         info = workflow.info()
         if info.is_continue_as_new_suggested() or self.moving():
             return True
-        if not self.core.turns_this_run:
+        if not self.running.turns_this_run:
             return False
         size = info.get_current_history_size()
         limit = self.core.inp.manifest.host.sessions.continue_as_new_bytes
@@ -425,7 +458,7 @@ class TurnRunner:
         `more` bytes (a turn adds at most its history bytes): the snapshot this run began with and what
         the run added to the transcript, inline up to the payload threshold; past it the history keeps
         a reference to the payload store."""
-        inline = self.carried + self.core.appended_bytes + more
+        inline = self.carried + self.core.log.appended_bytes + more
         return inline if inline <= THRESHOLD else 0
 
     def moving(self) -> bool:
@@ -453,38 +486,7 @@ class TurnRunner:
             dropped = max(0, len(stream_state.log) - keep)
             stream_state.log = stream_state.log[dropped:]
             stream_state.base_offset += dropped
-            resume = None
-            if waiting and self.core.turn is not None and self.core.prompt_running is not None:
-                resume = self.core.turn.snapshot(self.core.prompt_running, self.core.step).model_copy(
-                    update={
-                        "active_skills": list(self.core.active_skills),
-                        "pending_approvals": list(self.core.approvals.pending.values()),
-                        "decisions": dict(self.core.approvals.decisions),
-                    },
-                    deep=True,
-                )
-            return [
-                self.core.inp.model_copy(
-                    update={
-                        "prompt": None,
-                        "transcript": self.core.tail(),
-                        "archive": self.core.archive if self.core.archive.length else None,
-                        "compiled": None if self.core.stale.reason else self.core.compiled,
-                        "counters": self.core.counters,
-                        "queue": self.core.queue,
-                        "steers": self.core.steers,
-                        "last_output": self.core.last_output,
-                        "last_outcome": self.core.last_outcome,
-                        "always_allowed": sorted(self.core.approvals.always_allowed),
-                        "next_config": self.core.next_config,
-                        "stream_state": stream_state,
-                        "resume": resume,
-                        "context": None if self.context.view == ContextView() else self.context.view,
-                        "turns": self.core.turns,
-                        "branches": self.core.branches,
-                    }
-                )
-            ]
+            return [self.core.snapshot(stream_state, self.context.view, waiting=waiting)]
 
         upgrade = workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE
         behavior = upgrade if not waiting and self.moving() else None

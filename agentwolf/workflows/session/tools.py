@@ -37,7 +37,7 @@ from agentwolf.workflows.contracts import (
     ToolOutcome,
     ToolSpec,
 )
-from agentwolf.workflows.evals import RECORDED
+from agentwolf.workflows.evals import RECORDED, Recording
 from agentwolf.workflows.session.code import CODE_MODE, Scripts
 from agentwolf.workflows.session.core import SessionCore
 from agentwolf.workflows.session.turn import (
@@ -81,6 +81,10 @@ class ToolRouter:
 
     def __init__(self, core: SessionCore) -> None:
         self.core = core
+        self.recording = (
+            Recording(core.inp.recorded, core.inp.live_tools) if core.inp.recorded is not None else None
+        )
+        """An eval's recorded tool results (evals.py), served instead of running the tools."""
         self.tool_ms: dict[str, int] = {}
         """Each tool's last call duration (workflow time: replay-safe)."""
         self.scripts = Scripts(core, self.call_tool)
@@ -190,18 +194,18 @@ class ToolRouter:
             return ToolCallOutput(content=f"unknown tool {call.tool_name!r}", is_error=True), None
         offered = self.offered(compiled)
         if offered is not None and spec.name not in offered:
-            skills = ", ".join(self.core.active_skills)
+            skills = ", ".join(self.core.running.active_skills)
             return ToolCallOutput(
                 content=f"{spec.name} is not allowed while {skills} is active", is_error=True
             ), ToolOutcome.DENIED
         if spec.server == SESSION:  # reads this session's own transcript: nothing to permit
             return await self._read_tool_output(compiled, arguments), None
         if (
-            self.core.recording is not None
+            self.recording is not None
             and spec.server not in (SKILLS, SUBAGENTS)
             and workflow.patched(RECORDED)
         ):
-            served = self.core.recording.serve(spec, arguments)  # an eval: recorded results, nothing runs
+            served = self.recording.serve(spec, arguments)  # an eval: recorded results, nothing runs
             if served is not None:
                 return served, None
         refusal = await self.permission(compiled, spec, call, key, arguments)
@@ -221,7 +225,7 @@ class ToolRouter:
         at = arguments.get("message")
         if (invalid := refused_page(arguments)) is not None:
             return invalid
-        transcript, archive = self.core.transcript, self.core.archive
+        transcript, archive = self.core.log.transcript, self.core.log.archive
         page = output_page(
             transcript if at is None else transcript[at : at + 1], arguments, compiled.tool_output_chars
         )
@@ -237,7 +241,7 @@ class ToolRouter:
             )
 
     async def _read_archived(self, compiled: CompiledAgent, arguments: dict[str, Any]) -> ToolCallOutput:
-        at, archive = arguments.get("message"), self.core.archive
+        at, archive = arguments.get("message"), self.core.log.archive
         return await workflow.execute_activity(
             "wolf.read_archived",
             ArchivedRead(
@@ -273,7 +277,7 @@ class ToolRouter:
             SkillReadInput(
                 ref=self.core.ref(),
                 agent=self.core.inp.agent,
-                turn_id=self.core.turn_id or "",
+                turn_id=self.core.running.turn_id or "",
                 uri=uri,
                 listing=loading,
             ),
@@ -283,10 +287,9 @@ class ToolRouter:
             retry_policy=TOOL_RETRY,
             summary=short(f"{spec.tool} {uri}"),
         )
-        if loading and not result.is_error and skill.name not in self.core.active_skills:
-            self.core.active_skills.append(skill.name)
-            if skill.mcp_servers:
-                self.core.stale.mark(f"skill {skill.name} brings MCP servers {skill.mcp_servers}")
+        loaded = loading and not result.is_error and self.core.running.load_skill(skill.name)
+        if loaded and skill.mcp_servers:
+            self.core.running.stale.mark(f"skill {skill.name} brings MCP servers {skill.mcp_servers}")
         return result
 
     def offered(self, compiled: CompiledAgent) -> list[str] | None:
@@ -334,7 +337,7 @@ class ToolRouter:
             arguments=arguments,
             call_id=call.tool_call_id,
             agent=self.core.inp.agent,
-            turn_id=self.core.turn_id or "",
+            turn_id=self.core.running.turn_id or "",
             repeat_safe=spec.repeat_safe,
             name=call.tool_name,
         )
@@ -382,10 +385,10 @@ class ToolRouter:
                 outcome=result.cut,
             )
         if result.changed:
-            self.core.stale.mark(f"{spec.server} changed its lists during {spec.tool}")
+            self.core.running.stale.mark(f"{spec.server} changed its lists during {spec.tool}")
             self.core.publish(
                 "extensions_changed",
-                text=self.core.stale.reason,
+                text=self.core.running.stale.reason,
                 tool=call.tool_name,
                 call_id=call.tool_call_id,
             )
@@ -413,7 +416,9 @@ class ToolRouter:
         # The child's id comes from where the call sits, never from the model's call id (models repeat them).
         if workflow.patched(CHILD_IDS):
             return await self.child(
-                agent, task, f"{self.core.inp.session_id}.{self.core.turn_id}.{self.core.step}.{index}"
+                agent,
+                task,
+                f"{self.core.inp.session_id}.{self.core.running.turn_id}.{self.core.running.step}.{index}",
             )
         return await self.child(agent, task, f"{self.core.inp.session_id}.{call.tool_call_id}")
 
@@ -496,7 +501,7 @@ class ToolRouter:
                 id=workflow_id(tenant, session_id),
                 result_type=SessionResult,
                 static_summary=short(f"{agent}: {task}"),
-                static_details=f"subagent of {inp.session_id} ({inp.agent}), {self.core.turn_id}",
+                static_details=f"subagent of {inp.session_id} ({inp.agent}), {self.core.running.turn_id}",
                 search_attributes=TypedSearchAttributes(
                     [
                         SearchAttributePair(TENANT_ATTR, tenant),
@@ -518,8 +523,9 @@ class ToolRouter:
                 raise asyncio.CancelledError() from err
             output = ToolCallOutput(content=f"{agent} failed: {cause_message(err)}", is_error=True)
             spent = failed_counters(err)
-        if spent is not None and self.core.turn is not None:  # the child's spending is this turn's too
-            self.core.count(self.core.turn, spent.total, delegated=True)
+        turn = self.core.running.turn
+        if spent is not None and turn is not None:  # the child's spending is this turn's too
+            self.core.count(turn, spent.total, delegated=True)
         self.core.publish(
             "child_finished",
             tool=agent,

@@ -19,7 +19,7 @@ import weakref
 from collections import Counter
 from collections.abc import Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel, ValidationError
@@ -29,7 +29,7 @@ from temporalio.common import RetryPolicy
 from temporalio.contrib.workflow_streams import WorkflowStreamItem
 from temporalio.exceptions import ApplicationError
 
-from agentwolf.workflows.contracts import CompiledAgent
+from agentwolf.workflows.contracts import CompiledAgent, ToolOutcome
 from agentwolf.workflows.session_input import TurnSnapshot
 from agentwolf.workflows.types import Counters, Prompt, TurnOutcome, Usage
 
@@ -118,6 +118,74 @@ class Staleness:
         """A compile that started at `generation` succeeded: fresh, unless something changed since."""
         if self.generation == generation:
             self.reason = None
+
+
+@dataclass
+class RunningTurn:
+    """The running turn as the turn runner (loop.py) keeps it: only the runner and its steps write
+    it (`begin`, a step, `end`); the core stamps events with its turn and step and the other parts
+    read it. Made from the start input: a turn that continued as new while it waited for approval
+    resumes from `resume`, with its skills."""
+
+    resume: TurnSnapshot | None = None
+    """A turn to resume first: it continued as new while waiting for approval."""
+    active_skills: list[str] = field(default_factory=list)
+    """Skills loaded this turn: their `allowed-tools` limit the tools, their MCP servers join."""
+    turn_id: str | None = None
+    step: int = 0
+    turn: Turn | None = None
+    prompt: Prompt | None = None
+    interrupt_reason: str | None = None
+    """Why the run loop cancelled the turn (an interrupt, a close, the workflow's cancel)."""
+    stale: Staleness = field(default_factory=Staleness)
+    """Why the compiled agent is out of date (recompiled before the next model request)."""
+    turns_this_run: int = 0
+
+    @classmethod
+    def restored(cls, resume: TurnSnapshot | None) -> RunningTurn:
+        return cls(resume=resume, active_skills=list(resume.active_skills) if resume else [])
+
+    def load_skill(self, name: str) -> bool:
+        """The skill is active for the rest of the turn; False when it was already."""
+        if name in self.active_skills:
+            return False
+        self.active_skills.append(name)
+        return True
+
+
+@dataclass(frozen=True)
+class TurnEnd:
+    """How a turn ended, as the turn runner hands it to the core (`SessionCore.end_turn`), which
+    records it: like openai-agents' step results, a value instead of fields the runner writes."""
+
+    turn_id: str
+    outcome: TurnOutcome
+    output: str | None
+    usage: Usage
+    closing: list[ModelRequestPart]
+    """The last request's parts: a result for every call the turn left open (those that never ran
+    say why) and what the model was still to be sent."""
+
+
+def turn_end(turn: Turn, turn_id: str, outcome: TurnOutcome, output: str | None, now: datetime) -> TurnEnd:
+    """The end of `turn`: every dangling tool call is closed, so the transcript stays valid for the
+    next turn."""
+    note = {"interrupted": "interrupted by the user", "limit": f"not run: {output}"}.get(outcome, "not run")
+    closed = [
+        turn.finished.get(index) or tool_return(call, note, ToolOutcome.INTERRUPTED, now)
+        for index, call in enumerate(turn.open_calls)
+    ]
+    return TurnEnd(turn_id, outcome, output, turn.usage, [*closed, *turn.pending])
+
+
+def tool_return(call: ToolCallPart, content: str, outcome: ToolOutcome, now: datetime) -> ToolReturnPart:
+    return ToolReturnPart(
+        tool_name=call.tool_name,
+        content=content,
+        tool_call_id=call.tool_call_id,
+        timestamp=now,
+        outcome=outcome,  # type: ignore[arg-type]
+    )
 
 
 class TurnStopped(Exception):

@@ -7,10 +7,12 @@ code relies on").
 
 This module holds the workflow class, its run loop and its handlers (Temporal wants signals, queries
 and updates as methods of the class). The parts it is composed of, made in `__init__`, hold the rest:
-the session's state and events (core.py), its approvals (approvals.py), the tool router (tools.py),
-the context keeper (context.py), an ACP agent's runner (acp.py), and the turn runner (loop.py), where
-a turn is driven. They are imported passed through, so only this module and stream.py run again in
-the sandbox for every run.
+the session's book and events (core.py) with its transcript (transcript_log.py), the running turn
+and approvals (turn.py, approvals.py), the tool router (tools.py), the context keeper (context.py),
+an ACP agent's runner (acp.py), and the turn runner (loop.py), where a turn is driven and which owns
+the running turn's task. The handlers change the session through the parts' methods, never their
+fields. The parts are imported passed through, so only this module and stream.py run again in the
+sandbox for every run.
 """
 
 from __future__ import annotations
@@ -41,10 +43,10 @@ with workflow.unsafe.imports_passed_through():
         CompiledAgent,
     )
     from agentwolf.workflows.session.acp import AcpRunner
-    from agentwolf.workflows.session.branches import BranchInfo, Line, Rewound
+    from agentwolf.workflows.session.branches import BranchInfo, Rewound
     from agentwolf.workflows.session.context import ContextKeeper
     from agentwolf.workflows.session.core import SessionCore
-    from agentwolf.workflows.session.loop import SNAPSHOT_UNANSWERED, TurnRunner
+    from agentwolf.workflows.session.loop import TurnRunner
     from agentwolf.workflows.session.output import structured
     from agentwolf.workflows.session.tools import ToolRouter
     from agentwolf.workflows.session_input import SessionInput
@@ -104,8 +106,8 @@ class SessionWorkflow:
         self.core.show_details()
         try:
             while True:
-                if self.core.resume is not None:
-                    prompt = self.core.resume.prompt
+                if self.core.running.resume is not None:
+                    prompt = self.core.running.resume.prompt
                 else:
                     if not await self._idle():
                         break
@@ -117,11 +119,10 @@ class SessionWorkflow:
                     if self.core.queue:
                         prompt = self.core.queue.pop(0)
                     else:  # a steer while idle starts a turn
-                        prompt = Prompt(turn_id=self.core.next_turn_id(), text="\n".join(self.core.steers))
-                        self.core.steers.clear()
-                context = self.turn_contexts.pop(prompt.turn_id, None)
-                self.core.turn_task = asyncio.create_task(self.runner.run_turn(prompt), context=context)
-                await self._await_turn()
+                        turn_id = self.core.next_turn_id()
+                        prompt = Prompt(turn_id=turn_id, text="\n".join(self.core.take_steers()))
+                self.runner.start(prompt, self.turn_contexts.pop(prompt.turn_id, None))
+                await self.runner.await_turn()
                 if inp.background and not inp.keep:
                     break
         except workflow.ContinueAsNewError:
@@ -131,7 +132,7 @@ class SessionWorkflow:
         except asyncio.CancelledError:
             # A Temporal cancel (the UI, `temporal workflow cancel`, a parent that stops): the turn
             # ends as interrupted, the session closes with outcome `cancelled`, the workflow is cancelled.
-            await self._stop_turn("the session was cancelled")
+            await self.runner.stop("the session was cancelled")
             self._close("cancelled")
             if workflow.patched(RELEASE_ON_CANCEL):
                 await self.runner.release_session_servers()
@@ -166,10 +167,9 @@ class SessionWorkflow:
         A query can still reach this instance after it handed over, before the worker evicts it (the
         SDK answers a query that came during the last activation once that activation is done): the
         transcript queries refuse then (HANDED_OVER, asked again), they would read an empty one."""
-        self.released = len(self.core.transcript)
+        self.released = len(self.core.log.transcript)
         inp.transcript, inp.turns = [], []
-        self.core.inp = self.core.inp.model_copy(update={"transcript": [], "turns": []})
-        self.core.transcript, self.core.turns = [], []
+        self.core.released()
 
     async def _idle(self) -> bool:
         """Wait for work (a prompt, a steer) or a snapshot; False when the session is to close: it
@@ -196,40 +196,6 @@ class SessionWorkflow:
             return False
         return not self.core.closing
 
-    async def _await_turn(self) -> None:
-        """Wait for the running turn; an interrupt cancels it from here, not from the signal handler.
-
-        Temporal applies an activation's signals before its results: cancelling in the handler would
-        discard a tool result that completed in the same activation. Here the results are in first."""
-        task = self.core.turn_task
-        assert task is not None
-        while True:
-            await workflow.wait_condition(
-                lambda: (
-                    task.done()
-                    or self.core.interrupt_requested is not None
-                    or self.runner.should_snapshot_waiting()
-                )
-            )
-            if task.done() or self.core.interrupt_requested is not None:
-                break
-            # Again: what ran since the condition held (the turn taking an answer) may have changed it.
-            if self.runner.should_snapshot_waiting() or not workflow.patched(SNAPSHOT_UNANSWERED):
-                await self.runner.continue_as_new(waiting=True)  # ends this run; the turn resumes in the next
-        if not task.done():
-            await self._stop_turn(self.core.interrupt_requested or "interrupted")
-        self.core.turn_task = None
-
-    async def _stop_turn(self, reason: str) -> None:
-        """Cancel the running turn (if any) and wait until it has closed its tool calls."""
-        task = self.core.turn_task
-        self.core.interrupt_requested = None
-        if task is None or task.done():
-            return
-        self.core.interrupt_reason = reason
-        task.cancel()
-        await workflow.wait([task])
-
     def _close(self, outcome: str | None) -> None:
         """Done: what never ran is said, then `session_closed`; waiting follower polls are answered
         and new ones refused, or one that came while the close released servers would keep the run
@@ -242,14 +208,11 @@ class SessionWorkflow:
                 outcome="dropped",
                 turn=prompt.turn_id,
             )
-        if self.core.steers:
+        if dropped := self.core.take_steers():
             self.core.publish(
-                "error",
-                text="not applied: the session closed: " + " | ".join(self.core.steers),
-                outcome="dropped",
+                "error", text="not applied: the session closed: " + " | ".join(dropped), outcome="dropped"
             )
         self.core.queue.clear()
-        self.core.steers.clear()
         self.core.publish("session_closed", outcome=outcome, usage=self.core.counters.usage)
         if workflow.patched(DETACH_AT_CLOSE):
             self.core.stream.detach_pollers()
@@ -260,7 +223,7 @@ class SessionWorkflow:
     def prompt(self, text: str, settings: TurnSettings | None = None) -> str:
         """Start a turn (or queue it); returns its turn id. `settings`: this turn's own (TurnSettings)."""
         if self.core.busy() and self.core.agent_config().double_texting == "interrupt":
-            self.core.interrupt("interrupted by a new prompt")
+            self.runner.interrupt("interrupted by a new prompt")
         turn_id = self.core.next_turn_id()
         self.core.queue.append(Prompt(turn_id=turn_id, text=text, settings=settings))
         # The turn runs in its prompter's context: with tracing on, in its trace (telemetry/turns.py).
@@ -328,12 +291,7 @@ class SessionWorkflow:
     )
     def config_changed(self, update: ConfigUpdate) -> None:
         """A new version of this session's config: taken at the next turn boundary (never mid-step)."""
-        if update.name != self.core.inp.config_name or self.core.inp.pinned:
-            return
-        if update.version > max(
-            self.core.inp.config_version or 0, self.core.next_config.version if self.core.next_config else 0
-        ):
-            self.core.next_config = update
+        self.core.offer_config(update)
 
     @workflow.signal(
         description="Skills or MCP tool lists this agent uses changed: recompile before the next step."
@@ -342,21 +300,18 @@ class SessionWorkflow:
         """Skills or MCP lists this agent uses changed: recompile before the next model request."""
         if self.core.compiled is None or not set(change.sources) & set(self.core.compiled.sources):
             return
-        self.core.stale.mark(change.detail or ", ".join(change.sources))
-        self.core.publish("extensions_changed", text=self.core.stale.reason)
+        self.core.running.stale.mark(change.detail or ", ".join(change.sources))
+        self.core.publish("extensions_changed", text=self.core.running.stale.reason)
 
     @workflow.signal(description="MCP servers that join this session only (its client's), by name.")
     def join_servers(self, servers: dict[str, McpServerConfig]) -> None:
         """Servers the session's client brings (an editor reattaching): they join the session's own,
         a same-named one replaced; the agent recompiles before its next model request."""
-        joined = {**self.core.inp.session_servers, **servers}
-        if joined != self.core.inp.session_servers:
-            self.core.inp = self.core.inp.model_copy(update={"session_servers": joined})
-            self.core.stale.mark(f"the client's MCP servers changed ({', '.join(sorted(servers))})")
+        self.core.join_servers(servers)
 
     @workflow.signal(description="Cancel the running turn; the session goes idle with a valid transcript.")
     def interrupt(self, reason: str | None = None) -> None:
-        self.core.interrupt(reason or "interrupted by the user")
+        self.runner.interrupt(reason or "interrupted by the user")
 
     @workflow.signal(
         description="Compact the working context at the next safe point (between steps or turns)."
@@ -376,8 +331,8 @@ class SessionWorkflow:
 
     @workflow.signal(description="Finish the session (a running turn is interrupted first).")
     def close(self) -> None:
-        self.core.closing = True
-        self.core.interrupt("the session was closed")
+        self.core.close()
+        self.runner.interrupt("the session was closed")
 
     @workflow.query(description="State, current turn and step, counters (tokens, USD), pending approvals.")
     def status(self) -> SessionStatus:
@@ -387,12 +342,12 @@ class SessionWorkflow:
             agent=self.core.inp.agent,
             config_id=self.core.inp.manifest.identity,
             state=self.core.state,
-            turn_id=self.core.turn_id,
-            step=self.core.step,
+            turn_id=self.core.running.turn_id,
+            step=self.core.running.step,
             queued=len(self.core.queue),
             steer_room=max(0, self.core.inp.manifest.host.sessions.max_steers - len(self.core.steers)),
             counters=self.core.counters,
-            transcript_len=len(self.core.transcript) if self.released is None else self.released,
+            transcript_len=len(self.core.log.transcript) if self.released is None else self.released,
             last_output=self.core.last_output,
             last_outcome=self.core.last_outcome,
             pending_approvals=list(self.core.approvals.pending.values()),
@@ -407,14 +362,14 @@ class SessionWorkflow:
     @workflow.query(name=TRANSCRIPT_QUERY, description="The whole transcript (pydantic-ai messages).")
     def get_transcript(self) -> list[ModelMessage]:
         self._check_held()
-        if self.core.archive.length:
+        if archived := self.core.log.archive.length:
             raise ApplicationError(
-                f"{self.core.archive.length} of this session's messages are archived in the payload store: "
+                f"{archived} of this session's messages are archived in the payload store: "
                 f"read its transcript with the `{TRANSCRIPT_TAIL_QUERY}` query and the store "
                 "(WolfClient.transcript does)",
                 type="TranscriptArchived",
             )
-        return self.core.transcript
+        return self.core.log.transcript
 
     @workflow.query(
         name=TRANSCRIPT_TAIL_QUERY,
@@ -422,7 +377,7 @@ class SessionWorkflow:
     )
     def get_transcript_tail(self) -> TranscriptTail:
         self._check_held()
-        return TranscriptTail(archive=self.core.archive, messages=self.core.tail())
+        return TranscriptTail(archive=self.core.log.archive, messages=self.core.log.tail())
 
     @workflow.update(
         name=REWIND_UPDATE,
@@ -433,21 +388,8 @@ class SessionWorkflow:
         turns left are said, not undone (workflows/session/branches.py)."""
         workflow.patched(REWIND)
         whole = workflow.patched(REWIND_VIEW)
-        core = self.core
-        line = Line(core.transcript, core.turns, core.branches, self.context.view, core.archive)
-        done = branches.apply(
-            line,
-            branches.plan(core.transcript, core.turns, core.branches, to, core.archive),
-            core.compiled,
-            whole_view=whole,
-        )
-        if whole:
-            self.context.cut(line.view)
-        else:  # as before REWIND_VIEW (replayed histories): the set-aside messages' sizes stayed
-            self.context.view = line.view
-        core.digest = core.synced_digest = core.whole_digest()
-        core.synced_len = len(core.transcript)
-        core.last_output = branches.last_text(core.transcript)
+        done, view = self.core.rewind(to, self.context.view, whole_view=whole)
+        self.context.cut(view, sizes_too=whole)  # before REWIND_VIEW (replayed histories) the sizes stayed
         return done
 
     @rewind.validator
@@ -457,33 +399,34 @@ class SessionWorkflow:
             raise ValueError("the session is closed")
         if core.busy() or core.queue or core.steers:
             raise ValueError("a turn is running or waits: rewind once the session is idle (or interrupt it)")
-        decided = branches.plan(core.transcript, core.turns, core.branches, to, core.archive)
+        decided = core.log.plan(to)
+        archived = core.log.archive.length
         # Into the archive, or before a summary that covers archived messages (they would be lost
         # from the working context: neither summary nor fold).
-        summarised = self.context.view.summary_upto if core.archive.length else 0
-        if decided.keep < max(core.archive.length, summarised):
+        summarised = self.context.view.summary_upto if archived else 0
+        if decided.keep < max(archived, summarised):
             raise ValueError(
                 f"{to} lies in the part of this session archived in the payload store (its first "
-                f"{core.archive.length} messages, summarised up to message {summarised}): fork from it "
+                f"{archived} messages, summarised up to message {summarised}): fork from it "
                 f"instead (`wolf fork ID --at {to}`)"
             )
 
     @workflow.query(name=BRANCHES_QUERY, description="The branches rewinds set aside (`wolf branches`).")
     def get_branches(self) -> list[BranchInfo]:
-        return branches.infos(self.core.branches)
+        return branches.infos(self.core.log.branches)
 
     @workflow.query(name=SNAPSHOT_QUERY, description="The session as a fork starts from it (see cuts.py).")
     def get_snapshot(self) -> SessionInput:
         self._check_held()
-        core = self.core
+        core, log = self.core, self.core.log
         return core.inp.model_copy(
             update={
                 "prompt": None,
-                "transcript": core.tail(),
-                "archive": core.archive if core.archive.length else None,
+                "transcript": log.tail(),
+                "archive": log.archive if log.archive.length else None,
                 "compiled": core.compiled,
                 "counters": core.counters,
-                "turns": core.turns,
+                "turns": log.turns,
                 "context": self.context.view,
                 "stream_state": None,
             }
