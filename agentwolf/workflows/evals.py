@@ -17,7 +17,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, ToolReturnPart, Us
 
 from agentwolf.workflows.contracts import ToolCallOutput, ToolOutcome, ToolSpec
 
-RECORDED = "recorded-tools"  # patch: an eval session's tool calls get recorded results (tools.py)
+RECORDED = "recorded-tools"  # patch: an eval session's tool calls get recorded results (session/tools.py)
 NOT_RUN = "not run: this call differs from the recording, and the tool may have side effects (eval)"
 
 
