@@ -49,7 +49,7 @@ from temporalio.service import RPCError
 ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agentwolf.client.limits import endpoints  # noqa: E402
+from agentwolf.client.quotas import endpoints  # noqa: E402
 from agentwolf.client.wolf_client import WolfClient  # noqa: E402
 from agentwolf.config.manifest import Manifest  # noqa: E402
 from agentwolf.ops.devserver import dynamic_config_args, temporal_binary  # noqa: E402

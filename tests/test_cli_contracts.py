@@ -235,7 +235,7 @@ def _wolf_on(typer_change: str, *args: str) -> tuple[str, bool]:
         "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(out):\n"
         f"    app({list(args)!r})\n"
         "print(out.getvalue())\n"
-        "print('agentwolf.cli.limits' in sys.modules)\n"
+        "print('agentwolf.cli.quotas' in sys.modules)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -27,7 +27,7 @@ from agentwolf.worker.bootstrap import SANDBOX, WORKFLOWS
 from agentwolf.workflows.config_registry import REGISTRY_WORKFLOW
 from agentwolf.workflows.datasets import DATASET_WORKFLOW
 from agentwolf.workflows.eval_run import EVAL_WORKFLOW
-from agentwolf.workflows.limiter import LIMITER_WORKFLOW
+from agentwolf.workflows.quotas import LIMITER_WORKFLOW
 from agentwolf.workflows.schedule import SCHEDULE_WORKFLOW
 from agentwolf.workflows.types import SESSION_WORKFLOW
 

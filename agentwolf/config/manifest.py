@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentwolf.config.jobs import Hook, Job
-from agentwolf.config.limits import EndpointLimits
+from agentwolf.config.quotas import EndpointLimits
 from agentwolf.config.suggest import did_you_mean, listing
 
 

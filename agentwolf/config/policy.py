@@ -33,10 +33,10 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agentwolf.config.limits import FlowPolicy
 from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.config.origins import WebOrigin
 from agentwolf.config.placeholders import has_placeholder, names, resolve, substitute
+from agentwolf.config.quotas import FlowPolicy
 from agentwolf.paths import data_dir
 
 POLICY_ENV = "WOLF_POLICY"

@@ -35,8 +35,8 @@ from agentwolf.extensions.types import ChangeEvent, ExtensionError, SkillResourc
 from agentwolf.extensions.watch import SkillRootWatcher
 from agentwolf.hosts.acp_agents import AcpRun
 from agentwolf.hosts.demo import demo_model, slow_model
-from agentwolf.hosts.flow import Flow
 from agentwolf.hosts.models import build_model
+from agentwolf.hosts.quotas import Flow
 from agentwolf.hosts.transcripts import CachedTranscript, TranscriptCache
 from agentwolf.plugins import FunctionTool, LocalModel, Plugins
 from agentwolf.workflows.contracts import CompiledAgent

@@ -21,8 +21,8 @@ from agentwolf.activities.session import SessionActivities
 from agentwolf.activities.web import WebActivities
 from agentwolf.config.policy import WorkerPolicy, redact_logs
 from agentwolf.defaults import TASK_QUEUE
-from agentwolf.hosts.flow import Flow
 from agentwolf.hosts.host import HostRegistry, Notify
+from agentwolf.hosts.quotas import Flow
 from agentwolf.isolation import protect_process
 from agentwolf.plugins import LocalModel, Plugins
 from agentwolf.telemetry import tracing
@@ -33,8 +33,8 @@ from agentwolf.worker.sandbox import CachingSandboxedWorkflowRunner
 from agentwolf.workflows.config_registry import ConfigRegistryWorkflow
 from agentwolf.workflows.datasets import EvalDatasetWorkflow
 from agentwolf.workflows.eval_run import EvalRunWorkflow
-from agentwolf.workflows.limiter import LimiterWorkflow
 from agentwolf.workflows.pinned import PinnedSessionWorkflow
+from agentwolf.workflows.quotas import LimiterWorkflow
 from agentwolf.workflows.schedule import ScheduleFireWorkflow
 from agentwolf.workflows.session import SessionWorkflow
 from agentwolf.workflows.types import ExtensionsChanged

@@ -323,7 +323,7 @@ class LiveText(BaseModel):
     thinking: str = ""
     thinking_start: int = 0
     waiting: str | None = None
-    """Set while the request waits for its provider's limits (`rate_limited: rpm`, hosts/flow.py)."""
+    """Set while the request waits for its provider's limits (`rate_limited: rpm`, hosts/quotas.py)."""
     resumes_at: datetime | None = None
 
 

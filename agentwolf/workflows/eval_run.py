@@ -18,8 +18,8 @@ from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttri
 from temporalio.exceptions import ActivityError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
-    from agentwolf.config.limits import PRIORITY_MEMO, session_priority
     from agentwolf.config.manifest import Manifest
+    from agentwolf.config.quotas import PRIORITY_MEMO, session_priority
     from agentwolf.workflows.evals import (
         CaseResult,
         EvalCase,

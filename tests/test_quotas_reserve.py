@@ -1,4 +1,4 @@
-"""The limiter's reserve for interactive requests (agentwolf/workflows/limiter.py, `limits.reserve`)
+"""The limiter's reserve for interactive requests (agentwolf/workflows/quotas/, `limits.reserve`)
 on a real dev server: jobs that saturate an endpoint leave room for a person's request, which is
 granted at once instead of a window later; once no person has asked for a window, jobs use it too."""
 
@@ -13,15 +13,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from temporalio.service import RPCError
 
-from agentwolf.config.limits import EndpointLimits, FlowPolicy
-from agentwolf.hosts.flow import Endpoint, Flow
-from agentwolf.workflows.limiter import Ask, LimiterStatus, LimiterWorkflow, limiter_id
+from agentwolf.config.quotas import EndpointLimits, FlowPolicy
+from agentwolf.hosts.quotas import Endpoint, Flow
+from agentwolf.workflows.quotas import Ask, LimiterStatus, LimiterWorkflow, limiter_id
 from tests.conftest import record_history, wait_for
 
 
 @pytest.fixture(autouse=True)
 def _collected() -> Iterator[None]:
-    """Finalizers of the test's clients and tasks run here (see tests/test_flow.py)."""
+    """Finalizers of the test's clients and tasks run here (see tests/test_quotas.py)."""
     yield
     gc.collect()
 

@@ -25,8 +25,8 @@ async def limits(conn: Connection, tenant: Tenant = "default", as_json: Json = F
     import json
     from datetime import UTC, datetime
 
-    from agentwolf.client.limits import endpoints
-    from agentwolf.config.limits import PRIORITIES
+    from agentwolf.client.quotas import endpoints
+    from agentwolf.config.quotas import PRIORITIES
 
     wolf = await conn.client(tenant)
     found = await endpoints(wolf.client, tenant)

@@ -1,6 +1,6 @@
 """Provider limits: the budgets of a provider endpoint (requests, input and output tokens per minute,
 concurrent requests), shared by every worker of the namespace through its limiter workflow
-(agentwolf/workflows/limiter.py).
+(agentwolf/workflows/quotas/).
 
 They come from the worker policy (`flow.limits`) and the manifest (`host.models.limits`); for a
 model both name, the policy's entry wins; a model no entry names has every limit learnt. A limit left

@@ -1,5 +1,5 @@
 """Provider flow control on the worker: every request to a limited endpoint takes a lease from the
-endpoint's limiter workflow (agentwolf/workflows/limiter.py) first, so every worker of the namespace
+endpoint's limiter workflow (agentwolf/workflows/quotas/) first, so every worker of the namespace
 draws from one budget, and a 429 stops them all until its `Retry-After` has passed.
 
 `Flow.wrap` puts a `FlowModel` around every model with a provider (a `limits` entry of the policy
@@ -43,7 +43,7 @@ from temporalio.common import Priority, WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentwolf.config.limits import (
+from agentwolf.config.quotas import (
     DEFAULT_PRIORITY,
     INTERACTIVE,
     PRIORITY_MEMO,
@@ -51,7 +51,7 @@ from agentwolf.config.limits import (
     FlowPolicy,
     limits_for,
 )
-from agentwolf.workflows.limiter import (
+from agentwolf.workflows.quotas import (
     Ask,
     Cooldown,
     Grant,

@@ -1,4 +1,4 @@
-"""Provider flow control (agentwolf/hosts/flow.py, agentwolf/workflows/limiter.py) on a real dev
+"""Provider flow control (agentwolf/hosts/quotas.py, agentwolf/workflows/quotas/) on a real dev
 server, against the scripted provider enforcing its own limits (tests/support/rate_limit.py), with
 two worker processes sharing one budget."""
 
@@ -22,15 +22,14 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.service import RPCError
 
-from agentwolf.client.limits import endpoints
+from agentwolf.client.quotas import endpoints
 from agentwolf.client.wolf_client import WolfClient
-from agentwolf.config.limits import EndpointLimits, FlowPolicy
 from agentwolf.config.manifest import Manifest
 from agentwolf.config.policy import WorkerPolicy
+from agentwolf.config.quotas import EndpointLimits, FlowPolicy
 from agentwolf.defaults import TASK_QUEUE
-from agentwolf.hosts.flow import Endpoint, Flow, endpoint_id
-from agentwolf.workflows.limiter import (
-    BURST,
+from agentwolf.hosts.quotas import Endpoint, Flow, endpoint_id
+from agentwolf.workflows.quotas import (
     Ask,
     LimiterState,
     LimiterStatus,
@@ -39,6 +38,7 @@ from agentwolf.workflows.limiter import (
     Release,
     limiter_id,
 )
+from agentwolf.workflows.quotas.messages import BURST
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import record_history, wait_for, worker_process
 from tests.support.openai_server import Reply, ScriptedOpenAI

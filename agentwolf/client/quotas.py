@@ -1,6 +1,6 @@
 """What provider flow control shows a user: each endpoint's limiter (`wolf limits`), and what a
 session's model request waits for (`wolf status`), read from the pending activity's heartbeat
-details (agentwolf/hosts/flow.py), so no workflow is asked to keep it."""
+details (agentwolf/hosts/quotas.py), so no workflow is asked to keep it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
-from agentwolf.workflows.limiter import LIMITER_WORKFLOW, LimiterStatus, LimiterWorkflow
+from agentwolf.workflows.quotas import LIMITER_WORKFLOW, LimiterStatus, LimiterWorkflow
 
 
 class SessionWait(BaseModel):

@@ -1,4 +1,4 @@
-"""Limiter leases (agentwolf/workflows/limiter.py, `limiter-leases`) on a real dev server: a request
+"""Limiter leases (agentwolf/workflows/quotas/, `limiter-leases`) on a real dev server: a request
 that runs longer than `lease_ttl` keeps its lease while its worker lives; a release that comes after
 its lease left the ledger still counts; a worker's clock behind the limiter's never ends a lease
 before its grant."""
@@ -15,17 +15,17 @@ from typing import Any
 
 import pytest
 
-from agentwolf.config.limits import EndpointLimits, FlowPolicy
-from agentwolf.hosts.flow import Endpoint, Flow, endpoint_id
-from agentwolf.workflows.limiter import Ask, LimiterStatus, LimiterWorkflow, News, Release, limiter_id
+from agentwolf.config.quotas import EndpointLimits, FlowPolicy
+from agentwolf.hosts.quotas import Endpoint, Flow, endpoint_id
+from agentwolf.workflows.quotas import Ask, LimiterStatus, LimiterWorkflow, News, Release, limiter_id
 from tests.conftest import record_history, wait_for
 from tests.support.openai_server import Reply, ScriptedOpenAI
-from tests.test_flow import limited_manifest
+from tests.test_quotas import limited_manifest
 
 
 @pytest.fixture(autouse=True)
 def _collected() -> Iterator[None]:
-    """Finalizers of the test's clients and tasks run here (see tests/test_flow.py)."""
+    """Finalizers of the test's clients and tasks run here (see tests/test_quotas.py)."""
     yield
     gc.collect()
 

@@ -1,4 +1,4 @@
-"""Provider limits nobody configured (agentwolf/hosts/flow.py, `limiter-probe`): with no `limits`
+"""Provider limits nobody configured (agentwolf/hosts/quotas.py, `limiter-probe`): with no `limits`
 entry, a fleet of sessions starting at once keeps inside a provider's budget it learns from the
 rate-limit headers of the first answer, and never sends into a cooldown."""
 
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from agentwolf.config.manifest import Manifest
-from agentwolf.hosts.flow import endpoint_id, learned
-from agentwolf.workflows.limiter import Learned, limiter_id
+from agentwolf.hosts.quotas import endpoint_id, learned
+from agentwolf.workflows.quotas import Learned, limiter_id
 from tests.conftest import openai_manifest, record_history, tools_server, wait_for
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
 from tests.support.rate_limit import RateLimit
@@ -22,7 +22,7 @@ from tests.support.rate_limit import RateLimit
 
 @pytest.fixture(autouse=True)
 def _collected() -> Iterator[None]:
-    """Finalizers of the test's clients and tasks run here (see tests/test_flow.py)."""
+    """Finalizers of the test's clients and tasks run here (see tests/test_quotas.py)."""
     yield
     gc.collect()
 
