@@ -258,4 +258,4 @@ def test_wolf_is_built_the_documented_way_when_typers_internals_do_not_fit():
     output, everything = _wolf_on(moved, "status", "--help")
     assert "Example: wolf status" in output and "--json" in output and everything
     output, _ = _wolf_on(moved, "--help")
-    assert all(verb in output for verb in ("submit", "status", "check-replay", "limits"))
+    assert all(verb in output for verb in ("submit", "status", "check-replay", "quotas"))

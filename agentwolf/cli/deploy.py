@@ -145,7 +145,7 @@ async def check_replay(
             "--live",
             metavar="N",
             help="Also replay N running sessions of the server, and up to N of each long-lived workflow "
-            "type (limiters, config registries, schedule fires, eval runs and datasets; 0: none).",
+            "type (quota workflows, config registries, schedule fires, eval runs and datasets; 0: none).",
         ),
     ] = 0,
     as_json: Json = False,

@@ -292,7 +292,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
             else WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             static_summary=short(f"{agent}: {prompt}" if prompt else f"{agent} (interactive)"),
             static_details=start_details(agent, manifest, inp.config_name, version, prompt),
-            # The limiters serve interactive sessions first (config/quotas.py). A memo, not a Temporal
+            # The quota workflows serve interactive sessions first (config/quotas.py). A memo, not a Temporal
             # priority: the dev server (1.32) stalled a priority session's tasks after a worker restart.
             memo={PRIORITY_MEMO: session_priority(inp.background, trigger)}
             | ({OWNER_MEMO: owner} if owner is not None else {})

@@ -11,12 +11,12 @@ import json
 import re
 from datetime import timedelta
 from functools import cached_property
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentwolf.config.jobs import Hook, Job
-from agentwolf.config.quotas import EndpointLimits
+from agentwolf.config.quotas import EndpointQuota, renamed
 from agentwolf.config.suggest import did_you_mean, listing
 
 
@@ -67,7 +67,7 @@ class ModelPrice(_Strict):
 
 class ModelsConfig(_Strict):
     """The models this config may use: providers, aliases, defaults, prices, context windows and
-    provider limits."""
+    provider quotas."""
 
     providers: dict[str, ProviderConfig] = {}
     """Provider settings by provider name (`openai`, `anthropic`...): key and endpoint. A provider without
@@ -84,9 +84,14 @@ class ModelsConfig(_Strict):
     context_windows: dict[str, int] = Field({}, exclude_if=lambda v: not v)
     """Tokens a model takes, by model spec or alias name (its models), for models genai-prices does
     not know or to override its figure: compaction keeps requests under it."""
-    limits: list[EndpointLimits] = Field([], exclude_if=lambda v: not v)
-    """Provider limits (requests, tokens per window, concurrency) by model pattern; the worker
-    policy's win."""
+    quotas: list[EndpointQuota] = Field([], exclude_if=lambda v: not v)
+    """Provider quotas (requests, tokens per window, concurrency) by model pattern; the worker
+    policy's win. Formerly `limits:` (still read, with a deprecation warning)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_keys(cls, data: Any) -> Any:
+        return renamed(data, "limits", "quotas", "models.")
 
 
 class McpServerConfig(_Strict):

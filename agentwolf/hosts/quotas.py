@@ -1,13 +1,13 @@
-"""Provider flow control on the worker: every request to a limited endpoint takes a lease from the
-endpoint's limiter workflow (agentwolf/workflows/quotas/) first, so every worker of the namespace
+"""Provider quotas on the worker: every request to a limited endpoint takes a lease from the
+endpoint's quota workflow (agentwolf/workflows/quotas/) first, so every worker of the namespace
 draws from one budget, and a 429 stops them all until its `Retry-After` has passed.
 
-`Flow.wrap` puts a `FlowModel` around every model with a provider (a `limits` entry of the policy
+`Quotas.wrap` puts a `QuotaModel` around every model with a provider (a `limits` entry of the policy
 or the manifest says its numbers; with none, they are learnt); the provider SDK's own retries are
 turned off for it (they would resend inside a cooldown the others keep). The rate-limit headers of
-every response (OpenAI and Anthropic send them on success too) go back to the limiter with the
+every response (OpenAI and Anthropic send them on success too) go back to the quota workflow with the
 lease, read by a response hook on the SDK's HTTP client. While a request runs, its worker names its
-lease to the limiter every quarter of `lease_ttl`, so a request longer than the TTL keeps it.
+lease to the quota workflow every quarter of `lease_ttl`, so a request longer than the TTL keeps it.
 A request waits for its lease inside the activity, heartbeating, so waiting burns no retry attempt;
 what it waits for is in the activity's heartbeat details (`LiveText.waiting`), which `wolf status`
 and followers read. The wait fails the turn only after the policy's `rate_wait_max`.
@@ -47,22 +47,22 @@ from agentwolf.config.quotas import (
     DEFAULT_PRIORITY,
     INTERACTIVE,
     PRIORITY_MEMO,
-    EndpointLimits,
-    FlowPolicy,
-    limits_for,
+    EndpointQuota,
+    QuotaPolicy,
+    quota_for,
 )
 from agentwolf.workflows.quotas import (
     Ask,
     Cooldown,
     Grant,
     Learned,
-    LimiterState,
-    LimiterWorkflow,
     News,
     Poll,
     Polled,
+    QuotaState,
+    QuotaWorkflow,
     Release,
-    limiter_id,
+    quota_workflow_id,
 )
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ RETRY_AFTER_DEFAULT = 1.0
 PRIORITIES_KEPT = 10_000
 """Sessions whose priority key a worker remembers (oldest out first)."""
 SIGNAL_TRIES = 60.0
-"""Seconds a signal to a limiter is tried again while the server is busy."""
+"""Seconds a signal to a quota workflow is tried again while the server is busy."""
 ATTEMPT_MARGIN = timedelta(seconds=30)
 """A wait that would run past the attempt's start-to-close timeout less this ends the attempt with
 `next_retry_delay` instead (a fresh attempt waits on)."""
@@ -80,11 +80,11 @@ ATTEMPT_MARGIN = timedelta(seconds=30)
 
 @dataclass
 class Endpoint:
-    """One (base URL, API key, model): the unit a limiter budgets."""
+    """One (base URL, API key, model): the unit a quota workflow budgets."""
 
     id: str
     label: str
-    limits: EndpointLimits
+    limits: EndpointQuota
 
 
 @dataclass
@@ -97,7 +97,7 @@ class Wait:
 
 @dataclass
 class Waits:
-    """The current activity's wait, if any (set by `FlowModel`, read by the heartbeat), and its
+    """The current activity's wait, if any (set by `QuotaModel`, read by the heartbeat), and its
     session's priority when the request carried it."""
 
     now: Wait | None = None
@@ -108,12 +108,12 @@ WAITS: ContextVar[Waits | None] = ContextVar("wolf_flow_waits", default=None)
 """Set by `wolf.model_request` before its request task starts (the task inherits it)."""
 
 HEARD: ContextVar[list[Mapping[str, str]] | None] = ContextVar("wolf_flow_heard", default=None)
-"""The headers of the responses to the request `FlowModel` is sending (set around the call)."""
+"""The headers of the responses to the request `QuotaModel` is sending (set around the call)."""
 
 
 async def _heard(response: Any) -> None:
     """A response hook on the provider SDK's HTTP client (shared by several models, perhaps): the
-    headers go to the request being sent in this task, if `FlowModel` sends it."""
+    headers go to the request being sent in this task, if `QuotaModel` sends it."""
     if (heard := HEARD.get()) is not None:
         heard.append(response.headers)
 
@@ -129,7 +129,7 @@ def _listen(client: Any) -> None:
 
 def endpoint_id(base_url: str, api_key: str, model: str, task_queue: str) -> str:
     """A digest of what a provider budgets by (the key only as its own digest, never itself), per
-    task queue: an endpoint's limiter runs on the queue of the workers that use it, so one that no
+    task queue: an endpoint's quota workflow runs on the queue of the workers that use it, so one that no
     worker polls any more (workers moved to another queue) never holds their requests."""
     key = hashlib.sha256(api_key.encode()).hexdigest()
     return hashlib.sha256(f"{base_url}\0{key}\0{model}\0{task_queue}".encode()).hexdigest()[:24]
@@ -142,7 +142,7 @@ class _Waiting:
     ask: Ask
     grant: asyncio.Future[Grant]
     latest: Grant | None = None
-    """The limiter's last word on why it waits."""
+    """The quota workflow's last word on why it waits."""
 
 
 @dataclass
@@ -153,41 +153,41 @@ class _Queue:
     waiting: dict[str, _Waiting] = field(default_factory=dict)
     poller: asyncio.Task[None] | None = None
     held: set[str] = field(default_factory=set)
-    """Leases granted to this worker and not given back (a grant the limiter sends again is no news)."""
+    """Leases granted to this worker and not given back (a grant the workflow sends again is no news)."""
     news: News | None = None
-    """What the next signal tells the limiter (gathered while the last one is in flight)."""
+    """What the next signal tells the quota workflow (gathered while the last one is in flight)."""
     sender: asyncio.Task[None] | None = None
     """The one signal in flight (several, each about one request, crowd a busy server)."""
     urgent: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     """Interactive requests announced on their own, past the signal in flight: lease -> its send."""
     renewer: asyncio.Task[None] | None = None
-    """Names the `held` leases to the limiter while there are any."""
+    """Names the `held` leases to the quota workflow while there are any."""
     told: bool = False
-    """The headers of a stream as it opened went to the limiter (once: after, releases carry them)."""
+    """The headers of a stream as it opened went to the quota workflow (once: after, releases carry them)."""
 
 
 @dataclass
-class Flow:
-    """One worker's access to the fleet's limiters."""
+class Quotas:
+    """One worker's access to the fleet's quota workflows."""
 
     client: Client
     task_queue: str
-    policy: FlowPolicy
+    policy: QuotaPolicy
     cooldowns: dict[str, datetime] = field(default_factory=dict)
-    """Endpoint -> the end of a cooldown this worker saw (a 429 here, or a limiter's answer)."""
+    """Endpoint -> the end of a cooldown this worker saw (a 429 here, or a quota workflow's answer)."""
     worker: str = field(default_factory=lambda: uuid.uuid4().hex)
-    """This process, to the limiters (its polls collect its grants)."""
+    """This process, to the quota workflows (its polls collect its grants)."""
     _queues: dict[str, _Queue] = field(default_factory=dict)
     _priorities: dict[str, int] = field(default_factory=dict)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     """Signals being sent (`close` waits for them)."""
 
-    def wrap(self, model: Model, spec: str, manifest_limits: list[EndpointLimits], tenant: str) -> Model:
-        """`model` under flow control, with the limits of the first `limits` entry matching `spec`
+    def wrap(self, model: Model, spec: str, manifest_quotas: list[EndpointQuota], tenant: str) -> Model:
+        """`model` under quotas, with the limits of the first `limits` entry matching `spec`
         (none: every number learnt from the provider); in-process models (`local:`) as they are."""
         if model.base_url is None:
             return model
-        limits = limits_for(spec, self.policy.limits, manifest_limits)
+        limits = quota_for(spec, self.policy.models, manifest_quotas)
         client = getattr(model, "client", None)
         if client is not None and hasattr(client, "max_retries"):
             client.max_retries = 0  # the SDK's hidden retries would resend during a shared cooldown
@@ -197,7 +197,7 @@ class Flow:
         endpoint = Endpoint(
             endpoint_id(base_url, key, model.model_name, self.task_queue), f"{spec} @ {base_url}", limits
         )
-        return FlowModel(model, self, endpoint, tenant)
+        return QuotaModel(model, self, endpoint, tenant)
 
     async def acquire(self, endpoint: Endpoint, ask: Ask) -> Grant:
         """A lease, waiting (and saying why in `WAITS`) as long as it takes, up to the policy's
@@ -271,7 +271,7 @@ class Flow:
         if now - info.scheduled_time > self.policy.rate_wait_max:
             raise ApplicationError(
                 f"waited {self.policy.rate_wait_max} for the provider's limits ({endpoint.label}: "
-                f"{wait.reason}); `flow.rate_wait_max` in the worker policy allows longer waits",
+                f"{wait.reason}); `quotas.rate_wait_max` in the worker policy allows longer waits",
                 type="RateWaitExceeded",
                 non_retryable=True,
             )
@@ -298,16 +298,16 @@ class Flow:
 
     async def _polling(self, queue: _Queue) -> None:
         endpoint = queue.endpoint
-        state = LimiterState(endpoint=endpoint.id, label=endpoint.label, limits=endpoint.limits)
+        state = QuotaState(endpoint=endpoint.id, label=endpoint.label, limits=endpoint.limits)
         backoff, running = 0.1, False
         while queue.waiting:
             # a granted request leaves `waiting` only when its task runs again: not in the next poll
             asks = [w.ask for w in queue.waiting.values() if not w.grant.done()]
             poll = Poll(worker=self.worker, asks=asks, ungranted=True)
             start = WithStartWorkflowOperation(  # one per request: the SDK refuses to reuse one
-                LimiterWorkflow.run,
+                QuotaWorkflow.run,
                 state,
-                id=limiter_id(endpoint.id),
+                id=quota_workflow_id(endpoint.id),
                 task_queue=self.task_queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 # first in the queue: its tasks must not wait behind the sessions it paces
@@ -315,16 +315,16 @@ class Flow:
             )
             try:
                 if running:  # a plain update: less work for the server than update-with-start
-                    handle = self.client.get_workflow_handle(limiter_id(endpoint.id))
+                    handle = self.client.get_workflow_handle(quota_workflow_id(endpoint.id))
                     update = uuid.uuid4().hex
-                    polled: Polled = await handle.execute_update(LimiterWorkflow.poll, poll, id=update)
-                else:  # the first poll, or after an error (the limiter may have ended when idle)
+                    polled: Polled = await handle.execute_update(QuotaWorkflow.poll, poll, id=update)
+                else:  # the first poll, or after an error (the quota workflow may have ended when idle)
                     polled = await self.client.execute_update_with_start_workflow(
-                        LimiterWorkflow.poll, poll, start_workflow_operation=start, id=uuid.uuid4().hex
+                        QuotaWorkflow.poll, poll, start_workflow_operation=start, id=uuid.uuid4().hex
                     )
             except (RPCError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError) as exc:
-                # the server busy (too many updates in flight), or the limiter moving to a new run
-                log.debug("limiter %s: %s; polling again", endpoint.label, exc)
+                # the server busy (too many updates in flight), or the quota workflow moving to a new run
+                log.debug("quota workflow %s: %s; polling again", endpoint.label, exc)
                 await asyncio.sleep(backoff)
                 backoff, running = min(backoff * 2, 2.0), False
                 continue
@@ -343,7 +343,7 @@ class Flow:
                     self.release(endpoint, Release(lease_id=grant.lease_id, sent=False))
 
     async def _renew(self, queue: _Queue) -> None:
-        """While this worker holds leases on the endpoint, name them to the limiter every quarter of
+        """While this worker holds leases on the endpoint, name them to the quota workflow every quarter of
         their TTL: each lives on a TTL from then, however long its request runs."""
         every = queue.endpoint.limits.lease_ttl.total_seconds() / 4
         while queue.held:
@@ -358,7 +358,7 @@ class Flow:
         self._tell(queue, News(worker=self.worker, releases=[release]))
 
     def opened(self, endpoint: Endpoint, heard: list[Mapping[str, str]]) -> None:
-        """A stream opened: the first on this endpoint tells the limiter at once what its headers say,
+        """A stream opened: the first on this endpoint tells the quota workflow at once what its headers say,
         so requests held back while its limits were unknown need not wait for the whole answer."""
         queue = self._queues.setdefault(endpoint.id, _Queue(endpoint))
         if not queue.told:
@@ -367,8 +367,8 @@ class Flow:
             self._tell(queue, News(worker=self.worker, learned=said or Learned()), urgent=True)
 
     def rate_limited(self, endpoint: Endpoint, exc: ModelHTTPError, release: Release) -> None:
-        """A 429: stop this worker at once, and every other through the limiter; the cooldown reaches
-        the limiter with the lease coming back (no grant in between)."""
+        """A 429: stop this worker at once, and every other through the quota workflow; the cooldown reaches
+        the quota workflow with the lease coming back (no grant in between)."""
         wait = exc.retry_after if exc.retry_after is not None else _reset_seconds(exc.headers or {})
         until = datetime.now(UTC) + timedelta(seconds=wait if wait is not None else RETRY_AFTER_DEFAULT)
         self.cooldowns[endpoint.id] = max(until, self.cooldowns.get(endpoint.id, until))
@@ -377,7 +377,7 @@ class Flow:
         self._tell(self._queues.setdefault(endpoint.id, _Queue(endpoint)), news, urgent=True)
 
     def _tell(self, queue: _Queue, news: News, urgent: bool = False) -> None:
-        """Add `news` to what the next signal to the limiter says and send it in the background: one
+        """Add `news` to what the next signal to the quota workflow says and send it in the background: one
         signal in flight per endpoint, carrying everything gathered meanwhile. Urgent news (an
         interactive request, a 429) that finds a signal in flight goes at once on its own rather
         than wait behind the jobs' news."""
@@ -412,22 +412,22 @@ class Flow:
         while (news := queue.news) is not None:
             queue.news = None
             # a release after the announcement of its request (it was cancelled at once): else the
-            # limiter would queue, and later grant, a request nobody waits for
+            # quota workflow would queue, and later grant, a request nobody waits for
             before = [queue.urgent[r.lease_id] for r in news.releases if r.lease_id in queue.urgent]
             await asyncio.gather(*before, return_exceptions=True)
             await self._signal(queue.endpoint, news)
 
     async def _signal(self, endpoint: Endpoint, news: News) -> None:
-        """Signal the limiter, tried again while the server is busy, for up to SIGNAL_TRIES."""
-        handle = self.client.get_workflow_handle(limiter_id(endpoint.id))
+        """Signal the quota workflow, tried again while the server is busy, for up to SIGNAL_TRIES."""
+        handle = self.client.get_workflow_handle(quota_workflow_id(endpoint.id))
         deadline, backoff = asyncio.get_running_loop().time() + SIGNAL_TRIES, 0.2
         while True:
             try:
-                await handle.signal(LimiterWorkflow.news, news)
+                await handle.signal(QuotaWorkflow.news, news)
                 return
-            except RPCError as exc:  # "workflow is busy", a deadline, the limiter moving
+            except RPCError as exc:  # "workflow is busy", a deadline, the quota workflow moving
                 if exc.status == RPCStatusCode.NOT_FOUND or asyncio.get_running_loop().time() > deadline:
-                    log.warning("limiter %s: news not sent: %s", endpoint.label, exc)
+                    log.warning("quota workflow %s: news not sent: %s", endpoint.label, exc)
                     return
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
@@ -509,12 +509,12 @@ def _estimate(messages: list[ModelMessage], parameters: ModelRequestParameters) 
     return size // 4 + 1
 
 
-class FlowModel(WrapperModel):
-    """A model whose requests take a lease from their endpoint's limiter first."""
+class QuotaModel(WrapperModel):
+    """A model whose requests take a lease from their endpoint's quota workflow first."""
 
-    def __init__(self, wrapped: Model, flow: Flow, endpoint: Endpoint, tenant: str) -> None:
+    def __init__(self, wrapped: Model, quotas: Quotas, endpoint: Endpoint, tenant: str) -> None:
         super().__init__(wrapped)
-        self.flow = flow
+        self.quotas = quotas
         self.endpoint = endpoint
         self.tenant = tenant
 
@@ -528,13 +528,13 @@ class FlowModel(WrapperModel):
     ) -> Ask:
         info = activity.info() if activity.in_activity() else None
         carried = waits.priority if (waits := WAITS.get()) is not None else None
-        priority = await self.flow.priority(info, carried) if info else carried or DEFAULT_PRIORITY
+        priority = await self.quotas.priority(info, carried) if info else carried or DEFAULT_PRIORITY
         max_tokens = (settings or {}).get("max_tokens")
         return Ask(
             lease_id=lease_id,
             session=info.workflow_id or "" if info else "",
             tenant=self.tenant,
-            weight=self.flow.policy.weight(self.tenant),
+            weight=self.quotas.policy.weight(self.tenant),
             priority=priority,
             input_tokens=_estimate(messages, params),
             output_tokens=max_tokens or self.endpoint.limits.output_reserve,
@@ -551,15 +551,15 @@ class FlowModel(WrapperModel):
     ) -> Ask:
         ask = await self._ask(messages, settings, params, since, uuid.uuid4().hex)
         try:
-            await self.flow.acquire(self.endpoint, ask)
+            await self.quotas.acquire(self.endpoint, ask)
         except BaseException:
-            self.flow.release(self.endpoint, Release(lease_id=ask.lease_id, sent=False))
+            self.quotas.release(self.endpoint, Release(lease_id=ask.lease_id, sent=False))
             raise
         return ask
 
     def _done(self, ask: Ask, response: ModelResponse | None, heard: list[Mapping[str, str]]) -> None:
         usage = response.usage if response is not None else None
-        self.flow.release(
+        self.quotas.release(
             self.endpoint,
             Release(
                 lease_id=ask.lease_id,
@@ -577,7 +577,7 @@ class FlowModel(WrapperModel):
         release = Release(
             lease_id=ask.lease_id, input_tokens=ask.input_tokens, learned=learnt, ended_at=datetime.now(UTC)
         )
-        self.flow.rate_limited(self.endpoint, exc, release)
+        self.quotas.rate_limited(self.endpoint, exc, release)
 
     async def request(
         self,
@@ -639,7 +639,7 @@ class FlowModel(WrapperModel):
                 raise
             finally:
                 HEARD.reset(listening)
-            self.flow.opened(self.endpoint, heard)
+            self.quotas.opened(self.endpoint, heard)
             break
         try:
             async with stack:

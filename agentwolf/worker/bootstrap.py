@@ -22,7 +22,7 @@ from agentwolf.activities.web import WebActivities
 from agentwolf.config.policy import WorkerPolicy, redact_logs
 from agentwolf.defaults import TASK_QUEUE
 from agentwolf.hosts.host import HostRegistry, Notify
-from agentwolf.hosts.quotas import Flow
+from agentwolf.hosts.quotas import Quotas
 from agentwolf.isolation import protect_process
 from agentwolf.plugins import LocalModel, Plugins
 from agentwolf.telemetry import tracing
@@ -34,7 +34,7 @@ from agentwolf.workflows.config_registry import ConfigRegistryWorkflow
 from agentwolf.workflows.datasets import EvalDatasetWorkflow
 from agentwolf.workflows.eval_run import EvalRunWorkflow
 from agentwolf.workflows.pinned import PinnedSessionWorkflow
-from agentwolf.workflows.quotas import LimiterWorkflow
+from agentwolf.workflows.quotas import QuotaWorkflow
 from agentwolf.workflows.schedule import ScheduleFireWorkflow
 from agentwolf.workflows.session import SessionWorkflow
 from agentwolf.workflows.types import ExtensionsChanged
@@ -51,7 +51,7 @@ WORKFLOWS = [
     SessionWorkflow,
     ConfigRegistryWorkflow,
     ScheduleFireWorkflow,
-    LimiterWorkflow,
+    QuotaWorkflow,
     EvalRunWorkflow,
     EvalDatasetWorkflow,
 ]
@@ -93,7 +93,7 @@ def create_worker(
     redact_logs()
     hosts = hosts or HostRegistry(local_models, plugins=plugins, policy=policy, tenant=tenant)
     hosts.notify = _signaller(client)
-    hosts.flow = Flow(client, task_queue, hosts.policy.flow)
+    hosts.quotas = Quotas(client, task_queue, hosts.policy.quotas)
     activities, code = SessionActivities(hosts), CodeActivities(hosts)
     acp = AcpActivities(activities)
     options: dict[str, Any] = dict(

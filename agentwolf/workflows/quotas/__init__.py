@@ -4,39 +4,39 @@ say to each other. The worker's side is agentwolf/hosts/quotas.py; the budgets' 
 agentwolf/config/quotas.py."""
 
 from agentwolf.workflows.quotas.messages import (
-    LIMITER_WORKFLOW,
+    QUOTA_WORKFLOW,
     Ask,
     Cooldown,
     Grant,
     Learned,
     Lease,
-    LimiterState,
-    LimiterStatus,
     News,
     Poll,
     Polled,
+    QuotaState,
+    QuotaStatus,
     Release,
     Usage,
     Waiting,
-    limiter_id,
+    quota_workflow_id,
 )
-from agentwolf.workflows.quotas.workflow import LimiterWorkflow
+from agentwolf.workflows.quotas.workflow import QuotaWorkflow
 
 __all__ = [
-    "LIMITER_WORKFLOW",
+    "QUOTA_WORKFLOW",
     "Ask",
     "Cooldown",
     "Grant",
     "Learned",
     "Lease",
-    "LimiterState",
-    "LimiterStatus",
-    "LimiterWorkflow",
+    "QuotaState",
+    "QuotaStatus",
+    "QuotaWorkflow",
     "News",
     "Poll",
     "Polled",
     "Release",
     "Usage",
     "Waiting",
-    "limiter_id",
+    "quota_workflow_id",
 ]

@@ -9,13 +9,13 @@ from pydantic import BaseModel
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from agentwolf.config.quotas import EndpointLimits
+    from agentwolf.config.quotas import EndpointQuota
 
-LIMITER_WORKFLOW = "Limiter"
+QUOTA_WORKFLOW = "Limiter"
 PACED = "limiter-paced"
 """Patch: grants paced while requests wait; tenants' virtual times start at the system's on joining."""
 CATCH_UP = "limiter-catch-up"
-"""Patch: paced grants the limiter's workflow tasks made late are caught up, up to BURST intervals."""
+"""Patch: paced grants the quota workflow's workflow tasks made late are caught up, up to BURST intervals."""
 RESERVE = "limiter-reserve"
 """Patch: jobs and background work leave `limits.reserve` of each budget to interactive requests,
 which are not paced."""
@@ -35,17 +35,17 @@ STALE = timedelta(seconds=30)
 """A worker that has not polled for this long is gone: its waiting requests leave the queue."""
 WAITS_KEPT = 200
 SKEW = timedelta(seconds=1)
-"""How far a worker's clock may be behind the limiter's (`Release.ended_at`)."""
+"""How far a worker's clock may be behind the quota workflow's (`Release.ended_at`)."""
 TIGHT = "limiter-tight-skew"
 """Patch: SKEW is TIGHT_SKEW: a second more per lease held 10 % of a 10 s window's budget unused (the
 provider saw the request before the worker saw it end, so only clocks out of step need the margin)."""
 TIGHT_SKEW = timedelta(milliseconds=250)
 IDLE_END = timedelta(hours=1)
-"""A limiter with no lease in its window and no waiter for this long ends (the next acquire starts it
+"""A quota workflow with no lease in its window and no waiter for this long ends (the next acquire starts it
 again, with what the workers configure)."""
 
 
-def limiter_id(endpoint: str) -> str:
+def quota_workflow_id(endpoint: str) -> str:
     return f"wolf-limiter/{endpoint}"
 
 
@@ -68,7 +68,7 @@ class Ask(BaseModel):
     worker: str = ""
     """The asking worker process (its polls collect the grant)."""
     session: str
-    """The asking session's workflow id (shown by `wolf limits` while it waits)."""
+    """The asking session's workflow id (shown by `wolf quotas` while it waits)."""
     tenant: str
     weight: float = 1.0
     priority: int = 2
@@ -76,7 +76,7 @@ class Ask(BaseModel):
     output_tokens: int = 0
     since: datetime
     """When this request first asked: its place in the queue across re-asks."""
-    limits: EndpointLimits
+    limits: EndpointQuota
     """The asking worker's configured limits (the latest asker's apply)."""
 
 
@@ -95,18 +95,18 @@ class Grant(BaseModel):
 class Poll(BaseModel):
     worker: str
     asks: list[Ask]
-    """Every request of the worker that waits (the limiter adds those it does not hold: a lost signal,
+    """Every request of the worker that waits (the quota workflow adds those it does not hold: a lost signal,
     a new run)."""
     ungranted: bool = False
     """`asks` holds only requests the worker has no grant for (workers since the `limiter-paced`
-    patch): one the limiter granted is an answer the worker never got, sent again."""
+    patch): one the quota workflow granted is an answer the worker never got, sent again."""
 
 
 class Polled(BaseModel):
     grants: list[Grant]
     """Granted leases ready for the worker, and for its other requests why they still wait."""
     moving: bool = False
-    """The limiter continues as new: poll again at once."""
+    """The quota workflow continues as new: poll again at once."""
 
 
 class Release(BaseModel):
@@ -119,7 +119,7 @@ class Release(BaseModel):
     ended_at: datetime | None = None
     """When the worker saw the request end (its answer or its error), by its clock: the provider saw
     the request before. Paced runs count the lease until a window after this (and SKEW), not after
-    the release reached the limiter, which on a busy fleet can be many seconds later."""
+    the release reached the quota workflow, which on a busy fleet can be many seconds later."""
 
 
 class Cooldown(BaseModel):
@@ -128,7 +128,7 @@ class Cooldown(BaseModel):
 
 
 class News(BaseModel):
-    """What one worker has to tell a limiter since its last signal, as one `news` signal (workers
+    """What one worker has to tell a quota workflow since its last signal, as one `news` signal (workers
     since batching; before, a signal each): requests that started waiting while its poll was in
     flight, a 429's cooldown, leases given back, applied in that order."""
 
@@ -162,13 +162,13 @@ class Lease(BaseModel):
         return self.ended_at or self.expires_at
 
 
-class LimiterState(BaseModel):
-    """The limiter's input and its continue-as-new snapshot."""
+class QuotaState(BaseModel):
+    """The quota workflow's input and its continue-as-new snapshot."""
 
     endpoint: str
     label: str
-    """Provider, base URL and model, for `wolf limits` (never the key)."""
-    limits: EndpointLimits
+    """Provider, base URL and model, for `wolf quotas` (never the key)."""
+    limits: EndpointQuota
     learned: Learned = Learned()
     leases: list[Lease] = []
     cooldown_until: datetime | None = None
@@ -181,9 +181,9 @@ class LimiterState(BaseModel):
     paced_at: datetime | None = None
     """Paced runs: the earliest time of the next grant while requests keep waiting."""
     contended: bool = False
-    """Paced runs: requests still waited when the limiter last served its queue."""
+    """Paced runs: requests still waited when the quota workflow last served its queue."""
     interactive_at: datetime | None = None
-    """Reserving runs: when an interactive request last asked (at first, when the limiter started):
+    """Reserving runs: when an interactive request last asked (at first, when the quota workflow started):
     the reserve is held until a window after."""
     requests: int = 0
     cooldowns: int = 0
@@ -217,8 +217,8 @@ class Waiting(BaseModel):
     since: datetime
 
 
-class LimiterStatus(BaseModel):
-    """What `wolf limits` shows of one endpoint."""
+class QuotaStatus(BaseModel):
+    """What `wolf quotas` shows of one endpoint."""
 
     endpoint: str
     label: str

@@ -14,7 +14,7 @@ request, keeps a fleet of workers within it. A lease goes back by signal, carryi
 `cooldown` and `release`, a signal each, which a busy server took seconds each to record). A lease
 counts in the window from its grant until a window after its release (paced runs: after its end as
 the worker saw it), so the provider, which saw the request somewhere in between, never counts more
-than the limiter did. A lease never released (its worker was SIGKILLed) ends at its TTL; a worker
+than the quota workflow did. A lease never released (its worker was SIGKILLed) ends at its TTL; a worker
 that stops polling loses its waiting requests after STALE. A 429's cooldown holds every grant back
 until it passes.
 
@@ -33,7 +33,7 @@ grant that priority moves ahead takes nothing from the others' place.
 
 Reserving (runs since the `limiter-reserve` patch): jobs and background work are never granted the
 last `limits.reserve` of a budget (15 %) while people use the endpoint (an interactive request
-asked within the last window, or the limiter started within it), and interactive requests are not
+asked within the last window, or the quota workflow started within it), and interactive requests are not
 paced: one that arrives while jobs saturate the endpoint finds room at once, however full of job
 leases the window is. A window without interactive requests lets jobs use the reserve too.
 
@@ -41,8 +41,8 @@ Held (runs since the `limiter-leases` patch): a worker names the leases it still
 signal every quarter of `lease_ttl`, and each naming moves the lease's end on to a TTL from then, so
 a request that runs longer than the TTL (a model request may run `MODEL_TIMEOUT`, 10 minutes) keeps
 counting, in flight and in the window, while a dead worker's lease still ends a TTL after its last
-word. A release for a lease the limiter no longer holds counts its real usage as an ended lease, and
-a release never ends a lease before its grant (a worker's clock behind the limiter's).
+word. A release for a lease the quota workflow no longer holds counts its real usage as an ended lease, and
+a release never ends a lease before its grant (a worker's clock behind the quota workflow's).
 
 Probing (runs since the `limiter-probe` patch): while an endpoint's limits are unknown (no number
 configured or learnt, no answer of the provider seen), its first request goes alone, for up to
@@ -50,7 +50,7 @@ PROBE_WAIT; what the provider's answer says about its limits (workers read the r
 every response, not only of a 429, and tell a stream's as it opens) then applies. A window the
 provider states applies when the entry sets no number.
 
-The limiter continues as new when its history grows, carrying its ledger and its queue.
+The quota workflow continues as new when its history grows, carrying its ledger and its queue.
 Deterministic code only.
 """
 
@@ -70,11 +70,11 @@ from agentwolf.workflows.quotas.messages import (
     CATCH_UP,
     IDLE_END,
     LEASES,
-    LIMITER_WORKFLOW,
     PACED,
     POLL,
     PROBE,
     PROBE_WAIT,
+    QUOTA_WORKFLOW,
     RESERVE,
     SKEW,
     STALE,
@@ -86,11 +86,11 @@ from agentwolf.workflows.quotas.messages import (
     Grant,
     Learned,
     Lease,
-    LimiterState,
-    LimiterStatus,
     News,
     Poll,
     Polled,
+    QuotaState,
+    QuotaStatus,
     Release,
     Usage,
     Waiting,
@@ -104,10 +104,10 @@ class _Poll:
     answer: Polled | None = None
 
 
-@workflow.defn(name=LIMITER_WORKFLOW)
-class LimiterWorkflow:
+@workflow.defn(name=QUOTA_WORKFLOW)
+class QuotaWorkflow:
     @workflow.init
-    def __init__(self, state: LimiterState) -> None:
+    def __init__(self, state: QuotaState) -> None:
         self.state = state
         self.polls: dict[str, _Poll] = {}
         self.changed = False
@@ -120,7 +120,7 @@ class LimiterWorkflow:
         self.probing = self.paced and workflow.patched(PROBE)
 
     @workflow.run
-    async def run(self, state: LimiterState) -> None:
+    async def run(self, state: QuotaState) -> None:
         self.state.last_active = self.state.last_active or workflow.now()
         if self.reserving and self.state.interactive_at is None:  # people may come: hold the reserve
             self.state.interactive_at = workflow.now()
@@ -231,7 +231,7 @@ class LimiterWorkflow:
 
     def _ended(self, lease: Lease, release: Release) -> datetime:
         """When the lease's request ended: as its worker saw it (and SKEW), never after the release
-        reached the limiter, nor (leasing runs) before its grant."""
+        reached the quota workflow, nor (leasing runs) before its grant."""
         now = workflow.now()
         if not self.paced or release.ended_at is None:
             return now
@@ -240,7 +240,7 @@ class LimiterWorkflow:
             return ended
         if release.ended_at < lease.granted_at - self.skew or release.ended_at > now + self.skew:
             workflow.logger.warning(
-                "limiter %s: worker %s's clock is off: its request ended at %s, granted at %s, now %s",
+                "quota workflow %s: worker %s's clock is off: its request ended at %s, granted at %s, now %s",
                 self.state.label,
                 lease.worker,
                 release.ended_at,
@@ -283,12 +283,12 @@ class LimiterWorkflow:
         self.changed = True
 
     @workflow.query
-    def status(self) -> LimiterStatus:
+    def status(self) -> QuotaStatus:
         now = workflow.now()
         s = self.state
         rpm, itpm, otpm = self._limits()
         cooling = s.cooldown_until if s.cooldown_until and s.cooldown_until > now else None
-        return LimiterStatus(
+        return QuotaStatus(
             endpoint=s.endpoint,
             label=s.label,
             rpm=rpm,
