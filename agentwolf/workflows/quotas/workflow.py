@@ -1,4 +1,4 @@
-"""Limiter: one provider endpoint's budgets (requests, input and output tokens per window,
+"""The quota workflow: one provider endpoint's budgets (requests, input and output tokens per window,
 concurrent requests), shared by every worker of a task queue, as a long-lived workflow.
 
 Workflow id `wolf-limiter/<endpoint>` (a digest of base URL, API key, model and task queue: never the
@@ -65,6 +65,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from agentwolf.config.quotas import DEFAULT_PRIORITY, INTERACTIVE
 
+from agentwolf.workflows.quotas.ledger import Ledger
 from agentwolf.workflows.quotas.messages import (
     BURST,
     CATCH_UP,
@@ -73,7 +74,6 @@ from agentwolf.workflows.quotas.messages import (
     PACED,
     POLL,
     PROBE,
-    PROBE_WAIT,
     QUOTA_WORKFLOW,
     RESERVE,
     SKEW,
@@ -92,7 +92,6 @@ from agentwolf.workflows.quotas.messages import (
     QuotaState,
     QuotaStatus,
     Release,
-    Usage,
     Waiting,
 )
 
@@ -118,6 +117,7 @@ class QuotaWorkflow:
         self.skew = TIGHT_SKEW if self.paced and workflow.patched(TIGHT) else SKEW
         self.leasing = self.paced and workflow.patched(LEASES)
         self.probing = self.paced and workflow.patched(PROBE)
+        self.ledger = Ledger(state, self.paced, self.reserving, self.probing)
 
     @workflow.run
     async def run(self, state: QuotaState) -> None:
@@ -210,13 +210,13 @@ class QuotaWorkflow:
             held = [late]
         for lease in held:
             if lease.ended_at is None:
-                reserved = self._share(lease)
+                reserved = self.ledger.share(lease)
                 lease.ended_at = self._ended(lease, release)
                 lease.sent = release.sent
                 lease.input_tokens = release.input_tokens if release.sent else 0
                 lease.output_tokens = release.output_tokens if release.sent else 0
                 if self.paced and s.paced_at is not None:  # the pace follows the real use too
-                    s.paced_at -= max(0.0, reserved - self._share(lease)) * self._window()
+                    s.paced_at -= max(0.0, reserved - self.ledger.share(lease)) * self.ledger.window()
         if self.probing:
             if release.sent:
                 self._learn(release.learned or Learned())
@@ -286,7 +286,7 @@ class QuotaWorkflow:
     def status(self) -> QuotaStatus:
         now = workflow.now()
         s = self.state
-        rpm, itpm, otpm = self._limits()
+        rpm, itpm, otpm = self.ledger.limits()
         cooling = s.cooldown_until if s.cooldown_until and s.cooldown_until > now else None
         return QuotaStatus(
             endpoint=s.endpoint,
@@ -295,175 +295,24 @@ class QuotaWorkflow:
             input_tpm=itpm,
             output_tpm=otpm,
             concurrency=s.limits.concurrency,
-            window_s=self._window().total_seconds(),
-            use=self._use(now),
+            window_s=self.ledger.window().total_seconds(),
+            use=self.ledger.use(now),
             cooldown_until=cooling,
             cooldown_reason=s.cooldown_reason if cooling else "",
             waiting=[
                 Waiting(session=a.session, tenant=a.tenant, priority=a.priority, since=a.since)
-                for a in self._queue()
+                for a in self.ledger.queue()
             ],
             requests=s.requests,
             cooldowns=s.cooldowns,
             wait_p95={p: sorted(w)[int(0.95 * (len(w) - 1))] for p, w in s.waits.items() if w},
         )
 
-    # -- the ledger --------------------------------------------------------------------------------
-
-    def _limits(self) -> tuple[int | None, int | None, int | None]:
-        """Configured limits, else learnt ones."""
-        limits, learned = self.state.limits, self.state.learned
-        return (
-            limits.rpm or learned.rpm,
-            limits.input_tpm or learned.input_tpm,
-            limits.output_tpm or learned.output_tpm,
-        )
-
-    def _window(self) -> timedelta:
-        """The configured window; (probing runs) the provider's when it states one and the entry
-        sets no number of its own."""
-        limits, learned = self.state.limits, self.state.learned
-        configured = (limits.rpm, limits.input_tpm, limits.output_tpm)
-        if self.probing and learned.window is not None and configured == (None, None, None):
-            return learned.window
-        return limits.window
-
-    def _unknown(self) -> bool:
-        """Probing runs: no limit configured or learnt, and no answer of the provider seen yet."""
-        s = self.state
-        return (
-            self.probing
-            and not s.answered
-            and self._limits() == (None, None, None)
-            and not s.limits.concurrency
-        )
-
-    def _probing(self, now: datetime) -> datetime | None:
-        """While the limits are unknown and a request is out: until when it goes alone (PROBE_WAIT
-        after its grant: an answer slow in coming, or a dead worker's, holds nobody back longer)."""
-        if not self._unknown():
-            return None
-        out = [
-            lease.granted_at
-            for lease in self.state.leases
-            if lease.ended_at is None and lease.expires_at > now
-        ]
-        return min(out) + PROBE_WAIT if out else None
-
-    def _use(self, now: datetime) -> Usage:
-        window = self._window()
-        use = Usage()
-        for lease in self.state.leases:
-            if lease.end() + window <= now:
-                continue
-            if lease.ended_at is None and lease.expires_at > now:
-                use.active += 1
-            if lease.sent:
-                use.requests += 1
-                use.input_tokens += lease.input_tokens
-                use.output_tokens += lease.output_tokens
-        return use
-
-    def _refusal(self, ask: Ask, now: datetime) -> str:
-        """Why `ask` cannot be granted now ('' if it can). A request larger than a whole budget goes
-        alone (into an empty window)."""
-        s = self.state
-        if s.cooldown_until is not None and s.cooldown_until > now:
-            return "cooldown"
-        rpm, itpm, otpm = self._limits()
-        use = self._use(now)
-        if rpm is not None and use.requests + 1 > rpm:
-            return "rpm"
-        if itpm is not None and use.input_tokens and use.input_tokens + ask.input_tokens > itpm:
-            return "input_tpm"
-        if otpm is not None and use.output_tokens and use.output_tokens + ask.output_tokens > otpm:
-            return "output_tpm"
-        if s.limits.concurrency is not None and use.active + 1 > s.limits.concurrency:
-            return "concurrency"
-        if (until := self._probing(now)) is not None and until > now:  # its answer may say more
-            return "probing"
-        if self._reserved(ask, use, now):
-            return "reserved"
-        if self._pacing(now) and not (self.reserving and ask.priority <= INTERACTIVE):
-            return self._binding(ask)
-        return ""
-
-    def _holding(self, now: datetime) -> bool:
-        """The reserve is kept for interactive requests: one asked within the last window."""
-        s = self.state
-        if not self.reserving or s.limits.reserve <= 0 or s.interactive_at is None:
-            return False
-        return s.interactive_at + self._window() > now
-
-    def _reserved(self, ask: Ask, use: Usage, now: datetime) -> bool:
-        """A job or background request would take what is left to interactive requests (a whole
-        reserved request or slot: of 10 requests, 15 % keeps one)."""
-        if ask.priority <= INTERACTIVE or not self._holding(now):
-            return False
-        rpm, itpm, otpm = self._limits()
-        share = self.state.limits.reserve
-        budgets = [
-            (rpm, use.requests, 1, True),
-            (self.state.limits.concurrency, use.active, 1, True),
-            (itpm, use.input_tokens, ask.input_tokens, False),
-            (otpm, use.output_tokens, ask.output_tokens, False),
-        ]
-        for limit, used, more, counted in budgets:
-            if limit is not None and used:  # an empty window admits one, whatever its size
-                kept = int(limit * share) if counted else limit * share
-                if used + more > limit - kept:
-                    return True
-        return False
-
-    def _pacing(self, now: datetime) -> bool:
-        """Requests kept waiting and the last grant's interval has not passed."""
-        s = self.state
-        return self.paced and s.contended and s.paced_at is not None and s.paced_at > now
-
-    def _shares(self, use: Ask | Lease) -> dict[str, float]:
-        """A request's share of each budget it is counted in."""
-        rpm, itpm, otpm = self._limits()
-        shares = {"rpm": 1 / rpm if rpm else 0.0}
-        shares["input_tpm"] = use.input_tokens / itpm if itpm else 0.0
-        shares["output_tpm"] = use.output_tokens / otpm if otpm else 0.0
-        return shares
-
-    def _share(self, use: Ask | Lease) -> float:
-        """The share of the binding budget, at most a whole window's (the pace between grants)."""
-        if isinstance(use, Lease) and not use.sent:
-            return 0.0
-        return min(max(self._shares(use).values()), 1.0)
-
-    def _binding(self, ask: Ask) -> str:
-        shares = self._shares(ask)
-        return max(shares, key=lambda k: shares[k])
-
-    def _queue(self) -> list[Ask]:
-        """Waiting requests in the order they are served: priority, tenant's fair start, arrival."""
-        return sorted(self.state.queue, key=self._place)
-
-    def _place(self, ask: Ask) -> tuple[int, float, datetime, str]:
-        return (ask.priority, self._start(ask.tenant), ask.since, ask.lease_id)
-
-    def _start(self, tenant: str) -> float:
-        """The tenant's start tag: its virtual time (before the patch: never behind the system's)."""
-        s = self.state
-        if self.paced:
-            return s.virtual.get(tenant, s.clock)
-        return max(s.clock, s.virtual.get(tenant, 0.0))
-
-    def _cost(self, ask: Ask) -> float:
-        """A grant's share of the binding budget (requests or input tokens; paced runs: or output)."""
-        shares = self._shares(ask)
-        if not self.paced:
-            shares["output_tpm"] = 0.0
-        return max(shares.values()) or 1.0
-
     def _serve(self, now: datetime) -> None:
         """Drop leases out of the window and gone workers' requests, grant in queue order while the
         head fits, answer the polls that have grants or reached their deadline."""
         s = self.state
-        s.leases = [lease for lease in s.leases if lease.end() + self._window() > now]
+        s.leases = [lease for lease in s.leases if lease.end() + self.ledger.window() > now]
         gone = {w for w, seen in s.seen.items() if seen + STALE <= now and w not in self.polls}
         if gone:
             s.queue = [a for a in s.queue if a.worker not in gone]
@@ -472,10 +321,10 @@ class QuotaWorkflow:
             if self.paced:  # never delivered, so never sent: no budget held (asked again, granted again)
                 s.leases = [lease for lease in s.leases if lease.lease_id not in lost]
             s.seen = {w: t for w, t in s.seen.items() if w not in gone}
-        while (queue := self._queue()) and not self._refusal(queue[0], now):
+        while (queue := self.ledger.queue()) and not self.ledger.refusal(queue[0], now):
             ask = queue[0]
-            start = self._start(ask.tenant)
-            s.virtual[ask.tenant] = start + self._cost(ask) / max(ask.weight, 1e-6)
+            start = self.ledger.start(ask.tenant)
+            s.virtual[ask.tenant] = start + self.ledger.cost(ask) / max(ask.weight, 1e-6)
             s.queue.remove(ask)
             if self.paced:
                 behind = [s.virtual.get(a.tenant, s.clock) for a in s.queue]
@@ -483,7 +332,7 @@ class QuotaWorkflow:
                 # the next grant while others wait: an interval on, from this one's slot (grants
                 # late by up to `burst` intervals keep the rate: a loaded server runs this workflow's
                 # tasks seconds late) or, after a longer wait, from now (no larger burst)
-                interval = self._share(ask) * self._window()
+                interval = self.ledger.share(ask) * self.ledger.window()
                 s.paced_at = max(s.paced_at or now, now - interval * self.burst) + interval
             else:
                 s.clock = start
@@ -521,8 +370,8 @@ class QuotaWorkflow:
         out = []
         for ask in self.state.queue:
             if ask.worker == worker:
-                reason = self._refusal(ask, now) or "queued"
-                resumes = self.state.cooldown_until if reason == "cooldown" else self._next_free(now)
+                reason = self.ledger.refusal(ask, now) or "queued"
+                resumes = self.state.cooldown_until if reason == "cooldown" else self.ledger.next_free(now)
                 out.append(Grant(lease_id=ask.lease_id, granted=False, resumes_at=resumes, reason=reason))
         return out
 
@@ -531,30 +380,15 @@ class QuotaWorkflow:
         if self.polls.get(poll.worker) is poll:
             del self.polls[poll.worker]
 
-    def _next_free(self, now: datetime) -> datetime:
-        """When the window next frees room: a lease leaving it, or one expiring."""
-        s = self.state
-        times = [lease.end() + self._window() for lease in s.leases]
-        if (probed := self._probing(now)) is not None and probed > now:
-            times.append(probed)
-        times += [lease.expires_at for lease in s.leases if lease.ended_at is None and lease.expires_at > now]
-        if s.cooldown_until is not None and s.cooldown_until > now:
-            times.append(s.cooldown_until)
-        if self._pacing(now) and s.paced_at is not None:
-            times.append(s.paced_at)
-        if self._holding(now) and s.interactive_at is not None:  # jobs may use the reserve then
-            times.append(s.interactive_at + self._window())
-        return min(times, default=now)
-
     def _next_wake(self, now: datetime) -> timedelta:
         """How long until something changes by itself: room freed, a cooldown's end, a deadline."""
         times = [p.deadline for p in self.polls.values()]
         times += [seen + STALE for seen in self.state.seen.values()]
         if self.state.queue:
-            times.append(self._next_free(now))
+            times.append(self.ledger.next_free(now))
         times = [t for t in times if t > now]
         if not times:
-            return IDLE_END if not self.state.leases else self._window() + self.state.limits.lease_ttl
+            return IDLE_END if not self.state.leases else self.ledger.window() + self.state.limits.lease_ttl
         return max(min(times) - now, timedelta(milliseconds=10))
 
     def _idle(self, now: datetime) -> bool:
