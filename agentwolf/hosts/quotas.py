@@ -2,15 +2,16 @@
 endpoint's quota workflow (agentwolf/workflows/quotas/) first, so every worker of the namespace
 draws from one budget, and a 429 stops them all until its `Retry-After` has passed.
 
-`Quotas.wrap` puts a `QuotaModel` around every model with a provider (a `limits` entry of the policy
-or the manifest says its numbers; with none, they are learnt); the provider SDK's own retries are
-turned off for it (they would resend inside a cooldown the others keep). The rate-limit headers of
-every response (OpenAI and Anthropic send them on success too) go back to the quota workflow with the
-lease, read by a response hook on the SDK's HTTP client. While a request runs, its worker names its
-lease to the quota workflow every quarter of `lease_ttl`, so a request longer than the TTL keeps it.
-A request waits for its lease inside the activity, heartbeating, so waiting burns no retry attempt;
-what it waits for is in the activity's heartbeat details (`LiveText.waiting`), which `wolf status`
-and followers read. The wait fails the turn only after the policy's `rate_wait_max`.
+`Quotas.wrap` puts a `QuotaModel` (quotas_model.py) around every model with a provider (a `quotas`
+entry of the policy or the manifest says its numbers; with none, they are learnt); the provider
+SDK's own retries are turned off for it (they would resend inside a cooldown the others keep). The
+rate-limit headers of every response (OpenAI and Anthropic send them on success too) go back to the
+quota workflow with the lease, read by a response hook on the SDK's HTTP client (quotas_headers.py).
+While a request runs, its worker names its lease to the quota workflow every quarter of
+`lease_ttl`, so a request longer than the TTL keeps it. A request waits for its lease inside the
+activity, heartbeating, so waiting burns no retry attempt; what it waits for is in the activity's
+heartbeat details (`LiveText.waiting`), which `wolf status` and followers read. The wait fails the
+turn only after the policy's `rate_wait_max`.
 """
 
 from __future__ import annotations
@@ -19,19 +20,13 @@ import asyncio
 import hashlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Coroutine, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
-from contextvars import ContextVar
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic_ai.exceptions import ModelHTTPError
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
-from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
-from pydantic_ai.models.wrapper import WrapperModel
-from pydantic_ai.settings import ModelSettings
-from pydantic_ai.tools import RunContext
+from pydantic_ai.models import Model
 from temporalio import activity
 from temporalio.client import (
     Client,
@@ -51,6 +46,8 @@ from agentwolf.config.quotas import (
     QuotaPolicy,
     quota_for,
 )
+from agentwolf.hosts.quotas_headers import learned, listen, reset_seconds
+from agentwolf.hosts.quotas_model import WAITS, Endpoint, QuotaModel, Wait, Waits
 from agentwolf.workflows.quotas import (
     Ask,
     Cooldown,
@@ -65,6 +62,10 @@ from agentwolf.workflows.quotas import (
     quota_workflow_id,
 )
 
+__all__ = ["WAITS", "Endpoint", "QuotaModel", "Quotas", "Wait", "Waits", "endpoint_id", "learned"]
+"""With the model side (quotas_model.py) and the headers' reading (quotas_headers.py) it uses: the
+names the activities and the worker take from here."""
+
 log = logging.getLogger(__name__)
 
 RETRY_AFTER_DEFAULT = 1.0
@@ -76,55 +77,6 @@ SIGNAL_TRIES = 60.0
 ATTEMPT_MARGIN = timedelta(seconds=30)
 """A wait that would run past the attempt's start-to-close timeout less this ends the attempt with
 `next_retry_delay` instead (a fresh attempt waits on)."""
-
-
-@dataclass
-class Endpoint:
-    """One (base URL, API key, model): the unit a quota workflow budgets."""
-
-    id: str
-    label: str
-    limits: EndpointQuota
-
-
-@dataclass
-class Wait:
-    """What a model request waits for, for heartbeat details."""
-
-    reason: str
-    resumes_at: datetime | None
-
-
-@dataclass
-class Waits:
-    """The current activity's wait, if any (set by `QuotaModel`, read by the heartbeat), and its
-    session's priority when the request carried it."""
-
-    now: Wait | None = None
-    priority: int | None = None
-
-
-WAITS: ContextVar[Waits | None] = ContextVar("wolf_flow_waits", default=None)
-"""Set by `wolf.model_request` before its request task starts (the task inherits it)."""
-
-HEARD: ContextVar[list[Mapping[str, str]] | None] = ContextVar("wolf_flow_heard", default=None)
-"""The headers of the responses to the request `QuotaModel` is sending (set around the call)."""
-
-
-async def _heard(response: Any) -> None:
-    """A response hook on the provider SDK's HTTP client (shared by several models, perhaps): the
-    headers go to the request being sent in this task, if `QuotaModel` sends it."""
-    if (heard := HEARD.get()) is not None:
-        heard.append(response.headers)
-
-
-def _listen(client: Any) -> None:
-    """Hook `_heard` on the SDK's HTTP client (OpenAI's and Anthropic's SDKs keep it as `_client`,
-    an httpx client): the response to a successful request says the limits too."""
-    hooks = getattr(getattr(client, "_client", None), "event_hooks", None)
-    responses = hooks.get("response") if isinstance(hooks, dict) else None
-    if isinstance(responses, list) and _heard not in responses:
-        responses.append(_heard)
 
 
 def endpoint_id(base_url: str, api_key: str, model: str, task_queue: str) -> str:
@@ -191,7 +143,7 @@ class Quotas:
         client = getattr(model, "client", None)
         if client is not None and hasattr(client, "max_retries"):
             client.max_retries = 0  # the SDK's hidden retries would resend during a shared cooldown
-        _listen(client)
+        listen(client)
         base_url = model.base_url
         key = str(getattr(client, "api_key", "") or "")
         endpoint = Endpoint(
@@ -369,7 +321,7 @@ class Quotas:
     def rate_limited(self, endpoint: Endpoint, exc: ModelHTTPError, release: Release) -> None:
         """A 429: stop this worker at once, and every other through the quota workflow; the cooldown reaches
         the quota workflow with the lease coming back (no grant in between)."""
-        wait = exc.retry_after if exc.retry_after is not None else _reset_seconds(exc.headers or {})
+        wait = exc.retry_after if exc.retry_after is not None else reset_seconds(exc.headers or {})
         until = datetime.now(UTC) + timedelta(seconds=wait if wait is not None else RETRY_AFTER_DEFAULT)
         self.cooldowns[endpoint.id] = max(until, self.cooldowns.get(endpoint.id, until))
         cooldown = Cooldown(until=until, reason=f"429 from {endpoint.label}")
@@ -437,220 +389,3 @@ class Quotas:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
-
-
-def _reset_seconds(headers: Mapping[str, str]) -> float | None:
-    """`x-ratelimit-reset-requests` / `-tokens` (`1s`, `6m0s`, `250ms`): the longest."""
-    found = [
-        _duration(headers[k])
-        for k in ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens")
-        if k in headers
-    ]
-    values = [v for v in found if v is not None]
-    return max(values) if values else None
-
-
-def _duration(text: str) -> float | None:
-    total, number = 0.0, ""
-    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch.isdigit() or ch == ".":
-            number += ch
-            i += 1
-            continue
-        unit = "ms" if text.startswith("ms", i) else ch
-        if unit not in units or not number:
-            return None
-        total += float(number) * units[unit]
-        number = ""
-        i += len(unit)
-    if number:
-        total += float(number)
-    return total
-
-
-def learned(headers: Mapping[str, str]) -> Learned | None:
-    """Limits from `x-ratelimit-limit-*` headers (OpenAI's tokens limit counts input; `-1` and other
-    nonsense, as Azure sends, is ignored), and the window from `RateLimit-Policy` (the IETF draft's
-    `20;w=60` or `"default";q=20;w=60`: its first policy) when a provider states one."""
-
-    def number(name: str) -> int | None:
-        try:
-            value = int(headers.get(name, ""))
-        except ValueError:
-            return None
-        return value if value > 0 else None
-
-    found = Learned(
-        rpm=number("x-ratelimit-limit-requests") or number("anthropic-ratelimit-requests-limit"),
-        input_tpm=number("x-ratelimit-limit-tokens") or number("anthropic-ratelimit-input-tokens-limit"),
-        output_tpm=number("anthropic-ratelimit-output-tokens-limit"),
-        window=_policy_window(headers.get("ratelimit-policy", "")),
-    )
-    return found if found != Learned() else None
-
-
-def _policy_window(policy: str) -> timedelta | None:
-    for param in policy.split(",")[0].split(";")[1:]:
-        name, _, seconds = param.strip().partition("=")
-        if name == "w" and seconds.isdigit() and int(seconds) > 0:
-            return timedelta(seconds=int(seconds))
-    return None
-
-
-def _estimate(messages: list[ModelMessage], parameters: ModelRequestParameters) -> int:
-    """Input tokens, about: a token per four bytes of the request's JSON (reconciled afterwards)."""
-    size = len(ModelMessagesTypeAdapter.dump_json(messages))
-    size += sum(
-        len(str(t.parameters_json_schema)) + len(t.description or "") for t in parameters.tool_defs.values()
-    )
-    return size // 4 + 1
-
-
-class QuotaModel(WrapperModel):
-    """A model whose requests take a lease from their endpoint's quota workflow first."""
-
-    def __init__(self, wrapped: Model, quotas: Quotas, endpoint: Endpoint, tenant: str) -> None:
-        super().__init__(wrapped)
-        self.quotas = quotas
-        self.endpoint = endpoint
-        self.tenant = tenant
-
-    async def _ask(
-        self,
-        messages: list[ModelMessage],
-        settings: ModelSettings | None,
-        params: ModelRequestParameters,
-        since: datetime,
-        lease_id: str,
-    ) -> Ask:
-        info = activity.info() if activity.in_activity() else None
-        carried = waits.priority if (waits := WAITS.get()) is not None else None
-        priority = await self.quotas.priority(info, carried) if info else carried or DEFAULT_PRIORITY
-        max_tokens = (settings or {}).get("max_tokens")
-        return Ask(
-            lease_id=lease_id,
-            session=info.workflow_id or "" if info else "",
-            tenant=self.tenant,
-            weight=self.quotas.policy.weight(self.tenant),
-            priority=priority,
-            input_tokens=_estimate(messages, params),
-            output_tokens=max_tokens or self.endpoint.limits.output_reserve,
-            since=since,
-            limits=self.endpoint.limits,
-        )
-
-    async def _lease(
-        self,
-        messages: list[ModelMessage],
-        settings: ModelSettings | None,
-        params: ModelRequestParameters,
-        since: datetime,
-    ) -> Ask:
-        ask = await self._ask(messages, settings, params, since, uuid.uuid4().hex)
-        try:
-            await self.quotas.acquire(self.endpoint, ask)
-        except BaseException:
-            self.quotas.release(self.endpoint, Release(lease_id=ask.lease_id, sent=False))
-            raise
-        return ask
-
-    def _done(self, ask: Ask, response: ModelResponse | None, heard: list[Mapping[str, str]]) -> None:
-        usage = response.usage if response is not None else None
-        self.quotas.release(
-            self.endpoint,
-            Release(
-                lease_id=ask.lease_id,
-                ended_at=datetime.now(UTC),
-                input_tokens=(usage.input_tokens if usage else 0) or ask.input_tokens,
-                output_tokens=(usage.output_tokens if usage else 0)
-                or (0 if response is None else ask.output_tokens),
-                learned=learned(heard[-1]) if heard else None,
-            ),
-        )
-
-    def _refused(self, ask: Ask, exc: ModelHTTPError) -> None:
-        """A 429: the cooldown for everyone, the lease back (the request reached the provider)."""
-        learnt = learned(exc.headers or {})
-        release = Release(
-            lease_id=ask.lease_id, input_tokens=ask.input_tokens, learned=learnt, ended_at=datetime.now(UTC)
-        )
-        self.quotas.rate_limited(self.endpoint, exc, release)
-
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
-        since = datetime.now(UTC)
-        while True:
-            ask = await self._lease(messages, model_settings, model_request_parameters, since)
-            heard: list[Mapping[str, str]] = []
-            listening = HEARD.set(heard)
-            try:
-                response = await self.wrapped.request(messages, model_settings, model_request_parameters)
-            except ModelHTTPError as exc:
-                if exc.status_code == 429:
-                    self._refused(ask, exc)
-                    continue
-                self._done(ask, None, heard)
-                raise
-            except BaseException:
-                self._done(ask, None, heard)
-                raise
-            finally:
-                HEARD.reset(listening)
-            self._done(ask, response, heard)
-            return response
-
-    @asynccontextmanager
-    async def request_stream(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-        run_context: RunContext[Any] | None = None,
-    ) -> AsyncIterator[StreamedResponse]:
-        since = datetime.now(UTC)
-        while True:
-            ask = await self._lease(messages, model_settings, model_request_parameters, since)
-            stack = AsyncExitStack()
-            heard: list[Mapping[str, str]] = []
-            listening = HEARD.set(heard)  # the response's headers come as the stream opens
-            try:
-                stream = await stack.enter_async_context(
-                    self.wrapped.request_stream(
-                        messages, model_settings, model_request_parameters, run_context
-                    )
-                )
-            except ModelHTTPError as exc:
-                await stack.aclose()
-                if exc.status_code == 429:
-                    self._refused(ask, exc)
-                    continue
-                self._done(ask, None, heard)
-                raise
-            except BaseException:
-                await stack.aclose()
-                self._done(ask, None, heard)
-                raise
-            finally:
-                HEARD.reset(listening)
-            self.quotas.opened(self.endpoint, heard)
-            break
-        try:
-            async with stack:
-                yield stream
-        except ModelHTTPError as exc:
-            if exc.status_code == 429:  # refused mid-stream: cool down; the activity's retry sends again
-                self._refused(ask, exc)
-            else:
-                self._done(ask, None, heard)
-            raise
-        except BaseException:
-            self._done(ask, None, heard)
-            raise
-        self._done(ask, stream.get(), heard)
