@@ -35,11 +35,11 @@ def _passed_through(module: str) -> bool:
 
 def test_workflow_modules_are_sandboxed():
     workflow_code = [
-        f"agentwolf.workflows.{m.name}" for m in pkgutil.iter_modules(agentwolf.workflows.__path__)
+        m.name for m in pkgutil.walk_packages(agentwolf.workflows.__path__, "agentwolf.workflows.")
     ]
     assert {
         "agentwolf.workflows.session",
-        "agentwolf.workflows.config_registry",
+        "agentwolf.workflows.configs.config_registry",
         "agentwolf.workflows.stream",
     } <= set(workflow_code)
     assert [m for m in workflow_code if m != "agentwolf.workflows.types" and _passed_through(m)] == []
@@ -76,7 +76,11 @@ async def test_workflow_modules_are_compiled_once_per_process(client: Client):
     Worker(client, task_queue=f"tq-{uuid.uuid4().hex[:8]}", workflows=WORKFLOWS, workflow_runner=SANDBOX)
     workflows = Path(agentwolf.workflows.__file__).parent
     compiled = {Path(p) for p in CODE_CACHE.cached()}
-    assert {workflows / "session.py", workflows / "stream.py", workflows / "config_registry.py"} <= compiled
+    assert {
+        workflows / "session.py",
+        workflows / "stream.py",
+        workflows / "configs" / "config_registry.py",
+    } <= compiled
     assert workflows / "types.py" not in compiled  # passed through: the host's module, never re-run
     # Only modules that define workflows (and the stream they share) run per workflow run: a helper
     # imported as `from package import module` slipped past the passthrough (branches.py did).

@@ -24,9 +24,9 @@ from temporalio.worker import Replayer
 
 from agentwolf.payloads import data_converter
 from agentwolf.worker.bootstrap import SANDBOX, WORKFLOWS
-from agentwolf.workflows.config_registry import REGISTRY_WORKFLOW
-from agentwolf.workflows.datasets import DATASET_WORKFLOW
-from agentwolf.workflows.eval_run import EVAL_WORKFLOW
+from agentwolf.workflows.configs.config_registry import REGISTRY_WORKFLOW
+from agentwolf.workflows.evals.datasets import DATASET_WORKFLOW
+from agentwolf.workflows.evals.run import EVAL_WORKFLOW
 from agentwolf.workflows.quotas import QUOTA_WORKFLOW
 from agentwolf.workflows.schedule import SCHEDULE_WORKFLOW
 from agentwolf.workflows.types import SESSION_WORKFLOW

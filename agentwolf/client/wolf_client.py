@@ -327,7 +327,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
             delay = min(delay * 2, 0.5)
         current = await self.config_get(name)
         if current.version > version:
-            from agentwolf.workflows.config_update import ConfigUpdate
+            from agentwolf.workflows.configs.config_update import ConfigUpdate
 
             update = ConfigUpdate(name=name, version=current.version, manifest=current.manifest)
             try:

@@ -30,9 +30,9 @@ from agentwolf.telemetry.interceptor import ActivityContext
 from agentwolf.worker.deployment import Deployment
 from agentwolf.worker.memory import Trimmer, tune_malloc
 from agentwolf.worker.sandbox import CachingSandboxedWorkflowRunner
-from agentwolf.workflows.config_registry import ConfigRegistryWorkflow
-from agentwolf.workflows.datasets import EvalDatasetWorkflow
-from agentwolf.workflows.eval_run import EvalRunWorkflow
+from agentwolf.workflows.configs.config_registry import ConfigRegistryWorkflow
+from agentwolf.workflows.evals.datasets import EvalDatasetWorkflow
+from agentwolf.workflows.evals.run import EvalRunWorkflow
 from agentwolf.workflows.pinned import PinnedSessionWorkflow
 from agentwolf.workflows.quotas import QuotaWorkflow
 from agentwolf.workflows.schedule import ScheduleFireWorkflow

@@ -25,7 +25,7 @@ from agentwolf.config.manifest import AgentConfig, Limits
 from agentwolf.telemetry import metrics
 from agentwolf.workflows.approvals import Approvals
 from agentwolf.workflows.archive import TranscriptArchive, restored
-from agentwolf.workflows.config_update import ConfigUpdate
+from agentwolf.workflows.configs.config_update import ConfigUpdate
 from agentwolf.workflows.contracts import (
     CompiledAgent,
     HostRef,
@@ -35,7 +35,7 @@ from agentwolf.workflows.contracts import (
     chain_digest,
     chained,
 )
-from agentwolf.workflows.evals import Recording
+from agentwolf.workflows.evals.cases import Recording
 from agentwolf.workflows.guard import LimitGuard
 from agentwolf.workflows.session_input import Branch, SessionInput, TurnMark
 from agentwolf.workflows.turn import (

@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from agentwolf.workflows.acp import AcpRunner
     from agentwolf.workflows.archive import TranscriptTail
     from agentwolf.workflows.branches import BranchInfo, Line, Rewound
-    from agentwolf.workflows.config_update import ConfigUpdate
+    from agentwolf.workflows.configs.config_update import ConfigUpdate
     from agentwolf.workflows.context import ContextKeeper
     from agentwolf.workflows.contracts import (
         BRANCHES_QUERY,

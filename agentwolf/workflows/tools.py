@@ -39,7 +39,7 @@ from agentwolf.workflows.contracts import (
     ToolSpec,
 )
 from agentwolf.workflows.core import SessionCore
-from agentwolf.workflows.evals import RECORDED
+from agentwolf.workflows.evals.cases import RECORDED
 from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.turn import (
     BOUNDED_FAN_OUT,
