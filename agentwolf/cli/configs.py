@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -103,7 +104,6 @@ async def config_validate(
 
     Example: wolf config validate wolf.yaml --tenant acme
     """
-    from dataclasses import asdict
 
     from agentwolf.access import check_tenant_name
     from agentwolf.cli.render import inert

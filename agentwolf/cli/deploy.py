@@ -5,6 +5,7 @@ session's next step)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -155,7 +156,6 @@ async def check_replay(
 
     Example: wolf check-replay --histories tests/histories --live 200 --address temporal:7233
     """
-    from pathlib import Path
 
     from agentwolf.client.replay_check import Broken, check_corpus, check_live
 

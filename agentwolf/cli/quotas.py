@@ -3,6 +3,9 @@ use, cooldown and waiting sessions."""
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
+
 import typer
 
 from agentwolf.cli.common import Json, Tenant, verb
@@ -24,9 +27,6 @@ async def quotas(conn: Connection, tenant: Tenant = "default", as_json: Json = F
 
     Example: wolf quotas --json
     """
-    import json
-    from datetime import UTC, datetime
-
     from agentwolf.client.quotas import endpoints
     from agentwolf.config.quotas import PRIORITIES
 
