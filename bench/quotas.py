@@ -165,7 +165,7 @@ async def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     limit = RateLimit(rpm=args.rpm, input_tpm=args.input_tpm, window=args.window, tag=_tenant_of)
     rng = random.Random(args.seed)
     with (
-        tempfile.TemporaryDirectory(prefix="wolf-flow-") as tmp,
+        tempfile.TemporaryDirectory(prefix="wolf-quotas-") as tmp,
         ScriptedOpenAI(lambda r: Reply(text="ok"), limit=limit) as server,
     ):
         folder = Path(tmp)
@@ -176,7 +176,7 @@ async def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
             search_attributes=SEARCH_ATTRIBUTES,
             dev_server_extra_args=dynamic_config_args(),
         )
-        queue = f"flow-{mode}"
+        queue = f"quotas-{mode}"
         procs = _workers(mode, args, env.client.service_client.config.target_host, queue, folder)
         try:
             await _polling(env.client, queue, len(procs))

@@ -2,6 +2,10 @@
 
 Values keep their `${VAR}` placeholders: the manifest travels through workflow history and must
 never carry a secret. Placeholders are resolved on the worker (`placeholders.resolve`).
+
+Over 500 lines on purpose: the schema reads top to bottom as a manifest does, each field documented
+where it is declared (the JSON Schema's descriptions); its parts with rules of their own live beside
+it (quotas.py, jobs.py, origins.py).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from typing import Any
 
 from agentwolf.workflows.quotas import Learned
 
-HEARD: ContextVar[list[Mapping[str, str]] | None] = ContextVar("wolf_flow_heard", default=None)
+HEARD: ContextVar[list[Mapping[str, str]] | None] = ContextVar("wolf_quota_heard", default=None)
 """The headers of the responses to the request `QuotaModel` is sending (set around the call)."""
 
 

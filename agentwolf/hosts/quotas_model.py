@@ -52,7 +52,7 @@ class Waits:
     priority: int | None = None
 
 
-WAITS: ContextVar[Waits | None] = ContextVar("wolf_flow_waits", default=None)
+WAITS: ContextVar[Waits | None] = ContextVar("wolf_quota_waits", default=None)
 """Set by `wolf.model_request` before its request task starts (the task inherits it)."""
 
 
