@@ -39,7 +39,7 @@ def test_workflow_modules_are_sandboxed():
     ]
     assert {
         "agentwolf.workflows.session.workflow",
-        "agentwolf.workflows.config_registry",
+        "agentwolf.workflows.configs.config_registry",
         "agentwolf.workflows.session.stream",
     } <= set(workflow_code)
     assert [m for m in workflow_code if m != "agentwolf.workflows.types" and _passed_through(m)] == []
@@ -77,7 +77,11 @@ async def test_workflow_modules_are_compiled_once_per_process(client: Client):
     workflows = Path(agentwolf.workflows.__file__).parent
     session = workflows / "session"
     compiled = {Path(p) for p in CODE_CACHE.cached()}
-    assert {session / "workflow.py", session / "stream.py", workflows / "config_registry.py"} <= compiled
+    assert {
+        session / "workflow.py",
+        session / "stream.py",
+        workflows / "configs" / "config_registry.py",
+    } <= compiled
     assert workflows / "types.py" not in compiled  # passed through: the host's module, never re-run
     # Only modules that define workflows (and the stream they share) run per workflow run: a helper
     # imported as `from package import module` slipped past the passthrough (branches.py did).

@@ -55,7 +55,7 @@ from agentwolf.workflows.types import (
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
 
-    from agentwolf.client.limits import SessionWait
+    from agentwolf.client.quotas import SessionWait
     from agentwolf.config.manifest import Manifest, McpServerConfig
     from agentwolf.workflows.session_input import SessionInput
     from agentwolf.workflows.turn_settings import TurnSettings
@@ -268,7 +268,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
         memo: dict[str, Any] | None = None,
     ) -> None:
         """Start the session workflow of `inp`: its search attributes, summary and priority memo."""
-        from agentwolf.config.limits import PRIORITY_MEMO, session_priority
+        from agentwolf.config.quotas import PRIORITY_MEMO, session_priority
         from agentwolf.workflows.session.turn import short
 
         attributes: list[SearchAttributePair[Any]] = [
@@ -292,7 +292,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
             else WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             static_summary=short(f"{agent}: {prompt}" if prompt else f"{agent} (interactive)"),
             static_details=start_details(agent, manifest, inp.config_name, version, prompt),
-            # The limiters serve interactive sessions first (config/limits.py). A memo, not a Temporal
+            # The quota workflows serve interactive sessions first (config/quotas.py). A memo, not a Temporal
             # priority: the dev server (1.32) stalled a priority session's tasks after a worker restart.
             memo={PRIORITY_MEMO: session_priority(inp.background, trigger)}
             | ({OWNER_MEMO: owner} if owner is not None else {})
@@ -327,7 +327,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
             delay = min(delay * 2, 0.5)
         current = await self.config_get(name)
         if current.version > version:
-            from agentwolf.workflows.config_update import ConfigUpdate
+            from agentwolf.workflows.configs.config_update import ConfigUpdate
 
             update = ConfigUpdate(name=name, version=current.version, manifest=current.manifest)
             try:
@@ -488,7 +488,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
 
     async def waiting(self, session_id: str) -> SessionWait | None:
         """What the session's model request waits for (its provider's limits), or None."""
-        from agentwolf.client.limits import session_wait
+        from agentwolf.client.quotas import session_wait
 
         return await session_wait(self.client, (await self._handle(session_id)).id)
 

@@ -58,7 +58,7 @@ class Deployment:
 
     def config(self) -> WorkerDeploymentConfig:
         """Versioned polling. Sessions declare PINNED (PinnedSessionWorkflow); the small long-lived
-        workflows (config registry, limiter, schedule fires) move to the current build at their next
+        workflows (config registry, quota workflow, schedule fires) move to the current build at their next
         task, as before versioning: pinned, they would wait for ever once their build's workers stop."""
         return WorkerDeploymentConfig(
             version=self.version,

@@ -278,7 +278,7 @@ class ModelRequestInput(BaseModel):
     view: ContextView | None = None
     """The working context (workflows/compaction.py), applied on the worker to its whole copy."""
     priority: int | None = None
-    """The session's priority key (its memo) for the provider's limiter: carried here, the worker
+    """The session's priority key (its memo) for the provider's quota workflow: carried here, the worker
     need not describe the session before each request (None: sent before the patch, described)."""
 
 
@@ -323,7 +323,7 @@ class LiveText(BaseModel):
     thinking: str = ""
     thinking_start: int = 0
     waiting: str | None = None
-    """Set while the request waits for its provider's limits (`rate_limited: rpm`, hosts/flow.py)."""
+    """Set while the request waits for its provider's limits (`rate_limited: rpm`, hosts/quotas.py)."""
     resumes_at: datetime | None = None
 
 

@@ -15,9 +15,9 @@ from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.workflows.acp_types import AcpSession
 from agentwolf.workflows.archive import TranscriptArchive
 from agentwolf.workflows.compaction import ContextView
-from agentwolf.workflows.config_update import ConfigUpdate
+from agentwolf.workflows.configs.config_update import ConfigUpdate
 from agentwolf.workflows.contracts import CompiledAgent
-from agentwolf.workflows.evals import RecordedCall
+from agentwolf.workflows.evals.cases import RecordedCall
 from agentwolf.workflows.turn_settings import TurnSettings
 from agentwolf.workflows.types import (
     Approval,

@@ -28,7 +28,7 @@ import agentwolf.workflows.session.branches as branches
 from agentwolf.config.manifest import AgentConfig, Limits, McpServerConfig
 from agentwolf.telemetry import metrics
 from agentwolf.workflows.compaction import ContextView
-from agentwolf.workflows.config_update import ConfigUpdate
+from agentwolf.workflows.configs.config_update import ConfigUpdate
 from agentwolf.workflows.contracts import CompiledAgent, HostRef, ModelRequestOutput, SkillInfo, ToolOutcome
 from agentwolf.workflows.session.approvals import Approvals
 from agentwolf.workflows.session.branches import Rewound

@@ -26,8 +26,8 @@ from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
-from agentwolf.config.limits import DEFAULT_PRIORITY, PRIORITY_MEMO
 from agentwolf.config.manifest import Team
+from agentwolf.config.quotas import DEFAULT_PRIORITY, PRIORITY_MEMO
 from agentwolf.payloads import THRESHOLD
 from agentwolf.workflows.contracts import (
     CommandInput,

@@ -37,7 +37,7 @@ from agentwolf.workflows.contracts import (
     ToolOutcome,
     ToolSpec,
 )
-from agentwolf.workflows.evals import RECORDED, Recording
+from agentwolf.workflows.evals.cases import RECORDED, Recording
 from agentwolf.workflows.session.code import CODE_MODE, Scripts
 from agentwolf.workflows.session.core import SessionCore
 from agentwolf.workflows.session.turn import (

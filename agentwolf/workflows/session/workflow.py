@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
     import agentwolf.workflows.session.branches as branches
     from agentwolf.config.manifest import Manifest, McpServerConfig
     from agentwolf.workflows.archive import TranscriptTail
-    from agentwolf.workflows.config_update import ConfigUpdate
+    from agentwolf.workflows.configs.config_update import ConfigUpdate
     from agentwolf.workflows.contracts import (
         BRANCHES_QUERY,
         COMPILED_QUERY,

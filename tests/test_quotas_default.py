@@ -1,4 +1,4 @@
-"""Provider limits nobody configured (agentwolf/hosts/flow.py, `limiter-probe`): with no `limits`
+"""Provider limits nobody configured (agentwolf/hosts/quotas.py, `limiter-probe`): with no `limits`
 entry, a fleet of sessions starting at once keeps inside a provider's budget it learns from the
 rate-limit headers of the first answer, and never sends into a cooldown."""
 
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from agentwolf.config.manifest import Manifest
-from agentwolf.hosts.flow import endpoint_id, learned
-from agentwolf.workflows.limiter import Learned, limiter_id
+from agentwolf.hosts.quotas import endpoint_id, learned
+from agentwolf.workflows.quotas import Learned, quota_workflow_id
 from tests.conftest import openai_manifest, record_history, tools_server, wait_for
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
 from tests.support.rate_limit import RateLimit
@@ -22,7 +22,7 @@ from tests.support.rate_limit import RateLimit
 
 @pytest.fixture(autouse=True)
 def _collected() -> Iterator[None]:
-    """Finalizers of the test's clients and tasks run here (see tests/test_flow.py)."""
+    """Finalizers of the test's clients and tasks run here (see tests/test_quotas.py)."""
     yield
     gc.collect()
 
@@ -38,12 +38,12 @@ async def test_twenty_sessions_at_once_keep_to_limits_nobody_configured(wolf, cl
     """Twenty sessions start at once on an endpoint that allows 20 requests per 4 s window (its
     answers say so: `x-ratelimit-limit-requests`, `RateLimit-Policy: 20;w=4`); each turn makes two
     requests; the manifest has no `limits` entry. At most one 429, nothing sent into a cooldown,
-    every turn completed (before: no flow control without an entry, 20 requests the provider
+    every turn completed (before: no quotas without an entry, 20 requests the provider
     refused and sent again into their cooldowns)."""
     limit = RateLimit(rpm=20, window=4.0)
     with ScriptedOpenAI(_echo_then_answer, limit=limit) as server:
         manifest = openai_manifest(server.base_url, mcp_servers={"tools": tools_server()})
-        assert manifest.host.models.limits == []
+        assert manifest.host.models.quotas == []
         async with run_worker():
             sids = await asyncio.gather(*(wolf.submit(f"hi {i}", "a", manifest) for i in range(20)))
             results = await asyncio.gather(*(wolf.result(s) for s in sids))
@@ -52,13 +52,13 @@ async def test_twenty_sessions_at_once_keep_to_limits_nobody_configured(wolf, cl
             assert limit.sent_in_cooldowns() == []
             assert len(limit.accepted()) == 40
             endpoint = endpoint_id(server.base_url.rstrip("/") + "/", "k", "gpt-4o-mini", task_queue)
-            handle = client.get_workflow_handle(limiter_id(endpoint))
+            handle = client.get_workflow_handle(quota_workflow_id(endpoint))
             await record_history(client, handle.id, "limiter_learnt")
             await handle.terminate()
 
 
 async def test_the_first_stream_opening_lets_the_others_go(wolf, client, run_worker):
-    """Limits unknown; the first request streams its answer for 8 s. Its headers reach the limiter as
+    """Limits unknown; the first request streams its answer for 8 s. Its headers reach the quota workflow as
     the stream opens, so the other sessions' requests go while it still streams (before: they waited
     for its whole answer)."""
     limit = RateLimit(rpm=20, window=4.0)

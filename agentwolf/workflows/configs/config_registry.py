@@ -25,7 +25,7 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from agentwolf.config.loading import ManifestError, load_manifest, reference_problems
     from agentwolf.config.manifest import Manifest
-    from agentwolf.workflows.config_update import ConfigUpdate
+    from agentwolf.workflows.configs.config_update import ConfigUpdate
 
 NOTIFY_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=10

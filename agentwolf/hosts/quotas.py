@@ -1,16 +1,17 @@
-"""Provider flow control on the worker: every request to a limited endpoint takes a lease from the
-endpoint's limiter workflow (agentwolf/workflows/limiter.py) first, so every worker of the namespace
+"""Provider quotas on the worker: every request to a limited endpoint takes a lease from the
+endpoint's quota workflow (agentwolf/workflows/quotas/) first, so every worker of the namespace
 draws from one budget, and a 429 stops them all until its `Retry-After` has passed.
 
-`Flow.wrap` puts a `FlowModel` around every model with a provider (a `limits` entry of the policy
-or the manifest says its numbers; with none, they are learnt); the provider SDK's own retries are
-turned off for it (they would resend inside a cooldown the others keep). The rate-limit headers of
-every response (OpenAI and Anthropic send them on success too) go back to the limiter with the
-lease, read by a response hook on the SDK's HTTP client. While a request runs, its worker names its
-lease to the limiter every quarter of `lease_ttl`, so a request longer than the TTL keeps it.
-A request waits for its lease inside the activity, heartbeating, so waiting burns no retry attempt;
-what it waits for is in the activity's heartbeat details (`LiveText.waiting`), which `wolf status`
-and followers read. The wait fails the turn only after the policy's `rate_wait_max`.
+`Quotas.wrap` puts a `QuotaModel` (quotas_model.py) around every model with a provider (a `quotas`
+entry of the policy or the manifest says its numbers; with none, they are learnt); the provider
+SDK's own retries are turned off for it (they would resend inside a cooldown the others keep). The
+rate-limit headers of every response (OpenAI and Anthropic send them on success too) go back to the
+quota workflow with the lease, read by a response hook on the SDK's HTTP client (quotas_headers.py).
+While a request runs, its worker names its lease to the quota workflow every quarter of
+`lease_ttl`, so a request longer than the TTL keeps it. A request waits for its lease inside the
+activity, heartbeating, so waiting burns no retry attempt; what it waits for is in the activity's
+heartbeat details (`LiveText.waiting`), which `wolf status` and followers read. The wait fails the
+turn only after the policy's `rate_wait_max`.
 """
 
 from __future__ import annotations
@@ -19,19 +20,13 @@ import asyncio
 import hashlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Coroutine, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
-from contextvars import ContextVar
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic_ai.exceptions import ModelHTTPError
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
-from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
-from pydantic_ai.models.wrapper import WrapperModel
-from pydantic_ai.settings import ModelSettings
-from pydantic_ai.tools import RunContext
+from pydantic_ai.models import Model
 from temporalio import activity
 from temporalio.client import (
     Client,
@@ -43,27 +38,33 @@ from temporalio.common import Priority, WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentwolf.config.limits import (
+from agentwolf.config.quotas import (
     DEFAULT_PRIORITY,
     INTERACTIVE,
     PRIORITY_MEMO,
-    EndpointLimits,
-    FlowPolicy,
-    limits_for,
+    EndpointQuota,
+    QuotaPolicy,
+    quota_for,
 )
-from agentwolf.workflows.limiter import (
+from agentwolf.hosts.quotas_headers import learned, listen, reset_seconds
+from agentwolf.hosts.quotas_model import WAITS, Endpoint, QuotaModel, Wait, Waits
+from agentwolf.workflows.quotas import (
     Ask,
     Cooldown,
     Grant,
     Learned,
-    LimiterState,
-    LimiterWorkflow,
     News,
     Poll,
     Polled,
+    QuotaState,
+    QuotaWorkflow,
     Release,
-    limiter_id,
+    quota_workflow_id,
 )
+
+__all__ = ["WAITS", "Endpoint", "QuotaModel", "Quotas", "Wait", "Waits", "endpoint_id", "learned"]
+"""With the model side (quotas_model.py) and the headers' reading (quotas_headers.py) it uses: the
+names the activities and the worker take from here."""
 
 log = logging.getLogger(__name__)
 
@@ -72,64 +73,15 @@ RETRY_AFTER_DEFAULT = 1.0
 PRIORITIES_KEPT = 10_000
 """Sessions whose priority key a worker remembers (oldest out first)."""
 SIGNAL_TRIES = 60.0
-"""Seconds a signal to a limiter is tried again while the server is busy."""
+"""Seconds a signal to a quota workflow is tried again while the server is busy."""
 ATTEMPT_MARGIN = timedelta(seconds=30)
 """A wait that would run past the attempt's start-to-close timeout less this ends the attempt with
 `next_retry_delay` instead (a fresh attempt waits on)."""
 
 
-@dataclass
-class Endpoint:
-    """One (base URL, API key, model): the unit a limiter budgets."""
-
-    id: str
-    label: str
-    limits: EndpointLimits
-
-
-@dataclass
-class Wait:
-    """What a model request waits for, for heartbeat details."""
-
-    reason: str
-    resumes_at: datetime | None
-
-
-@dataclass
-class Waits:
-    """The current activity's wait, if any (set by `FlowModel`, read by the heartbeat), and its
-    session's priority when the request carried it."""
-
-    now: Wait | None = None
-    priority: int | None = None
-
-
-WAITS: ContextVar[Waits | None] = ContextVar("wolf_flow_waits", default=None)
-"""Set by `wolf.model_request` before its request task starts (the task inherits it)."""
-
-HEARD: ContextVar[list[Mapping[str, str]] | None] = ContextVar("wolf_flow_heard", default=None)
-"""The headers of the responses to the request `FlowModel` is sending (set around the call)."""
-
-
-async def _heard(response: Any) -> None:
-    """A response hook on the provider SDK's HTTP client (shared by several models, perhaps): the
-    headers go to the request being sent in this task, if `FlowModel` sends it."""
-    if (heard := HEARD.get()) is not None:
-        heard.append(response.headers)
-
-
-def _listen(client: Any) -> None:
-    """Hook `_heard` on the SDK's HTTP client (OpenAI's and Anthropic's SDKs keep it as `_client`,
-    an httpx client): the response to a successful request says the limits too."""
-    hooks = getattr(getattr(client, "_client", None), "event_hooks", None)
-    responses = hooks.get("response") if isinstance(hooks, dict) else None
-    if isinstance(responses, list) and _heard not in responses:
-        responses.append(_heard)
-
-
 def endpoint_id(base_url: str, api_key: str, model: str, task_queue: str) -> str:
     """A digest of what a provider budgets by (the key only as its own digest, never itself), per
-    task queue: an endpoint's limiter runs on the queue of the workers that use it, so one that no
+    task queue: an endpoint's quota workflow runs on the queue of the workers that use it, so one that no
     worker polls any more (workers moved to another queue) never holds their requests."""
     key = hashlib.sha256(api_key.encode()).hexdigest()
     return hashlib.sha256(f"{base_url}\0{key}\0{model}\0{task_queue}".encode()).hexdigest()[:24]
@@ -142,7 +94,7 @@ class _Waiting:
     ask: Ask
     grant: asyncio.Future[Grant]
     latest: Grant | None = None
-    """The limiter's last word on why it waits."""
+    """The quota workflow's last word on why it waits."""
 
 
 @dataclass
@@ -153,51 +105,51 @@ class _Queue:
     waiting: dict[str, _Waiting] = field(default_factory=dict)
     poller: asyncio.Task[None] | None = None
     held: set[str] = field(default_factory=set)
-    """Leases granted to this worker and not given back (a grant the limiter sends again is no news)."""
+    """Leases granted to this worker and not given back (a grant the workflow sends again is no news)."""
     news: News | None = None
-    """What the next signal tells the limiter (gathered while the last one is in flight)."""
+    """What the next signal tells the quota workflow (gathered while the last one is in flight)."""
     sender: asyncio.Task[None] | None = None
     """The one signal in flight (several, each about one request, crowd a busy server)."""
     urgent: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     """Interactive requests announced on their own, past the signal in flight: lease -> its send."""
     renewer: asyncio.Task[None] | None = None
-    """Names the `held` leases to the limiter while there are any."""
+    """Names the `held` leases to the quota workflow while there are any."""
     told: bool = False
-    """The headers of a stream as it opened went to the limiter (once: after, releases carry them)."""
+    """The headers of a stream as it opened went to the quota workflow (once: after, releases carry them)."""
 
 
 @dataclass
-class Flow:
-    """One worker's access to the fleet's limiters."""
+class Quotas:
+    """One worker's access to the fleet's quota workflows."""
 
     client: Client
     task_queue: str
-    policy: FlowPolicy
+    policy: QuotaPolicy
     cooldowns: dict[str, datetime] = field(default_factory=dict)
-    """Endpoint -> the end of a cooldown this worker saw (a 429 here, or a limiter's answer)."""
+    """Endpoint -> the end of a cooldown this worker saw (a 429 here, or a quota workflow's answer)."""
     worker: str = field(default_factory=lambda: uuid.uuid4().hex)
-    """This process, to the limiters (its polls collect its grants)."""
+    """This process, to the quota workflows (its polls collect its grants)."""
     _queues: dict[str, _Queue] = field(default_factory=dict)
     _priorities: dict[str, int] = field(default_factory=dict)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     """Signals being sent (`close` waits for them)."""
 
-    def wrap(self, model: Model, spec: str, manifest_limits: list[EndpointLimits], tenant: str) -> Model:
-        """`model` under flow control, with the limits of the first `limits` entry matching `spec`
+    def wrap(self, model: Model, spec: str, manifest_quotas: list[EndpointQuota], tenant: str) -> Model:
+        """`model` under quotas, with the limits of the first `limits` entry matching `spec`
         (none: every number learnt from the provider); in-process models (`local:`) as they are."""
         if model.base_url is None:
             return model
-        limits = limits_for(spec, self.policy.limits, manifest_limits)
+        limits = quota_for(spec, self.policy.models, manifest_quotas)
         client = getattr(model, "client", None)
         if client is not None and hasattr(client, "max_retries"):
             client.max_retries = 0  # the SDK's hidden retries would resend during a shared cooldown
-        _listen(client)
+        listen(client)
         base_url = model.base_url
         key = str(getattr(client, "api_key", "") or "")
         endpoint = Endpoint(
             endpoint_id(base_url, key, model.model_name, self.task_queue), f"{spec} @ {base_url}", limits
         )
-        return FlowModel(model, self, endpoint, tenant)
+        return QuotaModel(model, self, endpoint, tenant)
 
     async def acquire(self, endpoint: Endpoint, ask: Ask) -> Grant:
         """A lease, waiting (and saying why in `WAITS`) as long as it takes, up to the policy's
@@ -271,7 +223,7 @@ class Flow:
         if now - info.scheduled_time > self.policy.rate_wait_max:
             raise ApplicationError(
                 f"waited {self.policy.rate_wait_max} for the provider's limits ({endpoint.label}: "
-                f"{wait.reason}); `flow.rate_wait_max` in the worker policy allows longer waits",
+                f"{wait.reason}); `quotas.rate_wait_max` in the worker policy allows longer waits",
                 type="RateWaitExceeded",
                 non_retryable=True,
             )
@@ -298,16 +250,16 @@ class Flow:
 
     async def _polling(self, queue: _Queue) -> None:
         endpoint = queue.endpoint
-        state = LimiterState(endpoint=endpoint.id, label=endpoint.label, limits=endpoint.limits)
+        state = QuotaState(endpoint=endpoint.id, label=endpoint.label, limits=endpoint.limits)
         backoff, running = 0.1, False
         while queue.waiting:
             # a granted request leaves `waiting` only when its task runs again: not in the next poll
             asks = [w.ask for w in queue.waiting.values() if not w.grant.done()]
             poll = Poll(worker=self.worker, asks=asks, ungranted=True)
             start = WithStartWorkflowOperation(  # one per request: the SDK refuses to reuse one
-                LimiterWorkflow.run,
+                QuotaWorkflow.run,
                 state,
-                id=limiter_id(endpoint.id),
+                id=quota_workflow_id(endpoint.id),
                 task_queue=self.task_queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 # first in the queue: its tasks must not wait behind the sessions it paces
@@ -315,16 +267,16 @@ class Flow:
             )
             try:
                 if running:  # a plain update: less work for the server than update-with-start
-                    handle = self.client.get_workflow_handle(limiter_id(endpoint.id))
+                    handle = self.client.get_workflow_handle(quota_workflow_id(endpoint.id))
                     update = uuid.uuid4().hex
-                    polled: Polled = await handle.execute_update(LimiterWorkflow.poll, poll, id=update)
-                else:  # the first poll, or after an error (the limiter may have ended when idle)
+                    polled: Polled = await handle.execute_update(QuotaWorkflow.poll, poll, id=update)
+                else:  # the first poll, or after an error (the quota workflow may have ended when idle)
                     polled = await self.client.execute_update_with_start_workflow(
-                        LimiterWorkflow.poll, poll, start_workflow_operation=start, id=uuid.uuid4().hex
+                        QuotaWorkflow.poll, poll, start_workflow_operation=start, id=uuid.uuid4().hex
                     )
             except (RPCError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError) as exc:
-                # the server busy (too many updates in flight), or the limiter moving to a new run
-                log.debug("limiter %s: %s; polling again", endpoint.label, exc)
+                # the server busy (too many updates in flight), or the quota workflow moving to a new run
+                log.debug("quota workflow %s: %s; polling again", endpoint.label, exc)
                 await asyncio.sleep(backoff)
                 backoff, running = min(backoff * 2, 2.0), False
                 continue
@@ -343,7 +295,7 @@ class Flow:
                     self.release(endpoint, Release(lease_id=grant.lease_id, sent=False))
 
     async def _renew(self, queue: _Queue) -> None:
-        """While this worker holds leases on the endpoint, name them to the limiter every quarter of
+        """While this worker holds leases on the endpoint, name them to the quota workflow every quarter of
         their TTL: each lives on a TTL from then, however long its request runs."""
         every = queue.endpoint.limits.lease_ttl.total_seconds() / 4
         while queue.held:
@@ -358,7 +310,7 @@ class Flow:
         self._tell(queue, News(worker=self.worker, releases=[release]))
 
     def opened(self, endpoint: Endpoint, heard: list[Mapping[str, str]]) -> None:
-        """A stream opened: the first on this endpoint tells the limiter at once what its headers say,
+        """A stream opened: the first on this endpoint tells the quota workflow at once what its headers say,
         so requests held back while its limits were unknown need not wait for the whole answer."""
         queue = self._queues.setdefault(endpoint.id, _Queue(endpoint))
         if not queue.told:
@@ -367,9 +319,9 @@ class Flow:
             self._tell(queue, News(worker=self.worker, learned=said or Learned()), urgent=True)
 
     def rate_limited(self, endpoint: Endpoint, exc: ModelHTTPError, release: Release) -> None:
-        """A 429: stop this worker at once, and every other through the limiter; the cooldown reaches
-        the limiter with the lease coming back (no grant in between)."""
-        wait = exc.retry_after if exc.retry_after is not None else _reset_seconds(exc.headers or {})
+        """A 429: stop this worker at once, and every other through the quota workflow; the cooldown reaches
+        the quota workflow with the lease coming back (no grant in between)."""
+        wait = exc.retry_after if exc.retry_after is not None else reset_seconds(exc.headers or {})
         until = datetime.now(UTC) + timedelta(seconds=wait if wait is not None else RETRY_AFTER_DEFAULT)
         self.cooldowns[endpoint.id] = max(until, self.cooldowns.get(endpoint.id, until))
         cooldown = Cooldown(until=until, reason=f"429 from {endpoint.label}")
@@ -377,7 +329,7 @@ class Flow:
         self._tell(self._queues.setdefault(endpoint.id, _Queue(endpoint)), news, urgent=True)
 
     def _tell(self, queue: _Queue, news: News, urgent: bool = False) -> None:
-        """Add `news` to what the next signal to the limiter says and send it in the background: one
+        """Add `news` to what the next signal to the quota workflow says and send it in the background: one
         signal in flight per endpoint, carrying everything gathered meanwhile. Urgent news (an
         interactive request, a 429) that finds a signal in flight goes at once on its own rather
         than wait behind the jobs' news."""
@@ -412,22 +364,22 @@ class Flow:
         while (news := queue.news) is not None:
             queue.news = None
             # a release after the announcement of its request (it was cancelled at once): else the
-            # limiter would queue, and later grant, a request nobody waits for
+            # quota workflow would queue, and later grant, a request nobody waits for
             before = [queue.urgent[r.lease_id] for r in news.releases if r.lease_id in queue.urgent]
             await asyncio.gather(*before, return_exceptions=True)
             await self._signal(queue.endpoint, news)
 
     async def _signal(self, endpoint: Endpoint, news: News) -> None:
-        """Signal the limiter, tried again while the server is busy, for up to SIGNAL_TRIES."""
-        handle = self.client.get_workflow_handle(limiter_id(endpoint.id))
+        """Signal the quota workflow, tried again while the server is busy, for up to SIGNAL_TRIES."""
+        handle = self.client.get_workflow_handle(quota_workflow_id(endpoint.id))
         deadline, backoff = asyncio.get_running_loop().time() + SIGNAL_TRIES, 0.2
         while True:
             try:
-                await handle.signal(LimiterWorkflow.news, news)
+                await handle.signal(QuotaWorkflow.news, news)
                 return
-            except RPCError as exc:  # "workflow is busy", a deadline, the limiter moving
+            except RPCError as exc:  # "workflow is busy", a deadline, the quota workflow moving
                 if exc.status == RPCStatusCode.NOT_FOUND or asyncio.get_running_loop().time() > deadline:
-                    log.warning("limiter %s: news not sent: %s", endpoint.label, exc)
+                    log.warning("quota workflow %s: news not sent: %s", endpoint.label, exc)
                     return
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
@@ -437,220 +389,3 @@ class Flow:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
-
-
-def _reset_seconds(headers: Mapping[str, str]) -> float | None:
-    """`x-ratelimit-reset-requests` / `-tokens` (`1s`, `6m0s`, `250ms`): the longest."""
-    found = [
-        _duration(headers[k])
-        for k in ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens")
-        if k in headers
-    ]
-    values = [v for v in found if v is not None]
-    return max(values) if values else None
-
-
-def _duration(text: str) -> float | None:
-    total, number = 0.0, ""
-    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch.isdigit() or ch == ".":
-            number += ch
-            i += 1
-            continue
-        unit = "ms" if text.startswith("ms", i) else ch
-        if unit not in units or not number:
-            return None
-        total += float(number) * units[unit]
-        number = ""
-        i += len(unit)
-    if number:
-        total += float(number)
-    return total
-
-
-def learned(headers: Mapping[str, str]) -> Learned | None:
-    """Limits from `x-ratelimit-limit-*` headers (OpenAI's tokens limit counts input; `-1` and other
-    nonsense, as Azure sends, is ignored), and the window from `RateLimit-Policy` (the IETF draft's
-    `20;w=60` or `"default";q=20;w=60`: its first policy) when a provider states one."""
-
-    def number(name: str) -> int | None:
-        try:
-            value = int(headers.get(name, ""))
-        except ValueError:
-            return None
-        return value if value > 0 else None
-
-    found = Learned(
-        rpm=number("x-ratelimit-limit-requests") or number("anthropic-ratelimit-requests-limit"),
-        input_tpm=number("x-ratelimit-limit-tokens") or number("anthropic-ratelimit-input-tokens-limit"),
-        output_tpm=number("anthropic-ratelimit-output-tokens-limit"),
-        window=_policy_window(headers.get("ratelimit-policy", "")),
-    )
-    return found if found != Learned() else None
-
-
-def _policy_window(policy: str) -> timedelta | None:
-    for param in policy.split(",")[0].split(";")[1:]:
-        name, _, seconds = param.strip().partition("=")
-        if name == "w" and seconds.isdigit() and int(seconds) > 0:
-            return timedelta(seconds=int(seconds))
-    return None
-
-
-def _estimate(messages: list[ModelMessage], parameters: ModelRequestParameters) -> int:
-    """Input tokens, about: a token per four bytes of the request's JSON (reconciled afterwards)."""
-    size = len(ModelMessagesTypeAdapter.dump_json(messages))
-    size += sum(
-        len(str(t.parameters_json_schema)) + len(t.description or "") for t in parameters.tool_defs.values()
-    )
-    return size // 4 + 1
-
-
-class FlowModel(WrapperModel):
-    """A model whose requests take a lease from their endpoint's limiter first."""
-
-    def __init__(self, wrapped: Model, flow: Flow, endpoint: Endpoint, tenant: str) -> None:
-        super().__init__(wrapped)
-        self.flow = flow
-        self.endpoint = endpoint
-        self.tenant = tenant
-
-    async def _ask(
-        self,
-        messages: list[ModelMessage],
-        settings: ModelSettings | None,
-        params: ModelRequestParameters,
-        since: datetime,
-        lease_id: str,
-    ) -> Ask:
-        info = activity.info() if activity.in_activity() else None
-        carried = waits.priority if (waits := WAITS.get()) is not None else None
-        priority = await self.flow.priority(info, carried) if info else carried or DEFAULT_PRIORITY
-        max_tokens = (settings or {}).get("max_tokens")
-        return Ask(
-            lease_id=lease_id,
-            session=info.workflow_id or "" if info else "",
-            tenant=self.tenant,
-            weight=self.flow.policy.weight(self.tenant),
-            priority=priority,
-            input_tokens=_estimate(messages, params),
-            output_tokens=max_tokens or self.endpoint.limits.output_reserve,
-            since=since,
-            limits=self.endpoint.limits,
-        )
-
-    async def _lease(
-        self,
-        messages: list[ModelMessage],
-        settings: ModelSettings | None,
-        params: ModelRequestParameters,
-        since: datetime,
-    ) -> Ask:
-        ask = await self._ask(messages, settings, params, since, uuid.uuid4().hex)
-        try:
-            await self.flow.acquire(self.endpoint, ask)
-        except BaseException:
-            self.flow.release(self.endpoint, Release(lease_id=ask.lease_id, sent=False))
-            raise
-        return ask
-
-    def _done(self, ask: Ask, response: ModelResponse | None, heard: list[Mapping[str, str]]) -> None:
-        usage = response.usage if response is not None else None
-        self.flow.release(
-            self.endpoint,
-            Release(
-                lease_id=ask.lease_id,
-                ended_at=datetime.now(UTC),
-                input_tokens=(usage.input_tokens if usage else 0) or ask.input_tokens,
-                output_tokens=(usage.output_tokens if usage else 0)
-                or (0 if response is None else ask.output_tokens),
-                learned=learned(heard[-1]) if heard else None,
-            ),
-        )
-
-    def _refused(self, ask: Ask, exc: ModelHTTPError) -> None:
-        """A 429: the cooldown for everyone, the lease back (the request reached the provider)."""
-        learnt = learned(exc.headers or {})
-        release = Release(
-            lease_id=ask.lease_id, input_tokens=ask.input_tokens, learned=learnt, ended_at=datetime.now(UTC)
-        )
-        self.flow.rate_limited(self.endpoint, exc, release)
-
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
-        since = datetime.now(UTC)
-        while True:
-            ask = await self._lease(messages, model_settings, model_request_parameters, since)
-            heard: list[Mapping[str, str]] = []
-            listening = HEARD.set(heard)
-            try:
-                response = await self.wrapped.request(messages, model_settings, model_request_parameters)
-            except ModelHTTPError as exc:
-                if exc.status_code == 429:
-                    self._refused(ask, exc)
-                    continue
-                self._done(ask, None, heard)
-                raise
-            except BaseException:
-                self._done(ask, None, heard)
-                raise
-            finally:
-                HEARD.reset(listening)
-            self._done(ask, response, heard)
-            return response
-
-    @asynccontextmanager
-    async def request_stream(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-        run_context: RunContext[Any] | None = None,
-    ) -> AsyncIterator[StreamedResponse]:
-        since = datetime.now(UTC)
-        while True:
-            ask = await self._lease(messages, model_settings, model_request_parameters, since)
-            stack = AsyncExitStack()
-            heard: list[Mapping[str, str]] = []
-            listening = HEARD.set(heard)  # the response's headers come as the stream opens
-            try:
-                stream = await stack.enter_async_context(
-                    self.wrapped.request_stream(
-                        messages, model_settings, model_request_parameters, run_context
-                    )
-                )
-            except ModelHTTPError as exc:
-                await stack.aclose()
-                if exc.status_code == 429:
-                    self._refused(ask, exc)
-                    continue
-                self._done(ask, None, heard)
-                raise
-            except BaseException:
-                await stack.aclose()
-                self._done(ask, None, heard)
-                raise
-            finally:
-                HEARD.reset(listening)
-            self.flow.opened(self.endpoint, heard)
-            break
-        try:
-            async with stack:
-                yield stream
-        except ModelHTTPError as exc:
-            if exc.status_code == 429:  # refused mid-stream: cool down; the activity's retry sends again
-                self._refused(ask, exc)
-            else:
-                self._done(ask, None, heard)
-            raise
-        except BaseException:
-            self._done(ask, None, heard)
-            raise
-        self._done(ask, stream.get(), heard)

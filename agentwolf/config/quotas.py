@@ -1,17 +1,23 @@
-"""Provider limits: the budgets of a provider endpoint (requests, input and output tokens per minute,
-concurrent requests), shared by every worker of the namespace through its limiter workflow
-(agentwolf/workflows/limiter.py).
+"""Quotas: the budgets of a provider endpoint (requests, input and output tokens per minute,
+concurrent requests), shared by every worker of the namespace through its quota workflow
+(agentwolf/workflows/quotas/).
 
-They come from the worker policy (`flow.limits`) and the manifest (`host.models.limits`); for a
+They come from the worker policy (`quotas.models`) and the manifest (`host.models.quotas`); for a
 model both name, the policy's entry wins; a model no entry names has every limit learnt. A limit left
-unset is learnt from the provider's rate-limit headers."""
+unset is learnt from the provider's rate-limit headers. The keys' old names (`flow:`, `limits:`)
+are still read, with a deprecation warning."""
 
 from __future__ import annotations
 
 import fnmatch
+import logging
+import warnings
 from datetime import timedelta
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+log = logging.getLogger(__name__)
 
 PRIORITIES = {1: "interactive", 2: "job", 3: "background"}
 """Session priorities, lower first (Temporal's priority-key scale): `wolf chat`/`prompt` sessions, job
@@ -22,6 +28,21 @@ PRIORITY_MEMO = "priority"
 """The session's memo key holding its priority (set by `WolfClient.start_session`)."""
 
 
+def renamed(data: Any, old: str, new: str, where: str) -> Any:
+    """`data` (a mapping about to be validated) with its deprecated key `old` read as `new`, warned
+    about once per place and logged; both keys at once is an error."""
+    if not isinstance(data, dict) or old not in data:
+        return data
+    if new in data:
+        raise ValueError(f"`{where}{old}` and `{where}{new}` both given: keep `{new}` only")
+    note = f"`{where}{old}` is deprecated: name it `{where}{new}` (read as such)"
+    warnings.warn(note, DeprecationWarning, stacklevel=2)
+    log.warning(note)
+    data = dict(data)
+    data[new] = data.pop(old)
+    return data
+
+
 def session_priority(background: bool, trigger: str | None) -> int:
     """A session's priority key: runs a job or schedule started go before background tasks; a
     session a person talks to goes first (its subagents inherit it)."""
@@ -30,7 +51,7 @@ def session_priority(background: bool, trigger: str | None) -> int:
     return 3 if background else 1
 
 
-class EndpointLimits(BaseModel):
+class EndpointQuota(BaseModel):
     """The budgets of the models a `match` pattern names (`openai:gpt-4o*`, `*`), per endpoint (base
     URL and API key) and model; None: unknown until a provider header says."""
 
@@ -54,7 +75,7 @@ class EndpointLimits(BaseModel):
     the window the provider states (`RateLimit-Policy`), if it does."""
     reserve: float = Field(0.15, ge=0, lt=1)
     """The share of each budget jobs and background work leave to interactive requests, which get it
-    at once, unpaced (0: none). Held while people use the endpoint: from the limiter's start until a
+    at once, unpaced (0: none). Held while people use the endpoint: from the quota workflow's start until a
     window passes without an interactive request; meanwhile jobs may use it too."""
     lease_ttl: timedelta = Field(timedelta(minutes=2), gt=timedelta(0))
     """A lease its worker has not named for this long (the worker died) is freed: its request counts
@@ -65,24 +86,30 @@ class EndpointLimits(BaseModel):
         return fnmatch.fnmatchcase(spec, self.match)
 
 
-class FlowPolicy(BaseModel):
-    """The worker policy's `flow:` section."""
+class QuotaPolicy(BaseModel):
+    """The worker policy's `quotas:` section (formerly `flow:`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
-    limits: list[EndpointLimits] = []
-    """Checked in order before the manifest's `host.models.limits`: the first match wins."""
+    models: list[EndpointQuota] = []
+    """Checked in order before the manifest's `host.models.quotas`: the first match wins (formerly
+    `limits:`)."""
     tenants: dict[str, float] = {}
     """Tenant weights on a shared endpoint (default 1): a tenant with weight 2 gets twice the share of
     one with weight 1 while both wait."""
     rate_wait_max: timedelta = Field(timedelta(minutes=30), gt=timedelta(0))
     """How long a model request may wait for its provider's limits before its turn fails."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _old_keys(cls, data: Any) -> Any:
+        return renamed(data, "limits", "models", "quotas.")
+
     def weight(self, tenant: str) -> float:
         return self.tenants.get(tenant, 1.0)
 
 
-def limits_for(spec: str, policy: list[EndpointLimits], manifest: list[EndpointLimits]) -> EndpointLimits:
-    """The limits of a model spec: the policy's first match, else the manifest's, else none known
+def quota_for(spec: str, policy: list[EndpointQuota], manifest: list[EndpointQuota]) -> EndpointQuota:
+    """The quota of a model spec: the policy's first match, else the manifest's, else none known
     (every limit learnt from the provider)."""
-    return next((entry for entry in [*policy, *manifest] if entry.matches(spec)), EndpointLimits())
+    return next((entry for entry in [*policy, *manifest] if entry.matches(spec)), EndpointQuota())

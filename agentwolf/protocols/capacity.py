@@ -38,7 +38,7 @@ RETRY_AFTER = "2"
 
 
 @dataclass(frozen=True)
-class ServeLimits:
+class Capacity:
     header_timeout: float = 10.0
     max_connections: int = 1024
     max_requests: int = 512
@@ -86,7 +86,7 @@ PLACE = "agentwolf.admission"
 class Admission:
     """Counts the requests under way, in total and per share."""
 
-    limits: ServeLimits
+    limits: Capacity
     total: int = 0
     by_share: Counter[str] = field(default_factory=Counter)
 
@@ -157,7 +157,7 @@ class Limited:
     from its start to its response's end, in the share `share_of` names: who the request is)."""
 
     def __init__(
-        self, app: ASGIApp, limits: ServeLimits, share_of: ShareOf, cors_origins: Collection[str] = ()
+        self, app: ASGIApp, limits: Capacity, share_of: ShareOf, cors_origins: Collection[str] = ()
     ) -> None:
         self.app, self.limits, self.admission = app, limits, Admission(limits)
         self.share_of, self.cors_origins = share_of, cors_origins
@@ -201,7 +201,7 @@ def timed_send(send: Send, timeout: float) -> Send:
     return timed
 
 
-def protocol(limits: ServeLimits) -> type[H11Protocol]:
+def protocol(limits: Capacity) -> type[H11Protocol]:
     """uvicorn's h11 protocol with a header deadline and a connection cap (`uvicorn.Config(http=...)`)."""
 
     class Guarded(H11Protocol):

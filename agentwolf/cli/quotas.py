@@ -1,6 +1,10 @@
-"""Limits verb: each provider endpoint's budget, use, cooldown and waiting sessions."""
+"""`wolf quotas` (formerly `wolf quotas`, kept as a hidden alias): each provider endpoint's quota,
+use, cooldown and waiting sessions."""
 
 from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
 
 import typer
 
@@ -11,22 +15,20 @@ from agentwolf.cli.console import out
 app = typer.Typer()
 
 
+@app.command("limits", hidden=True)  # the verb's name before quotas had one name
 @app.command()
 @verb
-async def limits(conn: Connection, tenant: Tenant = "default", as_json: Json = False) -> None:
-    """Provider endpoints under flow control: their limits, use, cooldown and waiting sessions.
+async def quotas(conn: Connection, tenant: Tenant = "default", as_json: Json = False) -> None:
+    """Provider endpoints under quotas: their limits, use, cooldown and waiting sessions.
 
     Limits are configured or learnt from the provider's headers; use is the current window's; a
     cooldown follows a 429; waiting sessions are this tenant's, by priority (interactive, job,
     background).
 
-    Example: wolf limits --json
+    Example: wolf quotas --json
     """
-    import json
-    from datetime import UTC, datetime
-
-    from agentwolf.client.limits import endpoints
-    from agentwolf.config.limits import PRIORITIES
+    from agentwolf.client.quotas import endpoints
+    from agentwolf.config.quotas import PRIORITIES
 
     wolf = await conn.client(tenant)
     found = await endpoints(wolf.client, tenant)
@@ -34,9 +36,7 @@ async def limits(conn: Connection, tenant: Tenant = "default", as_json: Json = F
         out().print(json.dumps([s.model_dump(mode="json") for s in found]), soft_wrap=True)
         return
     if not found:
-        out().print(
-            "no provider endpoint under flow control has been used (limits: in the policy or manifest)"
-        )
+        out().print("no provider endpoint under quotas has been used (`quotas:` in the policy or manifest)")
         return
     from agentwolf.cli.tables import print_table
 

@@ -1,4 +1,4 @@
-"""EvalRun: one `wolf eval run` as a workflow, its cases as child sessions (workflows/evals.py).
+"""EvalRun: one `wolf eval run` as a workflow, its cases as child sessions (workflows/evals/cases.py).
 
 Each case is a background session started from the recorded turn's prefix with its prompt queued
 and its tool results recorded; at most `concurrency` run at once, and the run survives worker
@@ -18,9 +18,9 @@ from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttri
 from temporalio.exceptions import ActivityError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
-    from agentwolf.config.limits import PRIORITY_MEMO, session_priority
     from agentwolf.config.manifest import Manifest
-    from agentwolf.workflows.evals import (
+    from agentwolf.config.quotas import PRIORITY_MEMO, session_priority
+    from agentwolf.workflows.evals.cases import (
         CaseResult,
         EvalCase,
         EvalReport,

@@ -1,4 +1,4 @@
-"""Provider flow control (agentwolf/hosts/flow.py, agentwolf/workflows/limiter.py) on a real dev
+"""Provider quotas (agentwolf/hosts/quotas.py, agentwolf/workflows/quotas/) on a real dev
 server, against the scripted provider enforcing its own limits (tests/support/rate_limit.py), with
 two worker processes sharing one budget."""
 
@@ -22,23 +22,23 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.service import RPCError
 
-from agentwolf.client.limits import endpoints
+from agentwolf.client.quotas import endpoints
 from agentwolf.client.wolf_client import WolfClient
-from agentwolf.config.limits import EndpointLimits, FlowPolicy
 from agentwolf.config.manifest import Manifest
 from agentwolf.config.policy import WorkerPolicy
+from agentwolf.config.quotas import EndpointQuota, QuotaPolicy
 from agentwolf.defaults import TASK_QUEUE
-from agentwolf.hosts.flow import Endpoint, Flow, endpoint_id
-from agentwolf.workflows.limiter import (
-    BURST,
+from agentwolf.hosts.quotas import Endpoint, Quotas, endpoint_id
+from agentwolf.workflows.quotas import (
     Ask,
-    LimiterState,
-    LimiterStatus,
-    LimiterWorkflow,
     Poll,
+    QuotaState,
+    QuotaStatus,
+    QuotaWorkflow,
     Release,
-    limiter_id,
+    quota_workflow_id,
 )
+from agentwolf.workflows.quotas.messages import BURST
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import record_history, wait_for, worker_process
 from tests.support.openai_server import Reply, ScriptedOpenAI
@@ -57,13 +57,13 @@ def _collected() -> Iterator[None]:
 
 
 def limited_manifest(base_url: str, **limits: Any) -> Manifest:
-    """Agent `a` on the `openai:` provider at `base_url`, under `host.models.limits`."""
+    """Agent `a` on the `openai:` provider at `base_url`, under `host.models.quotas`."""
     return Manifest.model_validate(
         {
             "host": {
                 "models": {
                     "providers": {"openai": {"api_key": "k", "base_url": base_url}},
-                    "limits": [{"match": "openai:*", **limits}],
+                    "quotas": [{"match": "openai:*", **limits}],
                 }
             },
             "agents": {"a": {"model": "openai:gpt-4o-mini", "stream": False}},
@@ -101,7 +101,7 @@ async def _polling(client: Client, task_queue: str, procs: list[subprocess.Popen
     await wait_for(all_poll, timeout=90, interval=0.5)
 
 
-async def _limiter(client: Client, base_url: str) -> LimiterStatus:
+async def _limiter(client: Client, base_url: str) -> QuotaStatus:
     (found,) = [s for s in await endpoints(client, None) if base_url in s.label]
     return found
 
@@ -207,7 +207,7 @@ async def test_a_turn_waits_out_a_long_refusal_and_status_shows_it(wolf, client,
             wolf = WolfClient(client, task_queue=TASK_QUEUE)
             sid = await wolf.submit("hi", "a", manifest)
             follower = asyncio.create_task(_events(wolf, sid))
-            # a request that has just asked waits `queued` until the limiter's first word: wait
+            # a request that has just asked waits `queued` until the quota workflow's first word: wait
             # for the cooldown's, which says when
             wait = await wait_for(lambda: _timed_wait(wolf, sid), timeout=60)
             assert wait.waiting.startswith("rate_limited") and wait.resumes_in() is not None
@@ -226,7 +226,7 @@ async def test_a_turn_waits_out_a_long_refusal_and_status_shows_it(wolf, client,
 
 async def test_a_wait_past_rate_wait_max_fails_the_turn_saying_why(wolf, run_worker):
     limit = RateLimit(blocked_for=600)
-    policy = WorkerPolicy(flow=FlowPolicy(rate_wait_max=timedelta(seconds=3)))
+    policy = WorkerPolicy(quotas=QuotaPolicy(rate_wait_max=timedelta(seconds=3)))
     with ScriptedOpenAI(lambda r: Reply(text="never"), limit=limit) as server:
         async with run_worker(policy=policy):
             sid = await wolf.submit("hi", "a", limited_manifest(server.base_url))
@@ -261,10 +261,10 @@ async def test_leases_go_by_priority_then_by_tenant_weight(client, run_worker, t
     """One request at a time: a held lease, then waiters of three priorities and two tenants
     (weights 1 and 2); each granted lease is released at once. Interactive goes first, background
     last, and among jobs tenant `b` gets two grants for each of `a`'s."""
-    limits = EndpointLimits(concurrency=1)
+    limits = EndpointQuota(concurrency=1)
     endpoint = Endpoint(f"test-{task_queue}", "test", limits)
-    wid = limiter_id(endpoint.id)
-    flow = Flow(client, task_queue, FlowPolicy())
+    wid = quota_workflow_id(endpoint.id)
+    quotas = Quotas(client, task_queue, QuotaPolicy())
     now = datetime.now(UTC)
     order: list[str] = []
 
@@ -272,12 +272,12 @@ async def test_leases_go_by_priority_then_by_tenant_weight(client, run_worker, t
         return _ask(name, tenant, priority, weight, now + timedelta(seconds=offset), limits)
 
     async def take(a: Ask) -> None:
-        await flow.acquire(endpoint, a)
+        await quotas.acquire(endpoint, a)
         order.append(a.lease_id)
-        await client.get_workflow_handle(wid).signal(LimiterWorkflow.release, Release(lease_id=a.lease_id))
+        await client.get_workflow_handle(wid).signal(QuotaWorkflow.release, Release(lease_id=a.lease_id))
 
     async with run_worker():
-        await flow.acquire(endpoint, ask("held", "a", 2))
+        await quotas.acquire(endpoint, ask("held", "a", 2))
         waiters = [ask("background", "a", 3)]
         waiters += [ask(f"a{i}", "a", 2, 1.0, i) for i in range(4)]
         waiters += [ask(f"b{i}", "b", 2, 2.0, i) for i in range(4)]
@@ -285,49 +285,47 @@ async def test_leases_go_by_priority_then_by_tenant_weight(client, run_worker, t
         tasks = [asyncio.create_task(take(w)) for w in waiters]
         handle = client.get_workflow_handle(wid)
         await wait_for(lambda: _waiting(handle, len(waiters)))
-        await handle.signal(LimiterWorkflow.release, Release(lease_id="held"))
+        await handle.signal(QuotaWorkflow.release, Release(lease_id="held"))
         await asyncio.gather(*tasks)
         await record_history(client, wid, "limiter_priority_weights")
         await handle.terminate()  # no run left for the worker to finish after the test
-        await flow.close()
+        await quotas.close()
     assert order[0] == "interactive" and order[-1] == "background"
     jobs = order[1:-1]
     assert jobs[:3].count("b0") + jobs[:3].count("b1") == 2 and "a0" in jobs[:3]  # 2:1 for weight 2:1
     assert [j for j in jobs if j.startswith("a")] == ["a0", "a1", "a2", "a3"]  # in arrival order
 
 
-def _ask(
-    name: str, tenant: str, priority: int, weight: float, since: datetime, limits: EndpointLimits
-) -> Ask:
+def _ask(name: str, tenant: str, priority: int, weight: float, since: datetime, limits: EndpointQuota) -> Ask:
     """A request `name` (its lease and session) waiting since `since`."""
     ids = {"lease_id": name, "session": name}
     return Ask(**ids, tenant=tenant, weight=weight, priority=priority, since=since, limits=limits)
 
 
 async def _waiting(handle: Any, n: int) -> bool:
-    return len((await handle.query(LimiterWorkflow.status)).waiting) == n
+    return len((await handle.query(QuotaWorkflow.status)).waiting) == n
 
 
 async def test_the_limiter_continues_as_new_keeping_its_ledger(client, run_worker, task_queue):
-    """Past its history bound the limiter moves to a new run mid-stream of asks; the leases granted
+    """Past its history bound the quota workflow moves to a new run mid-stream of asks; the leases granted
     before still count (rpm 40 in a long window, none of it reserved: all 40 are in it)."""
-    limits = EndpointLimits(rpm=40, window=timedelta(minutes=10), reserve=0)  # jobs may use it all
+    limits = EndpointQuota(rpm=40, window=timedelta(minutes=10), reserve=0)  # jobs may use it all
     endpoint = Endpoint(f"test-can-{task_queue}", "test", limits)
-    wid = limiter_id(endpoint.id)
-    flow = Flow(client, task_queue, FlowPolicy())
-    state = LimiterState(endpoint=endpoint.id, label="test", limits=limits, history_events=60)
+    wid = quota_workflow_id(endpoint.id)
+    quotas = Quotas(client, task_queue, QuotaPolicy())
+    state = QuotaState(endpoint=endpoint.id, label="test", limits=limits, history_events=60)
     async with run_worker():
-        await client.start_workflow(LimiterWorkflow.run, state, id=wid, task_queue=task_queue)
+        await client.start_workflow(QuotaWorkflow.run, state, id=wid, task_queue=task_queue)
         for i in range(40):
             ask = Ask(lease_id=f"l{i}", session="s", tenant="t", since=datetime.now(UTC), limits=limits)
-            await flow.acquire(endpoint, ask)
-            await client.get_workflow_handle(wid).signal(LimiterWorkflow.release, Release(lease_id=f"l{i}"))
+            await quotas.acquire(endpoint, ask)
+            await client.get_workflow_handle(wid).signal(QuotaWorkflow.release, Release(lease_id=f"l{i}"))
         handle = client.get_workflow_handle(wid)
-        status = await handle.query(LimiterWorkflow.status)
+        status = await handle.query(QuotaWorkflow.status)
         runs = [e async for e in client.list_workflows(f"WorkflowId = '{wid}'")]
         await record_history(client, wid, "limiter_continue_as_new", run_id=runs[-1].run_id)
         await handle.terminate()
-        await flow.close()
+        await quotas.close()
     assert status.use.requests == 40 and status.requests == 40
     assert len(runs) > 1
 
@@ -338,10 +336,10 @@ async def test_waiting_requests_are_paced_and_shared_by_weight(client, run_worke
     budget's rate (an interval, 2 s / 8, each: a late one is caught up, at most BURST intervals at
     once), however fast releases come back; and tenant `c`
     (weight 2) gets twice `a`'s grants, `a`'s interactive ones counted in its share."""
-    limits = EndpointLimits(rpm=8, window=timedelta(seconds=2), concurrency=1)
+    limits = EndpointQuota(rpm=8, window=timedelta(seconds=2), concurrency=1)
     endpoint = Endpoint(f"test-paced-{task_queue}", "test", limits)
-    wid = limiter_id(endpoint.id)
-    flow = Flow(client, task_queue, FlowPolicy())
+    wid = quota_workflow_id(endpoint.id)
+    quotas = Quotas(client, task_queue, QuotaPolicy())
     now = datetime.now(UTC)
     granted: list[tuple[str, datetime]] = []
 
@@ -349,24 +347,24 @@ async def test_waiting_requests_are_paced_and_shared_by_weight(client, run_worke
         return _ask(name, tenant, priority, weight, now + timedelta(seconds=offset), limits)
 
     async def take(a: Ask) -> None:
-        grant = await flow.acquire(endpoint, a)
+        grant = await quotas.acquire(endpoint, a)
         assert grant.expires_at is not None
         granted.append((a.lease_id, grant.expires_at - limits.lease_ttl))
-        await client.get_workflow_handle(wid).signal(LimiterWorkflow.release, Release(lease_id=a.lease_id))
+        await client.get_workflow_handle(wid).signal(QuotaWorkflow.release, Release(lease_id=a.lease_id))
 
     async with run_worker():
-        await flow.acquire(endpoint, ask("held", "h", 2, 1.0, 0))
+        await quotas.acquire(endpoint, ask("held", "h", 2, 1.0, 0))
         waiters = [ask(f"a{i}", "a", 2, 1.0, i) for i in range(8)]
         waiters += [ask(f"c{i}", "c", 2, 2.0, i) for i in range(8)]
         waiters += [ask(f"ai{i}", "a", 1, 1.0, 10 + i) for i in range(2)]
         tasks = [asyncio.create_task(take(w)) for w in waiters]
         handle = client.get_workflow_handle(wid)
         await wait_for(lambda: _waiting(handle, len(waiters)))
-        await handle.signal(LimiterWorkflow.release, Release(lease_id="held"))
+        await handle.signal(QuotaWorkflow.release, Release(lease_id="held"))
         await asyncio.gather(*tasks)
         await record_history(client, wid, "limiter_paced")
         await handle.terminate()
-        await flow.close()
+        await quotas.close()
     granted.sort(key=lambda g: g[1])
     order = [name for name, _ in granted]
     assert sorted(order[:2]) == ["ai0", "ai1"], order
@@ -379,16 +377,16 @@ async def test_waiting_requests_are_paced_and_shared_by_weight(client, run_worke
 
 async def test_a_grant_whose_answer_was_lost_is_sent_again(client, run_worker, task_queue):
     """A worker's poll answered with a grant it never got (its call timed out on a busy server) asks
-    again for the same request: the limiter sends the same grant, counted once."""
-    limits = EndpointLimits(rpm=5)
-    state = LimiterState(endpoint=f"test-lost-{task_queue}", label="test", limits=limits)
-    wid = limiter_id(state.endpoint)
+    again for the same request: the quota workflow sends the same grant, counted once."""
+    limits = EndpointQuota(rpm=5)
+    state = QuotaState(endpoint=f"test-lost-{task_queue}", label="test", limits=limits)
+    wid = quota_workflow_id(state.endpoint)
     poll = Poll(worker="w", asks=[_ask("x", "t", 2, 1.0, datetime.now(UTC), limits)], ungranted=True)
     async with run_worker():
-        handle = await client.start_workflow(LimiterWorkflow.run, state, id=wid, task_queue=task_queue)
-        first = await handle.execute_update(LimiterWorkflow.poll, poll)
-        again = await handle.execute_update(LimiterWorkflow.poll, poll)
-        status = await handle.query(LimiterWorkflow.status)
+        handle = await client.start_workflow(QuotaWorkflow.run, state, id=wid, task_queue=task_queue)
+        first = await handle.execute_update(QuotaWorkflow.poll, poll)
+        again = await handle.execute_update(QuotaWorkflow.poll, poll)
+        status = await handle.query(QuotaWorkflow.status)
         await handle.terminate()
     assert [g.granted for g in first.grants] == [True] and again.grants == first.grants
     assert status.requests == 1 and status.use.active == 1
@@ -396,31 +394,31 @@ async def test_a_grant_whose_answer_was_lost_is_sent_again(client, run_worker, t
 
 async def test_an_interactive_session_goes_ahead_of_its_workers_queued_jobs(client, run_worker, task_queue):
     """Forty job requests of one worker wait behind a held lease (concurrency 1), then a session a
-    person talks to asks through the same worker. The worker tells the limiter about the jobs in a
+    person talks to asks through the same worker. The worker tells the quota workflow about the jobs in a
     few signals (one in flight at a time, not one each); the interactive request goes past them, its
     priority carried in the model request, and is granted first: the session answers while the jobs
     still wait (a job granted first would hold the only slot: none gives it back)."""
     tenant = f"t-{task_queue}"
     with ScriptedOpenAI(lambda r: Reply(text="first")) as server:
         manifest = limited_manifest(server.base_url, concurrency=1)
-        limits = manifest.host.models.limits[0]
+        limits = manifest.host.models.quotas[0]
         base_url = server.base_url.rstrip("/") + "/"  # as the openai client holds it
         endpoint = Endpoint(endpoint_id(base_url, "k", "gpt-4o-mini", task_queue), "test", limits)
-        handle = client.get_workflow_handle(limiter_id(endpoint.id))
+        handle = client.get_workflow_handle(quota_workflow_id(endpoint.id))
         async with run_worker() as hosts:
-            flow = hosts.flow
-            assert flow is not None
+            quotas = hosts.quotas
+            assert quotas is not None
             now = datetime.now(UTC)
-            await flow.acquire(endpoint, _ask("held", tenant, 2, 1.0, now, limits))
+            await quotas.acquire(endpoint, _ask("held", tenant, 2, 1.0, now, limits))
             asks = [_ask(f"j{i}", tenant, 2, 1.0, now, limits) for i in range(40)]
-            jobs = [asyncio.create_task(flow.acquire(endpoint, a)) for a in asks]
+            jobs = [asyncio.create_task(quotas.acquire(endpoint, a)) for a in asks]
             wolf = WolfClient(client, tenant=tenant, task_queue=task_queue)
             sid = await wolf.start_session("a", manifest, prompt="hi")
             try:
                 await wait_for(lambda: _waiting(handle, 41), timeout=90)
-                await handle.signal(LimiterWorkflow.release, Release(lease_id="held"))
+                await handle.signal(QuotaWorkflow.release, Release(lease_id="held"))
                 finished = await asyncio.wait_for(_turn_finished(wolf, sid), timeout=90)
-                status = await handle.query(LimiterWorkflow.status)
+                status = await handle.query(QuotaWorkflow.status)
                 await record_history(client, workflow_id(tenant, sid), "flow_interactive_first")
                 await record_history(client, handle.id, "limiter_news")
                 signals = [

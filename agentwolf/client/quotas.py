@@ -1,6 +1,6 @@
-"""What provider flow control shows a user: each endpoint's limiter (`wolf limits`), and what a
+"""What provider quotas shows a user: each endpoint's quota workflow (`wolf quotas`), and what a
 session's model request waits for (`wolf status`), read from the pending activity's heartbeat
-details (agentwolf/hosts/flow.py), so no workflow is asked to keep it."""
+details (agentwolf/hosts/quotas.py), so no workflow is asked to keep it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
-from agentwolf.workflows.limiter import LIMITER_WORKFLOW, LimiterStatus, LimiterWorkflow
+from agentwolf.workflows.quotas import QUOTA_WORKFLOW, QuotaStatus, QuotaWorkflow
 
 
 class SessionWait(BaseModel):
@@ -53,19 +53,19 @@ async def session_wait(client: Client, workflow_id: str) -> SessionWait | None:
     return None
 
 
-async def endpoints(client: Client, tenant: str | None) -> list[LimiterStatus]:
-    """Every running limiter's status; waiting sessions only of `tenant` (None: every tenant's)."""
+async def endpoints(client: Client, tenant: str | None) -> list[QuotaStatus]:
+    """Every running quota workflow's status; waiting sessions only of `tenant` (None: every tenant's)."""
     found = [
         execution.id
         async for execution in client.list_workflows(
-            f"WorkflowType = '{LIMITER_WORKFLOW}' AND ExecutionStatus = 'Running'"
+            f"WorkflowType = '{QUOTA_WORKFLOW}' AND ExecutionStatus = 'Running'"
         )
         if execution.status == WorkflowExecutionStatus.RUNNING
     ]
 
-    async def status(wid: str) -> LimiterStatus | None:
+    async def status(wid: str) -> QuotaStatus | None:
         try:
-            return await client.get_workflow_handle(wid).query(LimiterWorkflow.status)
+            return await client.get_workflow_handle(wid).query(QuotaWorkflow.status)
         except (RPCError, WorkflowQueryFailedError):  # ended meanwhile, or no worker to answer
             return None
 

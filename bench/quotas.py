@@ -1,16 +1,16 @@
-"""Provider flow control under load: one scripted provider enforcing request and input-token limits
+"""Provider quotas under load: one scripted provider enforcing request and input-token limits
 per window (429 with `Retry-After` and `x-ratelimit-*` headers), worker processes sharing it, and
 sessions of three tenants (weights 1:1:2), interactive and jobs mixed.
 
-    python bench/flow.py [--workers 4] [--sessions 150] [--modes off,queue,limiter] [--logs DIR]
+    python bench/quotas.py [--workers 4] [--sessions 150] [--modes off,queue,quotas] [--logs DIR]
 
 Modes, each on a fresh dev server:
-- `off`: no limits configured (the behaviour before flow control: the SDK's own retries, then the
+- `off`: no limits configured (the behaviour before quotas: the SDK's own retries, then the
   activity's retry policy);
 - `queue`: Temporal's task-queue rate limit (`max_task_queue_activities_per_second`, enforced by the
   matching service for every worker of the queue) set to the provider's request rate, doubled as
   every session also runs one compile activity on the queue; it knows nothing of tokens or 429s;
-- `limiter`: AgentWolf's limiter workflow (the worker policy's `flow.limits` and tenant weights).
+- `quotas`: AgentWolf's quota workflow (the worker policy's `quotas.models` and tenant weights).
 
 The provider's window is `--window` seconds (10 by default: 60 RPM and 40k input TPM scaled to 10 s,
 six times faster than a real minute, same shape). Each session's prompt carries ~950 tokens so
@@ -20,9 +20,9 @@ bench's start, as before 2026-12-02). Printed per mode: requests, 429 ratio, req
 sent inside an announced cooldown, failed turns, input-token budget used while work waited,
 each tenant's share of requests while every tenant had work (sessions start in tenant order, and a
 tenant with nothing waiting yet keeps no share; in brackets the shares from the first request),
-interactive turns' p95 time from prompt to answer and the limiter's p95 wait for their leases, and
+interactive turns' p95 time from prompt to answer and the quota workflow's p95 wait for their leases, and
 the ratios of failed turns and of 429s against `off`. `--logs` keeps the workers' output and the
-limiter's histories; progress goes to stderr every 15 s. Measured figures: docs/features/provider-limits.md.
+quota workflow's histories; progress goes to stderr every 15 s. Measured figures: docs/features/quotas.md.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from temporalio.service import RPCError
 ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agentwolf.client.limits import endpoints  # noqa: E402
+from agentwolf.client.quotas import endpoints  # noqa: E402
 from agentwolf.client.wolf_client import WolfClient  # noqa: E402
 from agentwolf.config.manifest import Manifest  # noqa: E402
 from agentwolf.ops.devserver import dynamic_config_args, temporal_binary  # noqa: E402
@@ -79,7 +79,7 @@ def _policy(args: argparse.Namespace, folder: Path) -> Path:
         "window": args.window,
         "output_reserve": 20,
     }
-    policy = {"flow": {"limits": [limits], "tenants": TENANTS}}
+    policy = {"quotas": {"models": [limits], "tenants": TENANTS}}
     path = folder / "policy.yaml"
     path.write_text(yaml.safe_dump(policy))
     return path
@@ -87,7 +87,7 @@ def _policy(args: argparse.Namespace, folder: Path) -> Path:
 
 def _workers(mode: str, args: argparse.Namespace, address: str, queue: str, folder: Path) -> list[Any]:
     base = [sys.executable, str(Path(__file__)), "worker", address, queue, mode]
-    extra = [str(_policy(args, folder))] if mode == "limiter" else [str(2 * args.rpm / args.window * 0.9)]
+    extra = [str(_policy(args, folder))] if mode == "quotas" else [str(2 * args.rpm / args.window * 0.9)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     procs = []
     for i in range(args.workers):
@@ -97,7 +97,7 @@ def _workers(mode: str, args: argparse.Namespace, address: str, queue: str, fold
 
 
 async def _progress(client: Any) -> None:
-    """Every 15 s on stderr: the limiter's grants, use and waiting requests (a stalled run shows)."""
+    """Every 15 s on stderr: the quota workflow's grants, use and waiting requests (a stalled run shows)."""
     began = time.monotonic()
     while True:
         await asyncio.sleep(15)
@@ -165,7 +165,7 @@ async def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     limit = RateLimit(rpm=args.rpm, input_tpm=args.input_tpm, window=args.window, tag=_tenant_of)
     rng = random.Random(args.seed)
     with (
-        tempfile.TemporaryDirectory(prefix="wolf-flow-") as tmp,
+        tempfile.TemporaryDirectory(prefix="wolf-quotas-") as tmp,
         ScriptedOpenAI(lambda r: Reply(text="ok"), limit=limit) as server,
     ):
         folder = Path(tmp)
@@ -176,7 +176,7 @@ async def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
             search_attributes=SEARCH_ATTRIBUTES,
             dev_server_extra_args=dynamic_config_args(),
         )
-        queue = f"flow-{mode}"
+        queue = f"quotas-{mode}"
         procs = _workers(mode, args, env.client.service_client.config.target_host, queue, folder)
         try:
             await _polling(env.client, queue, len(procs))
@@ -218,7 +218,7 @@ async def _saturation(
 ) -> None:
     """People's prompts start counting their delays from the bench's start (`--people-from start`),
     or once every job has started and the provider has seen a request (`saturated`): else the
-    prompts due while 120 sessions start on a loaded machine reach the limiter bunched, several
+    prompts due while 120 sessions start on a loaded machine reach the quota workflow bunched, several
     in the same second, and wait on each other, which no scheduler can help."""
     while people_from == "saturated" and (len(started) < jobs or not limit.log):
         await asyncio.sleep(0.1)
@@ -226,7 +226,7 @@ async def _saturation(
 
 
 async def _save_limiter(client: Any, folder: Path, mode: str) -> None:
-    """Every run of the limiter's history, for a look at when requests asked and were granted."""
+    """Every run of the quota workflow's history, for a look at when requests asked and were granted."""
     async for run in client.list_workflows("WorkflowType = 'Limiter'"):
         history = await client.get_workflow_handle(run.id, run_id=run.run_id).fetch_history()
         (folder / f"{mode}-limiter-{run.run_id}.json").write_text(history.to_json())
@@ -316,7 +316,7 @@ def _seconds(value: float | None) -> str:
 
 
 def worker(address: str, queue: str, mode: str, extra: str) -> None:
-    """A worker process: `limiter` with a policy file, `off` plain, `queue` with Temporal's
+    """A worker process: `quotas` with a policy file, `off` plain, `queue` with Temporal's
     task-queue activity rate limit."""
     from temporalio.client import Client
     from temporalio.worker import Worker
@@ -326,7 +326,7 @@ def worker(address: str, queue: str, mode: str, extra: str) -> None:
 
     if mode == "queue":
         main.Worker = functools.partial(Worker, max_task_queue_activities_per_second=float(extra))  # type: ignore[misc]
-    policy = load_policy(extra) if mode == "limiter" else WorkerPolicy()
+    policy = load_policy(extra) if mode == "quotas" else WorkerPolicy()
 
     async def run() -> None:
         client = await Client.connect(address, data_converter=data_converter())
@@ -345,7 +345,7 @@ async def main_async() -> None:
     parser.add_argument("--window", type=float, default=10.0)
     parser.add_argument("--rpm", type=int, default=10, help="requests per window")
     parser.add_argument("--input-tpm", type=int, default=6667, help="input tokens per window")
-    parser.add_argument("--modes", default="off,queue,limiter")
+    parser.add_argument("--modes", default="off,queue,quotas")
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(

@@ -1,5 +1,5 @@
 """EvalDataset: one named eval dataset of one tenant, kept in the registry as a long-lived workflow
-(as configs are, workflows/config_registry.py).
+(as configs are, workflows/configs/config_registry.py).
 
 Workflow id `wolf-dataset/<tenant>/<name>`: the tenant comes from the id the client builds from the
 tenant it serves, so another tenant's client names another workflow and finds nothing. Cases are
@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from agentwolf.workflows.evals import EvalCase
+    from agentwolf.workflows.evals.cases import EvalCase
 
 DATASET_WORKFLOW = "EvalDataset"
 

@@ -20,7 +20,7 @@ from temporalio.client import Client
 from agentwolf.config.manifest import Manifest
 from agentwolf.protocols.app import create_app
 from agentwolf.protocols.auth import ApiKeys
-from agentwolf.protocols.limits import ServeLimits
+from agentwolf.protocols.capacity import Capacity
 from agentwolf.protocols.openai_api.turn_view import sse
 from agentwolf.protocols.served import Served
 from agentwolf.protocols.server import server_config
@@ -33,7 +33,7 @@ KEYS_ENV = {"WOLF_API_KEYS": ",".join(f"{k}={t}" for k, t in KEYS.items())}
 
 @asynccontextmanager
 async def limited(
-    limits: ServeLimits, client: Client | None = None, task_queue: str = "q", **app: Any
+    limits: Capacity, client: Client | None = None, task_queue: str = "q", **app: Any
 ) -> AsyncIterator[tuple[str, int]]:
     """The app served as `wolf serve` serves it, within `limits`: (base URL, port)."""
     served = Served(
@@ -65,7 +65,7 @@ async def _closed(reader: asyncio.StreamReader) -> bool:
 
 
 async def test_half_sent_requests_are_closed_and_whole_ones_answered():
-    async with limited(ServeLimits(header_timeout=1.0), routes=[]) as (base, port):
+    async with limited(Capacity(header_timeout=1.0), routes=[]) as (base, port):
         half = []
         try:
             for _ in range(20):
@@ -83,7 +83,7 @@ async def test_half_sent_requests_are_closed_and_whole_ones_answered():
 
 
 async def test_a_slow_second_request_on_a_kept_alive_connection_is_closed_too():
-    async with limited(ServeLimits(header_timeout=1.0), routes=[]) as (_, port):
+    async with limited(Capacity(header_timeout=1.0), routes=[]) as (_, port):
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         try:
             writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
@@ -98,7 +98,7 @@ async def test_a_slow_second_request_on_a_kept_alive_connection_is_closed_too():
 
 
 async def test_past_the_connection_cap_a_connection_is_answered_503_with_retry_after():
-    async with limited(ServeLimits(max_connections=3), routes=[]) as (_, port):
+    async with limited(Capacity(max_connections=3), routes=[]) as (_, port):
         held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]
         try:
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -118,7 +118,7 @@ async def test_past_the_per_key_stream_limit_the_answer_is_429_with_retry_after(
     script = Script(sequence(ModelResponse(parts=[TextPart("".join(words))])), chunk_delay=0.1)
     manifest: Manifest = make_manifest()
     body = {"model": "a", "messages": [{"role": "user", "content": "go"}], "stream": True}
-    limits = ServeLimits(max_requests_per_key=2)
+    limits = Capacity(max_requests_per_key=2)
     async with (
         run_worker(local_models={"m": script.model}),
         limited(limits, client, task_queue, manifest=manifest) as (base, _),
@@ -159,7 +159,7 @@ async def test_a_client_that_stops_reading_is_let_go():
 
         return sse(events(), {})
 
-    async with limited(ServeLimits(send_timeout=1.0), routes=[Route("/endless", endless)]) as (_, port):
+    async with limited(Capacity(send_timeout=1.0), routes=[Route("/endless", endless)]) as (_, port):
         reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1024)
         try:
             writer.write(b"GET /endless HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer key-a\r\n\r\n")

@@ -1,4 +1,4 @@
-"""The limiter's reserve for interactive requests (agentwolf/workflows/limiter.py, `limits.reserve`)
+"""The quota workflow's reserve for interactive requests (agentwolf/workflows/quotas/, `limits.reserve`)
 on a real dev server: jobs that saturate an endpoint leave room for a person's request, which is
 granted at once instead of a window later; once no person has asked for a window, jobs use it too."""
 
@@ -13,36 +13,36 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from temporalio.service import RPCError
 
-from agentwolf.config.limits import EndpointLimits, FlowPolicy
-from agentwolf.hosts.flow import Endpoint, Flow
-from agentwolf.workflows.limiter import Ask, LimiterStatus, LimiterWorkflow, limiter_id
+from agentwolf.config.quotas import EndpointQuota, QuotaPolicy
+from agentwolf.hosts.quotas import Endpoint, Quotas
+from agentwolf.workflows.quotas import Ask, QuotaStatus, QuotaWorkflow, quota_workflow_id
 from tests.conftest import record_history, wait_for
 
 
 @pytest.fixture(autouse=True)
 def _collected() -> Iterator[None]:
-    """Finalizers of the test's clients and tasks run here (see tests/test_flow.py)."""
+    """Finalizers of the test's clients and tasks run here (see tests/test_quotas.py)."""
     yield
     gc.collect()
 
 
-def _ask(name: str, priority: int, limits: EndpointLimits) -> Ask:
+def _ask(name: str, priority: int, limits: EndpointQuota) -> Ask:
     return Ask(
         lease_id=name, session=name, tenant="t", priority=priority, since=datetime.now(UTC), limits=limits
     )
 
 
-async def _status(flow: Flow, endpoint: Endpoint) -> LimiterStatus | None:
-    """The limiter's status, None before the first poll has started it."""
-    handle = flow.client.get_workflow_handle(limiter_id(endpoint.id))
+async def _status(quotas: Quotas, endpoint: Endpoint) -> QuotaStatus | None:
+    """The quota workflow's status, None before the first poll has started it."""
+    handle = quotas.client.get_workflow_handle(quota_workflow_id(endpoint.id))
     with contextlib.suppress(RPCError):
-        return await handle.query(LimiterWorkflow.status)
+        return await handle.query(QuotaWorkflow.status)
     return None
 
 
-async def _settled(flow: Flow, endpoint: Endpoint, asks: int) -> LimiterStatus | None:
-    """The limiter's status once it has seen all `asks` (granted or waiting)."""
-    status = await _status(flow, endpoint)
+async def _settled(quotas: Quotas, endpoint: Endpoint, asks: int) -> QuotaStatus | None:
+    """The quota workflow's status once it has seen all `asks` (granted or waiting)."""
+    status = await _status(quotas, endpoint)
     return status if status and status.requests + len(status.waiting) == asks else None
 
 
@@ -53,47 +53,49 @@ async def test_jobs_saturating_an_endpoint_leave_room_for_an_interactive_request
     window): they take 9 (15 % of 10 is kept: one request) and wait; a person's request then gets
     the 10th at once, unpaced, where before it waited for a job's lease to leave the window. On a
     second endpoint with a 2 s window and no person, jobs take the 10th once a window has passed."""
-    held = EndpointLimits(rpm=10, window=timedelta(minutes=10))
-    brief = EndpointLimits(rpm=10, window=timedelta(seconds=2))
-    flow = Flow(client, task_queue, FlowPolicy())
+    held = EndpointQuota(rpm=10, window=timedelta(minutes=10))
+    brief = EndpointQuota(rpm=10, window=timedelta(seconds=2))
+    quotas = Quotas(client, task_queue, QuotaPolicy())
     people = Endpoint(f"test-reserve-{task_queue}", "test", held)
     jobs_only = Endpoint(f"test-borrow-{task_queue}", "test", brief)
     waiting: list[asyncio.Task[object]] = []
     async with run_worker():
         try:
-            waiting += [asyncio.create_task(flow.acquire(people, _ask(f"j{i}", 2, held))) for i in range(12)]
-            saturated = await wait_for(lambda: _settled(flow, people, 12), timeout=90)
-            person = asyncio.create_task(flow.acquire(people, _ask("person", 1, held)))
+            waiting += [
+                asyncio.create_task(quotas.acquire(people, _ask(f"j{i}", 2, held))) for i in range(12)
+            ]
+            saturated = await wait_for(lambda: _settled(quotas, people, 12), timeout=90)
+            person = asyncio.create_task(quotas.acquire(people, _ask("person", 1, held)))
             waiting.append(person)
 
-            async def answered() -> bool:  # granted, or shown waiting by the limiter
-                status = await _status(flow, people)
+            async def answered() -> bool:  # granted, or shown waiting by the quota workflow
+                status = await _status(quotas, people)
                 return person.done() or status is not None and "person" in {w.session for w in status.waiting}
 
             await wait_for(answered, timeout=90)
-            after = await _status(flow, people)
+            after = await _status(quotas, people)
             assert after is not None
-            await record_history(client, limiter_id(people.id), "limiter_reserve")
+            await record_history(client, quota_workflow_id(people.id), "limiter_reserve")
 
             waiting += [
-                asyncio.create_task(flow.acquire(jobs_only, _ask(f"b{i}", 2, brief))) for i in range(12)
+                asyncio.create_task(quotas.acquire(jobs_only, _ask(f"b{i}", 2, brief))) for i in range(12)
             ]
-            # the reserve is held 2 s from the limiter's start, then jobs borrow it
-            borrowed = await wait_for(lambda: _full(flow, jobs_only), timeout=90)
+            # the reserve is held 2 s from the quota workflow's start, then jobs borrow it
+            borrowed = await wait_for(lambda: _full(quotas, jobs_only), timeout=90)
         finally:
             for task in waiting:
                 task.cancel()
             await asyncio.gather(*waiting, return_exceptions=True)
             for endpoint in (people, jobs_only):
-                with contextlib.suppress(RPCError):  # a limiter not started (the test failed before)
-                    await client.get_workflow_handle(limiter_id(endpoint.id)).terminate()
-            await flow.close()
+                with contextlib.suppress(RPCError):  # a quota workflow not started (the test failed before)
+                    await client.get_workflow_handle(quota_workflow_id(endpoint.id)).terminate()
+            await quotas.close()
     assert saturated.requests == 9 and {w.priority for w in saturated.waiting} == {2}
     assert person.done() and not person.cancelled() and person.result().granted
     assert after.use.requests == 10 and 1 in after.wait_p95 and len(after.waiting) == 3
     assert borrowed.use.requests == 10 and {w.priority for w in borrowed.waiting} == {2}
 
 
-async def _full(flow: Flow, endpoint: Endpoint) -> LimiterStatus | None:
-    status = await _status(flow, endpoint)
+async def _full(quotas: Quotas, endpoint: Endpoint) -> QuotaStatus | None:
+    status = await _status(quotas, endpoint)
     return status if status and status.use.requests == 10 else None
