@@ -31,7 +31,7 @@ from agentwolf.client.configs import ConfigMethods
 from agentwolf.client.forks import ForkMethods
 from agentwolf.client.jobs import JobMethods
 from agentwolf.client.schedules import ScheduleMethods
-from agentwolf.client.transient import NO_POLLER, patiently, transient
+from agentwolf.client.transient import NO_POLLER, patiently, resent, transient
 from agentwolf.client.usage import Spending, UsageKey, UsageReport, read_spending, usage_report
 from agentwolf.connection import connect
 from agentwolf.defaults import TASK_QUEUE
@@ -363,10 +363,12 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
 
     async def prompt(self, session_id: str, text: str, settings: TurnSettings | None = None) -> str:
         """Start (or queue) a turn; returns its turn id. `settings`: what this turn alone asks of the
-        model (TurnSettings); sent only when given, so workers from before them take the prompt too."""
+        model (TurnSettings); sent only when given, so workers from before them take the prompt too.
+        A call a busy server cuts is sent again with the same update id (`resent`): taken once."""
         handle = await self._handle(session_id)
         args: list[Any] = [text] if settings is None else [text, settings]
-        return await handle.execute_update("prompt", args=args, result_type=str)
+        update_id = uuid.uuid4().hex
+        return await resent(lambda: handle.execute_update("prompt", args=args, id=update_id, result_type=str))
 
     async def steer(self, session_id: str, text: str) -> bool:
         """Refused here when the session's steer queue is full (the workflow would drop it, with an
