@@ -370,6 +370,29 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
         update_id = uuid.uuid4().hex
         return await resent(lambda: handle.execute_update("prompt", args=args, id=update_id, result_type=str))
 
+    async def prompt_or_leave(
+        self, session_id: str, text: str, settings: TurnSettings | None = None
+    ) -> str | None:
+        """`prompt`, or while no worker polls the session's task queue (its status query says so, or
+        goes unanswered for ANSWER_CHECK), the prompt left in the session's history as a signal: the
+        turn runs once a worker polls, and None says so (no turn id before a worker takes it; a
+        prompt the session refuses then is dropped with an error event). `prompt` itself needs a
+        worker: an update is only taken by one. For callers that need no answer now (`wolf chat`)."""
+        from agentwolf.workflows.contracts import PROMPT_LATER_SIGNAL
+
+        handle = await self._handle(session_id)
+        try:
+            await handle.query("status", rpc_timeout=ANSWER_CHECK)
+        except RPCError as exc:
+            if NO_POLLER not in exc.message and exc.status not in (
+                RPCStatusCode.CANCELLED,
+                RPCStatusCode.DEADLINE_EXCEEDED,
+            ):
+                raise
+            await handle.signal(PROMPT_LATER_SIGNAL, args=[text] if settings is None else [text, settings])
+            return None
+        return await self.prompt(session_id, text, settings)
+
     async def steer(self, session_id: str, text: str) -> bool:
         """Refused here when the session's steer queue is full (the workflow would drop it, with an
         error event). A signal needs no worker: while none polls the session's task queue, the steer
