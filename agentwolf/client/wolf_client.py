@@ -86,6 +86,10 @@ class SessionNotFound(ValueError):
     pass
 
 
+class InvalidSessionId(ValueError):
+    """A session id AgentWolf cannot take: the caller's own mistake, safe to say back to them."""
+
+
 class NotOwner(PermissionError):
     """The session was started for someone else (another editor's user): its servers are not theirs."""
 
@@ -229,9 +233,13 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
             raise ValueError(f"unknown agent {agent!r} (agents and teams in this config: {known})")
         session_id = session_id or uuid.uuid4().hex[:12]
         if "/" in session_id:
-            raise ValueError(f"invalid session id {session_id!r}: no '/' (it is part of the workflow id)")
+            raise InvalidSessionId(
+                f"invalid session id {session_id!r}: no '/' (it is part of the workflow id)"
+            )
         if session_id.startswith(RUN_PREFIX) and trigger is None:
-            raise ValueError(f"invalid session id {session_id!r}: a leading {RUN_PREFIX!r} marks job runs")
+            raise InvalidSessionId(
+                f"invalid session id {session_id!r}: a leading {RUN_PREFIX!r} marks job runs"
+            )
         from agentwolf.workflows.session_input import SessionInput
 
         wid = workflow_id(self.tenant, session_id)
