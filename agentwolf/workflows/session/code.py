@@ -1,7 +1,10 @@
 """Code mode in the workflow: a `run_code` call runs its script in the sandbox (activities), and each
 tool call the script makes runs here as the session's ordinary tool call (rules, approvals, fast path,
 events nested under `run_code`), so every completed call is in history. Between calls the script is a
-snapshot: a worker lost mid-script resumes from the last one and repeats no call.
+snapshot: a worker lost mid-script resumes from the last one and repeats no call. Under `CODE_KEPT`
+the snapshot stays on the worker that made it and history records its digest only (it was in every
+sandbox run's marker); a worker without it runs the script again from its start on the recorded
+calls' results (extensions/code_mode.py), so still no call runs twice.
 
 A script is bounded as a whole: `max_calls` calls (refused ones count; the next one ends the script),
 hence at most as many resumes; `OUTPUT_BYTES` of printing over all its runs (`timeout_s` is the
@@ -35,6 +38,7 @@ from agentwolf.workflows.script import (
     ScriptLimits,
     ScriptResult,
     ScriptResume,
+    ScriptRound,
     ScriptStart,
     ScriptStep,
     function_name,
@@ -46,6 +50,7 @@ from agentwolf.workflows.session.turn import TOOL_RETRY, all_or_cancel, short
 CODE_MODE = "code-mode"  # patch: `run_code` runs a script whose tool calls are the session's own
 CODE_BOUNDS = "code-mode-bounds"  # patch: a call past max_calls ends the script; printed output is the
 # whole script's; every RUNS_PER_TASK sandbox runs a timer ends the workflow task
+CODE_KEPT = "code-mode-kept"  # patch: the snapshot stays on the worker, history has its digest only
 
 RUNS_PER_TASK = 10
 """Sandbox runs (each a marker with the script's snapshot) between two forced workflow task ends."""
@@ -92,12 +97,16 @@ class Scripts:
         functions = {function_name(t): parameter_order(t) for t in compiled.script_tools}
         limits = ScriptLimits(memory_mb=settings.memory_mb, timeout_s=settings.timeout_s)
         bounded = workflow.patched(CODE_BOUNDS)
-        step = await self._sandbox(
-            "wolf.code_start", ScriptStart(code=code, functions=functions, limits=limits), settings, bounded
-        )
+        keep = None
+        if workflow.patched(CODE_KEPT):
+            info = workflow.info()
+            keep = f"{info.workflow_id}/{info.run_id}/{key}"
+        start = ScriptStart(code=code, functions=functions, limits=limits, keep=keep)
+        step = await self._sandbox("wolf.code_start", start, settings, bounded)
         printed, made = [step.stdout], 0
+        rounds: list[ScriptRound] = []
         stopped: str | None = None
-        while step.calls and step.snapshot is not None:
+        while step.calls and (step.snapshot is not None or step.digest is not None):
             if bounded:
                 stopped = _past_max_calls(settings, made + len(step.calls))
                 if stopped is not None:
@@ -113,13 +122,24 @@ class Scripts:
                 ]
             )
             made += len(step.calls)
-            resume = ScriptResume(
-                snapshot=step.snapshot,
-                packed=step.packed,
-                functions=functions,
-                results=results,
-                limits=limits,
-            )
+            if step.digest is not None:
+                rounds.append(ScriptRound(calls=step.calls, results=results))
+                resume = ScriptResume(
+                    functions=functions,
+                    limits=limits,
+                    scope=keep,
+                    digest=step.digest,
+                    code=code,
+                    rounds=list(rounds),
+                )
+            else:
+                resume = ScriptResume(
+                    snapshot=step.snapshot or b"",
+                    packed=step.packed,
+                    functions=functions,
+                    results=results,
+                    limits=limits,
+                )
             step = await self._sandbox("wolf.code_resume", resume, settings, bounded)
             printed.append(step.stdout)
         text = "".join(printed)

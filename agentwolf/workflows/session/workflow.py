@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         BRANCHES_QUERY,
         COMPILED_QUERY,
         MANIFEST_QUERY,
+        PROMPT_LATER_SIGNAL,
         REWIND_UPDATE,
         SNAPSHOT_QUERY,
         TRANSCRIPT_QUERY,
@@ -222,6 +223,9 @@ class SessionWorkflow:
     @workflow.update(description="Start a turn with this prompt (or queue it); returns its turn id.")
     def prompt(self, text: str, settings: TurnSettings | None = None) -> str:
         """Start a turn (or queue it); returns its turn id. `settings`: this turn's own (TurnSettings)."""
+        return self._queue(text, settings)
+
+    def _queue(self, text: str, settings: TurnSettings | None) -> str:
         if self.core.busy() and self.core.agent_config().double_texting == "interrupt":
             self.runner.interrupt("interrupted by a new prompt")
         turn_id = self.core.next_turn_id()
@@ -248,6 +252,21 @@ class SessionWorkflow:
             raise ValueError(
                 f"{len(self.core.queue)} prompts already wait (host.sessions.max_queued): try again later"
             )
+
+    @workflow.signal(
+        name=PROMPT_LATER_SIGNAL,
+        description="A prompt sent while no worker polled: queued as `prompt` queues it (refused: an event).",
+    )
+    def prompt_later(self, text: str, settings: TurnSettings | None = None) -> None:
+        """`prompt` for a client that found no worker polling: a signal waits in the history until
+        one does (an update needs a worker to be taken). A prompt `prompt` would refuse is dropped
+        with an error event, as nobody waits for an answer."""
+        try:
+            self._validate_prompt(text, settings)
+        except ValueError as exc:
+            self.core.publish("error", text=f"prompt dropped: {exc}: {text}", outcome="dropped")
+            return
+        self._queue(text, settings)
 
     @workflow.signal(
         description="A user message for the running turn's next model request (a new turn when idle)."
