@@ -10,8 +10,8 @@ from temporalio.exceptions import ApplicationError
 from agentwolf.activities.evaluators import Evaluators, Target
 from agentwolf.config.manifest import Manifest
 from agentwolf.hosts.host import HostRegistry
-from agentwolf.hosts.transcript_store import read_transcript
 from agentwolf.plugins import EvaluatorContext
+from agentwolf.transcript_store import read_transcript
 from agentwolf.workflows.eval_run import StepsInput
 from agentwolf.workflows.evals import Scored, ScoreInput, Step, divergence, trajectory
 from agentwolf.workflows.types import tenant_of

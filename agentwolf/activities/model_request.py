@@ -13,6 +13,7 @@ from pydantic_ai.tools import ToolDefinition
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from agentwolf import transcript_store
 from agentwolf.activities import live, observe, turn_settings
 from agentwolf.activities.cost import attempts_cost, record, request_cost, used_spec
 from agentwolf.activities.overflow import CONTEXT_LENGTH_EXCEEDED, context_overflow
@@ -20,7 +21,7 @@ from agentwolf.activities.provider_errors import SET_IT, config_failure, http_fa
 from agentwolf.activities.session_io import heartbeating, query
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError
-from agentwolf.hosts import flow, transcript_store
+from agentwolf.hosts import flow
 from agentwolf.hosts.host import AgentHost, HostRegistry
 from agentwolf.hosts.transcripts import CachedTranscript
 from agentwolf.workflows.archive import let_go, restored
