@@ -16,6 +16,7 @@ and followers read. The wait fails the turn only after the policy's `rate_wait_m
 from __future__ import annotations
 
 import asyncio
+import copy
 import hashlib
 import logging
 import uuid
@@ -29,6 +30,7 @@ from typing import Any
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
 from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext
@@ -97,15 +99,12 @@ class Wait:
 
 @dataclass
 class Waits:
-    """The current activity's wait, if any (set by `FlowModel`, read by the heartbeat), and its
-    session's priority when the request carried it."""
+    """One model request's wait, if any (set by `FlowModel`, read by the heartbeat), and its
+    session's priority when the request carried it (`bind` hands it to the request's model)."""
 
     now: Wait | None = None
     priority: int | None = None
 
-
-WAITS: ContextVar[Waits | None] = ContextVar("wolf_flow_waits", default=None)
-"""Set by `wolf.model_request` before its request task starts (the task inherits it)."""
 
 HEARD: ContextVar[list[Mapping[str, str]] | None] = ContextVar("wolf_flow_heard", default=None)
 """The headers of the responses to the request `FlowModel` is sending (set around the call)."""
@@ -199,10 +198,9 @@ class Flow:
         )
         return FlowModel(model, self, endpoint, tenant)
 
-    async def acquire(self, endpoint: Endpoint, ask: Ask) -> Grant:
-        """A lease, waiting (and saying why in `WAITS`) as long as it takes, up to the policy's
+    async def acquire(self, endpoint: Endpoint, ask: Ask, waits: Waits | None = None) -> Grant:
+        """A lease, waiting (and saying why in `waits`) as long as it takes, up to the policy's
         `rate_wait_max` since the request was first scheduled."""
-        waits = WAITS.get()
         queue = self._queues.setdefault(endpoint.id, _Queue(endpoint))
         ask = ask.model_copy(update={"worker": self.worker})
         try:
@@ -512,11 +510,15 @@ def _estimate(messages: list[ModelMessage], parameters: ModelRequestParameters) 
 class FlowModel(WrapperModel):
     """A model whose requests take a lease from their endpoint's limiter first."""
 
-    def __init__(self, wrapped: Model, flow: Flow, endpoint: Endpoint, tenant: str) -> None:
+    def __init__(
+        self, wrapped: Model, flow: Flow, endpoint: Endpoint, tenant: str, waits: Waits | None = None
+    ) -> None:
         super().__init__(wrapped)
         self.flow = flow
         self.endpoint = endpoint
         self.tenant = tenant
+        self.waits = waits
+        """The request's own (`bind`); None on the host's shared model."""
 
     async def _ask(
         self,
@@ -527,7 +529,7 @@ class FlowModel(WrapperModel):
         lease_id: str,
     ) -> Ask:
         info = activity.info() if activity.in_activity() else None
-        carried = waits.priority if (waits := WAITS.get()) is not None else None
+        carried = self.waits.priority if self.waits is not None else None
         priority = await self.flow.priority(info, carried) if info else carried or DEFAULT_PRIORITY
         max_tokens = (settings or {}).get("max_tokens")
         return Ask(
@@ -551,7 +553,7 @@ class FlowModel(WrapperModel):
     ) -> Ask:
         ask = await self._ask(messages, settings, params, since, uuid.uuid4().hex)
         try:
-            await self.flow.acquire(self.endpoint, ask)
+            await self.flow.acquire(self.endpoint, ask, self.waits)
         except BaseException:
             self.flow.release(self.endpoint, Release(lease_id=ask.lease_id, sent=False))
             raise
@@ -654,3 +656,17 @@ class FlowModel(WrapperModel):
             self._done(ask, None, heard)
             raise
         self._done(ask, stream.get(), heard)
+
+
+def bind(model: Model, waits: Waits) -> Model:
+    """`model` for one request: its flow-controlled members ask with the priority in `waits` and note
+    their waits there. Shallow copies: the host's model is shared by concurrent requests."""
+    if isinstance(model, FlowModel):
+        bound = copy.copy(model)
+        bound.waits = waits
+        return bound
+    if isinstance(model, FallbackModel):
+        chain = copy.copy(model)
+        chain.models = [bind(member, waits) for member in model.models]
+        return chain
+    return model
