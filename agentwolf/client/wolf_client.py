@@ -540,7 +540,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
 
     async def transcript(self, session_id: str) -> list[ModelMessage]:
         """The whole transcript, its archived messages read back from the payload store."""
-        from agentwolf.hosts.transcript_store import read_transcript
+        from agentwolf.transcript_store import read_transcript
 
         handle = await self._handle(session_id)
         converter = self.client.data_converter

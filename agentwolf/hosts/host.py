@@ -377,7 +377,11 @@ class HostRegistry:
         max_mcp_clients: int = 20,
         mcp_idle_timeout: float = 600.0,
         host_idle_timeout: float = 1800.0,
+        notify: Notify | None = None,
+        quotas: Quotas | None = None,
     ) -> None:
+        """`notify` signals a session that extensions it uses changed, `quotas` reaches the fleet's
+        provider quota workflows (None: neither, as for a registry without a Temporal client)."""
         self.plugins = plugins or Plugins()
         self.local_models = {
             "demo": demo_model(),
@@ -389,8 +393,8 @@ class HostRegistry:
         self.policy = policy or WorkerPolicy()
         self.tenant = tenant
         """The only tenant this worker serves (`wolf worker --tenant`); None serves any."""
-        self.notify: Notify | None = None
-        self.quotas: Quotas | None = None
+        self.notify = notify
+        self.quotas = quotas
         self.manifests: dict[str, Manifest] = {}
         """The configs of the open hosts, by identity (a host may serve several); each goes with its host."""
         self.max_mcp_clients = max_mcp_clients
