@@ -37,9 +37,9 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from temporalio.testing import WorkflowEnvironment
 
+from agentwolf import workspace_store
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
-from agentwolf.hosts import workspace_store
 from agentwolf.ops.devserver import dynamic_config_args, temporal_binary
 from agentwolf.payloads import data_converter
 from agentwolf.worker.bootstrap import create_worker

@@ -13,11 +13,12 @@ import shutil
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from agentwolf import workspace_store
 from agentwolf.access import check_caller
 from agentwolf.activities.acp import home_queue
 from agentwolf.activities.session import SessionActivities
 from agentwolf.activities.session_io import after_lost_attempt, heartbeating
-from agentwolf.hosts import workspace_store, workspaces
+from agentwolf.hosts import workspaces
 from agentwolf.hosts.bubblewrap import BubblewrapBackend, SandboxUnavailable
 from agentwolf.workflows.contracts import HostRef
 from agentwolf.workflows.workspace_tools import WorkspaceCall, WorkspaceResult

@@ -11,7 +11,7 @@ import tarfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentwolf.client.core import ClientCore
+from agentwolf.client.parts import ClientCore
 
 if TYPE_CHECKING:
     from agentwolf.workflows.workspace_tools import WorkspaceSnapshot, WorkspaceState
@@ -27,8 +27,8 @@ class WorkspaceMethods(ClientCore):
     async def seed_workspace(self, folder: str | Path) -> WorkspaceState:
         """A new session's workspace state: `folder` copied into the payload store as turn 0's
         snapshot, which the session's first workspace call restores."""
-        from agentwolf.hosts.workspace_store import take
         from agentwolf.workflows.workspace_tools import WorkspaceSnapshot, WorkspaceState
+        from agentwolf.workspace_store import take
 
         root = Path(folder).expanduser()
         if not root.is_dir():
@@ -53,18 +53,18 @@ class WorkspaceMethods(ClientCore):
 
     async def workspace_files(self, session_id: str, at: int | None = None) -> dict[str, dict[str, Any]]:
         """Every entry of the workspace at turn `at` by path: kind `f`/`d`/`l`, mode, size."""
-        from agentwolf.hosts.workspace_store import listing
+        from agentwolf.workspace_store import listing
 
         return await listing(self.client.data_converter, (await self.workspace_at(session_id, at)).tree)
 
     async def workspace_read(self, session_id: str, path: str, at: int | None = None) -> bytes:
-        from agentwolf.hosts.workspace_store import read
+        from agentwolf.workspace_store import read
 
         return await read(self.client.data_converter, (await self.workspace_at(session_id, at)).tree, path)
 
     async def workspace_tar(self, session_id: str, at: int | None = None) -> bytes:
         """The whole tree at turn `at` as a tar archive."""
-        from agentwolf.hosts.workspace_store import contents, listing
+        from agentwolf.workspace_store import contents, listing
 
         tree = (await self.workspace_at(session_id, at)).tree
         entries = await listing(self.client.data_converter, tree)
@@ -90,7 +90,7 @@ class WorkspaceMethods(ClientCore):
     async def workspace_diff(self, session_id: str, at: int | None = None, since: int | None = None) -> str:
         """A unified diff of the workspace's text files from turn `since` (default: the first
         snapshot, the seed if it had one) to turn `at` (default: the latest)."""
-        from agentwolf.hosts.workspace_store import contents, listing
+        from agentwolf.workspace_store import contents, listing
 
         shots = await self.workspace_snapshots(session_id)
         if not shots:

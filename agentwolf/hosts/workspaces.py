@@ -29,9 +29,9 @@ from pydantic_ai.workspaces import (
 )
 from temporalio.converter import DataConverter
 
+from agentwolf import workspace_store
 from agentwolf.config.manifest import WorkspaceSettings
 from agentwolf.config.policy import WorkspacePolicy
-from agentwolf.hosts import workspace_store
 from agentwolf.hosts.bubblewrap import (
     BubblewrapBackend,
     SandboxLimits,

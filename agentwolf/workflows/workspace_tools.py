@@ -91,7 +91,7 @@ def workspace_tools(settings: WorkspaceSettings) -> list[ToolSpec]:
 
 class WorkspaceSnapshot(BaseModel):
     """The workspace as it was at the end of a turn (0: as seeded), in the payload store: the
-    reference of its root folder's tree (hosts/workspace_store.py)."""
+    reference of its root folder's tree (workspace_store.py)."""
 
     turn: int
     tree: StoredRef
