@@ -218,3 +218,18 @@ async def test_disk_limit(tmp_path: Path) -> None:
 async def test_attaching_to_a_missing_folder_is_unavailable(tmp_path: Path) -> None:
     with pytest.raises(WorkspaceUnavailableError):
         await BubblewrapBackend(tmp_path / "gone", name="gone").run(["true"])
+
+
+@pytest.mark.anyio
+async def test_read_file_refuses_a_file_past_its_cap(
+    folders: Callable[..., BubblewrapBackend], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentwolf.config.manifest import WorkspaceSettings
+    from agentwolf.hosts import workspaces
+
+    monkeypatch.setattr(workspaces, "READ_BYTES", 10)
+    backend = folders()
+    root = Path(await backend.working_dir())
+    (root / "big.txt").write_text("x" * 11)
+    result = await workspaces.run_tool(backend, root, "read_file", {"path": "big.txt"}, WorkspaceSettings())
+    assert result.is_error and result.content.startswith("big.txt holds 11 bytes, more than read_file reads")

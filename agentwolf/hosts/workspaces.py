@@ -48,6 +48,8 @@ GREP_MATCHES = 500
 GREP_FILE_BYTES = 5 << 20
 """Files larger than this are not searched."""
 LIST_ENTRIES = 2000
+READ_BYTES = 20 << 20
+"""The largest file `read_file` reads (the model gets it cut by the tool output limit anyway)."""
 LOCK_POLL = 0.02
 """Seconds between tries of a busy workspace's lock."""
 
@@ -190,7 +192,14 @@ def _files(root: Path, base: str) -> Iterator[str]:
 
 
 async def read_file(ws: LocalWorkspaceBackend, root: Path, args: dict[str, Any]) -> str:
-    data = await ws.read_bytes(_inside(root, args.get("path")))
+    full = _inside(root, args.get("path"))
+    size = (await ws.stat(full)).size or 0
+    if size > READ_BYTES:
+        raise ToolError(
+            f"{_shown(root, full)} holds {size} bytes, more than read_file reads ({READ_BYTES}): read "
+            "part of it with bash (head, tail, sed -n)"
+        )
+    data = await ws.read_bytes(full)
     if b"\0" in data[:8192]:
         return f"(a binary file of {len(data)} bytes)"
     text = data.decode("utf-8", errors="replace")
