@@ -9,14 +9,17 @@ import shutil
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from pydantic_ai.messages import ModelResponse, ToolCallPart, ToolReturnPart
 from temporalio.client import WorkflowFailureError
 
 from agentwolf.cli.forks import effect_lines
+from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
 from agentwolf.config.policy import WorkerPolicy, WorkspacePolicy
 from agentwolf.hosts import workspaces
@@ -25,6 +28,7 @@ from tests.conftest import record_history, wait_for, worker_process
 from tests.support.models import Script, sequence, text, tool
 from tests.support.openai_server import Reply, ScriptedOpenAI
 from tests.support.polls import idle, tool_returns
+from tests.support.serving import serving
 
 WOLF = str(Path(sys.executable).parent / "wolf")
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
@@ -373,3 +377,31 @@ async def test_what_a_sessions_command_cannot_reach_or_exceed(wolf, run_worker, 
     assert got["fsize"] == (
         "the command wrote a file past the 1 MB limit and was stopped\n[stderr]\nFile size limit exceeded"
     )
+
+
+async def test_the_console_shows_a_sessions_files_by_turn(client, task_queue, run_worker, tmp_path):
+    tenant = f"files-{uuid.uuid4().hex[:6]}"
+    wolf = WolfClient(client, task_queue=task_queue, tenant=tenant)
+    script = Script(
+        sequence(tool("write_file", {"path": "src/<b>.txt", "content": "a <b>"}, "w"), text("ok"))
+    )
+    async with (
+        run_worker(local_models={"m": script.model}),
+        serving(client, task_queue, manifest(), open_tenant=tenant) as base,
+        httpx.AsyncClient(base_url=base, timeout=60) as http,
+    ):
+        sid = await wolf.submit("work", "a", manifest(), workspace=seed(tmp_path))
+        await wolf.result(sid)
+        listed = await http.get(f"/console/sessions/{sid}/files", headers={"Accept": "text/html"})
+        seeded = await http.get(f"/console/sessions/{sid}/files?at=0", headers={"Accept": "text/html"})
+        shown = await http.get(
+            f"/console/sessions/{sid}/files", params={"path": "src/<b>.txt"}, headers={"Accept": "text/html"}
+        )
+    assert listed.status_code == 200
+    assert (
+        "src/&lt;b&gt;.txt" in listed.text
+        and "src/app.py" in listed.text
+        and "<strong>1</strong>" in listed.text
+    )
+    assert "src/app.py" in seeded.text and "&lt;b&gt;.txt" not in seeded.text  # turn 0: the seed
+    assert '<pre class="file">a &lt;b&gt;</pre>' in shown.text
