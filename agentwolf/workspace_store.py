@@ -1,8 +1,9 @@
 """Workspace snapshots in the payload store, content-addressed by file, like git's trees.
 
 Each file's bytes are one stored payload and each folder one more: a JSON tree naming its entries
-(name, kind, mode, size, and the stored reference of a file's bytes or a sub-folder's tree),
-zlib-compressed. The
+(name, kind, mode, size, and the stored reference of a file's bytes or a sub-folder's tree), as
+plain JSON: `wolf payloads gc` keeps what a kept payload names by the digests it finds in its bytes
+(ops/payload_gc.py), so a session's recorded root keeps every folder and file of its snapshot. The
 session records only the root tree's reference per turn. A snapshot reads and stores only what
 changed since the last one: an index beside the folder (outside the sandbox's reach) keeps each
 file's stat signature and reference and each folder's tree, so an unchanged file is not read and an
@@ -19,7 +20,6 @@ import hashlib
 import os
 import shutil
 import stat as stat_module
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -200,7 +200,7 @@ async def take(
         if known_dir is not None and known_dir[0] == digest:
             fresh.dirs[rel] = known_dir
             continue
-        packed = zlib.compress(pydantic_core.to_json(tree))
+        packed = pydantic_core.to_json(tree)
         [ref] = await always.encode([packed])
         fresh.meta, text = _ref(ref)
         fresh.dirs[rel] = (digest, text)
@@ -217,7 +217,7 @@ async def take(
 async def _trees(converter: DataConverter, meta: dict[str, str], refs: list[str]) -> list[dict[str, Any]]:
     try:
         packed = await converter.decode([_payload(meta, r) for r in refs], [bytes] * len(refs))
-        return [pydantic_core.from_json(zlib.decompress(p)) for p in packed]
+        return [pydantic_core.from_json(p) for p in packed]
     except Exception as exc:  # noqa: BLE001 - whatever the store says, the snapshot is unreadable
         raise SnapshotError(f"a workspace snapshot could not be read back: {exc}") from exc
 

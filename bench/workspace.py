@@ -185,7 +185,7 @@ async def main() -> None:
             f"  {name:<19} {ms:7.1f} ms/round  {ms / local:.2f}x add, {ms / remote:.2f}x record  goal <= 1.5x"
         )
     print(f"snapshot of 5,000 files: first {first:.0f} ms; after 3 files changed ({changed} bytes):")
-    print(f"  stored {stored} bytes (the 3 files and their 3 folders' trees and the root's), {second:.0f} ms")
+    print(f"  stored {stored} bytes (the 3 files, their 3 folders' trees and the root's), {second:.0f} ms")
     print("  goal: bytes ~ the 3 files, <= 200 ms")
     print(f"restore of {restored / 1e6:.0f} MB (500 files) on a fresh folder: {seconds:.2f} s  goal <= 3 s")
 

@@ -4,6 +4,7 @@ exceed (CPU, memory, processes, file size, disk)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import threading
@@ -12,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic_ai.workspaces import Workspace, WorkspaceBackend, WorkspaceRef, WorkspaceUnavailableError
@@ -233,3 +235,35 @@ async def test_read_file_refuses_a_file_past_its_cap(
     (root / "big.txt").write_text("x" * 11)
     result = await workspaces.run_tool(backend, root, "read_file", {"path": "big.txt"}, WorkspaceSettings())
     assert result.is_error and result.content.startswith("big.txt holds 11 bytes, more than read_file reads")
+
+
+@pytest.mark.anyio
+async def test_payload_gc_keeps_every_file_a_recorded_snapshot_names(tmp_path: Path) -> None:
+    """A snapshot's root reference (what the session records) keeps its folders and files, those
+    unchanged since an older snapshot included: `wolf payloads gc` follows the digests in stored
+    payloads."""
+    import asyncio
+
+    from agentwolf import workspace_store
+    from agentwolf.ops.payload_gc import followed
+    from agentwolf.payloads import data_converter
+
+    async def off_loop(fn: Any, *args: Any) -> Any:
+        return await asyncio.to_thread(fn, *args)
+
+    store = tmp_path / "store"
+    converter = data_converter(str(store))
+    root = tmp_path / "tree"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "deep.txt").write_text("unchanged")
+    (root / "top.txt").write_text("one")
+    index = workspace_store.index_path(root)
+    await workspace_store.take(converter, root, off_loop, index)
+    (root / "top.txt").write_text("two")
+    taken = await workspace_store.take(converter, root, off_loop, index)
+    recorded = json.loads(taken.tree.data)["claimData"]["sha256"]
+    kept = followed(store, {recorded})
+    stored = {p.name for p in store.rglob("*") if p.is_file()}
+    # Only the first snapshot's "one" and its root tree may go: the unchanged deep.txt and folders stay.
+    assert len(stored - kept) == 2
+    assert (store / recorded[:2] / recorded).exists() and len(kept & stored) == len(stored) - 2
