@@ -9,6 +9,7 @@ got. Imported passed through, like tools.py: it calls only `workflow.*` and dete
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -117,14 +118,15 @@ async def snapshot_turn(
     state: WorkspaceState, ref: HostRef, settings: WorkspaceSettings, turn: int, line: set[int]
 ) -> None:
     """At a turn's end: the folder into the payload store, if a tool may have changed it. A failure
-    is said, not raised: the last snapshot stays the one a restore would use."""
+    (or an interrupt arriving meanwhile) is said, not raised, so the turn's end is still recorded: the
+    last snapshot stays the one a restore would use, and the next turn's end tries again."""
     if not state.changed or state.home is None:
         return
     call = WorkspaceCall(ref=ref, tool=None, settings=settings, last=state.last(line), turn=turn)
     try:
         result = await _on_home(state, call, SNAPSHOT_TIMEOUT)
-    except (ActivityError, NoWorkspaceHost) as err:
-        workflow.logger.warning("the workspace snapshot of turn %d failed: %s", turn, err)
+    except (ActivityError, NoWorkspaceHost, asyncio.CancelledError) as err:
+        workflow.logger.warning("the workspace snapshot of turn %d failed: %r", turn, err)
         return
     if result.snapshot is not None:
         state.snapshots = [s for s in state.snapshots if s.turn != turn] + [result.snapshot]
