@@ -28,6 +28,7 @@ from tests.conftest import record_history, wait_for, worker_process
 from tests.support.models import Script, sequence, text, tool
 from tests.support.openai_server import Reply, ScriptedOpenAI
 from tests.support.polls import idle, tool_returns
+from tests.support.processes import end
 from tests.support.serving import serving
 
 WOLF = str(Path(sys.executable).parent / "wolf")
@@ -265,9 +266,8 @@ async def test_a_worker_killed_mid_bash_is_never_rerun_and_the_model_is_told(
             transcript = await wolf.transcript(sid)
         finally:
             for proc in (first, second):
-                if proc is not None and proc.poll() is None:
-                    proc.terminate()
-                    proc.wait(10)
+                if proc is not None:
+                    end(proc)
     cut, listed = [p.content for p in tool_returns(transcript)][1:]
     assert (
         cut == "interrupted by a worker loss; the workspace is as of turn 1 (the command was not run again)"
