@@ -154,11 +154,10 @@ class BubblewrapBackend(LocalWorkspaceBackend):
         name: str,
         create: bool = False,
         policy: SandboxPolicy | None = None,
-        bwrap: str | None = None,
     ) -> None:
         super().__init__(working_dir)
         self._policy = policy or SandboxPolicy()
-        self._bwrap = bwrap or bwrap_path()
+        self._bwrap = bwrap_path()
         self._uid = sandbox_uid(name) if _as_root() else None
         self._named = WorkspaceRef(provider=PROVIDER, id=name)
         self._created: WorkspaceRef | None = None if create else self._named
@@ -360,15 +359,3 @@ def unavailable_reason() -> str | None:
             "package, or let the worker policy run them unsandboxed with `workspaces: {sandbox: none}`)"
         )
     return None
-
-
-__all__ = [
-    "BubblewrapBackend",
-    "SandboxLimits",
-    "SandboxPolicy",
-    "SandboxUnavailable",
-    "WorkspaceLimitError",
-    "WorkspaceUnavailableError",
-    "disk_use",
-    "unavailable_reason",
-]
