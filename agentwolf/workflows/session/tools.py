@@ -151,9 +151,7 @@ class ToolRouter:
             )
         else:
             result, outcome = await self._route_call(compiled, spec, call, index, key, arguments)
-        started = self.core.approvals.answered_at.pop(
-            key, started
-        )  # a person's time to answer is not the tool's
+        started = self.core.approvals.answer_time(key, started)  # a person's time to answer is not the tool's
         outcome = outcome or result.outcome
         part = self.core.tool_return(call, result.content, outcome)
         finished[index] = part
@@ -466,9 +464,9 @@ class ToolRouter:
             self.core.approval_ended(call_id)
             raise
         self.core.approval_ended(call_id)
-        approvals.answered_at[call_id] = workflow.now()
+        approvals.answered(call_id)
         if approved and answer.always:
-            approvals.always_allowed.add(tool)
+            approvals.allow_always(tool)
         self.core.publish(
             "approval_resolved",
             tool=call.tool_name,
