@@ -71,7 +71,8 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from agentwolf.access import TenantError
-from agentwolf.client.wolf_client import NotOwner, SessionNotFound, WolfClient
+from agentwolf.client.sessions import NotOwner
+from agentwolf.client.wolf_client import SessionNotFound, WolfClient
 from agentwolf.config.manifest import McpServerConfig
 from agentwolf.protocols import served as serving
 from agentwolf.protocols.acp_updates import Updates, replay, title, tool_finished
