@@ -190,7 +190,7 @@ def _convert(step):
 
 
 def test_configs_differing_only_in_agents_share_one_host():
-    from agentwolf.hosts.host import HostRegistry
+    from agentwolf.hosts.host_registry import HostRegistry
 
     hosts = HostRegistry()
     first = hosts.ensure(make_manifest({"limits": {"max_steps": 3}}), "t1")
