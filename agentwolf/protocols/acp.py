@@ -21,6 +21,9 @@ joining the editor's servers (and its credentials) to it.
 Nothing lives in this process but followers: a turn runs in its session whatever happens to the
 editor or to `wolf acp`, and a new `wolf acp` that loads the session shows what happened meanwhile.
 The process acts as one tenant: another tenant's session is "not found", as on `wolf serve`.
+
+Over 500 lines on purpose: one ACP agent, a method per protocol method and the translations of
+the editor's arguments only they use; its session updates are acp_updates.py, its framing ndjson.py.
 """
 
 from __future__ import annotations
