@@ -18,7 +18,7 @@ from temporalio.testing import ActivityEnvironment
 from agentwolf.activities.code import CodeActivities
 from agentwolf.config.manifest import Manifest, SessionSettings
 from agentwolf.extensions import code_mode
-from agentwolf.hosts.host import HostRegistry
+from agentwolf.hosts.host_registry import HostRegistry
 from agentwolf.workflows.contracts import ToolSpec
 from agentwolf.workflows.script import (
     ScriptLimits,

@@ -24,7 +24,7 @@ from agentwolf.activities.evaluators import Evaluators, Target
 from agentwolf.client import evals
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.policy import REDACTED
-from agentwolf.hosts.host import HostRegistry
+from agentwolf.hosts.host_registry import HostRegistry
 from agentwolf.plugins import EvaluatorContext, load_plugins
 from agentwolf.workflows.evals.cases import EvalCase, EvaluatorSpec, ScoreInput
 from agentwolf.workflows.evals.datasets import DatasetInput, EvalDatasetWorkflow, dataset_id

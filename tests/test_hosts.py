@@ -10,7 +10,7 @@ from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
 from agentwolf.extensions.registry import Scope, ScopeLevel
 from agentwolf.extensions.skills import LocalSkillRoot
-from agentwolf.hosts.host import HostRegistry
+from agentwolf.hosts.host_registry import HostRegistry
 from agentwolf.workflows.types import ExtensionsChanged
 from tests.conftest import tools_server, wait_for
 from tests.support.models import Script, text, tool

@@ -9,7 +9,7 @@ from temporalio import activity
 from agentwolf.access import caller_tenant
 from agentwolf.activities.evaluators import Evaluators, Target
 from agentwolf.config.manifest import Manifest
-from agentwolf.hosts.host import HostRegistry
+from agentwolf.hosts.host_registry import HostRegistry
 from agentwolf.plugins import EvaluatorContext
 from agentwolf.transcript_store import read_transcript
 from agentwolf.workflows.evals.cases import Scored, ScoreInput, Step, divergence, trajectory

@@ -23,7 +23,8 @@ from agentwolf.activities.session_io import heartbeating, query
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError
 from agentwolf.hosts import model_requests, quotas
-from agentwolf.hosts.host import AgentHost, HostRegistry
+from agentwolf.hosts.host import AgentHost
+from agentwolf.hosts.host_registry import HostRegistry
 from agentwolf.hosts.model_requests import Held, TranscriptMismatch
 from agentwolf.hosts.transcripts import Prefix
 from agentwolf.workflows.archive import TranscriptTail

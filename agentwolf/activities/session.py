@@ -33,7 +33,8 @@ from agentwolf.extensions.pool import McpUnavailable
 from agentwolf.extensions.registry import Scope
 from agentwolf.extensions.skills import LocalSkillRoot
 from agentwolf.extensions.types import ExtensionError
-from agentwolf.hosts.host import AgentHost, HostRegistry
+from agentwolf.hosts.host import AgentHost
+from agentwolf.hosts.host_registry import HostRegistry
 from agentwolf.hosts.tool_calls import call_tool
 from agentwolf.telemetry import metrics
 from agentwolf.workflows.archive import ArchivedPart, ArchivedRead, ArchiveInput

@@ -1,14 +1,14 @@
-"""What WolfClient's method groups (configs.py, jobs.py, schedules.py, forks.py, workspaces.py) use
-of the client they are part of, declared once: every group subclasses `ClientCore` instead of
-importing WolfClient (a cycle) or restating its signatures; mypy checks the real definitions
-against these."""
+"""What WolfClient's method groups (sessions.py, configs.py, jobs.py, schedules.py, forks.py,
+workspaces.py) use of the client they are part of, declared once: every group subclasses `ClientCore`
+instead of importing WolfClient (a cycle) or restating its signatures; mypy checks the real
+definitions against these."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle
 
 if TYPE_CHECKING:
     from agentwolf.config.manifest import Manifest
@@ -29,6 +29,12 @@ class ClientCore(Protocol):
 
     async def _handle(self, session_id: str) -> WorkflowHandle[Any, SessionResult]:
         """A handle on one of this tenant's sessions (another tenant's is refused)."""
+        ...
+
+    async def _checked(
+        self, session_id: str
+    ) -> tuple[WorkflowHandle[Any, SessionResult], WorkflowExecutionDescription | None]:
+        """`_handle`, with the description the ownership check just read (None: checked before)."""
         ...
 
     async def snapshot(self, session_id: str) -> SessionInput:

@@ -22,7 +22,8 @@ from agentwolf.activities.web import WebActivities
 from agentwolf.activities.workspace import WorkspaceActivities
 from agentwolf.config.policy import WorkerPolicy, redact_logs
 from agentwolf.defaults import TASK_QUEUE
-from agentwolf.hosts.host import HostRegistry, Notify
+from agentwolf.hosts.host import Notify
+from agentwolf.hosts.host_registry import HostRegistry
 from agentwolf.hosts.quotas import Quotas
 from agentwolf.isolation import protect_process
 from agentwolf.plugins import LocalModel, Plugins

@@ -490,7 +490,7 @@ class TurnRunner:
         if not waiting:
             await self.context.compact_at_idle()
             await self.context.archive_at_idle()
-        self.core.counters.continued_as_new += 1
+        self.core.continuing_as_new()
         if not waiting:
             self.core.apply_config()
         keep = self.core.inp.manifest.host.sessions.events_kept
