@@ -57,6 +57,7 @@ from agentwolf.workflows.types import (
     TurnOutcome,
     Usage,
 )
+from agentwolf.workflows.workspace_tools import WorkspaceState
 
 LAST_ACTIVITY = "last-activity"  # patch: a state change also sets WolfActive (the console's last activity)
 TURN_END_CLEARS_APPROVALS = "turn-end-clears-approvals"  # patch: a turn's end drops its waits and answers
@@ -204,6 +205,17 @@ class SessionCore:
     def continuing_as_new(self) -> None:
         """This run hands over to the next one (counted)."""
         self.counters.continued_as_new += 1
+
+    def workspace(self) -> WorkspaceState:
+        """The session's workspace record, made on its first tool call."""
+        if self.inp.workspace is None:
+            self.inp.workspace = WorkspaceState()
+        return self.inp.workspace
+
+    def workspace_rewound(self) -> None:
+        """After a rewind, the workspace's next call starts from the line's last snapshot."""
+        if self.inp.workspace is not None:
+            self.inp.workspace = self.inp.workspace.rewound()
 
     def acp_home_is(self, home: str | None) -> None:
         """The worker host (its task queue) where the session's ACP agent runs; None: look again."""

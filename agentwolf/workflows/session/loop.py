@@ -26,6 +26,7 @@ from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
+import agentwolf.workflows.session.workspace as workspace
 from agentwolf.config.manifest import Team
 from agentwolf.config.quotas import DEFAULT_PRIORITY, PRIORITY_MEMO
 from agentwolf.payloads import THRESHOLD
@@ -47,7 +48,6 @@ from agentwolf.workflows.session.turn import (
     HEARTBEAT_TIMEOUT,
     MODEL_RETRY,
     MODEL_TIMEOUT,
-    RELEASE_SESSION_SERVERS,
     SLASH_COMMANDS,
     TOOL_RETRY,
     WAITING_SNAPSHOT_EVENTS,
@@ -60,14 +60,11 @@ from agentwolf.workflows.session.turn import (
     turn_end,
 )
 from agentwolf.workflows.session.turn_limits import LimitGuard
-from agentwolf.workflows.session.workspace import release_workspace, snapshot_turn, workspace_settings
 from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.types import Prompt, TurnOutcome, Usage
-from agentwolf.workflows.workspace_tools import line_turns, turn_number
 
 RESUME_INTERRUPT = "resume-interrupt"  # patch: an interrupt or close as a waiting turn resumes ends it
 TURN_TASK_RAISED = "turn-task-raised"  # patch: an unexpected error in the turn fails the turn, not silently
-RELEASE_FAILURE_SAID = "release-failure-said"  # patch: a failed release at close is an event, not a failure
 SNAPSHOT_UNANSWERED = "snapshot-unanswered"  # patch: no waiting snapshot while an answer waits to be taken
 SNAPSHOT_STALE = "snapshot-stale"  # patch: a waiting turn continues as new with a stale agent too
 UPGRADE_AT_IDLE = "upgrade-at-idle"  # patch: an idle session continues as new onto the current build
@@ -107,7 +104,7 @@ class TurnRunner:
         started_at = self.turn_ended_at or workflow.info().get_current_history_size()
         turn, resuming = self._begin(prompt)
         outcome, output = await self._drive(prompt.text, turn, resuming)
-        await self._snapshot_workspace(prompt.turn_id)
+        await workspace.turn_ended(self.core, prompt.turn_id)
         self.core.end_turn(turn_end(turn, prompt.turn_id, outcome, output, workflow.now()))
         self._end()
         self.turn_ended_at = workflow.info().get_current_history_size()
@@ -223,15 +220,6 @@ class TurnRunner:
         task.cancel()
         await workflow.wait([task])
 
-    async def _snapshot_workspace(self, turn_id: str) -> None:
-        """A turn that may have changed its workspace's files ends with their snapshot."""
-        state = self.core.inp.workspace
-        settings = workspace_settings(self.core.inp.manifest.agents.get(self.core.inp.agent))
-        if state is None or settings is None or not state.changed:
-            return
-        line = line_turns([m.turn_id for m in self.core.log.turns])
-        await snapshot_turn(state, self.core.ref(), settings, turn_number(turn_id), line)
-
     async def _run_steps(self, turn: Turn, resuming: bool = False) -> str | None:
         """Model request -> tool calls, until an answer without tool calls or a limit. `resuming`: the
         step's calls are known already (the turn continued as new while they waited for approval)."""
@@ -313,33 +301,6 @@ class TurnRunner:
             output = "\n\n".join(f"## {m}\n{r.content}" for m, r in zip(team.members, results, strict=True))
         self.core.log.append(ModelResponse(parts=[TextPart(output)], timestamp=workflow.now()))
         return output
-
-    async def release_session_servers(self) -> None:
-        """The session closes: the MCP servers its client brought stop (on the worker this runs on;
-        another that started one stops it when idle), and its workspace's folder goes. Only sessions
-        that have such servers (or a workspace) run it.
-
-        A release that fails for good is said (log, event), not raised: the session has closed
-        already (`session_closed` is out), and the pool's idle reaper stops the servers anyway."""
-        await self.acp.release()
-        if self.core.inp.workspace is not None:
-            await release_workspace(self.core.inp.workspace, self.core.ref())
-        if not (self.core.inp.session_servers and workflow.patched(RELEASE_SESSION_SERVERS)):
-            return
-        try:
-            await workflow.execute_activity(
-                "wolf.release_session",
-                self.core.ref(),
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=TOOL_RETRY,
-            )
-        except ActivityError as err:
-            if not workflow.patched(RELEASE_FAILURE_SAID):
-                raise  # runs recorded before failed here
-            workflow.logger.warning("releasing the client's MCP servers failed: %s", cause_message(err))
-            self.core.publish(
-                "error", text=f"the client's MCP servers were not released: {cause_message(err)}"
-            )
 
     async def _current_compiled(self) -> CompiledAgent:
         """The compiled agent, recompiled first if the config or the agent's extensions changed."""

@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
-from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from pydantic_ai.messages import ModelMessage, ModelRequest, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import ToolCallPart, ToolReturnPart
 from temporalio import workflow
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ActivityError, ChildWorkflowError, is_cancelled_exception
+from temporalio.exceptions import ChildWorkflowError, is_cancelled_exception
 from temporalio.workflow import ChildWorkflowCancellationType
 
-from agentwolf.workflows.archive import ArchivedRead
 from agentwolf.workflows.contracts import (
     CODE,
     SESSION,
@@ -39,12 +37,11 @@ from agentwolf.workflows.evals.cases import RECORDED, Recording
 from agentwolf.workflows.session.code import CODE_MODE, Scripts
 from agentwolf.workflows.session.core import SessionCore
 from agentwolf.workflows.session.mcp_calls import McpCalls
+from agentwolf.workflows.session.tool_outputs import read_tool_output
 from agentwolf.workflows.session.turn import (
     BOUNDED_FAN_OUT,
     CHILD_IDS,
     HEARTBEAT_TIMEOUT,
-    MODEL_TIMEOUT,
-    PAGE_HEADER,
     TOOL_RETRY,
     WAIT_CHILDREN,
     all_or_cancel,
@@ -56,7 +53,7 @@ from agentwolf.workflows.session.turn import (
     short,
 )
 from agentwolf.workflows.session.web import WEB_TOOLS, run_web, web_settings
-from agentwolf.workflows.session.workspace import WORKSPACES, run_workspace, workspace_settings
+from agentwolf.workflows.session.workspace import WORKSPACES, session_call, session_settings
 from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.types import (
     AGENT_ATTR,
@@ -70,7 +67,7 @@ from agentwolf.workflows.types import (
     workflow_id,
 )
 from agentwolf.workflows.web_tools import WEB
-from agentwolf.workflows.workspace_tools import WORKSPACE, WorkspaceState, line_turns, turn_number
+from agentwolf.workflows.workspace_tools import WORKSPACE
 
 
 class ToolRouter:
@@ -199,7 +196,7 @@ class ToolRouter:
                 content=f"{spec.name} is not allowed while {skills} is active", is_error=True
             ), ToolOutcome.DENIED
         if spec.server == SESSION:  # reads this session's own transcript: nothing to permit
-            return await self._read_tool_output(compiled, arguments), None
+            return await read_tool_output(self.core, compiled, arguments), None
         if (
             self.recording is not None
             and spec.server not in (SKILLS, SUBAGENTS)
@@ -222,57 +219,13 @@ class ToolRouter:
     ) -> tuple[ToolCallOutput, ToolOutcome | None] | None:
         """A workspace tool call, under the agent's rules, on the workspace's home host; None for an
         agent without a workspace (the call is then an unknown tool)."""
-        settings = workspace_settings(self.core.inp.manifest.agents.get(self.core.inp.agent))
+        settings = session_settings(self.core)
         if settings is None or not workflow.patched(WORKSPACES):
             return None
         refusal = await self.permission(compiled, spec, call, key, arguments)
         if refusal is not None:
             return ToolCallOutput(content=refusal, is_error=True), ToolOutcome.DENIED
-        state = self.core.inp.workspace = self.core.inp.workspace or WorkspaceState()
-        line = line_turns([m.turn_id for m in self.core.log.turns])
-        turn = turn_number(self.core.running.turn_id)
-        done = await run_workspace(state, self.core.ref(), spec.tool, arguments, settings, turn, line)
-        return done, None
-
-    async def _read_tool_output(self, compiled: CompiledAgent, arguments: dict[str, Any]) -> ToolCallOutput:
-        """A page of a tool result the model was sent cut or put aside (the transcript holds it
-        whole): the one the note names by transcript `message` (and `part`, where a step repeated
-        the call id); without them (notes written before they existed), the last result with that
-        call id. A result in the archived part of the transcript is read from the payload store."""
-        at = arguments.get("message")
-        if (invalid := refused_page(arguments)) is not None:
-            return invalid
-        transcript, archive = self.core.log.transcript, self.core.log.archive
-        page = output_page(
-            transcript if at is None else transcript[at : at + 1], arguments, compiled.tool_output_chars
-        )
-        if not page.is_error or not archive.length or (at is not None and at >= archive.length):
-            return page
-        try:
-            return await self._read_archived(compiled, arguments)
-        except ActivityError as err:  # the model is told; the turn goes on
-            if is_cancelled_exception(err):
-                raise
-            return ToolCallOutput(
-                content=f"the archived result could not be read: {cause_message(err)}", is_error=True
-            )
-
-    async def _read_archived(self, compiled: CompiledAgent, arguments: dict[str, Any]) -> ToolCallOutput:
-        at, archive = arguments.get("message"), self.core.log.archive
-        return await workflow.execute_activity(
-            "wolf.read_archived",
-            ArchivedRead(
-                ref=self.core.ref(),
-                parts=[p for p in archive.parts if at is None or p.start <= at < p.end],
-                arguments=arguments,
-                page_chars=compiled.tool_output_chars,
-            ),
-            result_type=ToolCallOutput,
-            start_to_close_timeout=MODEL_TIMEOUT,
-            heartbeat_timeout=HEARTBEAT_TIMEOUT,
-            retry_policy=TOOL_RETRY,
-            summary=short(f"read_archived {arguments.get('call_id')}"),
-        )
+        return await session_call(self.core, settings, spec.tool, arguments), None
 
     async def _skill_tool(
         self, compiled: CompiledAgent, spec: ToolSpec, arguments: dict[str, Any]
@@ -469,40 +422,3 @@ class ToolRouter:
             text=output.content,
         )
         return output
-
-
-def refused_page(arguments: dict[str, Any]) -> ToolCallOutput | None:
-    """Why `arguments` name no page (offsets and positions are non-negative integers), or None."""
-    offset, at, index = arguments.get("offset", 0), arguments.get("message"), arguments.get("part")
-    if all(isinstance(n, int) and n >= 0 for n in (offset, at or 0, index or 0)):
-        return None
-    return ToolCallOutput(
-        content="read_tool_output needs a non-negative integer `offset` (and `message`, `part`)",
-        is_error=True,
-    )
-
-
-def output_page(
-    messages: Sequence[ModelMessage], arguments: dict[str, Any], page_chars: int
-) -> ToolCallOutput:
-    """A page of the tool result `arguments` name (`call_id`, `offset`, `message`, `part`; checked by
-    `refused_page`) among `messages`: the transcript, the message named, or an archived part."""
-    call_id, offset = arguments.get("call_id"), arguments.get("offset", 0)
-    at, index = arguments.get("message"), arguments.get("part")
-    found = [
-        p
-        for m in messages
-        if isinstance(m, ModelRequest)
-        for j, p in enumerate(m.parts)
-        if isinstance(p, ToolReturnPart) and p.tool_call_id == call_id and index in (None, j)
-    ]
-    if not found:
-        where = (
-            "this session" if at is None else f"message {at}" + ("" if index is None else f" part {index}")
-        )
-        return ToolCallOutput(content=f"no tool result {call_id!r} in {where}", is_error=True)
-    content = str(found[-1].content)
-    end = min(offset + page_chars - PAGE_HEADER, len(content))  # the page is not cut again
-    page = content[offset:end]
-    more = f"; read on with offset={end}" if end < len(content) else "; that is the end"
-    return ToolCallOutput(content=f"[characters {offset}-{end} of {len(content)}{more}]\n{page}")

@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     # Not `from agentwolf.workflows.session import branches`: a name taken from the sandboxed package is
     # imported past the passthrough, and every run executed the module (its models) again.
     import agentwolf.workflows.session.branches as branches
+    import agentwolf.workflows.session.closing as closing
     from agentwolf.config.manifest import Manifest, McpServerConfig
     from agentwolf.workflows.archive import TranscriptTail
     from agentwolf.workflows.configs.config_update import ConfigUpdate
@@ -131,11 +132,11 @@ class SessionWorkflow:
             await self.runner.stop("the session was cancelled")
             self._close("cancelled")
             if workflow.patched(RELEASE_ON_CANCEL):
-                await self.runner.release_session_servers()
+                await closing.release(self.core, self.runner.acp)
             await workflow.wait_condition(workflow.all_handlers_finished)
             raise
         self._close(self.core.last_outcome)
-        await self.runner.release_session_servers()
+        await closing.release(self.core, self.runner.acp)
         await workflow.wait_condition(workflow.all_handlers_finished)
         if inp.background and self.core.last_outcome == "failed":
             raise ApplicationError(  # the counters go along: a parent counts what its child spent
@@ -383,8 +384,7 @@ class SessionWorkflow:
         whole = workflow.patched(REWIND_VIEW)
         done, view = self.core.rewind(to, self.context.view, whole_view=whole)
         self.context.cut(view, sizes_too=whole)  # before REWIND_VIEW (replayed histories) the sizes stayed
-        if self.core.inp.workspace is not None:  # the next call starts from the line's last snapshot
-            self.core.inp.workspace = self.core.inp.workspace.rewound()
+        self.core.workspace_rewound()  # the next call starts from the line's last snapshot
         return done
 
     @rewind.validator

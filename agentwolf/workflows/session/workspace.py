@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -21,7 +21,17 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 from agentwolf.config.manifest import AgentConfig, WorkspaceSettings
 from agentwolf.workflows.contracts import HostRef, ToolCallOutput
 from agentwolf.workflows.session.turn import HEARTBEAT_TIMEOUT, short
-from agentwolf.workflows.workspace_tools import READ_ONLY, WorkspaceCall, WorkspaceResult, WorkspaceState
+from agentwolf.workflows.workspace_tools import (
+    READ_ONLY,
+    WorkspaceCall,
+    WorkspaceResult,
+    WorkspaceState,
+    line_turns,
+    turn_number,
+)
+
+if TYPE_CHECKING:
+    from agentwolf.workflows.session.core import SessionCore
 
 WORKSPACES = "workspaces"  # patch: workspace tools and turn-end snapshots run as `wolf.workspace`
 
@@ -131,6 +141,29 @@ async def snapshot_turn(
     if result.snapshot is not None:
         state.snapshots = [s for s in state.snapshots if s.turn != turn] + [result.snapshot]
         state.changed = False
+
+
+def session_settings(core: SessionCore) -> WorkspaceSettings | None:
+    """The session's agent's workspace settings (None: the agent has no workspace)."""
+    return workspace_settings(core.inp.manifest.agents.get(core.inp.agent))
+
+
+async def session_call(
+    core: SessionCore, settings: WorkspaceSettings, tool: str, arguments: dict[str, Any]
+) -> ToolCallOutput:
+    """A workspace tool call of the running turn (the workspace made on the session's first call)."""
+    line = line_turns([m.turn_id for m in core.log.turns])
+    turn = turn_number(core.running.turn_id)
+    return await run_workspace(core.workspace(), core.ref(), tool, arguments, settings, turn, line)
+
+
+async def turn_ended(core: SessionCore, turn_id: str) -> None:
+    """A turn that may have changed its workspace's files ends with their snapshot."""
+    state, settings = core.inp.workspace, session_settings(core)
+    if state is None or settings is None or not state.changed:
+        return
+    line = line_turns([m.turn_id for m in core.log.turns])
+    await snapshot_turn(state, core.ref(), settings, turn_number(turn_id), line)
 
 
 async def release_workspace(state: WorkspaceState, ref: HostRef) -> None:
