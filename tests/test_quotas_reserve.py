@@ -9,13 +9,14 @@ import contextlib
 import gc
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from temporalio.service import RPCError
 
 from agentwolf.config.quotas import EndpointQuota, QuotaPolicy
 from agentwolf.hosts.quotas import Endpoint, Quotas
-from agentwolf.workflows.quotas import Ask, QuotaStatus, QuotaWorkflow, quota_workflow_id
+from agentwolf.workflows.quotas import Ask, QuotaStatus, QuotaWorkflow, Release, quota_workflow_id
 from tests.conftest import record_history, wait_for
 
 
@@ -99,3 +100,88 @@ async def test_jobs_saturating_an_endpoint_leave_room_for_an_interactive_request
 async def _full(quotas: Quotas, endpoint: Endpoint) -> QuotaStatus | None:
     status = await _status(quotas, endpoint)
     return status if status and status.use.requests == 10 else None
+
+
+async def test_people_are_served_in_the_order_they_asked_whatever_their_tenants_used(
+    client, run_worker, task_queue
+):
+    """Tenant `a`'s jobs have used the endpoint (its fair-queuing time is ahead of `b`'s); then, one
+    slot at a time, a person of `a` asks before a person of `b`. People go in the order they asked:
+    the first to ask is the first granted (before: `b`'s person went first, and in a burst of
+    people's prompts one person waited behind several who came later). Jobs keep their shares."""
+    limits = EndpointQuota(concurrency=1)
+    endpoint = Endpoint(f"test-people-{task_queue}", "test", limits)
+    wid = quota_workflow_id(endpoint.id)
+    quotas = Quotas(client, task_queue, QuotaPolicy())
+    handle = client.get_workflow_handle(wid)
+    now = datetime.now(UTC)
+    order: list[str] = []
+
+    def ask(name: str, tenant: str, priority: int, offset: float) -> Ask:
+        return Ask(
+            lease_id=name,
+            session=name,
+            tenant=tenant,
+            priority=priority,
+            since=now + timedelta(seconds=offset),
+            limits=limits,
+        )
+
+    async def take(a: Ask) -> None:
+        await quotas.acquire(endpoint, a)
+        order.append(a.lease_id)
+        await handle.signal(QuotaWorkflow.release, Release(lease_id=a.lease_id))
+
+    async with run_worker():
+        for i in range(3):  # `a` uses the endpoint alone: its virtual time moves ahead
+            await take(ask(f"job{i}", "a", 2, i))
+        order.clear()
+        await quotas.acquire(endpoint, ask("held", "h", 2, 3))
+        people = [ask("person-a", "a", 1, 4), ask("person-b", "b", 1, 5)]
+        tasks = [asyncio.create_task(take(p)) for p in people]
+        await wait_for(lambda: _waiting_people(handle, 2))
+        await handle.signal(QuotaWorkflow.release, Release(lease_id="held"))
+        await asyncio.gather(*tasks)
+        await record_history(client, wid, "limiter_people_first")
+        await handle.terminate()
+        await quotas.close()
+    assert order == ["person-a", "person-b"]
+
+
+async def _waiting_people(handle: Any, n: int) -> bool:
+    return len((await handle.query(QuotaWorkflow.status)).waiting) == n
+
+
+async def test_a_person_back_after_two_windows_finds_the_reserve_kept(client, run_worker, task_queue):
+    """A person's request, then twelve jobs on a 10-request, 4 s window that nothing leaves: the
+    jobs take 8 (the reserve keeps one). The person asks again two windows later, a reading's pause,
+    and gets the 10th at once: the reserve is held HOLD windows after a person asked (before: one,
+    so a job had taken it and the person waited for a lease to leave the window)."""
+    limits = EndpointQuota(rpm=10, window=timedelta(seconds=4))
+    endpoint = Endpoint(f"test-hold-{task_queue}", "test", limits)
+    quotas = Quotas(client, task_queue, QuotaPolicy())
+    waiting: list[asyncio.Task[object]] = []
+    async with run_worker():
+        try:
+            await quotas.acquire(endpoint, _ask("first", 1, limits))
+            asked = asyncio.get_running_loop().time()
+            waiting += [
+                asyncio.create_task(quotas.acquire(endpoint, _ask(f"j{i}", 2, limits))) for i in range(12)
+            ]
+            await wait_for(lambda: _settled(quotas, endpoint, 13), timeout=90)
+            await asyncio.sleep(
+                max(0.0, asked + 2 * limits.window.total_seconds() - asyncio.get_running_loop().time())
+            )
+            again = asyncio.create_task(quotas.acquire(endpoint, _ask("again", 1, limits)))
+            waiting.append(again)
+            await wait_for(again.done, timeout=60)
+            status = await _status(quotas, endpoint)
+        finally:
+            for task in waiting:
+                task.cancel()
+            await asyncio.gather(*waiting, return_exceptions=True)
+            with contextlib.suppress(RPCError):
+                await client.get_workflow_handle(quota_workflow_id(endpoint.id)).terminate()
+            await quotas.close()
+    assert again.result().granted
+    assert status is not None and status.use.requests == 10 and {w.priority for w in status.waiting} == {2}

@@ -13,7 +13,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from agentwolf.config.quotas import INTERACTIVE
 
-from agentwolf.workflows.quotas.messages import PROBE_WAIT, Ask, Lease, QuotaState, Usage
+from agentwolf.workflows.quotas.messages import HOLD, PROBE_WAIT, Ask, Lease, QuotaState, Usage
 
 
 @dataclass
@@ -24,6 +24,7 @@ class Ledger:
     paced: bool
     reserving: bool
     probing: bool
+    people_first: bool = False
 
     def limits(self) -> tuple[int | None, int | None, int | None]:
         """Configured limits, else learnt ones."""
@@ -104,11 +105,12 @@ class Ledger:
         return ""
 
     def holding(self, now: datetime) -> bool:
-        """The reserve is kept for interactive requests: one asked within the last window."""
+        """The reserve is kept for interactive requests: one asked within the last window (people-first
+        runs: the last HOLD windows)."""
         s = self.state
         if not self.reserving or s.limits.reserve <= 0 or s.interactive_at is None:
             return False
-        return s.interactive_at + self.window() > now
+        return s.interactive_at + self.window() * (HOLD if self.people_first else 1) > now
 
     def reserved(self, ask: Ask, use: Usage, now: datetime) -> bool:
         """A job or background request would take what is left to interactive requests (a whole
@@ -158,6 +160,10 @@ class Ledger:
         return sorted(self.state.queue, key=self.place)
 
     def place(self, ask: Ask) -> tuple[int, float, datetime, str]:
+        """Its place in the queue; (runs since the `limiter-people-first` patch) people by arrival
+        alone: a person's wait is bounded by those who asked before, whichever tenants they are of."""
+        if self.people_first and ask.priority <= INTERACTIVE:
+            return (ask.priority, 0.0, ask.since, ask.lease_id)
         return (ask.priority, self.start(ask.tenant), ask.since, ask.lease_id)
 
     def start(self, tenant: str) -> float:
@@ -186,5 +192,5 @@ class Ledger:
         if self.pacing(now) and s.paced_at is not None:
             times.append(s.paced_at)
         if self.holding(now) and s.interactive_at is not None:  # jobs may use the reserve then
-            times.append(s.interactive_at + self.window())
+            times.append(s.interactive_at + self.window() * (HOLD if self.people_first else 1))
         return min(times, default=now)

@@ -25,6 +25,13 @@ as an ended lease; a release never ends a lease before its grant."""
 PROBE = "limiter-probe"
 """Patch: while an endpoint's limits are unknown its first request goes alone; learnt limits merge
 (a response naming some leaves the others); a window the provider states applies."""
+PEOPLE_FIRST = "limiter-people-first"
+"""Patch: interactive requests are served in the order they asked, not by their tenants' fair-queuing
+times (those still count their grants): in a burst of people's prompts none waits behind later ones;
+and the reserve is held HOLD windows after the last one asked, not one."""
+HOLD = 3
+"""People-first runs: windows the reserve is held after an interactive request last asked (people's
+prompts come a reading's time apart: a person back after a window found it taken by jobs)."""
 PROBE_WAIT = timedelta(seconds=10)
 """Probing runs: how long the first request to an endpoint of unknown limits goes alone at most."""
 BURST = 2.0
