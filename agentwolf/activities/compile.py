@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+from dataclasses import dataclass, field
+from typing import Any
 
+from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agentwolf.activities import observe
@@ -14,10 +17,13 @@ from agentwolf.activities.tools import tool_specs
 from agentwolf.activities.window import context_window
 from agentwolf.config.agent_files import AgentFileError, reread
 from agentwolf.config.aliases import AliasError, resolve_model
+from agentwolf.config.capabilities import CapabilityError
 from agentwolf.config.manifest import (
     AgentConfig,
     CodeModeCapability,
     Manifest,
+    McpServerConfig,
+    PydanticCapability,
     SubagentCapability,
     WebCapability,
 )
@@ -25,6 +31,7 @@ from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError
 from agentwolf.config.suggest import did_you_mean, listing
 from agentwolf.extensions import code_mode
+from agentwolf.hosts.capabilities import CAPABILITY_TOOLS, SessionDeps, context
 from agentwolf.hosts.host import AgentHost
 from agentwolf.hosts.prepare import PrepareError, prepare
 from agentwolf.workflows.contracts import (
@@ -90,13 +97,17 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
     entries = prepared.skills
     defaults = inp.manifest.host.models.defaults
     tools = tool_specs(prepared.tools, inp.manifest)
+    contributed = await _capabilities(host, inp, agent, models)
+    tools += contributed.tools
     if agent.tools is not None:
         tools = [t for t in tools if _offered(t, agent.tools)]
     compiled = CompiledAgent(
         agent=inp.agent,
         models=models,
         labels=[observe.model_label(spec, host.secrets) for spec in models],
-        instructions="\n\n".join(part for part in (agent.instructions, prepared.catalog) if part),
+        instructions="\n\n".join(
+            part for part in (agent.instructions, *contributed.instructions, prepared.catalog) if part
+        ),
         tools=tools
         + ([delegate_spec(subagents)] if subagents else [])
         + [
@@ -126,8 +137,10 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
             )
             for e in entries
         ],
-        skill_servers=prepared.skill_servers,
+        skill_servers=prepared.skill_servers | contributed.servers,
         session_servers=prepared.session_servers,
+        capabilities=contributed.specs,
+        model_settings={**agent.model_settings, **contributed.settings},
     )
     _built_in_capabilities(compiled, agent)
     digests = {source: await heartbeating(host.source_digest(source)) for source in compiled.sources}
@@ -150,6 +163,59 @@ async def _from_file(manifest: Manifest, name: str, loaded: AgentConfig) -> Agen
         )
     except AgentFileError as exc:
         raise ApplicationError(str(exc), type="ConfigError", non_retryable=True) from None
+
+
+@dataclass
+class _Contributed:
+    """What an agent's pydantic-ai capabilities add to its compiled agent."""
+
+    specs: list[PydanticCapability] = field(default_factory=list)
+    instructions: list[str] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+    tools: list[ToolSpec] = field(default_factory=list)
+    servers: dict[str, McpServerConfig] = field(default_factory=dict)
+
+
+async def _capabilities(
+    host: AgentHost, inp: CompileInput, agent: AgentConfig, models: list[str]
+) -> _Contributed:
+    """Build the agent's pydantic-ai capabilities (a spec the worker cannot build fails the compile,
+    for good) and take their static parts: instructions after the agent's own, model settings over
+    the agent's, their toolsets' tools (run by `wolf.call_tool` on the host's built toolset). Per-run
+    instructions and settings, native tools and hooks are applied per request (hosts/capabilities.py)."""
+    specs = [c for c in agent.capabilities if isinstance(c, PydanticCapability)]
+    if not specs:
+        return _Contributed()
+    try:
+        built = host.capabilities(specs)
+    except CapabilityError as exc:
+        raise ApplicationError(str(exc), type="ConfigError", non_retryable=True) from None
+    assert built is not None
+    out = _Contributed(specs, built.static_instructions(), dict(built.static_settings()))
+    if built.toolset is not None:
+        model = await heartbeating(host.model(models))
+        deps = SessionDeps(
+            inp.ref.tenant,
+            inp.ref.workflow_id,
+            inp.agent,
+            inp.turn_id,
+            None,
+            activity.info().attempt,
+            host.named,
+        )
+        listed = await heartbeating(built.tools(context(deps, model, [], built)))
+        out.tools = [
+            ToolSpec(
+                name=name,
+                server=CAPABILITY_TOOLS,
+                tool=name,
+                description=tool.tool_def.description or "",
+                parameters=dict(tool.tool_def.parameters_json_schema),
+            )
+            for name, tool in listed.items()
+        ]
+        out.servers = {CAPABILITY_TOOLS: McpServerConfig(plugin=CAPABILITY_TOOLS)}
+    return out
 
 
 def _offered(spec: ToolSpec, patterns: list[str]) -> bool:

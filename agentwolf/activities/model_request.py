@@ -13,7 +13,7 @@ from pydantic_ai.tools import ToolDefinition
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from agentwolf.activities import live, observe, turn_settings
+from agentwolf.activities import capabilities, live, observe, turn_settings
 from agentwolf.activities.cost import attempts_cost, record, request_cost, used_spec
 from agentwolf.activities.overflow import CONTEXT_LENGTH_EXCEEDED, context_overflow
 from agentwolf.activities.provider_errors import SET_IT, config_failure, http_failure
@@ -21,6 +21,7 @@ from agentwolf.activities.session_io import heartbeating, query
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError
 from agentwolf.hosts import flow, transcript_store
+from agentwolf.hosts.capabilities import HookError
 from agentwolf.hosts.host import AgentHost, HostRegistry
 from agentwolf.hosts.transcripts import CachedTranscript
 from agentwolf.workflows.archive import let_go, restored
@@ -78,40 +79,57 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
         streamed = live.LiveResponse(inp.turn_id, inp.step, host.secrets) if compiled.stream else None
         waits = flow.Waits(priority=inp.priority)
         flow.WAITS.set(waits)
-        response = await heartbeating(
-            live.request(
-                model,
-                _with_instructions(
-                    context,
-                    instructions(turn_settings.instructions(compiled.instructions, inp.settings), inp.view),
-                ),
-                turn_settings.merged_settings(_settings(compiled), inp.settings),
-                ModelRequestParameters(
-                    function_tools=[
-                        ToolDefinition(
-                            name=t.name, description=t.description, parameters_json_schema=t.parameters
-                        )
-                        for t in offered
-                    ],
-                    output_tools=[
-                        ToolDefinition(
-                            name=OUTPUT_TOOL,
-                            description=OUTPUT_DESCRIPTION,
-                            parameters_json_schema=inp.output,
-                            kind="output",
-                        )
-                    ]
-                    if inp.output
-                    else [],
-                    allow_text_output=inp.output is None,
-                    # A job's output schema is its answer: a turn's answer format gives way to it.
-                    output_mode="tool" if inp.output else answer_mode,
-                    output_object=None if inp.output else answer_object,
-                ),
-                streamed,
-            ),
-            details=lambda: live.details(inp.turn_id, inp.step, streamed, waits.now),
+        text = turn_settings.instructions(compiled.instructions, inp.settings)
+        settings = turn_settings.merged_settings(_settings(compiled), inp.settings)
+        params = ModelRequestParameters(
+            function_tools=[
+                ToolDefinition(name=t.name, description=t.description, parameters_json_schema=t.parameters)
+                for t in offered
+            ],
+            output_tools=[
+                ToolDefinition(
+                    name=OUTPUT_TOOL,
+                    description=OUTPUT_DESCRIPTION,
+                    parameters_json_schema=inp.output,
+                    kind="output",
+                )
+            ]
+            if inp.output
+            else [],
+            allow_text_output=inp.output is None,
+            # A job's output schema is its answer: a turn's answer format gives way to it.
+            output_mode="tool" if inp.output else answer_mode,
+            output_object=None if inp.output else answer_object,
         )
+
+        async def send(
+            model: Model,
+            messages: list[ModelMessage],
+            settings: ModelSettings,
+            params: ModelRequestParameters,
+        ) -> ModelResponse:
+            return await live.request(model, messages, settings, params, streamed)
+
+        hooked = capabilities.Hooked(host, compiled, inp) if compiled.capabilities else None
+        if hooked is None:
+            response = await heartbeating(
+                send(model, _with_instructions(context, instructions(text, inp.view)), settings, params),
+                details=lambda: live.details(inp.turn_id, inp.step, streamed, waits.now),
+            )
+        else:
+            response, model = await heartbeating(
+                hooked.request(
+                    model,
+                    context,
+                    lambda messages, text: _with_instructions(messages, instructions(text, inp.view)),
+                    text,
+                    settings,
+                    params,
+                    send,
+                    streaming=streamed is not None,
+                ),
+                details=lambda: live.details(inp.turn_id, inp.step, streamed, waits.now),
+            )
     except ModelHTTPError as exc:
         raise model_http_error(exc, host) from None
     except MissingVariable as exc:
@@ -120,6 +138,10 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
     except (UserError, LookupError, PolicyError) as exc:
         message = host.secrets.redact(f"model configuration: {config_failure(exc)}")
         raise ApplicationError(message, type="ConfigError", non_retryable=True) from None
+    except HookError as exc:
+        raise ApplicationError(
+            host.secrets.redact(str(exc)), type="CapabilityError", non_retryable=True
+        ) from None
     out = answered(host, inp.ref, model, compiled.models, response, cache_hit)
     digest = chain_digest(chain_digest(inp.base_digest, inp.delta), [out.response])
     size = base_size + _size(inp.delta) + _size([out.response])
@@ -231,7 +253,7 @@ def _with_instructions(messages: list[ModelMessage], instructions: str) -> list[
 
 
 def _settings(compiled: CompiledAgent) -> ModelSettings:
-    settings = ModelSettings()
+    settings = ModelSettings(**compiled.model_settings)  # type: ignore[typeddict-item]
     if compiled.temperature is not None:
         settings["temperature"] = compiled.temperature
     if compiled.max_tokens is not None:

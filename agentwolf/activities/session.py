@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from temporalio import activity
 
 from agentwolf.access import check_caller
-from agentwolf.activities import live, observe
+from agentwolf.activities import capabilities, live, observe
 from agentwolf.activities.archive import archive, read_archived
 from agentwolf.activities.compile import compile_agent
 from agentwolf.activities.model_request import request_model
@@ -195,7 +195,7 @@ class SessionActivities:
         host = self.hosts.ensure(inp.manifest, inp.ref.tenant) if inp.manifest else await self._host(inp.ref)
         with observe.tool_call(inp.server, inp.tool, inp.arguments) as call:
             started = time.monotonic()
-            result = await self._call_tool(host, inp)
+            result = await capabilities.call_tool(host, inp, lambda call: self._call_tool(host, call))
             ran_ms = int((time.monotonic() - started) * 1000)
             result = result.model_copy(
                 update={

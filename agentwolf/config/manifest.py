@@ -11,9 +11,18 @@ import json
 import re
 from datetime import timedelta
 from functools import cached_property
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    RootModel,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from agentwolf.config.jobs import Hook, Job
 from agentwolf.config.limits import EndpointLimits
@@ -247,7 +256,57 @@ class WebCapability(_Strict):
     """What the agent may do on the web: fetch, search, and their limits."""
 
 
-Capability = McpCapability | SubagentCapability | SkillsCapability | CodeModeCapability | WebCapability
+WOLF_CAPABILITIES = ("mcp", "subagent", "skills", "code_mode", "web")
+"""The keys of AgentWolf's own capabilities; any other entry is a pydantic-ai capability spec."""
+
+
+class PydanticCapability(RootModel[str | dict[str, Any]]):
+    """A pydantic-ai capability spec, written as pydantic-ai's agent specs write it: `Thinking` (no
+    arguments), `{Thinking: high}` (one positional argument) or `{Thinking: {effort: high}}` (keyword
+    arguments). Its name is checked, and it is built, where the types are known: when a config loads
+    (pydantic-ai's built-ins and `agentwolf.capabilities` entry points) and on the worker (plugins too)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    @model_validator(mode="after")
+    def _one_name(self) -> PydanticCapability:
+        if isinstance(self.root, dict) and len(self.root) != 1:
+            raise ValueError(
+                f"a capability is one name with its arguments ({{Thinking: {{effort: high}}}}), got keys "
+                f"{', '.join(map(str, self.root)) or 'none'}"
+            )
+        return self
+
+    @property
+    def name(self) -> str:
+        return self.root if isinstance(self.root, str) else next(iter(self.root))
+
+
+def _capability_kind(value: Any) -> str:
+    """AgentWolf's own by their key (so an ill-typed one gets its own model's error), else pydantic-ai's."""
+    if isinstance(value, BaseModel):
+        kinds: dict[type[BaseModel], str] = {
+            McpCapability: "mcp",
+            SubagentCapability: "subagent",
+            SkillsCapability: "skills",
+            CodeModeCapability: "code_mode",
+            WebCapability: "web",
+            PydanticCapability: "pydantic",
+        }
+        return kinds[type(value)]
+    own = [key for key in value if key in WOLF_CAPABILITIES] if isinstance(value, dict) else []
+    return own[0] if own else "pydantic"
+
+
+Capability = Annotated[
+    Annotated[McpCapability, Tag("mcp")]
+    | Annotated[SubagentCapability, Tag("subagent")]
+    | Annotated[SkillsCapability, Tag("skills")]
+    | Annotated[CodeModeCapability, Tag("code_mode")]
+    | Annotated[WebCapability, Tag("web")]
+    | Annotated[PydanticCapability, Tag("pydantic")],
+    Discriminator(_capability_kind),
+]
 
 
 class SkillSettings(_Strict):
@@ -452,7 +511,9 @@ class AgentConfig(_Strict):
     instructions: str = ""
     """The system instructions."""
     capabilities: list[Capability] = []
-    """What the agent can use: `{mcp: server}`, `{skills: [folders]}`, `{subagent: [agents]}`."""
+    """What the agent can use: `{mcp: server}`, `{skills: [folders]}`, `{subagent: [agents]}`, `{web: ...}`,
+    `{code_mode: ...}`, and pydantic-ai capabilities as its agent specs write them (`{Thinking: high}`,
+    `{WebSearch: {...}}`, a plugin's or an `agentwolf.capabilities` entry point's by its name)."""
     permissions: Permissions | None = None
     """Overrides `host.permissions` for this agent."""
     limits: Limits = Limits()
@@ -464,6 +525,9 @@ class AgentConfig(_Strict):
     """Sampling temperature."""
     max_tokens: int | None = None
     """Most tokens of a model answer."""
+    model_settings: dict[str, Any] = Field({}, exclude_if=lambda v: not v)
+    """pydantic-ai model settings laid under `temperature` and `max_tokens` (a pydantic-ai agent
+    spec's `model_settings`)."""
     stream: bool = True
     """Stream model responses to followers as they come (providers that cannot stream answer whole)."""
     description: str = Field("", exclude_if=lambda v: not v)

@@ -14,7 +14,7 @@ import logging
 import os
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +23,9 @@ from typing import Any
 from mcp.shared.exceptions import MCPError
 from pydantic_ai.models import Model
 
-from agentwolf.config.manifest import Manifest, McpCapability, SkillsCapability
+from agentwolf.config.aliases import resolve_model
+from agentwolf.config.capabilities import capability_types
+from agentwolf.config.manifest import Manifest, McpCapability, PydanticCapability, SkillsCapability
 from agentwolf.config.policy import Secrets, WorkerPolicy
 from agentwolf.extensions.code_mode import Sandboxes
 from agentwolf.extensions.functions import FunctionToolsCap
@@ -34,6 +36,7 @@ from agentwolf.extensions.skills import LocalSkillRoot
 from agentwolf.extensions.types import ChangeEvent, ExtensionError, SkillResource
 from agentwolf.extensions.watch import SkillRootWatcher
 from agentwolf.hosts.acp_agents import AcpRun
+from agentwolf.hosts.capabilities import Capabilities, CapabilityCache
 from agentwolf.hosts.demo import demo_model, slow_model
 from agentwolf.hosts.flow import Flow
 from agentwolf.hosts.models import build_model
@@ -63,6 +66,8 @@ class AgentHost:
     """The fleet's provider limiters (None: no flow control, as in tests without a Temporal client)."""
     plugin_tools: Mapping[str, Mapping[str, FunctionTool]] = field(default_factory=dict)
     """The worker's plugins' function tools (plugin -> tool name -> tool), for `{plugin: ...}` servers."""
+    plugin_capabilities: Mapping[str, type] = field(default_factory=dict)
+    """The worker's plugins' pydantic-ai capability classes, by serialization name."""
     transcripts: TranscriptCache = field(default_factory=TranscriptCache)
     """The worker's transcript copies (HostRegistry gives every host the same one)."""
     max_compiled: int = 256
@@ -91,6 +96,7 @@ class AgentHost:
     _models: dict[tuple[str, ...], Model] = field(default_factory=dict)
     acp_runs: dict[str, AcpRun] = field(default_factory=dict)
     """The live ACP agent processes of the sessions this host serves, by workflow id."""
+    _capabilities: CapabilityCache | None = None
 
     def __post_init__(self) -> None:
         self.registry = ExtensionRegistry(
@@ -307,6 +313,17 @@ class AgentHost:
         if agent := self._served.pop(workflow_id, ""):
             self._unuse_agent(agent)
 
+    def capabilities(self, specs: Sequence[PydanticCapability]) -> Capabilities | None:
+        """An agent's pydantic-ai capabilities, built once per host (None: it has none); a spec
+        the worker cannot build raises CapabilityError."""
+        if self._capabilities is None:
+            self._capabilities = CapabilityCache(capability_types(self.plugin_capabilities))
+        return self._capabilities.get(specs)
+
+    async def named(self, name: str) -> Model:
+        """The model an alias or spec of this host's manifest names (a capability choosing a model)."""
+        return await self.model(resolve_model(self.manifest.host.models, name))
+
     async def model(self, specs: list[str]) -> Model:
         """The model for a spec chain, built on first use in a thread: building imports its provider's
         client library (`openai` took 6.6 s on a loaded machine), and an activity whose event loop
@@ -469,6 +486,7 @@ class HostRegistry:
                 notify=self.notify,
                 flow=self.flow,
                 plugin_tools=self.plugins.tools,
+                plugin_capabilities=self.plugins.capabilities,
                 transcripts=self.transcripts,
             )
             self._hosts[key] = host
