@@ -66,6 +66,7 @@ class Hooked:
         settings (over the agent's), their native tools, and their hooks; `after_run` on a response
         that ends the turn. `shape` puts the instructions where the model reads them."""
         caps = self.caps
+        model = caps.root.get_wrapper_model(model) or model
         ctx = context(self.deps, model, messages, caps, step=self.step)
         extra = await caps.run_instructions(ctx)
         sent = shape(messages, "\n\n".join(t for t in (text, *extra) if t))

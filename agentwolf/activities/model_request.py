@@ -117,6 +117,7 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
                 details=lambda: live.details(inp.turn_id, inp.step, streamed, waits.now),
             )
         else:
+            chain = model
             response, model = await heartbeating(
                 hooked.request(
                     model,
@@ -142,7 +143,9 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
         raise ApplicationError(
             host.secrets.redact(str(exc)), type="CapabilityError", non_retryable=True
         ) from None
-    out = answered(host, inp.ref, model, compiled.models, response, cache_hit)
+    # A capability that chose another model: labelled and priced by that model's specs.
+    specs = compiled.models if hooked is None or model is chain else host.specs_of(model)
+    out = answered(host, inp.ref, model, specs, response, cache_hit)
     digest = chain_digest(chain_digest(inp.base_digest, inp.delta), [out.response])
     size = base_size + _size(inp.delta) + _size([out.response])
     host.remember(

@@ -30,6 +30,22 @@ ENTRY_POINT_GROUP = "agentwolf.capabilities"
 CapabilityTypes = Mapping[str, "type[AbstractCapability[Any]]"]
 
 
+UNFIT = {
+    "MCP": "it connects to the server from inside each run; use `{mcp: <server>}` with the server under "
+    "`host.mcp_servers`: pooled per host, under permission rules and approvals",
+    "ModelFallback": "it retries on another model within one request; name a fallback alias "
+    "(`host.models.aliases.<name>: {type: fallback, models: [...]}`), which flow control sees",
+    "BatchModelRequests": "a batch answers after minutes or hours, past a model request activity's lifetime",
+    "LocalWorkspace": "its files would live on whichever worker ran the call; a session's workspace is "
+    "pinned to one host",
+    "FileUnderstanding": "it runs a nested agent inside the model request, outside the session's record",
+    "WebFetch": "its local fallback fetches from the worker unchecked; use `{web: {fetch: true}}`, which the "
+    "worker policy checks at every hop",
+    "XSearch": "a native tool of xAI models only, and its local fallback runs unchecked on the worker",
+}
+"""pydantic-ai built-ins that do not fit a durable session, and why (docs/guides/capabilities.md)."""
+
+
 class CapabilityError(ValueError):
     """A capability spec that names no known type or whose arguments its type refuses; says which."""
 
@@ -71,6 +87,8 @@ def build(spec: PydanticCapability, types: CapabilityTypes) -> AbstractCapabilit
     name = spec.name
     if name not in types:
         raise CapabilityError(unknown(name, types))
+    if name in UNFIT and _is_builtin(types[name]):
+        raise CapabilityError(f"capability {name!r} does not fit a durable session: {UNFIT[name]}")
     custom = [cls for key, cls in types.items() if key == name]
     try:
         parsed = AgentSpec.model_validate({"capabilities": [spec.root]})
@@ -112,6 +130,10 @@ def _own_members(cls: type) -> set[str]:
         if c is not AbstractCapability and issubclass(c, AbstractCapability)
         for m in vars(c)
     }
+
+
+def _is_builtin(cls: type) -> bool:
+    return cls.__module__.startswith("pydantic_ai.")
 
 
 def unknown(name: str, types: CapabilityTypes) -> str:

@@ -324,6 +324,10 @@ class AgentHost:
         """The model an alias or spec of this host's manifest names (a capability choosing a model)."""
         return await self.model(resolve_model(self.manifest.host.models, name))
 
+    def specs_of(self, model: Model) -> list[str]:
+        """The spec chain this host built `model` from (empty: not one of this host's)."""
+        return next((list(specs) for specs, built in self._models.items() if built is model), [])
+
     async def model(self, specs: list[str]) -> Model:
         """The model for a spec chain, built on first use in a thread: building imports its provider's
         client library (`openai` took 6.6 s on a loaded machine), and an activity whose event loop
