@@ -540,8 +540,8 @@ class AgentConfig(_Strict):
     # description, tools, acp and file are left out of the dump when unset, so configs written
     # before them keep their identity.
     file: str | None = Field(None, exclude_if=lambda v: v is None)
-    """The Markdown file the agent came from (`agents_from`): the worker reads it again at compile,
-    so an edit reaches the next turn."""
+    """The Markdown or agent spec file the agent came from (`agents_from`): the worker reads it again
+    at compile, so an edit reaches the next turn."""
 
 
 class Manifest(_Strict):
@@ -559,8 +559,9 @@ class Manifest(_Strict):
     hooks: dict[str, Hook] = {}
     """Webhooks (`POST /hooks/<name>` on `wolf serve`) that run a job or prompt a session."""
     agents_from: list[str] | Literal["default"] = Field([], exclude_if=lambda v: not v)
-    """Folders of Markdown agent files (`*.md`, Claude Code's format) read at load into `agents`
-    (agents written here win a name clash); `default` is `.claude/agents`, then `~/.claude/agents`."""
+    """Folders of Markdown agent files (`*.md`, Claude Code's format) and pydantic-ai agent spec files
+    (`*.yaml`, `*.yml`, `*.json`: what `Agent.from_file` reads), read at load into `agents` (agents
+    written here win a name clash); `default` is `.claude/agents`, then `~/.claude/agents`."""
 
     def job(self, name: str) -> Job:
         """The job `name`, or a ValueError listing the known ones."""

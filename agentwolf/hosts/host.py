@@ -23,6 +23,7 @@ from typing import Any
 from mcp.shared.exceptions import MCPError
 from pydantic_ai.models import Model
 
+from agentwolf.config.agent_files import SPEC_SUFFIXES
 from agentwolf.config.aliases import resolve_model
 from agentwolf.config.capabilities import capability_types
 from agentwolf.config.manifest import Manifest, McpCapability, PydanticCapability, SkillsCapability
@@ -378,8 +379,9 @@ class AgentHost:
 
 
 def _agent_files(folder: Path) -> list[object]:
-    """What a folder of Markdown agents says (names and contents), for its digest."""
-    return [[p.name, p.read_text(errors="replace")] for p in sorted(folder.glob("*.md")) if p.is_file()]
+    """What a folder of agent files says (names and contents), for its digest."""
+    found = [p for suffix in ("*.md", *(f"*{s}" for s in SPEC_SUFFIXES)) for p in folder.glob(suffix)]
+    return [[p.name, p.read_text(errors="replace")] for p in sorted(found) if p.is_file()]
 
 
 MAX_CONFIGS_PER_HOST = 16
