@@ -22,7 +22,9 @@ A plugin is a module with a registration hook::
         def cites_a_source(ctx: EvaluatorContext, min_sources: int = 1) -> bool:
             return ctx.output is not None and ctx.output.count("http") >= min_sources
 
-A worker loads it with `wolf worker --plugin my_module` (or `wolf up --plugin`), or finds it as an
+A module without `register` that exports pydantic-ai capability classes (a third-party capability
+package: `--plugin pydantic_ai_shields`) registers them all. A worker loads a plugin with
+`wolf worker --plugin my_module` (or `wolf up --plugin`), or finds it as an
 `agentwolf.plugins` entry point (`notes = "my_package.plugin"`, or `"my_package:register"`). Tools are
 pydantic-ai function tools: the schema comes from the signature and the docstring. A manifest serves
 them as one more tool source, `host.mcp_servers.<label>: {plugin: <name>}` (the module's name, or the
@@ -258,8 +260,13 @@ def _registered(name: str, load: Callable[[], object], what: str) -> PluginRegis
             f"cannot load plugin {name!r} ({what}): importing it raised {type(exc).__name__}: {exc}"
         ) from exc
     hook = getattr(loaded, HOOK, None) if isinstance(loaded, ModuleType) else loaded
+    if not callable(hook) and isinstance(loaded, ModuleType) and (found := _capability_classes(loaded)):
+        hook = partial(_register_all, found)  # a package of pydantic-ai capabilities, used as it is
     if not callable(hook):
-        raise PluginError(f"plugin {name!r} ({what}) has no `{HOOK}(wolf: PluginRegistry)` function")
+        raise PluginError(
+            f"plugin {name!r} ({what}) has no `{HOOK}(wolf: PluginRegistry)` function and exports no "
+            "pydantic-ai capability class"
+        )
     registry = PluginRegistry(name)
     try:
         hook(registry)
@@ -268,3 +275,27 @@ def _registered(name: str, load: Callable[[], object], what: str) -> PluginRegis
     except Exception as exc:
         raise PluginError(f"plugin {name!r}: {HOOK}() raised {type(exc).__name__}: {exc}") from exc
     return registry
+
+
+def _capability_classes(module: ModuleType) -> list[type]:
+    """The pydantic-ai capability classes a module exports (`__all__`, else its public names) that a
+    spec can name: a third-party capability package loads as a plugin unchanged."""
+    from pydantic_ai.capabilities import AbstractCapability
+
+    names = getattr(module, "__all__", None) or [n for n in vars(module) if not n.startswith("_")]
+    found = [getattr(module, n, None) for n in names]
+    return [
+        c
+        for c in found
+        if isinstance(c, type)
+        and issubclass(c, AbstractCapability)
+        and c is not AbstractCapability
+        and "__dataclass_fields__" in vars(c)
+        and not c.__module__.startswith("pydantic_ai.")
+        and c.get_serialization_name() is not None
+    ]
+
+
+def _register_all(classes: list[type], wolf: PluginRegistry) -> None:
+    for cls in classes:
+        wolf.capability(cls)
