@@ -45,8 +45,9 @@ from pydantic_ai.usage import RunUsage
 from agentwolf.config.capabilities import CapabilityTypes, build
 from agentwolf.config.manifest import PydanticCapability
 
-CAPABILITY_TOOLS = "capabilities"
-"""The tool source label of the tools capabilities contribute (their toolsets)."""
+CAPABILITY_TOOLS = "@capabilities"
+"""The tool source of the tools capabilities contribute (their toolsets): permission rules name them
+`@capabilities:<tool>`."""
 
 Send = Callable[[Model, list[ModelMessage], ModelSettings, ModelRequestParameters], Awaitable[ModelResponse]]
 
@@ -112,11 +113,12 @@ class Capabilities:
         return texts
 
     def settings(self, ctx: RunContext[SessionDeps], base: ModelSettings | None) -> ModelSettings | None:
+        """Per-step settings (a function of the run context) over `base`; static ones are compiled."""
         contributed = self.root.get_model_settings()
-        if callable(contributed):
-            ctx.model_settings = base
-            contributed = contributed(ctx)
-        return merge_model_settings(base, contributed)
+        if not callable(contributed):
+            return base
+        ctx.model_settings = base
+        return merge_model_settings(base, contributed(ctx))
 
     async def tools(self, ctx: RunContext[SessionDeps]) -> dict[str, Any]:
         """The toolsets' tools (name -> pydantic-ai ToolsetTool)."""
