@@ -11,6 +11,7 @@ first use: a client that loads a config without such capabilities never pays for
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib.metadata
 import inspect
 from collections.abc import Mapping
@@ -148,10 +149,11 @@ def unknown(name: str, types: CapabilityTypes) -> str:
 def check(spec: PydanticCapability) -> str | None:
     """What is wrong with `spec` as far as this process can tell (None: nothing). A name no installed
     type has may be a worker plugin's, which only the worker knows: refused here only when it looks
-    like a misspelt known one, else left to the worker's compile."""
+    like a misspelling of a known one (one or two letters off), else left to the worker's compile."""
     types = capability_types()
     if spec.name not in types:
-        return unknown(spec.name, types) if did_you_mean(spec.name, types) else None
+        misspelt = difflib.get_close_matches(spec.name, [*types, *WOLF_CAPABILITIES], n=1, cutoff=0.85)
+        return unknown(spec.name, types) if misspelt else None
     try:
         build(spec, types)
     except CapabilityError as exc:
