@@ -266,7 +266,7 @@ class PydanticCapability(RootModel[str | dict[str, Any]]):
     arguments). Its name is checked, and it is built, where the types are known: when a config loads
     (pydantic-ai's built-ins and `agentwolf.capabilities` entry points) and on the worker (plugins too)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, json_schema_extra=lambda schema: _spec_schema(schema))
 
     @model_validator(mode="after")
     def _one_name(self) -> PydanticCapability:
@@ -280,6 +280,21 @@ class PydanticCapability(RootModel[str | dict[str, Any]]):
     @property
     def name(self) -> str:
         return self.root if isinstance(self.root, str) else next(iter(self.root))
+
+
+def _spec_schema(schema: dict[str, Any]) -> None:
+    """A name, or one name (not one of AgentWolf's keys) with its arguments: one of `capabilities`'
+    alternatives only, as the schema's `oneOf` needs."""
+    schema.pop("anyOf", None)
+    schema["anyOf"] = [
+        {"type": "string"},
+        {
+            "type": "object",
+            "minProperties": 1,
+            "maxProperties": 1,
+            "not": {"anyOf": [{"required": [key]} for key in WOLF_CAPABILITIES]},
+        },
+    ]
 
 
 def _capability_kind(value: Any) -> str:
