@@ -26,8 +26,8 @@ from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.policy import REDACTED
 from agentwolf.hosts.host import HostRegistry
 from agentwolf.plugins import EvaluatorContext, load_plugins
-from agentwolf.workflows.datasets import DatasetInput, EvalDatasetWorkflow, dataset_id
-from agentwolf.workflows.evals import EvalCase, EvaluatorSpec, ScoreInput
+from agentwolf.workflows.evals.cases import EvalCase, EvaluatorSpec, ScoreInput
+from agentwolf.workflows.evals.datasets import DatasetInput, EvalDatasetWorkflow, dataset_id
 from agentwolf.workflows.types import TENANT_ATTR, quote
 from tests.conftest import make_manifest, record_history, wait_for
 from tests.support.models import Script, text, user_texts

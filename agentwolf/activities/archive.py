@@ -11,7 +11,7 @@ from agentwolf.hosts import transcript_store
 from agentwolf.hosts.host import AgentHost
 from agentwolf.workflows.archive import ARCHIVED, ArchivedPart, ArchivedRead, ArchiveInput
 from agentwolf.workflows.contracts import ToolCallOutput
-from agentwolf.workflows.tools import output_page
+from agentwolf.workflows.session.tools import output_page
 
 
 async def archive(host: AgentHost, inp: ArchiveInput) -> ArchivedPart | None:

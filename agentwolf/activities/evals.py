@@ -12,8 +12,8 @@ from agentwolf.config.manifest import Manifest
 from agentwolf.hosts.host import HostRegistry
 from agentwolf.hosts.transcript_store import read_transcript
 from agentwolf.plugins import EvaluatorContext
-from agentwolf.workflows.eval_run import StepsInput
-from agentwolf.workflows.evals import Scored, ScoreInput, Step, divergence, trajectory
+from agentwolf.workflows.evals.cases import Scored, ScoreInput, Step, divergence, trajectory
+from agentwolf.workflows.evals.run import StepsInput
 from agentwolf.workflows.types import tenant_of
 
 

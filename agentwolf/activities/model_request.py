@@ -20,7 +20,7 @@ from agentwolf.activities.provider_errors import SET_IT, config_failure, http_fa
 from agentwolf.activities.session_io import heartbeating, query
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError
-from agentwolf.hosts import flow, transcript_store
+from agentwolf.hosts import quotas, transcript_store
 from agentwolf.hosts.capabilities import HookError
 from agentwolf.hosts.host import AgentHost, HostRegistry
 from agentwolf.hosts.transcripts import CachedTranscript
@@ -42,8 +42,8 @@ from agentwolf.workflows.contracts import (
     ModelRequestOutput,
     chain_digest,
 )
-from agentwolf.workflows.output import OUTPUT_DESCRIPTION, OUTPUT_TOOL
-from agentwolf.workflows.turn import share_texts
+from agentwolf.workflows.session.output import OUTPUT_DESCRIPTION, OUTPUT_TOOL
+from agentwolf.workflows.session.turn import share_texts
 
 PERMANENT_HTTP = {400, 401, 403, 404, 422}
 
@@ -77,8 +77,8 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
         model = await heartbeating(host.model(compiled.models))
         answer_mode, answer_object = turn_settings.answer_format(inp.settings, model.profile)
         streamed = live.LiveResponse(inp.turn_id, inp.step, host.secrets) if compiled.stream else None
-        waits = flow.Waits(priority=inp.priority)
-        flow.WAITS.set(waits)
+        waits = quotas.Waits(priority=inp.priority)
+        quotas.WAITS.set(waits)
         text = turn_settings.instructions(compiled.instructions, inp.settings)
         settings = turn_settings.merged_settings(_settings(compiled), inp.settings)
         params = ModelRequestParameters(

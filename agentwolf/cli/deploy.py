@@ -5,6 +5,7 @@ session's next step)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -145,7 +146,7 @@ async def check_replay(
             "--live",
             metavar="N",
             help="Also replay N running sessions of the server, and up to N of each long-lived workflow "
-            "type (limiters, config registries, schedule fires, eval runs and datasets; 0: none).",
+            "type (quota workflows, config registries, schedule fires, eval runs and datasets; 0: none).",
         ),
     ] = 0,
     as_json: Json = False,
@@ -155,7 +156,6 @@ async def check_replay(
 
     Example: wolf check-replay --histories tests/histories --live 200 --address temporal:7233
     """
-    from pathlib import Path
 
     from agentwolf.client.replay_check import Broken, check_corpus, check_live
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from temporalio.client import Client, WorkflowHandle
 
 if TYPE_CHECKING:
-    from agentwolf.workflows.config_registry import ConfigVersion
+    from agentwolf.workflows.configs.config_registry import ConfigVersion
     from agentwolf.workflows.session_input import SessionInput
 
 

@@ -5,7 +5,7 @@ A history that fails to replay is a session whose next workflow task on this cod
 nondeterministic: on an unversioned worker at once, on a versioned one whenever the session is moved
 onto this build while a run is open (a rollback, an adopted session). Sessions that start or continue
 as new on this build replay nothing older, so versioning covers command changes for them. The
-long-lived workflows beside sessions (limiters, config registries, schedule fires, eval runs and
+long-lived workflows beside sessions (quota workflows, config registries, schedule fires, eval runs and
 datasets) auto-upgrade: their next workflow task after a deploy replays on the new code, so the live
 check samples every one of those types too."""
 
@@ -24,14 +24,14 @@ from temporalio.worker import Replayer
 
 from agentwolf.payloads import data_converter
 from agentwolf.worker.bootstrap import SANDBOX, WORKFLOWS
-from agentwolf.workflows.config_registry import REGISTRY_WORKFLOW
-from agentwolf.workflows.datasets import DATASET_WORKFLOW
-from agentwolf.workflows.eval_run import EVAL_WORKFLOW
-from agentwolf.workflows.limiter import LIMITER_WORKFLOW
+from agentwolf.workflows.configs.config_registry import REGISTRY_WORKFLOW
+from agentwolf.workflows.evals.datasets import DATASET_WORKFLOW
+from agentwolf.workflows.evals.run import EVAL_WORKFLOW
+from agentwolf.workflows.quotas import QUOTA_WORKFLOW
 from agentwolf.workflows.schedule import SCHEDULE_WORKFLOW
 from agentwolf.workflows.types import SESSION_WORKFLOW
 
-LONG_LIVED = (LIMITER_WORKFLOW, REGISTRY_WORKFLOW, SCHEDULE_WORKFLOW, EVAL_WORKFLOW, DATASET_WORKFLOW)
+LONG_LIVED = (QUOTA_WORKFLOW, REGISTRY_WORKFLOW, SCHEDULE_WORKFLOW, EVAL_WORKFLOW, DATASET_WORKFLOW)
 """The auto-upgrading workflow types (worker/deployment.py): a deploy replays their open runs at once."""
 
 

@@ -58,7 +58,7 @@ from agentwolf.workflows.types import (
 if TYPE_CHECKING:
     from agentwolf.config.jobs import BusyPolicy, Hook
     from agentwolf.config.manifest import Manifest
-    from agentwolf.workflows.config_registry import ConfigVersion
+    from agentwolf.workflows.configs.config_registry import ConfigVersion
     from agentwolf.workflows.session_input import SessionInput
 
 Overlap = Literal["skip", "buffer_one", "allow_all"]

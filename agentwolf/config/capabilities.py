@@ -35,7 +35,7 @@ UNFIT = {
     "MCP": "it connects to the server from inside each run; use `{mcp: <server>}` with the server under "
     "`host.mcp_servers`: pooled per host, under permission rules and approvals",
     "ModelFallback": "it retries on another model within one request; name a fallback alias "
-    "(`host.models.aliases.<name>: {type: fallback, models: [...]}`), which flow control sees",
+    "(`host.models.aliases.<name>: {type: fallback, models: [...]}`), which the provider quotas see",
     "BatchModelRequests": "a batch answers after minutes or hours, past a model request activity's lifetime",
     "LocalWorkspace": "its files would live on whichever worker ran the call; a session's workspace is "
     "pinned to one host",

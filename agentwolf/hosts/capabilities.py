@@ -70,7 +70,7 @@ class SessionDeps:
     attempt: int
     """The activity's attempt: a retried activity runs its hooks again (attempt 2, 3, ...)."""
     models: Callable[[str], Awaitable[Model]] = field(repr=False)
-    """A model alias or spec of the manifest -> the worker's model (flow control, secrets)."""
+    """A model alias or spec of the manifest -> the worker's model (its quotas, its secrets)."""
 
     async def model(self, name: str) -> Model:
         """The manifest's model `name` (an alias or a spec), for a hook that chooses the model."""

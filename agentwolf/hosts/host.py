@@ -39,8 +39,8 @@ from agentwolf.extensions.watch import SkillRootWatcher
 from agentwolf.hosts.acp_agents import AcpRun
 from agentwolf.hosts.capabilities import Capabilities, CapabilityCache
 from agentwolf.hosts.demo import demo_model, slow_model
-from agentwolf.hosts.flow import Flow
 from agentwolf.hosts.models import build_model
+from agentwolf.hosts.quotas import Quotas
 from agentwolf.hosts.transcripts import CachedTranscript, TranscriptCache
 from agentwolf.plugins import FunctionTool, LocalModel, Plugins
 from agentwolf.workflows.contracts import CompiledAgent
@@ -63,8 +63,8 @@ class AgentHost:
     secrets: Secrets
     """Resolves this tenant's placeholders under the worker policy; redacts what it resolved."""
     notify: Notify | None = None
-    flow: Flow | None = None
-    """The fleet's provider limiters (None: no flow control, as in tests without a Temporal client)."""
+    quotas: Quotas | None = None
+    """The fleet's provider quotas (None: none kept, as in tests without a Temporal client)."""
     plugin_tools: Mapping[str, Mapping[str, FunctionTool]] = field(default_factory=dict)
     """The worker's plugins' function tools (plugin -> tool name -> tool), for `{plugin: ...}` servers."""
     plugin_capabilities: Mapping[str, type] = field(default_factory=dict)
@@ -335,14 +335,14 @@ class AgentHost:
         is held that long misses its heartbeat timeout, so Temporal ran the request again (issue 38)."""
         key = tuple(specs)
         if key not in self._models:
-            flow, limits = self.flow, self.manifest.host.models.limits
+            quotas, budgets = self.quotas, self.manifest.host.models.quotas
             self._models[key] = await asyncio.to_thread(
                 build_model,
                 specs,
                 self.manifest.host.models.providers,
                 self.local_models,
                 self.secrets,
-                wrap=(lambda model, spec: flow.wrap(model, spec, limits, self.tenant)) if flow else None,
+                wrap=(lambda model, spec: quotas.wrap(model, spec, budgets, self.tenant)) if quotas else None,
             )
         return self._models[key]
 
@@ -413,7 +413,7 @@ class HostRegistry:
         self.tenant = tenant
         """The only tenant this worker serves (`wolf worker --tenant`); None serves any."""
         self.notify: Notify | None = None
-        self.flow: Flow | None = None
+        self.quotas: Quotas | None = None
         self.manifests: dict[str, Manifest] = {}
         """The configs of the open hosts, by identity (a host may serve several); each goes with its host."""
         self.max_mcp_clients = max_mcp_clients
@@ -490,7 +490,7 @@ class HostRegistry:
                 pool,
                 secrets,
                 notify=self.notify,
-                flow=self.flow,
+                quotas=self.quotas,
                 plugin_tools=self.plugins.tools,
                 plugin_capabilities=self.plugins.capabilities,
                 transcripts=self.transcripts,
@@ -549,5 +549,5 @@ class HostRegistry:
             await asyncio.gather(*(h.close() for h in hosts))
         finally:
             await asyncio.to_thread(self.sandboxes.close)
-            if self.flow is not None:
-                await self.flow.close()
+            if self.quotas is not None:
+                await self.quotas.close()

@@ -21,8 +21,8 @@ from agentwolf.activities.session import SessionActivities
 from agentwolf.activities.web import WebActivities
 from agentwolf.config.policy import WorkerPolicy, redact_logs
 from agentwolf.defaults import TASK_QUEUE
-from agentwolf.hosts.flow import Flow
 from agentwolf.hosts.host import HostRegistry, Notify
+from agentwolf.hosts.quotas import Quotas
 from agentwolf.isolation import protect_process
 from agentwolf.plugins import LocalModel, Plugins
 from agentwolf.telemetry import tracing
@@ -30,13 +30,13 @@ from agentwolf.telemetry.interceptor import ActivityContext
 from agentwolf.worker.deployment import Deployment
 from agentwolf.worker.memory import Trimmer, tune_malloc
 from agentwolf.worker.sandbox import CachingSandboxedWorkflowRunner
-from agentwolf.workflows.config_registry import ConfigRegistryWorkflow
-from agentwolf.workflows.datasets import EvalDatasetWorkflow
-from agentwolf.workflows.eval_run import EvalRunWorkflow
-from agentwolf.workflows.limiter import LimiterWorkflow
-from agentwolf.workflows.pinned import PinnedSessionWorkflow
+from agentwolf.workflows.configs.config_registry import ConfigRegistryWorkflow
+from agentwolf.workflows.evals.datasets import EvalDatasetWorkflow
+from agentwolf.workflows.evals.run import EvalRunWorkflow
+from agentwolf.workflows.quotas import QuotaWorkflow
 from agentwolf.workflows.schedule import ScheduleFireWorkflow
-from agentwolf.workflows.session import SessionWorkflow
+from agentwolf.workflows.session.pinned import PinnedSessionWorkflow
+from agentwolf.workflows.session.workflow import SessionWorkflow
 from agentwolf.workflows.types import ExtensionsChanged
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ WORKFLOWS = [
     SessionWorkflow,
     ConfigRegistryWorkflow,
     ScheduleFireWorkflow,
-    LimiterWorkflow,
+    QuotaWorkflow,
     EvalRunWorkflow,
     EvalDatasetWorkflow,
 ]
@@ -93,7 +93,7 @@ def create_worker(
     redact_logs()
     hosts = hosts or HostRegistry(local_models, plugins=plugins, policy=policy, tenant=tenant)
     hosts.notify = _signaller(client)
-    hosts.flow = Flow(client, task_queue, hosts.policy.flow)
+    hosts.quotas = Quotas(client, task_queue, hosts.policy.quotas)
     activities, code = SessionActivities(hosts), CodeActivities(hosts)
     acp = AcpActivities(activities)
     options: dict[str, Any] = dict(

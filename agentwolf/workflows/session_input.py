@@ -15,9 +15,9 @@ from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.workflows.acp_types import AcpSession
 from agentwolf.workflows.archive import TranscriptArchive
 from agentwolf.workflows.compaction import ContextView
-from agentwolf.workflows.config_update import ConfigUpdate
+from agentwolf.workflows.configs.config_update import ConfigUpdate
 from agentwolf.workflows.contracts import CompiledAgent
-from agentwolf.workflows.evals import RecordedCall
+from agentwolf.workflows.evals.cases import RecordedCall
 from agentwolf.workflows.turn_settings import TurnSettings
 from agentwolf.workflows.types import (
     Approval,
@@ -49,7 +49,7 @@ class TurnSnapshot(BaseModel):
 
 class TurnMark(BaseModel):
     """Where one turn lies in the transcript and what the session had done once it ended: what a
-    fork or rewind cuts at (workflows/cuts.py). `end` and `counters` are unset while it runs."""
+    fork or rewind cuts at (workflows/session/cuts.py). `end` and `counters` are unset while it runs."""
 
     turn_id: str
     start: int
@@ -65,7 +65,7 @@ class TurnMark(BaseModel):
 
 
 class Branch(BaseModel):
-    """Turns a rewind set aside (workflows/branches.py): readable, and the line again on a redo."""
+    """Turns a rewind set aside (workflows/session/branches.py): readable, and the line again on a redo."""
 
     name: str
     base: int
@@ -121,7 +121,7 @@ class SessionInput(BaseModel):
     acp_home: str | None = Field(None, exclude_if=lambda v: v is None)
     """An ACP agent's home: the task queue of the host its process lives on."""
     acp_session: AcpSession | None = Field(None, exclude_if=lambda v: v is None)
-    """An ACP agent's session there. Both are kept on the input (workflows/acp.py), so a
+    """An ACP agent's session there. Both are kept on the input (workflows/session/acp.py), so a
     continue-as-new carries them; left out of the dump when unset."""
     turns: list[TurnMark] = []
     """Each turn's place in the transcript (recorded by code from 2026-12 on)."""
