@@ -127,6 +127,9 @@ async def test_the_seed_s_capabilities_route_inject_and_validate(wolf, run_worke
             status = await wolf.status(sid)
             transcript = await wolf.transcript(sid)
             await wolf.close(sid)
+            events = [e async for _, e in wolf.events(sid, live=False)]  # it ends as the session does
+    said = [e.model for e in events if e.kind == "model_text"]
+    assert said == [None, "openai:gpt-5"]  # the step a capability routed names its model
     first, second = server.requests
     assert (first["model"], second["model"]) == ("gpt-4o-mini", "gpt-5")  # fast, then smart
     assert {"openai:gpt-4o-mini", "openai:gpt-5"} <= set(status.counters.models)

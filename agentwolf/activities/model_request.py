@@ -146,6 +146,8 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
     # A capability that chose another model: labelled and priced by that model's specs.
     specs = compiled.models if hooked is None or model is chain else host.specs_of(model)
     out = answered(host, inp.ref, model, specs, response, cache_hit)
+    if hooked is not None and model is not chain:
+        out.routed = out.model
     digest = chain_digest(chain_digest(inp.base_digest, inp.delta), [out.response])
     size = base_size + _size(inp.delta) + _size([out.response])
     host.remember(

@@ -311,6 +311,9 @@ class ModelRequestOutput(BaseModel):
     histories hold the spec itself or None."""
     cost_usd: float | None = None
     """USD for this request (activities/cost.py); None when no price is known for its model."""
+    routed: str | None = Field(None, exclude_if=lambda v: v is None)
+    """Set when a capability's hook chose the model (a router): its label, which the step's
+    `model_text` event names."""
 
 
 class LiveText(BaseModel):
