@@ -384,6 +384,17 @@ def data_converter(location: str | None = None, threshold: int = THRESHOLD) -> D
     return dataclasses.replace(pydantic_data_converter, external_storage=storage)
 
 
+def storing_all(converter: DataConverter) -> DataConverter | None:
+    """`converter` putting every payload it encodes in the store, whatever its size (archived
+    transcript parts, workspace snapshots); None when it has no store."""
+    storage = converter.external_storage
+    if storage is None:
+        return None
+    return dataclasses.replace(
+        converter, external_storage=dataclasses.replace(storage, payload_size_threshold=0)
+    )
+
+
 async def close_storage(converter: DataConverter) -> None:
     """Close the object-store clients this loop opened for `converter` (the filesystem has none).
 

@@ -19,7 +19,8 @@ writes to $WOLF_PID_FILE), and workflow history bytes of the N-round turn (sum o
 
 Run:  python bench/tool_round.py [--steps 50] [--default-dispatch] [--trace]
 (`--default-dispatch` keeps the dev server's default transfer-queue throttle, i.e. without
-AgentWolf's `dynamic_config_args()`.) Needs `pydantic-ai-slim[mcp]` (FastMCP client) installed.
+AgentWolf's `dynamic_config_args()`.) Needs the `bench` dependency group (pydantic-ai-slim[mcp]
+and fastmcp-slim, whose `fastmcp` module is FastMCP's client).
 
 `--trace` measures tracing's cost instead of pydantic-ai: AgentWolf untraced and traced (its client
 here and its worker export OTLP/HTTP to a receiver in this process that decodes every request), on

@@ -20,7 +20,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
-from agentwolf.hosts.host import HostRegistry
+from agentwolf.hosts.host_registry import HostRegistry
 from agentwolf.ops.devserver import dynamic_config_args, temporal_binary
 from agentwolf.payloads import data_converter
 from agentwolf.worker.bootstrap import create_worker

@@ -35,6 +35,7 @@ from agentwolf.client.wolf_client import WolfClient
 from agentwolf.worker.bootstrap import create_worker
 from tests.conftest import TOOLS_SERVER, make_manifest, tools_server, wait_for
 from tests.support.models import Script, sequence, text, tool
+from tests.support.processes import end
 from tests.support.serving import serving
 from tests.test_serve_agui import _wolf_serve
 
@@ -255,8 +256,7 @@ async def test_resubscribe_from_a_new_wolf_serve_after_the_first_is_killed(clien
                         rest.add(event)
                         script.chunk_delay = 0.05
             finally:
-                proc.terminate()
-                proc.wait(10)
+                end(proc)
             wolf = WolfClient(client, tenant="default", task_queue=queue)
             status = await wolf.status(first.events[0].task.context_id)
         finally:

@@ -16,6 +16,7 @@ from agentwolf.config.policy import WorkerPolicy
 from agentwolf.workflows.types import Event, workflow_id
 from tests.conftest import SUPPORT, record_history, wait_for, worker_process
 from tests.support.models import Script, sequence, text, tool
+from tests.support.processes import end
 from tests.test_skills_in_sessions import returns
 
 ACP_AGENT = str(SUPPORT / "acp_agent.py")
@@ -175,9 +176,8 @@ async def _kill_mid_turn(
             await record_history(env.client, workflow_id("default", sid), record)
     finally:
         for proc in (first, second):
-            if proc is not None and proc.poll() is None:
-                proc.terminate()
-                proc.wait(10)
+            if proc is not None:
+                end(proc)
     return result, events
 
 

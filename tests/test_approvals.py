@@ -26,6 +26,7 @@ from tests.conftest import (
 from tests.support.models import Script, sequence, text, tool
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
 from tests.support.polls import idle, tool_returns
+from tests.support.processes import end
 
 WOLF = str(Path(sys.executable).parent / "wolf")
 
@@ -170,8 +171,7 @@ async def test_approval_survives_a_worker_restart_and_the_call_runs_once(env, wo
             result = await wolf.result(sid)
         finally:
             for proc in (first, second):
-                if proc is not None and proc.poll() is None:
-                    proc.terminate()
-                    proc.wait(10)
+                if proc is not None:
+                    end(proc)
     assert result.output == "result: recorded approved"
     assert effects.read_text().split() == ["approved"]  # exactly once

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from temporalio import workflow
 
-from agentwolf.client import replay_check
-from agentwolf.client.replay_check import LONG_LIVED, check_corpus, check_live
+from agentwolf.ops import replay_check
+from agentwolf.ops.replay_check import LONG_LIVED, check_corpus, check_live
 from agentwolf.worker.bootstrap import WORKFLOWS
 from agentwolf.workflows.configs.config_registry import (
     REGISTRY_WORKFLOW,

@@ -18,7 +18,7 @@ from temporalio.testing import ActivityEnvironment
 from agentwolf.activities.code import CodeActivities
 from agentwolf.config.manifest import Manifest, SessionSettings
 from agentwolf.extensions import code_mode
-from agentwolf.hosts.host import HostRegistry
+from agentwolf.hosts.host_registry import HostRegistry
 from agentwolf.workflows.contracts import ToolSpec
 from agentwolf.workflows.script import (
     ScriptLimits,
@@ -40,6 +40,7 @@ from tests.conftest import (
 from tests.support.models import Script, sequence, text, tool
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
 from tests.support.polls import idle, in_state, tool_returns
+from tests.support.processes import end
 
 
 def _manifest(effects: Path | None = None, code_mode: dict[str, Any] | None = None, **agent: Any) -> Manifest:
@@ -226,9 +227,8 @@ print("six calls")
             transcript = await wolf.transcript(sid)
         finally:
             for proc in (first, second):
-                if proc is not None and proc.poll() is None:
-                    proc.terminate()
-                    proc.wait(10)
+                if proc is not None:
+                    end(proc)
     assert result.output == "finished: six calls\n"
     # The three calls before the crash ran once: the script resumed from its snapshot.
     assert effects.read_text().split() == ["r0", "r1", "r2", "r3", "r4"]

@@ -20,6 +20,7 @@ from tests.conftest import record_history, tools_server, wait_for, worker_proces
 from tests.support.models import user_texts
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
 from tests.support.polls import idle, tool_returns
+from tests.support.processes import end
 from tests.test_cli import _wolf
 
 INSTRUCTIONS = "You are the compaction test agent. Always answer in English."
@@ -345,9 +346,8 @@ async def test_a_worker_killed_mid_summary_leaves_one_summary(env, wolf, client,
             events = await events_of(wolf, sid)
         finally:
             for proc in (first, second):
-                if proc is not None and proc.poll() is None:
-                    proc.terminate()
-                    proc.wait(10)
+                if proc is not None:
+                    end(proc)
     completed = [e for e in history.events if e.HasField("activity_task_completed_event_attributes")]
     scheduled = {
         e.event_id: e.activity_task_scheduled_event_attributes.activity_type.name

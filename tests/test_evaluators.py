@@ -24,7 +24,7 @@ from agentwolf.activities.evaluators import Evaluators, Target
 from agentwolf.client import evals
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.policy import REDACTED
-from agentwolf.hosts.host import HostRegistry
+from agentwolf.hosts.host_registry import HostRegistry
 from agentwolf.plugins import EvaluatorContext, load_plugins
 from agentwolf.workflows.evals.cases import EvalCase, EvaluatorSpec, ScoreInput
 from agentwolf.workflows.evals.datasets import DatasetInput, EvalDatasetWorkflow, dataset_id
@@ -278,7 +278,7 @@ async def test_dataset_forms_unknown_evaluators_and_a_run_scoring_another_tenant
         workflow_id="wolf/a/victim", start=0, name="c", agent="a", prompt="p", steps=[],
         expected_output=None, evaluators=[], output=None,
     )  # fmt: skip
-    with pytest.raises(ApplicationError, match="may score only its own tenant's sessions"):
+    with pytest.raises(ApplicationError, match="names tenant 'a', but the calling workflow is 'wolf/b/"):
         await activity.run(EvalActivities(hosts).eval_score, hostile)
 
 

@@ -11,7 +11,7 @@ from pydantic_ai.messages import ModelMessagesTypeAdapter
 from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.config.session_servers import SESSION_SERVER
 from agentwolf.extensions.pool import McpPool
-from agentwolf.hosts.host import MAX_CONFIGS_PER_HOST, HostRegistry
+from agentwolf.hosts.host_registry import MAX_CONFIGS_PER_HOST, HostRegistry
 from agentwolf.hosts.transcripts import CachedTranscript, TranscriptCache
 from tests.conftest import TOOLS_SERVER, make_manifest
 from tests.support.models import Script, sequence, text, tool

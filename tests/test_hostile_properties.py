@@ -32,6 +32,7 @@ from agentwolf.workflows.types import workflow_id
 from tests.conftest import SUPPORT, make_manifest, openai_manifest, tools_server, worker_process
 from tests.support.models import Script, text, user_texts
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
+from tests.support.processes import end
 
 HOSTILE_SERVER = str(SUPPORT / "hostile_server.py")
 TURN_TIMEOUT = 90.0
@@ -269,8 +270,7 @@ async def test_arguments_that_are_json_but_not_an_object_fail_the_call_clearly(e
             if sid is not None:
                 with contextlib.suppress(RPCError):
                     await wolf.client.get_workflow_handle(workflow_id("default", sid)).terminate("test over")
-            worker.terminate()
-            worker.wait(10)
+            end(worker)
     (ret,) = [
         p for m in transcript if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)
     ]

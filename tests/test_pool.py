@@ -17,7 +17,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from agentwolf.config.manifest import McpServerConfig
-from agentwolf.extensions import pool as pool_module
+from agentwolf.extensions import mcp_transports
 from agentwolf.extensions.pool import McpPool, McpUnavailable
 from tests.conftest import TOOLS_SERVER, make_manifest, tools_server, wait_for
 from tests.support.models import Script, text, tools
@@ -143,7 +143,7 @@ async def test_http_reconnects_close_their_http_clients(http_tools_server, monke
         created.append(create_mcp_http_client(**options))
         return created[-1]
 
-    monkeypatch.setattr(pool_module, "create_mcp_http_client", spy)
+    monkeypatch.setattr(mcp_transports, "create_mcp_http_client", spy)
     await wait_for(lambda: _listening(int(http_tools_server.split(":")[2].split("/")[0])))
     # One client allowed: every call to the other server evicts the last one and reconnects.
     pool = McpPool({name: McpServerConfig(url=http_tools_server) for name in "ab"}, max_clients=1)
@@ -190,7 +190,7 @@ def _convert(step):
 
 
 def test_configs_differing_only_in_agents_share_one_host():
-    from agentwolf.hosts.host import HostRegistry
+    from agentwolf.hosts.host_registry import HostRegistry
 
     hosts = HostRegistry()
     first = hosts.ensure(make_manifest({"limits": {"max_steps": 3}}), "t1")

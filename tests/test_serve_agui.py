@@ -29,6 +29,7 @@ from agentwolf.worker.bootstrap import create_worker
 from agentwolf.workflows.types import registry_id
 from tests.conftest import TOOLS_SERVER, make_manifest, tools_server, wait_for
 from tests.support.models import Script, sequence, text, tool, tools
+from tests.support.processes import end
 from tests.support.serving import free_port, serving
 
 ROOT = Path(__file__).parent.parent
@@ -380,8 +381,7 @@ async def test_last_event_id_resumes_after_the_server_process_is_killed(client, 
                     after = Stream()
                     assert await _read(http, "/agui/a", body, after, **{"Last-Event-ID": rest.ids[-1]}) == 200
             finally:
-                second_server[0].terminate()
-                second_server[0].wait(10)
+                end(second_server[0])
         finally:
             await hosts.close()
     assert "RUN_STARTED" not in _types(rest.events)  # the same run, carried on

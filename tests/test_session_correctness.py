@@ -16,7 +16,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from agentwolf.activities.session import SessionActivities
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
-from agentwolf.hosts.host import HostRegistry
+from agentwolf.hosts.host_registry import HostRegistry
 from agentwolf.worker.bootstrap import SANDBOX, WORKFLOWS
 from agentwolf.workflows.session.turn import Staleness
 from agentwolf.workflows.types import workflow_id

@@ -20,7 +20,7 @@ from temporalio.worker import Worker
 
 from agentwolf.activities.session import SessionActivities
 from agentwolf.config.manifest import Manifest, McpServerConfig, SessionSettings
-from agentwolf.hosts.host import HostRegistry
+from agentwolf.hosts.host_registry import HostRegistry
 from agentwolf.worker.bootstrap import SANDBOX, WORKFLOWS
 from agentwolf.workflows.contracts import COMPILED_QUERY, CompiledAgent, HostRef
 from agentwolf.workflows.session.turn import WAITING_SNAPSHOT_EVENTS

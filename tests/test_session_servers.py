@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic_ai.messages import ModelResponse, ToolCallPart, ToolReturnPart
 
-from agentwolf.client.wolf_client import NotOwner
+from agentwolf.client.sessions import NotOwner
 from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.config.policy import PolicyError, WorkerPolicy
 from agentwolf.config.session_servers import SealError, seal, unseal

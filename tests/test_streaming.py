@@ -20,6 +20,7 @@ from tests.conftest import (
 )
 from tests.support.models import Script, sequence, text, tool
 from tests.support.openai_server import Reply, ScriptedOpenAI
+from tests.support.processes import end
 
 ANSWER = "The quick brown fox jumps over the lazy dog and keeps on running far away."
 
@@ -186,9 +187,8 @@ async def test_a_worker_killed_mid_stream_gives_the_retry_s_text_exactly_once(en
                     break
         finally:
             for proc in (worker, replacement):
-                if proc is not None and proc.poll() is None:
-                    proc.terminate()
-                    proc.wait(10)
+                if proc is not None:
+                    end(proc)
     assert len(server.requests) == 2, [(e.kind, e.text) for e in events]
     superseded = [e for e in events if e.kind == "attempt_superseded"]
     assert [e.attempt for e in superseded] == [1]

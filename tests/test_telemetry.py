@@ -32,6 +32,7 @@ from tests.support.models import Script, sequence, text, tool
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
 from tests.support.otlp_receiver import OtlpReceiver, Span
 from tests.support.polls import idle
+from tests.support.processes import end
 
 TRACE_ENV = {"OTEL_EXPORTER_OTLP_ENDPOINT": "", "OTEL_BSP_SCHEDULE_DELAY": "50"}
 
@@ -168,9 +169,8 @@ async def test_a_worker_killed_mid_turn_leaves_both_attempts_of_the_retried_acti
             )
         finally:
             for proc in (first, second):
-                if proc is not None and proc.poll() is None:
-                    proc.terminate()
-                    proc.wait(10)
+                if proc is not None:
+                    end(proc)
     # Two executions of the same call, by two worker processes, in the trace of the session's start.
     assert len({s.attributes["wolf.call_id"] for s in attempts}) == 1
     assert all(s.attributes["session"] == sid and s.attributes["tenant"] == "default" for s in attempts)

@@ -10,7 +10,7 @@ from temporalio.worker import Worker
 
 from agentwolf.activities.session import SessionActivities
 from agentwolf.extensions.functions import FunctionToolsCap
-from agentwolf.hosts.host import HostRegistry
+from agentwolf.hosts.host_registry import HostRegistry
 from agentwolf.plugins import PluginRegistry
 from agentwolf.worker.bootstrap import SANDBOX, WORKFLOWS
 from agentwolf.workflows.contracts import CompiledAgent, CompileInput, ToolSpec

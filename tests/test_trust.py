@@ -22,7 +22,7 @@ from agentwolf.activities.session import SessionActivities
 from agentwolf.config.manifest import Manifest, McpServerConfig, Permissions
 from agentwolf.config.policy import PolicyError, WorkerPolicy, load_policy
 from agentwolf.extensions.pool import McpPool, McpUnavailable
-from agentwolf.hosts.host import HostRegistry
+from agentwolf.hosts.host_registry import HostRegistry
 from agentwolf.workflows.session.workflow import SessionWorkflow
 from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.types import workflow_id

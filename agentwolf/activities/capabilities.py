@@ -9,10 +9,7 @@ from typing import Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ModelRetry
-from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
-from pydantic_ai.models import Model, ModelRequestParameters
-from pydantic_ai.native_tools import AbstractNativeTool
-from pydantic_ai.settings import ModelSettings
+from pydantic_ai.messages import ToolCallPart
 from pydantic_core import to_jsonable_python
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -20,9 +17,9 @@ from temporalio.exceptions import ApplicationError
 from agentwolf.config.aliases import resolve_model
 from agentwolf.config.capabilities import CapabilityError
 from agentwolf.config.manifest import PydanticCapability
-from agentwolf.hosts.capabilities import CAPABILITY_TOOLS, Capabilities, Send, SessionDeps, context
+from agentwolf.hosts.capabilities import CAPABILITY_TOOLS, Capabilities, SessionDeps, context
 from agentwolf.hosts.host import AgentHost
-from agentwolf.workflows.contracts import CompiledAgent, ModelRequestInput, ToolCallInput, ToolCallOutput
+from agentwolf.workflows.contracts import CompiledAgent, ToolCallInput, ToolCallOutput
 
 
 def built(host: AgentHost, compiled: CompiledAgent) -> Capabilities | None:
@@ -30,54 +27,6 @@ def built(host: AgentHost, compiled: CompiledAgent) -> Capabilities | None:
         return host.capabilities(compiled.capabilities)
     except CapabilityError as exc:  # a plugin this worker lacks, or a package not installed here
         raise ApplicationError(str(exc), type="ConfigError", non_retryable=True) from None
-
-
-class Hooked:
-    """One model request of a session whose agent has capabilities."""
-
-    def __init__(self, host: AgentHost, compiled: CompiledAgent, inp: ModelRequestInput) -> None:
-        caps = built(host, compiled)
-        assert caps is not None
-        self.caps = caps
-        self.step = inp.step
-        self.deps = SessionDeps(
-            inp.ref.tenant,
-            inp.ref.workflow_id,
-            compiled.agent,
-            inp.turn_id,
-            inp.step,
-            activity.info().attempt,
-            host.named,
-        )
-
-    async def request(
-        self,
-        model: Model,
-        messages: list[ModelMessage],
-        shape: Callable[[list[ModelMessage], str], list[ModelMessage]],
-        text: str,
-        settings: ModelSettings,
-        params: ModelRequestParameters,
-        send: Send,
-        *,
-        streaming: bool,
-    ) -> tuple[ModelResponse, Model]:
-        """The request with the capabilities' per-run instructions (after the compiled ones) and
-        settings (over the agent's), their native tools, and their hooks; `after_run` on a response
-        that ends the turn. `shape` puts the instructions where the model reads them."""
-        caps = self.caps
-        model = caps.root.get_wrapper_model(model) or model
-        ctx = context(self.deps, model, messages, caps, step=self.step)
-        extra = await caps.run_instructions(ctx)
-        sent = shape(messages, "\n\n".join(t for t in (text, *extra) if t))
-        params.native_tools = [t for t in caps.root.get_native_tools() if isinstance(t, AbstractNativeTool)]
-        merged = caps.settings(ctx, settings)
-        response, model = await caps.request(
-            ctx, model, sent, merged, params, send, first=self.step <= 1, streaming=streaming
-        )
-        if not response.tool_calls:
-            response = await caps.after_run(ctx, response)
-        return response, model
 
 
 async def call_tool(

@@ -8,7 +8,7 @@ from temporalio import activity
 
 from agentwolf.activities.session_io import heartbeating
 from agentwolf.extensions import code_mode
-from agentwolf.hosts.host import HostRegistry
+from agentwolf.hosts.host_registry import HostRegistry
 from agentwolf.workflows.script import ScriptResume, ScriptStart, ScriptStep
 
 

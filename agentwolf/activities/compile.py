@@ -21,6 +21,7 @@ from agentwolf.config.capabilities import CapabilityError
 from agentwolf.config.manifest import (
     AgentConfig,
     CodeModeCapability,
+    CodeModeSettings,
     Manifest,
     McpServerConfig,
     PydanticCapability,
@@ -33,7 +34,7 @@ from agentwolf.config.suggest import did_you_mean, listing
 from agentwolf.extensions import code_mode
 from agentwolf.hosts.capabilities import CAPABILITY_TOOLS, SessionDeps, context
 from agentwolf.hosts.host import AgentHost
-from agentwolf.hosts.prepare import PrepareError, prepare
+from agentwolf.hosts.prepare import Prepared, PrepareError, prepare
 from agentwolf.workflows.contracts import (
     READ_TOOL_OUTPUT,
     RECALL_SPEC,
@@ -45,6 +46,7 @@ from agentwolf.workflows.contracts import (
     skill_tools,
 )
 from agentwolf.workflows.web_tools import web_tools
+from agentwolf.workflows.workspace_tools import workspace_tools
 
 
 async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
@@ -62,24 +64,7 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
         file = agent.file
         agent = await _from_file(inp.manifest, inp.agent, agent)
         agent_sources.append(await host.agent_folder(file))
-    try:
-        # Specs may carry placeholders (`${WOLF_MODEL:-test}`): they stay in what compile returns
-        # (it is recorded in history) and are resolved when the model is built. Checked now, so a
-        # refused or unset variable fails here, clearly.
-        models = resolve_model(inp.manifest.host.models, agent.model)
-        resolved = [host.secrets.resolve(spec) for spec in models]
-        compact_models = (
-            resolve_model(inp.manifest.host.models, agent.limits.compact_model)
-            if agent.limits.compact_model
-            else []
-        )
-        for spec in compact_models:
-            host.secrets.resolve(spec)
-    except (AliasError, MissingVariable, PolicyError) as exc:
-        raise ApplicationError(str(exc), type="ConfigError", non_retryable=True) from None
-    subagents = [
-        name for cap in agent.capabilities if isinstance(cap, SubagentCapability) for name in cap.subagent
-    ]
+    models, resolved, compact_models = _models(host, inp.manifest, agent)
     try:
         prepared = await heartbeating(
             prepare(
@@ -94,13 +79,9 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
         )
     except PrepareError as exc:
         raise ApplicationError(str(exc), type=exc.kind, non_retryable=exc.permanent) from None
-    entries = prepared.skills
-    defaults = inp.manifest.host.models.defaults
-    tools = tool_specs(prepared.tools, inp.manifest)
     contributed = await _capabilities(host, inp, agent, models)
-    tools += contributed.tools
-    if agent.tools is not None:
-        tools = [t for t in tools if _offered(t, agent.tools)]
+    tools, script_tools, code = _tools(agent, prepared, inp.manifest, contributed.tools)
+    defaults = inp.manifest.host.models.defaults
     compiled = CompiledAgent(
         agent=inp.agent,
         models=models,
@@ -108,14 +89,7 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
         instructions="\n\n".join(
             part for part in (agent.instructions, *contributed.instructions, prepared.catalog) if part
         ),
-        tools=tools
-        + ([delegate_spec(subagents)] if subagents else [])
-        + [
-            t
-            for t in (skill_tools([e.name for e in entries]) if entries else [])
-            if agent.tools is None or _offered(t, agent.tools)
-        ]
-        + [READ_TOOL_OUTPUT, RECALL_SPEC],
+        tools=tools,
         temperature=agent.temperature if agent.temperature is not None else defaults.temperature,
         max_tokens=agent.max_tokens if agent.max_tokens is not None else defaults.max_tokens,
         tool_output_chars=agent.limits.tool_output_chars,
@@ -135,19 +109,72 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
                 allowed_tools=list(e.allowed_tools) if e.allowed_tools is not None else None,
                 mcp_servers=list(e.mcp_servers),
             )
-            for e in entries
+            for e in prepared.skills
         ],
         skill_servers=prepared.skill_servers | contributed.servers,
         session_servers=prepared.session_servers,
         capabilities=contributed.specs,
         model_settings={**agent.model_settings, **contributed.settings},
+        script_tools=script_tools,
+        code_mode=code,
     )
-    _built_in_capabilities(compiled, agent)
     digests = {source: await heartbeating(host.source_digest(source)) for source in compiled.sources}
     compiled.source_digests = {source: d for source, d in digests.items() if d is not None}
     host.keep(compiled)
     host.track(inp.ref.workflow_id, compiled.sources)
     return compiled
+
+
+def _models(
+    host: AgentHost, manifest: Manifest, agent: AgentConfig
+) -> tuple[list[str], list[str], list[str]]:
+    """(the agent's model chain, its specs resolved, the compaction models). Specs may carry
+    placeholders (`${WOLF_MODEL:-test}`): they stay in what compile returns (it is recorded in
+    history) and are resolved when the model is built. Checked now, so a refused or unset variable
+    fails here, clearly."""
+    try:
+        models = resolve_model(manifest.host.models, agent.model)
+        resolved = [host.secrets.resolve(spec) for spec in models]
+        compact_models = (
+            resolve_model(manifest.host.models, agent.limits.compact_model)
+            if agent.limits.compact_model
+            else []
+        )
+        for spec in compact_models:
+            host.secrets.resolve(spec)
+    except (AliasError, MissingVariable, PolicyError) as exc:
+        raise ApplicationError(str(exc), type="ConfigError", non_retryable=True) from None
+    return models, resolved, compact_models
+
+
+def _tools(
+    agent: AgentConfig, prepared: Prepared, manifest: Manifest, contributed: list[ToolSpec]
+) -> tuple[list[ToolSpec], list[ToolSpec], CodeModeSettings | None]:
+    """(the tools offered, the tools scripts call, code mode's settings): the MCP and function tools
+    and those the agent's pydantic-ai capabilities contribute, as the agent's `tools` globs offer
+    them, `delegate`, the skill tools, the session's readers, the web tools; code mode then offers
+    `run_code` instead of the tools its scripts call."""
+    subagents = [
+        name for cap in agent.capabilities if isinstance(cap, SubagentCapability) for name in cap.subagent
+    ]
+    tools = [*tool_specs(prepared.tools, manifest), *contributed]
+    if agent.tools is not None:
+        tools = [t for t in tools if _offered(t, agent.tools)]
+    skills = skill_tools([e.name for e in prepared.skills]) if prepared.skills else []
+    tools = [
+        *tools,
+        *([delegate_spec(subagents)] if subagents else []),
+        *(t for t in skills if agent.tools is None or _offered(t, agent.tools)),
+        READ_TOOL_OUTPUT,
+        RECALL_SPEC,
+        *(t for c in agent.capabilities if isinstance(c, WebCapability) for t in web_tools(c.web)),
+        *(workspace_tools(agent.workspace) if agent.workspace is not None else []),
+    ]
+    code = next((c.code_mode for c in agent.capabilities if isinstance(c, CodeModeCapability)), None)
+    if code is None:
+        return tools, [], None
+    offered, script_tools = code_mode.split_tools(tools, code)
+    return [code_mode.run_code_spec(script_tools, code), *offered], script_tools, code
 
 
 async def _from_file(manifest: Manifest, name: str, loaded: AgentConfig) -> AgentConfig:
@@ -222,15 +249,3 @@ def _offered(spec: ToolSpec, patterns: list[str]) -> bool:
     """Whether an agent's `tools` globs offer `spec` (by model-facing name, `server:tool` or bare name)."""
     names = (spec.name, f"{spec.server}:{spec.tool}", spec.tool)
     return any(fnmatch.fnmatchcase(n, p) for n in names for p in patterns)
-
-
-def _built_in_capabilities(compiled: CompiledAgent, agent: AgentConfig) -> None:
-    """Web adds its tools; code mode then offers `run_code` instead of the tools its scripts call."""
-    compiled.tools += [
-        t for c in agent.capabilities if isinstance(c, WebCapability) for t in web_tools(c.web)
-    ]
-    code = next((c.code_mode for c in agent.capabilities if isinstance(c, CodeModeCapability)), None)
-    if code is not None:
-        offered, compiled.script_tools = code_mode.split_tools(compiled.tools, code)
-        compiled.tools = [code_mode.run_code_spec(compiled.script_tools, code), *offered]
-        compiled.code_mode = code

@@ -31,7 +31,7 @@ from agentwolf.activities.session_io import heartbeating
 from agentwolf.config.aliases import resolve_model
 from agentwolf.config.manifest import Manifest
 from agentwolf.config.policy import redact
-from agentwolf.hosts.host import HostRegistry
+from agentwolf.hosts.host_registry import HostRegistry
 from agentwolf.plugins import EvaluationReason, Evaluator, EvaluatorContext, PluginError
 from agentwolf.workflows.evals.cases import SAME_TRAJECTORY, Evaluation, EvaluatorSpec
 

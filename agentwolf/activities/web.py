@@ -8,7 +8,7 @@ from temporalio import activity
 from agentwolf.access import check_caller
 from agentwolf.activities.session_io import heartbeating
 from agentwolf.extensions import web
-from agentwolf.hosts.host import HostRegistry
+from agentwolf.hosts.host_registry import HostRegistry
 from agentwolf.workflows.contracts import ToolCallOutput
 from agentwolf.workflows.web_tools import DEFAULT_CHARS, WebCall
 

@@ -47,7 +47,7 @@ async def commands(
     Example: wolf commands -a assistant -c wolf.yaml
     """
     from agentwolf.cli.render import inert
-    from agentwolf.hosts.host import HostRegistry
+    from agentwolf.hosts.host_registry import HostRegistry
 
     source = config_source(config)
     if isinstance(source, str):

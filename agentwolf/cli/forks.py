@@ -69,19 +69,29 @@ def ledger_text(made: Fork) -> str:
 
 
 def effect_lines(effects: list[Effect], by: str) -> list[str]:
-    """The effect ledger: calls after a cut that were not read-only or idempotent."""
+    """The effect ledger: calls after a cut that were not read-only or idempotent; workspace tools'
+    apart, since the workspace goes back to the cut's turn with the session."""
     from agentwolf.cli.render import inert
 
-    if not effects:
-        return ["no side effects after the cut (every later call was read-only or idempotent)"]
-    return [
-        f"side effects after the cut, not undone by {by} ({len(effects)}):",
-        *(
-            f"  {e.turn_id}.{e.step}  {inert(e.tool)} {inert(json.dumps(e.args, sort_keys=True))}"
-            f"  {e.outcome}"
-            for e in effects
-        ),
-    ]
+    def line(e: Effect) -> str:
+        args = inert(json.dumps(e.args, sort_keys=True))
+        return f"  {e.turn_id}.{e.step}  {inert(e.tool)} {args}  {e.outcome}"
+
+    loose = [e for e in effects if not e.contained]
+    contained = [e for e in effects if e.contained]
+    lines = (
+        [f"side effects after the cut, not undone by {by} ({len(loose)}):", *map(line, loose)]
+        if loose
+        else ["no side effects after the cut (every later call was read-only or idempotent)"]
+    )
+    if contained:
+        lines += [
+            f"workspace changes after the cut, contained: they never left the sandbox and {by} has the "
+            f"workspace as of the cut (what a command sent over a network the worker policy allows "
+            f"stays done) ({len(contained)}):",
+            *map(line, contained),
+        ]
+    return lines
 
 
 @app.command()

@@ -12,6 +12,9 @@ attempt's text: on a terminal its rows are erased (while they are still on the s
 screen ends with the final answer once; plain output cannot take back what it wrote, so it says so
 and the retried text follows.
 Everything from the session is data: it goes through `inert()`, and lines are rich `Text`, never markup.
+
+Over 500 lines on purpose: one view of a session's events, its lines (`event_line`) and the live
+region beside them change together; `wolf chat` shows the same view (chat.py).
 """
 
 from __future__ import annotations

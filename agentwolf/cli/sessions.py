@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -92,6 +93,14 @@ async def submit(
     pin: Annotated[
         bool, typer.Option("--pin", help="Stay on the registry config's current version.")
     ] = False,
+    workspace: Annotated[
+        Path | None,
+        typer.Option(
+            "--workspace",
+            metavar="DIR",
+            help="Copy this folder in as the agent's workspace (its `workspace:`).",
+        ),
+    ] = None,
     as_json: Json = False,
 ) -> None:
     """Start a background task; prints its session id (last line).
@@ -105,7 +114,9 @@ async def submit(
     source = config_source(config)
     agent = pick_agent(None if isinstance(source, str) else source, agent)
     wolf = await conn.client(tenant, start_local=True)
-    sid = await wolf.submit(text, agent, session_id=session, keep=keep, pinned=pin, **source_args(source))
+    sid = await wolf.submit(
+        text, agent, session_id=session, keep=keep, pinned=pin, workspace=workspace, **source_args(source)
+    )
     await check_worker(wolf, required=False)
     if follow:
         await follow_events(wolf, sid, as_json, until_turn_end=keep)

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import BaseModel
 from temporalio.client import (
-    Client,
     WithStartWorkflowOperation,
     WorkflowHandle,
     WorkflowQueryFailedError,
@@ -18,6 +17,7 @@ from temporalio.client import (
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
+from agentwolf.client.parts import ClientCore
 from agentwolf.workflows.types import CONFIG_ATTR, TENANT_ATTR, check_config_name, quote, registry_id
 
 if TYPE_CHECKING:
@@ -57,12 +57,8 @@ class ConfigSummary(BaseModel):
     note: str = ""
 
 
-class ConfigMethods:
+class ConfigMethods(ClientCore):
     """Named, versioned configs of this client's tenant (one `ConfigRegistry` workflow per name)."""
-
-    client: Client
-    tenant: str
-    task_queue: str
 
     def _registry(self, name: str) -> Registry:
         from agentwolf.workflows.configs.config_registry import ConfigRegistryWorkflow

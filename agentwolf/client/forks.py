@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from agentwolf.client.core import ClientCore
+from agentwolf.client.parts import ClientCore
 from agentwolf.workflows.types import RUN_PREFIX, workflow_id
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ class ForkMethods(ClientCore):
     async def snapshot(self, session_id: str) -> SessionInput:
         """The session's state as a continue-as-new would hand it over (transcript, turns, counters)."""
         from agentwolf.client.transient import patiently
-        from agentwolf.hosts.transcript_store import whole
+        from agentwolf.transcript_store import whole
         from agentwolf.workflows.archive import TranscriptTail
         from agentwolf.workflows.contracts import SNAPSHOT_QUERY
         from agentwolf.workflows.session_input import SessionInput

@@ -265,6 +265,25 @@ class WebCapability(_Strict):
     """What the agent may do on the web: fetch, search, and their limits."""
 
 
+class WorkspaceSettings(_Strict):
+    """`workspace: {...}`: the session gets a folder of files and a shell in a sandbox, with the
+    tools `read_file`, `write_file`, `edit_file`, `list_files`, `grep` and `bash`; the folder is
+    snapshotted at each turn's end, so it survives a worker loss and forks with the session."""
+
+    bash_timeout_s: float = Field(120.0, gt=0, le=3600)
+    """Seconds a `bash` command may run (the model may ask for less)."""
+    cpu_s: int = Field(60, ge=1, le=3600)
+    """CPU seconds each process of a command may use."""
+    memory_mb: int = Field(1024, ge=16, le=65536)
+    """Address space each process of a command may map, in MB."""
+    processes: int = Field(64, ge=4, le=4096)
+    """Processes a command may run at once."""
+    file_mb: int = Field(100, ge=1, le=100_000)
+    """The largest file a command may write, in MB."""
+    disk_mb: int = Field(500, ge=1, le=1_000_000)
+    """What the workspace may hold on disk, in MB."""
+
+
 WOLF_CAPABILITIES = ("mcp", "subagent", "skills", "code_mode", "web")
 """The keys of AgentWolf's own capabilities; any other entry is a pydantic-ai capability spec."""
 
@@ -561,6 +580,8 @@ class AgentConfig(_Strict):
     None offers every tool its capabilities bring. Set by a Markdown agent's `tools`."""
     acp: AcpAgentConfig | None = Field(None, exclude_if=lambda v: v is None)
     """Set: the agent is an external ACP agent; its turns run in its process, not a model loop."""
+    workspace: WorkspaceSettings | None = Field(None, exclude_if=lambda v: v is None)
+    """Set: the session has a sandboxed workspace (files and a shell) and its six tools."""
     # description, tools, acp and file are left out of the dump when unset, so configs written
     # before them keep their identity.
     file: str | None = Field(None, exclude_if=lambda v: v is None)

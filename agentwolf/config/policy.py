@@ -27,7 +27,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
@@ -86,6 +86,22 @@ class ApiKeyEntry(BaseModel):
     """The only agents it may use; None: any."""
 
 
+class WorkspacePolicy(BaseModel):
+    """Where workspace agents' commands run on this worker."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    sandbox: Literal["bubblewrap", "none"] = "bubblewrap"
+    """`bubblewrap`: commands run sandboxed (a worker without it refuses workspace agents); `none`:
+    they run as plain processes of the worker's user, in the workspace folder, isolating nothing."""
+    network: bool = False
+    """Let sandboxed commands use the network (all of it: there is no per-address rule yet)."""
+    read_only: list[str] = []
+    """Host folders sandboxed commands see read-only besides `/usr` (a toolchain, a virtualenv)."""
+    path: list[str] = []
+    """PATH entries put before `/usr/local/bin:/usr/bin:/bin` in sandboxed commands."""
+
+
 class WorkerPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
@@ -123,6 +139,8 @@ class WorkerPolicy(BaseModel):
     cors_origins: list[WebOrigin] = []
     """Web origins whose pages may call `wolf serve` from a browser (besides `--cors-origin`);
     `*` for any. None by default: no cross-origin access."""
+    workspaces: WorkspacePolicy = WorkspacePolicy()
+    """How workspace agents' commands run here: the sandbox, its network, extra read-only folders."""
     quotas: QuotaPolicy = QuotaPolicy()
     """Provider quotas, tenant weights and how long a turn may wait for them (formerly `flow:`)."""
     source: str = "built-in default policy"

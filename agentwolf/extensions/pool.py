@@ -4,43 +4,37 @@ Each connection is entered and exited by its own task, because the SDK's transpo
 scopes that must close in the task that opened them. Calls come from activity tasks.
 
 A connection is dead as soon as its transport ends (the server process exits, the HTTP change
-stream closes), not when a call first fails on it: a call that finds its connection dead connects
-anew before sending anything. A call in flight when the connection dies fails and is not retried,
-since the server may have acted on it (at-most-once).
+stream closes; mcp_transports.py watches for it), not when a call first fails on it: a call that
+finds its connection dead connects anew before sending anything. A call in flight when the
+connection dies fails and is not retried, since the server may have acted on it (at-most-once).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Self, TextIO
+from typing import Any, TextIO
 
 import anyio
 import mcp_types
 from mcp import Client, StdioServerParameters
 from mcp.client import Transport
-from mcp.client._transport import ReadStream, TransportStreams
 from mcp.client.session import IncomingMessage, MessageHandlerFnT
 from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
-from mcp.shared.message import SessionMessage
 
 from agentwolf.config.manifest import McpServerConfig
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import NO_SECRETS, PolicyError, Secrets, WorkerPolicy
 from agentwolf.config.session_servers import SESSION_SERVER
+from agentwolf.extensions.mcp_transports import http_transport, stderr_log, watched
 from agentwolf.isolation import unprivileged
-from agentwolf.paths import data_dir
 from agentwolf.telemetry import metrics
 
 log = logging.getLogger(__name__)
@@ -79,7 +73,7 @@ class _Connection:
     alive: bool = False
     http: bool = False
     errlog: TextIO | None = None
-    """A stdio server's stderr: its own file under `$WOLF_HOME/logs/` (see `stderr_log`)."""
+    """A stdio server's stderr: its own file under `$WOLF_HOME/logs/` (mcp_transports.stderr_log)."""
 
 
 class McpPool:
@@ -254,11 +248,11 @@ class McpPool:
                 self.secrets.policy.check_url(url)
                 if server in self._untrusted:
                     await self.secrets.policy.check_reach(url)
-                transport = _http(url, headers)
+                transport = http_transport(url, headers)
         except (FileNotFoundError, MissingVariable, PolicyError) as exc:
             raise McpUnavailable(server, str(exc), permanent=True) from exc
         conn.client = Client(
-            _watched(transport, lambda: self._ended(conn)), message_handler=self._notifications(server)
+            watched(transport, lambda: self._ended(conn)), message_handler=self._notifications(server)
         )
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         conn.task = asyncio.create_task(self._hold(conn, ready), name=f"mcp:{server}")
@@ -410,14 +404,6 @@ class McpPool:
         await asyncio.gather(*(self._close(c, timeout) for c in conns), *self._closing)
 
 
-def stderr_log(server: str) -> TextIO:
-    """`$WOLF_HOME/logs/mcp-<server>.log`, appended to: a server's stderr stays out of the worker's log."""
-    logs = data_dir() / "logs"
-    logs.mkdir(exist_ok=True)
-    return open(logs / f"mcp-{_FILE_NAME.sub('_', server)}.log", "a", encoding="utf-8")  # noqa: SIM115
-
-
-_FILE_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 _processes = [0]
 """Stdio server processes the pools of this worker hold (`wolf_mcp_processes`)."""
 
@@ -435,64 +421,6 @@ async def _running(conn: _Connection) -> AsyncIterator[None]:
     finally:
         _processes[0] -= 1
         metrics.gauge(metrics.MCP_PROCESSES, _processes[0])
-
-
-@asynccontextmanager
-async def _http(url: str, headers: dict[str, str]) -> AsyncIterator[TransportStreams]:
-    """Streamable HTTP on an httpx client of its own, closed with the connection: the SDK leaves a
-    client it is given open, and one per reconnect would pile up."""
-    async with (
-        create_mcp_http_client(headers=headers) as http,
-        streamable_http_client(url, http_client=http) as streams,
-    ):
-        yield streams
-
-
-@asynccontextmanager
-async def _watched(transport: Transport, on_end: Callable[[], None]) -> AsyncIterator[TransportStreams]:
-    """`transport` with a read stream that calls `on_end` when it ends."""
-    async with transport as (read, write):
-        yield _EndWatch(read, on_end), write
-
-
-class _EndWatch:
-    """A transport's read stream that reports its end (EOF: the server process exited, or the
-    transport closed), so the pool learns of a dead connection without a call failing on it."""
-
-    def __init__(self, stream: ReadStream[SessionMessage | Exception], on_end: Callable[[], None]) -> None:
-        self._stream = stream
-        self._on_end = on_end
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)  # `last_context`, read by the SDK's dispatcher
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def receive(self) -> SessionMessage | Exception:
-        try:
-            return await self._stream.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            self._on_end()
-            raise
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-    async def __aenter__(self) -> Self:
-        await self._stream.__aenter__()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool | None:
-        return await self._stream.__aexit__(exc_type, exc, tb)
 
 
 def _describe(exc: BaseException) -> str:

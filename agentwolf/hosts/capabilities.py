@@ -36,6 +36,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models import Model, ModelRequestContext, ModelRequestParameters
+from pydantic_ai.native_tools import AbstractNativeTool
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.settings import ModelSettings, merge_model_settings
 from pydantic_ai.tools import ToolDefinition
@@ -301,3 +302,34 @@ class CapabilityCache:
         if key not in self.built:
             self.built[key] = Capabilities(specs, self.types)
         return self.built[key]
+
+
+async def hooked_request(
+    caps: Capabilities,
+    deps: SessionDeps,
+    model: Model,
+    messages: list[ModelMessage],
+    shape: Callable[[list[ModelMessage], str], list[ModelMessage]],
+    text: str,
+    settings: ModelSettings,
+    params: ModelRequestParameters,
+    send: Send,
+    *,
+    streaming: bool,
+) -> tuple[ModelResponse, Model]:
+    """A session's model request with its capabilities: their per-run instructions (after the
+    compiled ones) and per-step settings, their native tools, their wrapper model and hooks;
+    `after_run` on a response that ends the turn. `shape` puts the instructions where the model
+    reads them. Returns the response and the model that answered."""
+    model = caps.root.get_wrapper_model(model) or model
+    ctx = context(deps, model, messages, caps, step=deps.step or 0)
+    extra = await caps.run_instructions(ctx)
+    sent = shape(messages, "\n\n".join(t for t in (text, *extra) if t))
+    params.native_tools = [t for t in caps.root.get_native_tools() if isinstance(t, AbstractNativeTool)]
+    merged = caps.settings(ctx, settings)
+    response, model = await caps.request(
+        ctx, model, sent, merged, params, send, first=(deps.step or 0) <= 1, streaming=streaming
+    )
+    if not response.tool_calls:
+        response = await caps.after_run(ctx, response)
+    return response, model

@@ -14,8 +14,7 @@ import logging
 import os
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,8 +26,7 @@ from agentwolf.config.agent_files import SPEC_SUFFIXES
 from agentwolf.config.aliases import resolve_model
 from agentwolf.config.capabilities import capability_types
 from agentwolf.config.manifest import Manifest, McpCapability, PydanticCapability, SkillsCapability
-from agentwolf.config.policy import Secrets, WorkerPolicy
-from agentwolf.extensions.code_mode import Sandboxes
+from agentwolf.config.policy import Secrets
 from agentwolf.extensions.functions import FunctionToolsCap
 from agentwolf.extensions.mcp import McpServerCap
 from agentwolf.extensions.pool import McpPool, McpUnavailable
@@ -38,11 +36,10 @@ from agentwolf.extensions.types import ChangeEvent, ExtensionError, SkillResourc
 from agentwolf.extensions.watch import SkillRootWatcher
 from agentwolf.hosts.acp_agents import AcpRun
 from agentwolf.hosts.capabilities import Capabilities, CapabilityCache
-from agentwolf.hosts.demo import demo_model, slow_model
 from agentwolf.hosts.models import build_model
 from agentwolf.hosts.quotas import Quotas
 from agentwolf.hosts.transcripts import CachedTranscript, TranscriptCache
-from agentwolf.plugins import FunctionTool, LocalModel, Plugins
+from agentwolf.plugins import FunctionTool, LocalModel
 from agentwolf.workflows.contracts import CompiledAgent
 from agentwolf.workflows.types import ExtensionsChanged
 
@@ -382,172 +379,3 @@ def _agent_files(folder: Path) -> list[object]:
     """What a folder of agent files says (names and contents), for its digest."""
     found = [p for suffix in ("*.md", *(f"*{s}" for s in SPEC_SUFFIXES)) for p in folder.glob(suffix)]
     return [[p.name, p.read_text(errors="replace")] for p in sorted(found) if p.is_file()]
-
-
-MAX_CONFIGS_PER_HOST = 16
-
-
-class HostRegistry:
-    """One `AgentHost` per (config identity, tenant), created on first use, closed when idle."""
-
-    def __init__(
-        self,
-        local_models: Mapping[str, LocalModel] | None = None,
-        *,
-        policy: WorkerPolicy | None = None,
-        tenant: str | None = None,
-        plugins: Plugins | None = None,
-        max_mcp_clients: int = 20,
-        mcp_idle_timeout: float = 600.0,
-        host_idle_timeout: float = 1800.0,
-    ) -> None:
-        self.plugins = plugins or Plugins()
-        self.local_models = {
-            "demo": demo_model(),
-            "slow": slow_model(),
-            **self.plugins.models,
-            **(local_models or {}),
-        }
-        """`local:<name>` models: the demos (on every worker), the plugins' and the embedder's."""
-        self.policy = policy or WorkerPolicy()
-        self.tenant = tenant
-        """The only tenant this worker serves (`wolf worker --tenant`); None serves any."""
-        self.notify: Notify | None = None
-        self.quotas: Quotas | None = None
-        self.manifests: dict[str, Manifest] = {}
-        """The configs of the open hosts, by identity (a host may serve several); each goes with its host."""
-        self.max_mcp_clients = max_mcp_clients
-        self.mcp_idle_timeout = mcp_idle_timeout
-        self.host_idle_timeout = host_idle_timeout
-        self.evicted = 0
-        self.transcripts = TranscriptCache()
-        """One transcript cache for every host: the worker's bound, not each host's."""
-        self.sandboxes = Sandboxes()
-        """Code mode's sandbox processes, for every host."""
-        self._hosts: dict[tuple[str, str], AgentHost] = {}
-        """By (config identity, tenant), least recently ensured first; configs whose `host:` sections
-        match share a host, each under its own key (at most MAX_CONFIGS_PER_HOST of them)."""
-        self._reaper: asyncio.Task[None] | None = None
-        self._serving: Counter[tuple[str, str]] = Counter()
-
-    @contextmanager
-    def serving(self, config_id: str, tenant: str) -> Iterator[None]:
-        """Mark an activity in progress for this host, so it is not closed under it."""
-        key = (config_id, tenant)
-        self._serving[key] += 1
-        try:
-            yield
-        finally:
-            self._serving[key] -= 1
-            if not self._serving[key]:
-                del self._serving[key]
-            if host := self._hosts.get(key):
-                host.last_used = time.monotonic()
-
-    def find(self, config_id: str, tenant: str) -> AgentHost | None:
-        return self._hosts.get((config_id, tenant))
-
-    async def get(
-        self, config_id: str, tenant: str, fetch_manifest: Callable[[], Awaitable[Manifest]]
-    ) -> AgentHost:
-        host = self.find(config_id, tenant)
-        if host is not None:
-            host.last_used = time.monotonic()
-            return host
-        manifest = self.manifests.get(config_id) or await fetch_manifest()
-        return self.ensure(manifest, tenant)
-
-    def ensure(self, manifest: Manifest, tenant: str) -> AgentHost:
-        """The host for this config and tenant; configs whose `host:` sections match share one."""
-        key = (manifest.identity, tenant)
-        self.manifests.setdefault(manifest.identity, manifest)
-        host = self._hosts.get(key) or next(
-            (
-                h
-                for h in self._hosts.values()
-                if h.tenant == tenant and h.manifest.host_identity == manifest.host_identity
-            ),
-            None,
-        )
-        if host is not None:
-            self._hosts.pop(key, None)  # to the end: most recently used
-            self._hosts[key] = host
-            host.last_used = time.monotonic()
-            self._trim_keys(host)
-        else:
-            secrets = self.policy.secrets_for(tenant)
-            pool = McpPool(
-                manifest.host.mcp_servers,
-                secrets=secrets,
-                max_clients=self.max_mcp_clients,
-                idle_timeout=self.mcp_idle_timeout,
-                allowed_commands=manifest.host.allowed_commands,
-            )
-            host = AgentHost(
-                manifest,
-                tenant,
-                self.local_models,
-                pool,
-                secrets,
-                notify=self.notify,
-                quotas=self.quotas,
-                plugin_tools=self.plugins.tools,
-                plugin_capabilities=self.plugins.capabilities,
-                transcripts=self.transcripts,
-            )
-            self._hosts[key] = host
-            log.info("host created: config %s, tenant %s", manifest.identity, tenant)
-            self._start_reaper()
-        return host
-
-    def _trim_keys(self, host: AgentHost) -> None:
-        """A busy host is never reaped, and every config pushed with the same `host:` section adds a
-        key (and its manifest): keep the most recent MAX_CONFIGS_PER_HOST that no activity is using.
-        A config dropped here that comes back asks its session for the manifest again."""
-        keys = [k for k, h in self._hosts.items() if h is host and not self._serving[k]]
-        for key in keys[: max(0, len(keys) - MAX_CONFIGS_PER_HOST)]:
-            del self._hosts[key]
-        configs = {config_id for config_id, _ in self._hosts}
-        self.manifests = {c: m for c, m in self.manifests.items() if c in configs}
-
-    def _start_reaper(self) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return  # used outside an event loop (a one-off lookup): nothing to reap
-        if self._reaper is None:
-            self._reaper = loop.create_task(self._reap_idle())
-
-    async def _reap_idle(self) -> None:
-        """Close hosts nobody used for `host_idle_timeout` (their MCP servers stop); they return on demand."""
-        while True:
-            await asyncio.sleep(max(self.host_idle_timeout / 4, 0.05))
-            now = time.monotonic()
-            for host in self.hosts():
-                keys = [k for k, h in self._hosts.items() if h is host]
-                busy = host.pool.busy() or any(self._serving[k] for k in keys)
-                if now - host.last_used > self.host_idle_timeout and not busy:
-                    self._hosts = {k: h for k, h in self._hosts.items() if h is not host}
-                    configs = {config_id for config_id, _ in self._hosts}
-                    self.manifests = {c: m for c, m in self.manifests.items() if c in configs}
-                    self.evicted += 1
-                    log.info("closing idle host: config %s, tenant %s", host.manifest.identity, host.tenant)
-                    try:
-                        await host.close()
-                    except Exception:
-                        log.exception("closing an idle host failed")
-
-    def hosts(self) -> list[AgentHost]:
-        return list({id(h): h for h in self._hosts.values()}.values())
-
-    async def close(self) -> None:
-        if self._reaper is not None:
-            self._reaper.cancel()
-            self._reaper = None
-        hosts, self._hosts = self.hosts(), {}
-        try:
-            await asyncio.gather(*(h.close() for h in hosts))
-        finally:
-            await asyncio.to_thread(self.sandboxes.close)
-            if self.quotas is not None:
-                await self.quotas.close()

@@ -47,7 +47,7 @@ from agentwolf.config.quotas import (
     quota_for,
 )
 from agentwolf.hosts.quotas_headers import learned, listen, reset_seconds
-from agentwolf.hosts.quotas_model import WAITS, Endpoint, QuotaModel, Wait, Waits
+from agentwolf.hosts.quotas_model import Endpoint, QuotaModel, Wait, Waits, bind
 from agentwolf.workflows.quotas import (
     Ask,
     Cooldown,
@@ -62,7 +62,7 @@ from agentwolf.workflows.quotas import (
     quota_workflow_id,
 )
 
-__all__ = ["WAITS", "Endpoint", "QuotaModel", "Quotas", "Wait", "Waits", "endpoint_id", "learned"]
+__all__ = ["Endpoint", "QuotaModel", "Quotas", "Wait", "Waits", "bind", "endpoint_id", "learned"]
 """With the model side (quotas_model.py) and the headers' reading (quotas_headers.py) it uses: the
 names the activities and the worker take from here."""
 
@@ -151,10 +151,9 @@ class Quotas:
         )
         return QuotaModel(model, self, endpoint, tenant)
 
-    async def acquire(self, endpoint: Endpoint, ask: Ask) -> Grant:
-        """A lease, waiting (and saying why in `WAITS`) as long as it takes, up to the policy's
+    async def acquire(self, endpoint: Endpoint, ask: Ask, waits: Waits | None = None) -> Grant:
+        """A lease, waiting (and saying why in `waits`) as long as it takes, up to the policy's
         `rate_wait_max` since the request was first scheduled."""
-        waits = WAITS.get()
         queue = self._queues.setdefault(endpoint.id, _Queue(endpoint))
         ask = ask.model_copy(update={"worker": self.worker})
         try:

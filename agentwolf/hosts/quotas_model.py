@@ -1,14 +1,15 @@
 """The model side of provider quotas: `QuotaModel` wraps a provider's model so each request takes a
 lease first, gives it back with the real usage and what the response's headers say, and on a 429
-posts the cooldown; `WAITS` carries what the request waits for to the activity's heartbeat. The
+posts the cooldown; a request's `Waits` (its priority, and what it waits for, for the activity's
+heartbeat) reach its model by `bind`. The
 fleet's side (`Leases`: polling the quota workflows, signalling them) is `Quotas` in quotas.py."""
 
 from __future__ import annotations
 
+import copy
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -16,6 +17,7 @@ from typing import Any, Protocol
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
 from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext
@@ -45,15 +47,11 @@ class Wait:
 
 @dataclass
 class Waits:
-    """The current activity's wait, if any (set by `QuotaModel`, read by the heartbeat), and its
-    session's priority when the request carried it."""
+    """One model request's wait, if any (set by `QuotaModel`, read by the heartbeat), and its
+    session's priority when the request carried it (`bind` hands it to the request's model)."""
 
     now: Wait | None = None
     priority: int | None = None
-
-
-WAITS: ContextVar[Waits | None] = ContextVar("wolf_quota_waits", default=None)
-"""Set by `wolf.model_request` before its request task starts (the task inherits it)."""
 
 
 class Leases(Protocol):
@@ -61,7 +59,7 @@ class Leases(Protocol):
 
     policy: QuotaPolicy
 
-    async def acquire(self, endpoint: Endpoint, ask: Ask) -> Grant: ...
+    async def acquire(self, endpoint: Endpoint, ask: Ask, waits: Waits | None = None) -> Grant: ...
     async def priority(self, info: activity.Info, carried: int | None = None) -> int: ...
     def release(self, endpoint: Endpoint, release: Release) -> None: ...
     def opened(self, endpoint: Endpoint, heard: list[Mapping[str, str]]) -> None: ...
@@ -80,11 +78,15 @@ def _estimate(messages: list[ModelMessage], parameters: ModelRequestParameters) 
 class QuotaModel(WrapperModel):
     """A model whose requests take a lease from their endpoint's quota workflow first."""
 
-    def __init__(self, wrapped: Model, quotas: Leases, endpoint: Endpoint, tenant: str) -> None:
+    def __init__(
+        self, wrapped: Model, quotas: Leases, endpoint: Endpoint, tenant: str, waits: Waits | None = None
+    ) -> None:
         super().__init__(wrapped)
         self.quotas = quotas
         self.endpoint = endpoint
         self.tenant = tenant
+        self.waits = waits
+        """The request's own (`bind`); None on the host's shared model."""
 
     async def _ask(
         self,
@@ -95,7 +97,7 @@ class QuotaModel(WrapperModel):
         lease_id: str,
     ) -> Ask:
         info = activity.info() if activity.in_activity() else None
-        carried = waits.priority if (waits := WAITS.get()) is not None else None
+        carried = self.waits.priority if self.waits is not None else None
         priority = await self.quotas.priority(info, carried) if info else carried or DEFAULT_PRIORITY
         max_tokens = (settings or {}).get("max_tokens")
         return Ask(
@@ -119,7 +121,7 @@ class QuotaModel(WrapperModel):
     ) -> Ask:
         ask = await self._ask(messages, settings, params, since, uuid.uuid4().hex)
         try:
-            await self.quotas.acquire(self.endpoint, ask)
+            await self.quotas.acquire(self.endpoint, ask, self.waits)
         except BaseException:
             self.quotas.release(self.endpoint, Release(lease_id=ask.lease_id, sent=False))
             raise
@@ -222,3 +224,17 @@ class QuotaModel(WrapperModel):
             self._done(ask, None, heard)
             raise
         self._done(ask, stream.get(), heard)
+
+
+def bind(model: Model, waits: Waits) -> Model:
+    """`model` for one request: its quota-controlled members ask with the priority in `waits` and
+    note their waits there. Shallow copies: the host's model is shared by concurrent requests."""
+    if isinstance(model, QuotaModel):
+        bound = copy.copy(model)
+        bound.waits = waits
+        return bound
+    if isinstance(model, FallbackModel):
+        chain = copy.copy(model)
+        chain.models = [bind(member, waits) for member in model.models]
+        return chain
+    return model

@@ -21,6 +21,9 @@ joining the editor's servers (and its credentials) to it.
 Nothing lives in this process but followers: a turn runs in its session whatever happens to the
 editor or to `wolf acp`, and a new `wolf acp` that loads the session shows what happened meanwhile.
 The process acts as one tenant: another tenant's session is "not found", as on `wolf serve`.
+
+Over 500 lines on purpose: one ACP agent, a method per protocol method and the translations of
+the editor's arguments only they use; its session updates are acp_updates.py, its framing ndjson.py.
 """
 
 from __future__ import annotations
@@ -71,7 +74,8 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from agentwolf.access import TenantError
-from agentwolf.client.wolf_client import NotOwner, SessionNotFound, WolfClient
+from agentwolf.client.sessions import NotOwner
+from agentwolf.client.wolf_client import SessionNotFound, WolfClient
 from agentwolf.config.manifest import McpServerConfig
 from agentwolf.protocols import served as serving
 from agentwolf.protocols.acp_updates import Updates, replay, title, tool_finished

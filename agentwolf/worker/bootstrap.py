@@ -19,9 +19,11 @@ from agentwolf.activities.evals import EvalActivities, eval_steps
 from agentwolf.activities.schedule import deliver_prompt, registry_job_session
 from agentwolf.activities.session import SessionActivities
 from agentwolf.activities.web import WebActivities
+from agentwolf.activities.workspace import WorkspaceActivities
 from agentwolf.config.policy import WorkerPolicy, redact_logs
 from agentwolf.defaults import TASK_QUEUE
-from agentwolf.hosts.host import HostRegistry, Notify
+from agentwolf.hosts.host import Notify
+from agentwolf.hosts.host_registry import HostRegistry
 from agentwolf.hosts.quotas import Quotas
 from agentwolf.isolation import protect_process
 from agentwolf.plugins import LocalModel, Plugins
@@ -71,7 +73,7 @@ def create_worker(
     client: Client,
     *,
     task_queue: str = TASK_QUEUE,
-    hosts: HostRegistry | None = None,
+    host_idle_timeout: float = 1800.0,
     local_models: Mapping[str, LocalModel] | None = None,
     plugins: Plugins | None = None,
     policy: WorkerPolicy | None = None,
@@ -84,31 +86,32 @@ def create_worker(
     """A worker for sessions; `local_models` registers in-process models (`local:<name>` in manifests),
     `plugins` (`load_plugins()`) their models and function tools, `policy` limits what manifests reach
     (default: `load_policy()`'s), `tenant` is the only one served, `deployment` the worker deployment
-    and build it joins (None: unversioned).
+    and build it joins (None: unversioned). Its HostRegistry is built whole here, with the
+    limiters' client (`Flow`) and the signal that tells sessions of changed extensions.
 
     The process becomes non-dumpable, so the MCP servers it starts cannot read its environment, and
     its malloc is tuned for a long life (worker/memory.py)."""
     protect_process()
     tune_malloc()
     redact_logs()
-    hosts = hosts or HostRegistry(local_models, plugins=plugins, policy=policy, tenant=tenant)
-    hosts.notify = _signaller(client)
-    hosts.quotas = Quotas(client, task_queue, hosts.policy.quotas)
+    policy = policy or WorkerPolicy()
+    hosts = HostRegistry(
+        local_models,
+        plugins=plugins,
+        policy=policy,
+        tenant=tenant,
+        host_idle_timeout=host_idle_timeout,
+        notify=_signaller(client),
+        quotas=Quotas(client, task_queue, policy.quotas),
+    )
     activities, code = SessionActivities(hosts), CodeActivities(hosts)
     acp = AcpActivities(activities)
-    options: dict[str, Any] = dict(
-        interceptors=_interceptors(client),
-        # Interrupts reach activities through heartbeat replies, and followers read live text from
-        # heartbeat details: keep the throttle short.
-        max_heartbeat_throttle_interval=timedelta(milliseconds=HEARTBEAT_THROTTLE_MS),
-        default_heartbeat_throttle_interval=timedelta(milliseconds=HEARTBEAT_THROTTLE_MS),
-        graceful_shutdown_timeout=timedelta(seconds=10),
-        deployment_config=deployment.config() if deployment else None,
-    )
+    workspace = WorkspaceActivities(activities)
+    options = _options(client, deployment)
     home = Worker(
         client,
         task_queue=home_queue(task_queue),
-        activities=[acp.turn, activities.release_session],
+        activities=[acp.turn, activities.release_session, workspace.call, workspace.release],
         **options,
     )
     worker = SessionWorker(
@@ -135,6 +138,7 @@ def create_worker(
             eval_steps,
             EvalActivities(hosts).eval_score,
             acp.home,
+            workspace.call_here,
         ],
         workflow_runner=workflow_runner,
         max_concurrent_activities=max_concurrent_activities,
@@ -163,6 +167,19 @@ class SessionWorker(Worker):
             trimmer.cancel()
             await self.home.shutdown()
             await asyncio.gather(home, trimmer, return_exceptions=True)
+
+
+def _options(client: Client, deployment: Deployment | None) -> dict[str, Any]:
+    """What the session worker and its home worker share."""
+    return dict(
+        interceptors=_interceptors(client),
+        # Interrupts reach activities through heartbeat replies, and followers read live text from
+        # heartbeat details: keep the throttle short.
+        max_heartbeat_throttle_interval=timedelta(milliseconds=HEARTBEAT_THROTTLE_MS),
+        default_heartbeat_throttle_interval=timedelta(milliseconds=HEARTBEAT_THROTTLE_MS),
+        graceful_shutdown_timeout=timedelta(seconds=10),
+        deployment_config=deployment.config() if deployment else None,
+    )
 
 
 def _interceptors(client: Client) -> list[Interceptor]:

@@ -11,7 +11,7 @@ store (`wolf.archive_transcript`, one part per continue-as-new) and keeps, in th
 archive: the parts' references, the chained digest of the messages archived, and the fold lines of
 those not summarised as one text. In the transcript list an archived message is `ARCHIVED` (one
 shared empty request), so every index keeps its meaning. Readers of the whole transcript (clients,
-forks, evals) read the parts back from the store (hosts/transcript_store.py); `recall` of an archived
+forks, evals) read the parts back from the store (agentwolf/transcript_store.py); `recall` of an archived
 tool result reads its part by activity; a rewind into the archive is refused (a fork from there
 works).
 

@@ -279,7 +279,7 @@ class ModelRequestInput(BaseModel):
     output: dict[str, Any] | None = None
     """A job's output schema: offered as the output tool, and text answers are not allowed."""
     settings: TurnSettings | None = None
-    """The turn's own settings, laid over the agent's (activities/turn_settings.py)."""
+    """The turn's own settings, laid over the agent's (hosts/turn_settings.py)."""
     view: ContextView | None = None
     """The working context (workflows/compaction.py), applied on the worker to its whole copy."""
     priority: int | None = None

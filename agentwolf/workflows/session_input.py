@@ -27,6 +27,7 @@ from agentwolf.workflows.types import (
     TurnOutcome,
     Usage,
 )
+from agentwolf.workflows.workspace_tools import WorkspaceState
 
 
 class TurnSnapshot(BaseModel):
@@ -135,3 +136,6 @@ class SessionInput(BaseModel):
     """The working context's view (workflows/compaction.py): stubs, summary, pinned notes."""
     archive: TranscriptArchive | None = Field(None, exclude_if=lambda v: v is None)
     """Older messages in the payload store (workflows/archive.py); `transcript` holds those after."""
+    workspace: WorkspaceState | None = Field(None, exclude_if=lambda v: v is None)
+    """The session's workspace: its home host and snapshots by turn (workflows/session/workspace.py); a
+    seeded session starts with the seed as turn 0's."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import time
 import uuid
 from collections.abc import Iterable
@@ -93,6 +94,15 @@ def stop(procs: Iterable[psutil.Process], grace: float = 5.0) -> None:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
     psutil.wait_procs(left, timeout=grace)
+
+
+def end(proc: subprocess.Popen[bytes]) -> None:
+    """End a process the test started and reap it: `stop` with a long grace (a loaded machine can
+    take longer than a quiet one to drain a worker, and the test's outcome is known by then)."""
+    if proc.poll() is None:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            stop([psutil.Process(proc.pid)], grace=30.0)
+    proc.wait()
 
 
 def wait_gone(pids: Iterable[int], timeout: float = 30.0) -> list[int]:

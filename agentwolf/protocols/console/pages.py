@@ -195,6 +195,53 @@ async def session(request: Request) -> Response:
     )
 
 
+FILE_SHOWN = 500_000
+"""Characters of a file the Files view shows (the rest: `wolf workspace cat`)."""
+
+
+async def files(request: Request) -> Response:
+    """A workspace's files as of a turn's snapshot (`?at=TURN`, default the latest), and one file
+    (`&path=`), read from the payload store like `wolf workspace`."""
+    sid = request.path_params["session_id"]
+    try:
+        status = await _reach(request)
+    except SessionNotFound:
+        return refused_page(request, f"session {sid!r} not found")
+    wolf = served_of(request).wolf(principal_of(request))
+    base = f"{PREFIX}/sessions/{quote(status.session_id, safe='')}"
+    query = request.query_params
+    shots = await wolf.workspace_snapshots(status.session_id)
+    turns = sorted({s.turn for s in shots})
+    asked = int(query["at"]) if query.get("at", "").isdigit() else None
+    at = max((t for t in turns if asked is None or t <= asked), default=None)
+    listed: list[tuple[str, Any, Any]] = []
+    path, content = query.get("path"), None
+    if at is not None:
+        entries = await wolf.workspace_files(status.session_id, at)
+        listed = [(p, e.get("s", ""), e.get("t")) for p, e in sorted(entries.items()) if e["k"] != "d"]
+        if path:
+            with contextlib.suppress(FileNotFoundError):
+                data = await wolf.workspace_read(status.session_id, path, at)
+                text = data.decode("utf-8", errors="replace")
+                content = (
+                    text if len(text) <= FILE_SHOWN else text[:FILE_SHOWN] + "\n[cut: wolf workspace cat]"
+                )
+    return page(
+        request,
+        "files.html",
+        title=f"Files of {status.session_id}",
+        page="session",
+        session_id=status.session_id,
+        session_url=base,
+        files_url=f"{base}/files",
+        turns=turns,
+        at=at,
+        files=listed,
+        path=path,
+        content=content,
+    )
+
+
 async def by_workflow_id(request: Request) -> Response:
     """A session's full workflow id in the path (`wolf/<tenant>/<id>`, as the Temporal UI shows it):
     the session's own page when it is this key's tenant's, else "not found"."""
@@ -334,6 +381,7 @@ def routes() -> list[BaseRoute]:
                 Route("/figures", figures, methods=["GET"]),
                 Route("/sessions/{session_id}", session, methods=["GET"]),
                 Route("/sessions/{session_id}/events", stream.events, methods=["GET"]),
+                Route("/sessions/{session_id}/files", files, methods=["GET"]),
                 Route("/sessions/{session_id}/{action}", act, methods=["POST"]),
                 Route("/sessions/{path:path}", by_workflow_id, methods=["GET"]),
                 Route("/approvals", approvals, methods=["GET"]),

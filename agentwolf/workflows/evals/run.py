@@ -15,7 +15,7 @@ from datetime import timedelta
 from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ActivityError, ChildWorkflowError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from agentwolf.config.manifest import Manifest
@@ -49,6 +49,9 @@ STEPS_RETRY = RetryPolicy(maximum_attempts=5)
 EVALUATORS = "eval-evaluators"
 """Patch: a case is scored by `wolf.eval_score` (evaluators); runs recorded before it read the
 trajectory with `wolf.eval_steps` and scored it here."""
+EVAL_TENANT = "eval-tenant"
+"""Patch: a run whose id names no tenant is refused; runs recorded before it ran their cases as
+tenant "default"."""
 
 
 class EvalRunInput(BaseModel):
@@ -76,6 +79,12 @@ class EvalRunWorkflow:
     @workflow.run
     async def run(self, inp: EvalRunInput) -> EvalReport:
         run_id = workflow.info().workflow_id
+        if tenant_of(run_id) is None and workflow.patched(EVAL_TENANT):  # its cases' tenant comes from it
+            raise ApplicationError(
+                f"refused: eval run {run_id!r} names no tenant (eval runs are wolf/<tenant>/...)",
+                type="TenantMismatch",
+                non_retryable=True,
+            )
         gate = asyncio.Semaphore(max(1, inp.concurrency))
 
         async def one(n: int, case: EvalCase) -> CaseResult:
@@ -88,7 +97,7 @@ class EvalRunWorkflow:
         return EvalReport(cases=list(cases), run_id=run_id)
 
     async def _case(self, inp: EvalRunInput, case: EvalCase, session_id: str) -> CaseResult:
-        tenant = tenant_of(workflow.info().workflow_id) or "default"
+        tenant = tenant_of(workflow.info().workflow_id) or "default"  # "default": runs before EVAL_TENANT
         wid = workflow_id(tenant, session_id)
         try:
             result = await workflow.execute_child_workflow(

@@ -17,7 +17,7 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 from agentwolf.workflows.acp_types import AcpPermission, AcpTurnInput, AcpTurnOutput
 from agentwolf.workflows.session.core import SessionCore
 from agentwolf.workflows.session.turn import HEARTBEAT_TIMEOUT, Turn, TurnStopped
-from agentwolf.workflows.types import Approval, PendingApproval
+from agentwolf.workflows.types import Approval
 
 ACP_AGENTS = "acp-agents"  # patch: an agent with `acp:` runs its turns in its ACP process
 ACP_RELEASE = "acp-release"  # patch: a closing session stops its ACP agent's process
@@ -53,7 +53,7 @@ class AcpRunner:
         said: list[str] = []
         while True:
             out = await self._acp_step(task, context, answers)
-            self.core.inp.acp_session = out.session
+            self.core.acp_session_is(out.session)
             if out.resumed in ("loaded", "lost"):
                 note = (
                     "the agent's session was loaded on its host again"
@@ -99,8 +99,10 @@ class AcpRunner:
         """One step on the home host; a home nobody serves any more is replaced once."""
         for _ in range(2):
             if self.core.inp.acp_home is None:
-                self.core.inp.acp_home = await workflow.execute_activity(
-                    "wolf.acp_home", result_type=str, start_to_close_timeout=timedelta(seconds=30)
+                self.core.acp_home_is(
+                    await workflow.execute_activity(
+                        "wolf.acp_home", result_type=str, start_to_close_timeout=timedelta(seconds=30)
+                    )
                 )
             try:
                 return await workflow.execute_activity(
@@ -127,7 +129,7 @@ class AcpRunner:
                 cause = err.cause
                 if not (isinstance(cause, ActivityTimeout) and cause.type == TimeoutType.SCHEDULE_TO_START):
                     raise
-                self.core.inp.acp_home = None
+                self.core.acp_home_is(None)
         raise TurnStopped("failed", f"no worker host serves the ACP agent {self.core.inp.agent}")
 
     async def release(self) -> None:
@@ -172,9 +174,7 @@ class AcpRunner:
         if action != "confirm":
             return allow if action == "allow" else reject
         call_id = f"{self.core.running.turn_id}.{asked.tool_call_id}"
-        self.core.approvals.pending[call_id] = PendingApproval(
-            call_id=call_id, tool=asked.title, args=args, asked_at=workflow.now()
-        )
+        self.core.approvals.ask(call_id, asked.title, args, workflow.now())  # ids are new each turn
         self.core.publish("approval_requested", tool=asked.title, call_id=call_id, args=args)
         self.core.set_state("waiting_approval")
         timeout = config.permissions.approval_timeout if config.permissions else None
@@ -198,7 +198,7 @@ class AcpRunner:
         )
         if own:
             if approved and answer.always:
-                self.core.approvals.always_allowed.add(always_key)
+                self.core.approvals.allow_always(always_key)
             return allow if approved else reject
         always = next((o.option_id for o in asked.options if o.kind == "allow_always"), allow)
         return (always if answer.always else allow) if approved else reject

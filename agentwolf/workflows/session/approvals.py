@@ -51,6 +51,19 @@ class Approvals:
         await workflow.wait_condition(lambda: call_id in self.decisions, timeout=timeout)
         return self.decisions.pop(call_id)
 
+    def answered(self, call_id: str) -> None:
+        """The call's wait is over now: its own time counts from here."""
+        self.answered_at[call_id] = workflow.now()
+
+    def allow_always(self, tool: str) -> None:
+        """A person allowed the tool for the rest of the session."""
+        self.always_allowed.add(tool)
+
+    def answer_time(self, call_id: str, default: datetime) -> datetime:
+        """When the call's wait ended (taken), else `default`: a person's time to answer is not the
+        tool's."""
+        return self.answered_at.pop(call_id, default)
+
     def end(self, call_id: str) -> None:
         """The call no longer waits (answered, timed out or cancelled)."""
         del self.pending[call_id]

@@ -69,6 +69,15 @@ class ContextKeeper:
         self.compact_requested = False
         self.sizes = ContextSizes()
 
+    def request_compaction(self) -> None:
+        """`wolf compact`: compact at the next safe point (between steps or turns)."""
+        self.compact_requested = True
+
+    def pin(self, text: str) -> None:
+        """A note sent with the instructions in every model request, never compacted (once)."""
+        if text.strip() and text not in self.view.pinned:
+            self.view = self.view.model_copy(update={"pinned": [*self.view.pinned, text]})
+
     def cut(self, view: ContextView, *, sizes_too: bool = True) -> None:
         """The transcript was cut (a rewind): `view` is clamped to it, and the sizes measured so far
         go (those past the cut were of the messages set aside; `sizes_too` False: a rewind of a run

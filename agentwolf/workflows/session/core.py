@@ -27,6 +27,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamState
 import agentwolf.workflows.session.branches as branches
 from agentwolf.config.manifest import AgentConfig, Limits, McpServerConfig
 from agentwolf.telemetry import metrics
+from agentwolf.workflows.acp_types import AcpSession
 from agentwolf.workflows.compaction import ContextView
 from agentwolf.workflows.configs.config_update import ConfigUpdate
 from agentwolf.workflows.contracts import CompiledAgent, HostRef, ModelRequestOutput, SkillInfo, ToolOutcome
@@ -45,6 +46,7 @@ from agentwolf.workflows.session.turn import (
 )
 from agentwolf.workflows.session.turn_limits import LimitGuard
 from agentwolf.workflows.session_input import SessionInput
+from agentwolf.workflows.turn_settings import TurnSettings
 from agentwolf.workflows.types import (
     ACTIVE_ATTR,
     EVENTS_TOPIC,
@@ -156,6 +158,60 @@ class SessionCore:
         """The steers waiting, now taken (applied to a request, a turn, or said dropped)."""
         steers, self.steers = self.steers, []
         return steers
+
+    def waiting(self) -> bool:
+        """A prompt or a steer waits for a turn."""
+        return bool(self.queue or self.steers)
+
+    def queue_prompt(self, text: str, settings: TurnSettings | None) -> str:
+        """A prompt waits for its turn; returns the turn's id."""
+        prompt = Prompt(turn_id=self.next_turn_id(), text=text, settings=settings)
+        self.queue.append(prompt)
+        return prompt.turn_id
+
+    def next_prompt(self) -> Prompt:
+        """The next turn's prompt, taken: the first one queued, else the steers waiting as one."""
+        if self.queue:
+            return self.queue.pop(0)
+        turn_id = self.next_turn_id()  # a steer while idle starts a turn
+        return Prompt(turn_id=turn_id, text="\n".join(self.take_steers()))
+
+    def add_steer(self, text: str) -> None:
+        """A steer waits for the next model request; past `max_steers` waiting it is dropped, said."""
+        if len(self.steers) >= self.inp.manifest.host.sessions.max_steers:
+            self.publish(
+                "error",
+                text=f"steer dropped: {len(self.steers)} steers already wait (host.sessions.max_steers)",
+            )
+            return
+        self.steers.append(text)
+
+    def drop_waiting(self) -> None:
+        """The session closes: the prompts and steers that never ran are said dropped, then let go."""
+        for prompt in self.queue:
+            self.publish(
+                "error",
+                text=f"not run: the session closed before this turn started: {prompt.text}",
+                outcome="dropped",
+                turn=prompt.turn_id,
+            )
+        if dropped := self.take_steers():
+            self.publish(
+                "error", text="not applied: the session closed: " + " | ".join(dropped), outcome="dropped"
+            )
+        self.queue.clear()
+
+    def continuing_as_new(self) -> None:
+        """This run hands over to the next one (counted)."""
+        self.counters.continued_as_new += 1
+
+    def acp_home_is(self, home: str | None) -> None:
+        """The worker host (its task queue) where the session's ACP agent runs; None: look again."""
+        self.inp.acp_home = home
+
+    def acp_session_is(self, session: AcpSession | None) -> None:
+        """The ACP agent's own session on its home host, as its last step left it."""
+        self.inp.acp_session = session
 
     def offer_config(self, update: ConfigUpdate) -> None:
         """A pushed config version, taken at the next turn boundary if newer than any known."""

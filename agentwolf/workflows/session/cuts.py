@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -28,6 +28,7 @@ from agentwolf.workflows.compaction import ContextView
 from agentwolf.workflows.contracts import SESSION, SKILLS, CompiledAgent, ToolOutcome
 from agentwolf.workflows.session_input import SessionInput, TurnMark
 from agentwolf.workflows.types import Counters, Prompt, Usage
+from agentwolf.workflows.workspace_tools import WORKSPACE, line_turns
 
 POINT = re.compile(r"^(?:turn-)?(\d+)(?:\.(\d+))?$")
 RAN = (ToolOutcome.SUCCESS, ToolOutcome.FAILED)
@@ -60,6 +61,9 @@ class Effect(BaseModel):
     args: dict[str, Any]
     call_id: str
     outcome: str
+    contained: bool = Field(False, exclude_if=lambda v: not v)
+    """A workspace tool's: its changes stayed in the sandbox, and the cut's side of the line gets the
+    workspace as of its turn (only what a command sent over an allowed network stays done)."""
 
 
 class Fork(BaseModel):
@@ -215,6 +219,7 @@ def effect_ledger(
     idempotent (as the compiled agent's tools say: MCP annotations or the manifest's `repeat_safe`;
     a tool it no longer lists counts as a side effect)."""
     safe = _repeat_safe(compiled)
+    workspace = {t.name for t in compiled.tools if t.server == WORKSPACE} if compiled else set()
     results: dict[str, list[ToolReturnPart]] = {}
     for message in transcript[rest:]:
         for part in getattr(message, "parts", []):
@@ -241,6 +246,7 @@ def effect_ledger(
                     args=call.args_as_dict(),
                     call_id=call.tool_call_id,
                     outcome=str(result.outcome),
+                    contained=call.tool_name in workspace,
                 )
             )
     return effects
@@ -278,7 +284,15 @@ def fork_input(source: SessionInput, at: Cut, session_id: str, *, edit: str | No
         queue=queue,
         turns=at.turns,
         context=view,
+        workspace=source.workspace.forked(line_turns([m.turn_id for m in at.turns], mid_turn(at)))
+        if source.workspace
+        else None,
     )
+
+
+def mid_turn(at: Cut) -> str | None:
+    """The turn a cut at a step falls inside (`turn-4` for `turn-4.2`), else None."""
+    return at.turns[-1].turn_id if "." in at.point and at.turns else None
 
 
 def clamp_view(view: ContextView, length: int, *, whole: bool = True) -> ContextView:

@@ -60,8 +60,10 @@ from agentwolf.workflows.session.turn import (
     turn_end,
 )
 from agentwolf.workflows.session.turn_limits import LimitGuard
+from agentwolf.workflows.session.workspace import release_workspace, snapshot_turn, workspace_settings
 from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.types import Prompt, TurnOutcome, Usage
+from agentwolf.workflows.workspace_tools import line_turns, turn_number
 
 RESUME_INTERRUPT = "resume-interrupt"  # patch: an interrupt or close as a waiting turn resumes ends it
 TURN_TASK_RAISED = "turn-task-raised"  # patch: an unexpected error in the turn fails the turn, not silently
@@ -105,6 +107,7 @@ class TurnRunner:
         started_at = self.turn_ended_at or workflow.info().get_current_history_size()
         turn, resuming = self._begin(prompt)
         outcome, output = await self._drive(prompt.text, turn, resuming)
+        await self._snapshot_workspace(prompt.turn_id)
         self.core.end_turn(turn_end(turn, prompt.turn_id, outcome, output, workflow.now()))
         self._end()
         self.turn_ended_at = workflow.info().get_current_history_size()
@@ -220,6 +223,15 @@ class TurnRunner:
         task.cancel()
         await workflow.wait([task])
 
+    async def _snapshot_workspace(self, turn_id: str) -> None:
+        """A turn that may have changed its workspace's files ends with their snapshot."""
+        state = self.core.inp.workspace
+        settings = workspace_settings(self.core.inp.manifest.agents.get(self.core.inp.agent))
+        if state is None or settings is None or not state.changed:
+            return
+        line = line_turns([m.turn_id for m in self.core.log.turns])
+        await snapshot_turn(state, self.core.ref(), settings, turn_number(turn_id), line)
+
     async def _run_steps(self, turn: Turn, resuming: bool = False) -> str | None:
         """Model request -> tool calls, until an answer without tool calls or a limit. `resuming`: the
         step's calls are known already (the turn continued as new while they waited for approval)."""
@@ -304,11 +316,14 @@ class TurnRunner:
 
     async def release_session_servers(self) -> None:
         """The session closes: the MCP servers its client brought stop (on the worker this runs on;
-        another that started one stops it when idle). Only sessions that have such servers run it.
+        another that started one stops it when idle), and its workspace's folder goes. Only sessions
+        that have such servers (or a workspace) run it.
 
         A release that fails for good is said (log, event), not raised: the session has closed
         already (`session_closed` is out), and the pool's idle reaper stops the servers anyway."""
         await self.acp.release()
+        if self.core.inp.workspace is not None:
+            await release_workspace(self.core.inp.workspace, self.core.ref())
         if not (self.core.inp.session_servers and workflow.patched(RELEASE_SESSION_SERVERS)):
             return
         try:
@@ -475,7 +490,7 @@ class TurnRunner:
         if not waiting:
             await self.context.compact_at_idle()
             await self.context.archive_at_idle()
-        self.core.counters.continued_as_new += 1
+        self.core.continuing_as_new()
         if not waiting:
             self.core.apply_config()
         keep = self.core.inp.manifest.host.sessions.events_kept

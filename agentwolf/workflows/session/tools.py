@@ -1,6 +1,6 @@
-"""The tool router: where each tool call runs (MCP server, skill reader, child session, code-mode
-script, web tool, the session's own transcript), under the agent's permission rules, and the wait for
-a person's answer when a rule says `confirm`.
+"""The tool router: where each tool call runs (an MCP server, by mcp_calls.py; the skill reader, a
+child session, a code-mode script, a web tool, the session's own transcript), under the agent's
+permission rules, and the wait for a person's answer when a rule says `confirm`.
 
 Imported passed through, like turn.py: its classes are created once per process, not re-created for
 every run by the sandbox (about 10 KB per cached session as sandboxed modules). The sandbox does not
@@ -26,13 +26,11 @@ from temporalio.workflow import ChildWorkflowCancellationType
 from agentwolf.workflows.archive import ArchivedRead
 from agentwolf.workflows.contracts import (
     CODE,
-    CUT_REPEATED,
     SESSION,
     SKILLS,
     SUBAGENTS,
     CompiledAgent,
     SkillReadInput,
-    ToolCallInput,
     ToolCallOutput,
     ToolOutcome,
     ToolSpec,
@@ -40,16 +38,13 @@ from agentwolf.workflows.contracts import (
 from agentwolf.workflows.evals.cases import RECORDED, Recording
 from agentwolf.workflows.session.code import CODE_MODE, Scripts
 from agentwolf.workflows.session.core import SessionCore
+from agentwolf.workflows.session.mcp_calls import McpCalls
 from agentwolf.workflows.session.turn import (
     BOUNDED_FAN_OUT,
     CHILD_IDS,
-    GONE_SERVERS,
     HEARTBEAT_TIMEOUT,
-    LOCAL_TOOL_CALLS,
     MODEL_TIMEOUT,
     PAGE_HEADER,
-    SAFE_LOCAL_CALLS,
-    TOOL_OWN_TIME,
     TOOL_RETRY,
     WAIT_CHILDREN,
     all_or_cancel,
@@ -61,6 +56,7 @@ from agentwolf.workflows.session.turn import (
     short,
 )
 from agentwolf.workflows.session.web import WEB_TOOLS, run_web, web_settings
+from agentwolf.workflows.session.workspace import WORKSPACES, run_workspace, workspace_settings
 from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.types import (
     AGENT_ATTR,
@@ -74,6 +70,7 @@ from agentwolf.workflows.types import (
     workflow_id,
 )
 from agentwolf.workflows.web_tools import WEB
+from agentwolf.workflows.workspace_tools import WORKSPACE, WorkspaceState, line_turns, turn_number
 
 
 class ToolRouter:
@@ -85,8 +82,7 @@ class ToolRouter:
             Recording(core.inp.recorded, core.inp.live_tools) if core.inp.recorded is not None else None
         )
         """An eval's recorded tool results (evals.py), served instead of running the tools."""
-        self.tool_ms: dict[str, int] = {}
-        """Each tool's last call duration (workflow time: replay-safe)."""
+        self.mcp = McpCalls(core)
         self.scripts = Scripts(core, self.call_tool)
 
     async def run_calls(
@@ -151,9 +147,7 @@ class ToolRouter:
             )
         else:
             result, outcome = await self._route_call(compiled, spec, call, index, key, arguments)
-        started = self.core.approvals.answered_at.pop(
-            key, started
-        )  # a person's time to answer is not the tool's
+        started = self.core.approvals.answer_time(key, started)  # a person's time to answer is not the tool's
         outcome = outcome or result.outcome
         part = self.core.tool_return(call, result.content, outcome)
         finished[index] = part
@@ -190,6 +184,12 @@ class ToolRouter:
             if refusal is not None:
                 return ToolCallOutput(content=refusal, is_error=True), ToolOutcome.DENIED
             return await run_web(self.core.ref(), spec, arguments, web), None
+        if (
+            spec is not None
+            and spec.server == WORKSPACE
+            and (done := await self._workspace(compiled, spec, call, key, arguments))
+        ):
+            return done
         if spec is None:
             return ToolCallOutput(content=f"unknown tool {call.tool_name!r}", is_error=True), None
         offered = self.offered(compiled)
@@ -215,7 +215,24 @@ class ToolRouter:
             return await self._skill_tool(compiled, spec, arguments), None
         if spec.server == SUBAGENTS:
             return await self._delegate(compiled, call, index, arguments), None
-        return await self._mcp_call(spec, call, arguments), None
+        return await self.mcp.call(spec, call, arguments), None
+
+    async def _workspace(
+        self, compiled: CompiledAgent, spec: ToolSpec, call: ToolCallPart, key: str, arguments: dict[str, Any]
+    ) -> tuple[ToolCallOutput, ToolOutcome | None] | None:
+        """A workspace tool call, under the agent's rules, on the workspace's home host; None for an
+        agent without a workspace (the call is then an unknown tool)."""
+        settings = workspace_settings(self.core.inp.manifest.agents.get(self.core.inp.agent))
+        if settings is None or not workflow.patched(WORKSPACES):
+            return None
+        refusal = await self.permission(compiled, spec, call, key, arguments)
+        if refusal is not None:
+            return ToolCallOutput(content=refusal, is_error=True), ToolOutcome.DENIED
+        state = self.core.inp.workspace = self.core.inp.workspace or WorkspaceState()
+        line = line_turns([m.turn_id for m in self.core.log.turns])
+        turn = turn_number(self.core.running.turn_id)
+        done = await run_workspace(state, self.core.ref(), spec.tool, arguments, settings, turn, line)
+        return done, None
 
     async def _read_tool_output(self, compiled: CompiledAgent, arguments: dict[str, Any]) -> ToolCallOutput:
         """A page of a tool result the model was sent cut or put aside (the transcript holds it
@@ -312,88 +329,6 @@ class ToolRouter:
             if t.server in (SKILLS, SESSION) or t.server.startswith(brought) or allowed(t)
         ]
 
-    async def _mcp_call(
-        self, spec: ToolSpec, call: ToolCallPart, arguments: dict[str, Any]
-    ) -> ToolCallOutput:
-        compiled_server = (
-            self.core.compiled.skill_servers.get(spec.server)
-            or self.core.compiled.session_servers.get(spec.server)
-            if self.core.compiled
-            else None
-        )
-        server = compiled_server or self.core.inp.manifest.host.mcp_servers.get(spec.server)
-        if server is None:  # a session server the client replaced or released
-            if not workflow.patched(GONE_SERVERS):
-                raise KeyError(spec.server)  # what runs before the patch did (the turn's task died)
-            return ToolCallOutput(
-                content=f"{call.tool_name} is gone: its MCP server {spec.server!r} left this session; "
-                "use the tools offered now",
-                is_error=True,
-            )
-        inp = ToolCallInput(
-            ref=self.core.ref(),
-            server=spec.server,
-            tool=spec.tool,
-            arguments=arguments,
-            call_id=call.tool_call_id,
-            agent=self.core.inp.agent,
-            turn_id=self.core.running.turn_id or "",
-            repeat_safe=spec.repeat_safe,
-            name=call.tool_name,
-        )
-        started = workflow.now()
-        last_ms = self.tool_ms.get(call.tool_name)
-        fast = last_ms is not None and last_ms < server.fast_call_ms and workflow.patched(LOCAL_TOOL_CALLS)
-        if fast and workflow.patched(SAFE_LOCAL_CALLS):
-            # A local activity's result is durable only when the workflow task completes: a worker
-            # lost meanwhile runs the call again. Only tools safe to repeat take that path.
-            fast = spec.repeat_safe
-        summary = short(f"call_tool {spec.server}.{spec.tool}")
-        if fast:
-            # Known-fast tool: a local activity skips the server round trip (its input is not
-            # recorded, so it carries the manifest). Signals wait for it, which is fine at this speed.
-            result = await workflow.execute_local_activity(
-                "wolf.call_tool",
-                inp.model_copy(update={"manifest": self.core.inp.manifest}),
-                result_type=ToolCallOutput,
-                start_to_close_timeout=timedelta(seconds=server.call_timeout + 30),
-                retry_policy=TOOL_RETRY,
-                summary=summary,
-            )
-        else:
-            result = await workflow.execute_activity(
-                "wolf.call_tool",
-                inp,
-                result_type=ToolCallOutput,
-                start_to_close_timeout=timedelta(seconds=server.call_timeout + 30),
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                retry_policy=TOOL_RETRY,
-                summary=summary,
-            )
-        # The call's own time when the worker measured it: the round trip also holds the queueing of
-        # a busy fleet, which kept known-fast tools off the local path exactly when it saves most.
-        if result.ran_ms is not None and workflow.patched(TOOL_OWN_TIME):
-            self.tool_ms[call.tool_name] = result.ran_ms
-        else:
-            self.tool_ms[call.tool_name] = int((workflow.now() - started).total_seconds() * 1000)
-        if result.cut is not None:  # a retry after a lost worker: whether the call ran again is said
-            self.core.publish(
-                "tool_call_cut",
-                text=CUT_REPEATED if result.cut == "repeated" else result.content,
-                tool=call.tool_name,
-                call_id=call.tool_call_id,
-                outcome=result.cut,
-            )
-        if result.changed:
-            self.core.running.stale.mark(f"{spec.server} changed its lists during {spec.tool}")
-            self.core.publish(
-                "extensions_changed",
-                text=self.core.running.stale.reason,
-                tool=call.tool_name,
-                call_id=call.tool_call_id,
-            )
-        return result
-
     async def _delegate(
         self, compiled: CompiledAgent, call: ToolCallPart, index: int, arguments: dict[str, Any]
     ) -> ToolCallOutput:
@@ -466,9 +401,9 @@ class ToolRouter:
             self.core.approval_ended(call_id)
             raise
         self.core.approval_ended(call_id)
-        approvals.answered_at[call_id] = workflow.now()
+        approvals.answered(call_id)
         if approved and answer.always:
-            approvals.always_allowed.add(tool)
+            approvals.allow_always(tool)
         self.core.publish(
             "approval_resolved",
             tool=call.tool_name,

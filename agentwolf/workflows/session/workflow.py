@@ -57,7 +57,6 @@ with workflow.unsafe.imports_passed_through():
         TASK_FAILED,
         Approval,
         ExtensionsChanged,
-        Prompt,
         SessionResult,
         SessionStatus,
         tenant_of,
@@ -112,16 +111,12 @@ class SessionWorkflow:
                 else:
                     if not await self._idle():
                         break
-                    if self.context.compact_requested and not (self.core.queue or self.core.steers):
+                    if self.context.compact_requested and not self.core.waiting():
                         await self.context.compact_at_idle()  # `wolf compact` between turns
                         continue
-                    if not (self.core.queue or self.core.steers) or self.runner.moving():
+                    if not self.core.waiting() or self.runner.moving():
                         await self.runner.continue_as_new()  # prompts and steers go along to the next run
-                    if self.core.queue:
-                        prompt = self.core.queue.pop(0)
-                    else:  # a steer while idle starts a turn
-                        turn_id = self.core.next_turn_id()
-                        prompt = Prompt(turn_id=turn_id, text="\n".join(self.core.take_steers()))
+                    prompt = self.core.next_prompt()
                 self.runner.start(prompt, self.turn_contexts.pop(prompt.turn_id, None))
                 await self.runner.await_turn()
                 if inp.background and not inp.keep:
@@ -179,7 +174,7 @@ class SessionWorkflow:
         try:
             await workflow.wait_condition(
                 lambda: (
-                    bool(self.core.queue or self.core.steers)
+                    self.core.waiting()
                     or self.core.closing
                     or self.context.compact_requested
                     or self.runner.should_snapshot()
@@ -202,18 +197,7 @@ class SessionWorkflow:
         and new ones refused, or one that came while the close released servers would keep the run
         open for ever (nothing would be published for it again)."""
         self.core.set_state("done")
-        for prompt in self.core.queue:
-            self.core.publish(
-                "error",
-                text=f"not run: the session closed before this turn started: {prompt.text}",
-                outcome="dropped",
-                turn=prompt.turn_id,
-            )
-        if dropped := self.core.take_steers():
-            self.core.publish(
-                "error", text="not applied: the session closed: " + " | ".join(dropped), outcome="dropped"
-            )
-        self.core.queue.clear()
+        self.core.drop_waiting()
         self.core.publish("session_closed", outcome=outcome, usage=self.core.counters.usage)
         if workflow.patched(DETACH_AT_CLOSE):
             self.core.stream.detach_pollers()
@@ -228,8 +212,7 @@ class SessionWorkflow:
     def _queue(self, text: str, settings: TurnSettings | None) -> str:
         if self.core.busy() and self.core.agent_config().double_texting == "interrupt":
             self.runner.interrupt("interrupted by a new prompt")
-        turn_id = self.core.next_turn_id()
-        self.core.queue.append(Prompt(turn_id=turn_id, text=text, settings=settings))
+        turn_id = self.core.queue_prompt(text, settings)
         # The turn runs in its prompter's context: with tracing on, in its trace (telemetry/turns.py).
         self.turn_contexts[turn_id] = contextvars.copy_context()
         return turn_id
@@ -277,13 +260,7 @@ class SessionWorkflow:
         `WolfClient.steer`)."""
         if self.core.closing or not text.strip():
             return
-        if len(self.core.steers) >= self.core.inp.manifest.host.sessions.max_steers:
-            self.core.publish(
-                "error",
-                text=f"steer dropped: {len(self.core.steers)} steers already wait (host.sessions.max_steers)",
-            )
-            return
-        self.core.steers.append(text)
+        self.core.add_steer(text)
 
     @workflow.signal(
         description="Let a tool call waiting for approval run; `always` allows that tool for the session."
@@ -337,16 +314,13 @@ class SessionWorkflow:
     )
     def compact(self) -> None:
         if not self.core.closing:
-            self.context.compact_requested = True
+            self.context.request_compaction()
 
     @workflow.signal(
         description="Pin a note: sent with the instructions in every model request, never compacted."
     )
     def pin(self, text: str) -> None:
-        if text.strip() and text not in self.context.view.pinned:
-            self.context.view = self.context.view.model_copy(
-                update={"pinned": [*self.context.view.pinned, text]}
-            )
+        self.context.pin(text)
 
     @workflow.signal(description="Finish the session (a running turn is interrupted first).")
     def close(self) -> None:
@@ -409,6 +383,8 @@ class SessionWorkflow:
         whole = workflow.patched(REWIND_VIEW)
         done, view = self.core.rewind(to, self.context.view, whole_view=whole)
         self.context.cut(view, sizes_too=whole)  # before REWIND_VIEW (replayed histories) the sizes stayed
+        if self.core.inp.workspace is not None:  # the next call starts from the line's last snapshot
+            self.core.inp.workspace = self.core.inp.workspace.rewound()
         return done
 
     @rewind.validator

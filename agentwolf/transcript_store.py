@@ -8,7 +8,6 @@ its drivers, its integrity checks and `wolf payloads gc` are the ones every larg
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -17,6 +16,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.client import WorkflowQueryFailedError
 from temporalio.converter import DataConverter
 
+from agentwolf.payloads import storing_all
 from agentwolf.workflows.archive import ArchivedPart, StoredRef, TranscriptArchive, TranscriptTail
 from agentwolf.workflows.contracts import (
     EMPTY_DIGEST,
@@ -32,12 +32,9 @@ class ArchiveError(ValueError):
 
 async def store(converter: DataConverter, messages: Sequence[ModelMessage]) -> StoredRef | None:
     """`messages` as one stored payload; None when the converter has no payload store."""
-    storage = converter.external_storage
-    if storage is None:
+    always = storing_all(converter)
+    if always is None:
         return None
-    always = dataclasses.replace(
-        converter, external_storage=dataclasses.replace(storage, payload_size_threshold=0)
-    )
     [reference] = await always.encode([list(messages)])
     return StoredRef(
         metadata={k: v.decode() for k, v in reference.metadata.items()}, data=reference.data.decode()
