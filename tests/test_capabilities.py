@@ -17,7 +17,6 @@ from temporalio.client import WorkflowFailureError
 
 from agentwolf.config.loading import ManifestError, load_manifest
 from agentwolf.config.manifest import Manifest
-from agentwolf.hosts.host import HostRegistry
 from agentwolf.plugins import PluginRegistry, Plugins
 from tests.conftest import tools_server
 from tests.support.openai_server import Reply, ScriptedOpenAI, tool_outputs
@@ -195,7 +194,7 @@ async def test_a_plugin_capability_contributes_instructions_tools_and_hooks(wolf
             {"capabilities": [{"mcp": "tools"}, {"Clock": {"zone": "Asia/Tokyo"}}], "instructions": "Hi."},
             mcp_servers={"tools": tools_server()},
         )
-        async with run_worker(hosts=HostRegistry({}, plugins=plugins)):
+        async with run_worker(plugins=plugins):
             result = await wolf.result(await wolf.submit("time?", "a", manifest))
         first = server.requests[0]
     assert result.output == "it is 12:00 Asia/Tokyo"

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from agentwolf.config.manifest import Manifest
-from agentwolf.hosts.host import HostRegistry
 from agentwolf.plugins import load_plugins
 from agentwolf.workflows.types import Event
 from tests.conftest import tools_server, wait_for
@@ -138,10 +137,10 @@ async def test_a_raising_hook_is_a_clear_error_and_the_session_goes_on(wolf, run
         {"Raises": {"hook": "before_model_request", "when": "forbidden"}},
         {"Raises": {"hook": "before_tool_execute", "when": "add"}},
     ]
-    hosts = HostRegistry({}, plugins=load_plugins([PLUGIN], entry_points=[]))
+    plugins = load_plugins([PLUGIN], entry_points=[])
     with ScriptedOpenAI(reply) as server:
         manifest = _manifest(server.base_url, *raising)
-        async with run_worker(hosts=hosts):
+        async with run_worker(plugins=plugins):
             sid = await wolf.start_session("a", manifest)
             await wolf.prompt(sid, "a forbidden topic")
             events: list[Event] = []

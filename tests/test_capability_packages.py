@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from agentwolf.config.manifest import Manifest
-from agentwolf.hosts.host import HostRegistry
 from agentwolf.plugins import load_plugins
 from agentwolf.workflows.types import Event
 from tests.conftest import tools_server, wait_for
@@ -45,9 +44,9 @@ async def test_pydantic_ai_shields_guard_a_session_unchanged(wolf, run_worker):
         {"ToolGuard": {"blocked": ["add"]}},
         {"BlockedKeywords": {"keywords": ["password"]}},
     ]
-    hosts = HostRegistry({}, plugins=load_plugins(["pydantic_ai_shields"], entry_points=[]))
+    plugins = load_plugins(["pydantic_ai_shields"], entry_points=[])
     with ScriptedOpenAI(lambda body: Reply(text="fine")) as server:
-        async with run_worker(hosts=hosts):
+        async with run_worker(plugins=plugins):
             sid = await wolf.start_session("a", _manifest(server.base_url, *shields))
             await wolf.prompt(sid, "what is my password?")
             events: list[Event] = []
@@ -78,13 +77,13 @@ async def test_a_pydantic_ai_harness_capability_runs_unchanged(wolf, run_worker)
             "preserve_first_user_message": False,
         }
     }
-    hosts = HostRegistry({}, plugins=load_plugins(["pydantic_ai_harness.compaction"], entry_points=[]))
+    plugins = load_plugins(["pydantic_ai_harness.compaction"], entry_points=[])
 
     def reply(body: dict[str, Any]) -> Reply:
         return Reply(text=f"answer {len(body['input'])}")
 
     with ScriptedOpenAI(reply) as server:
-        async with run_worker(hosts=hosts):
+        async with run_worker(plugins=plugins):
             sid = await wolf.start_session("a", _manifest(server.base_url, window))
             for n, prompt in enumerate(["one", "two", "three"], start=1):
                 await wolf.prompt(sid, prompt)

@@ -107,7 +107,6 @@ async def test_the_seed_s_capabilities_route_inject_and_validate(wolf, run_worke
     """The router picks a model per turn (recorded: the provider saw it, status counts it), context
     injection sends the file the prompt names for that request only, URI validation marks a URI that
     does not resolve."""
-    from agentwolf.hosts.host import HostRegistry
     from agentwolf.plugins import load_plugins
     from tests.support.openai_server import Reply, ScriptedOpenAI
 
@@ -117,8 +116,8 @@ async def test_the_seed_s_capabilities_route_inject_and_validate(wolf, run_worke
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "k")
         manifest = load_manifest(EXAMPLES / "capabilities.yaml")
-        hosts = HostRegistry({}, plugins=load_plugins(["capabilities_plugin"], entry_points=[]))
-        async with run_worker(hosts=hosts):
+        plugins = load_plugins(["capabilities_plugin"], entry_points=[])
+        async with run_worker(plugins=plugins):
             sid = await wolf.start_session("researcher", manifest)
             await wolf.prompt(sid, "What do the capabilities docs say?")
             await wait_for(lambda: _turns_done(wolf, sid, 1))
