@@ -16,7 +16,7 @@ from temporalio.exceptions import ApplicationError
 
 from agentwolf.config.aliases import resolve_model
 from agentwolf.config.capabilities import CapabilityError
-from agentwolf.config.manifest import PydanticCapability
+from agentwolf.config.manifest import Manifest, PydanticCapability
 from agentwolf.hosts.capabilities import CAPABILITY_TOOLS, Capabilities, SessionDeps, context
 from agentwolf.hosts.host import AgentHost
 from agentwolf.workflows.contracts import CompiledAgent, ToolCallInput, ToolCallOutput
@@ -30,12 +30,15 @@ def built(host: AgentHost, compiled: CompiledAgent) -> Capabilities | None:
 
 
 async def call_tool(
-    host: AgentHost, inp: ToolCallInput, execute: Callable[[ToolCallInput], Awaitable[ToolCallOutput]]
+    host: AgentHost,
+    manifest: Manifest,
+    inp: ToolCallInput,
+    execute: Callable[[ToolCallInput], Awaitable[ToolCallOutput]],
 ) -> ToolCallOutput:
     """A tool call through the agent's tool hooks (`Capabilities.call_tool`); a call to a tool a
     capability's toolset contributed runs on the host's built toolset. An agent without
     capabilities runs the call as it is."""
-    agent = host.manifest.agents.get(inp.agent)
+    agent = manifest.agents.get(inp.agent)  # the session's config (a host may serve several)
     specs = [c for c in agent.capabilities if isinstance(c, PydanticCapability)] if agent else []
     if not specs or agent is None:
         return await execute(inp)

@@ -200,6 +200,7 @@ class SessionActivities:
             result = await heartbeating(
                 capabilities.call_tool(  # through the agent's capability hooks, if it has any
                     host,
+                    manifest,
                     inp,
                     lambda call: call_tool(
                         host,
