@@ -16,11 +16,15 @@ A plugin is a module with a registration hook::
             '''
             ...
 
+        wolf.capability(MyCapability)           # `capabilities: [{MyCapability: {...}}]`
+
         @wolf.evaluator
         def cites_a_source(ctx: EvaluatorContext, min_sources: int = 1) -> bool:
             return ctx.output is not None and ctx.output.count("http") >= min_sources
 
-A worker loads it with `wolf worker --plugin my_module` (or `wolf up --plugin`), or finds it as an
+A module without `register` that exports pydantic-ai capability classes (a third-party capability
+package: `--plugin pydantic_ai_shields`) registers them all. A worker loads a plugin with
+`wolf worker --plugin my_module` (or `wolf up --plugin`), or finds it as an
 `agentwolf.plugins` entry point (`notes = "my_package.plugin"`, or `"my_package:register"`). Tools are
 pydantic-ai function tools: the schema comes from the signature and the docstring. A manifest serves
 them as one more tool source, `host.mcp_servers.<label>: {plugin: <name>}` (the module's name, or the
@@ -28,7 +32,9 @@ entry point's), so permission rules (`<label>:lookup`), `repeat_safe` and `call_
 an MCP server, and each call runs as a `wolf.call_tool` activity on the worker. An evaluator is named
 in an eval dataset as pydantic-evals names one (`"cites_a_source"`, `{"cites_a_source": {"min_sources":
 2}}`) and runs in the `wolf.eval_score` activity: it returns a bool (pass), a number (a score in
-[0, 1]) or an `EvaluationReason` (either, with why).
+[0, 1]) or an `EvaluationReason` (either, with why). A capability is a pydantic-ai capability
+class (a dataclass subclassing `AbstractCapability`), named in an agent's `capabilities` by its
+serialization name (docs/guides/capabilities.md).
 """
 
 from __future__ import annotations
@@ -105,6 +111,22 @@ class PluginRegistry:
         self.models: dict[str, LocalModel] = {}
         self.tools: dict[str, FunctionTool] = {}
         self.evaluators: dict[str, Evaluator] = {}
+        self.capabilities: dict[str, type] = {}
+
+    def capability(self, cls: type) -> type:
+        """Register a pydantic-ai capability class (usable as a class decorator), named in manifests
+        by its serialization name (the class name unless it overrides `get_serialization_name`)."""
+        from pydantic_ai.capabilities import AbstractCapability
+
+        if not (isinstance(cls, type) and issubclass(cls, AbstractCapability)):
+            raise PluginError(f"plugin {self.name!r}: {cls!r} is not a pydantic-ai capability class")
+        name = cls.get_serialization_name()
+        if name is None:
+            raise PluginError(f"plugin {self.name!r}: capability {cls.__name__} has no serialization name")
+        if name in self.capabilities:
+            raise PluginError(f"plugin {self.name!r} registers capability {name!r} twice")
+        self.capabilities[name] = cls
+        return cls
 
     def model(self, name: str, model: LocalModel) -> None:
         """Register `local:<name>`: a pydantic-ai `Model`, or a zero-argument factory returning one."""
@@ -178,6 +200,8 @@ class Plugins:
     tools: dict[str, dict[str, FunctionTool]] = field(default_factory=dict)
     """Plugin name -> tool name -> tool (every loaded plugin has an entry, maybe empty)."""
     evaluators: dict[str, Evaluator] = field(default_factory=dict)
+    capabilities: dict[str, type] = field(default_factory=dict)
+    """pydantic-ai capability classes by serialization name."""
 
     def add(self, registry: PluginRegistry) -> None:
         if registry.name in self.tools:
@@ -193,6 +217,13 @@ class Plugins:
             raise PluginError(
                 f"plugin {registry.name!r} registers evaluators another plugin registered: {', '.join(clash)}"
             )
+        clash = sorted(set(registry.capabilities) & set(self.capabilities))
+        if clash:
+            raise PluginError(
+                f"plugin {registry.name!r} registers capabilities another plugin registered: "
+                f"{', '.join(clash)}"
+            )
+        self.capabilities.update(registry.capabilities)
         self.models.update(registry.models)
         self.tools[registry.name] = dict(registry.tools)
         self.evaluators.update(registry.evaluators)
@@ -203,6 +234,7 @@ class Plugins:
             [f"plugin {name}: tools {', '.join(tools) or 'none'}" for name, tools in self.tools.items()]
             + ([f"plugin models: {', '.join(f'local:{m}' for m in self.models)}"] if self.models else [])
             + ([f"plugin evaluators: {', '.join(self.evaluators)}"] if self.evaluators else [])
+            + ([f"plugin capabilities: {', '.join(self.capabilities)}"] if self.capabilities else [])
         )
 
 
@@ -228,8 +260,13 @@ def _registered(name: str, load: Callable[[], object], what: str) -> PluginRegis
             f"cannot load plugin {name!r} ({what}): importing it raised {type(exc).__name__}: {exc}"
         ) from exc
     hook = getattr(loaded, HOOK, None) if isinstance(loaded, ModuleType) else loaded
+    if not callable(hook) and isinstance(loaded, ModuleType) and (found := _capability_classes(loaded)):
+        hook = partial(_register_all, found)  # a package of pydantic-ai capabilities, used as it is
     if not callable(hook):
-        raise PluginError(f"plugin {name!r} ({what}) has no `{HOOK}(wolf: PluginRegistry)` function")
+        raise PluginError(
+            f"plugin {name!r} ({what}) has no `{HOOK}(wolf: PluginRegistry)` function and exports no "
+            "pydantic-ai capability class"
+        )
     registry = PluginRegistry(name)
     try:
         hook(registry)
@@ -238,3 +275,27 @@ def _registered(name: str, load: Callable[[], object], what: str) -> PluginRegis
     except Exception as exc:
         raise PluginError(f"plugin {name!r}: {HOOK}() raised {type(exc).__name__}: {exc}") from exc
     return registry
+
+
+def _capability_classes(module: ModuleType) -> list[type]:
+    """The pydantic-ai capability classes a module exports (`__all__`, else its public names) that a
+    spec can name: a third-party capability package loads as a plugin unchanged."""
+    from pydantic_ai.capabilities import AbstractCapability
+
+    names = getattr(module, "__all__", None) or [n for n in vars(module) if not n.startswith("_")]
+    found = [getattr(module, n, None) for n in names]
+    return [
+        c
+        for c in found
+        if isinstance(c, type)
+        and issubclass(c, AbstractCapability)
+        and c is not AbstractCapability
+        and "__dataclass_fields__" in vars(c)
+        and not c.__module__.startswith("pydantic_ai.")
+        and c.get_serialization_name() is not None
+    ]
+
+
+def _register_all(classes: list[type], wolf: PluginRegistry) -> None:
+    for cls in classes:
+        wolf.capability(cls)

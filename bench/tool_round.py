@@ -26,6 +26,10 @@ and fastmcp-slim, whose `fastmcp` module is FastMCP's client).
 here and its worker export OTLP/HTTP to a receiver in this process that decodes every request), on
 two workers at once with their timed turns alternating, and prints the per-round ratio of the
 medians (goal <= 1.10) and the spans received. Needs the `otel` extra.
+
+`--capabilities` measures pydantic-ai capabilities' cost the same way: an agent without any, and one
+with an empty capability and a do-nothing model-request and tool hook (bench/workers.py), their timed
+turns alternating; prints the per-round ratio of the medians (goal <= 1.05, issue 43).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 
 from temporalio import workflow
@@ -124,10 +129,15 @@ class Measure:
 
 @asynccontextmanager
 async def agentwolf_turns(
-    client: Client, measure: Measure, log: Path, worker_env: dict[str, str] | None = None
-) -> AsyncIterator[Callable[[int], Awaitable[str]]]:
+    client: Client,
+    measure: Measure,
+    log: Path,
+    worker_env: dict[str, str] | None = None,
+    capabilities: tuple[str, ...] = (),
+) -> AsyncIterator[Callable[..., Awaitable[str]]]:
     """A worker process of its own and, while it runs, a function running one N-round turn (its
-    workflow id); one untimed warm-up turn first."""
+    workflow id); one untimed warm-up turn first. With `capabilities`, the manifest also has agent
+    `h`, agent `a` with them (`turn(steps, "h")`)."""
     # One manifest for warm-up and timed turns: hosts (and their MCP pools) are keyed by its identity.
     server = {
         "command": sys.executable,
@@ -139,20 +149,24 @@ async def agentwolf_turns(
         "capabilities": [{"mcp": "tools"}],
         "limits": {"max_steps": measure.steps + 5},
     }
-    manifest = Manifest.model_validate({"host": {"mcp_servers": {"tools": server}}, "agents": {"a": agent}})
+    agents = {"a": agent}
+    if capabilities:
+        agents["h"] = {**agent, "capabilities": [{"mcp": "tools"}, *capabilities]}
+    manifest = Manifest.model_validate({"host": {"mcp_servers": {"tools": server}}, "agents": agents})
 
     queue = f"bench-wolf-{uuid.uuid4().hex[:6]}"
     worker = await WorkerProcess("wolf", client, queue, log, worker_env).ready()
     try:
         wolf = WolfClient(client, task_queue=queue)
 
-        async def turn(steps: int) -> str:
-            sid = await wolf.submit(prompt_for(steps), "a", manifest)
+        async def turn(steps: int, agent: str = "a") -> str:
+            sid = await wolf.submit(prompt_for(steps), agent, manifest)
             result = await wolf.result(sid)
             assert result.output == "done" and result.counters.usage.tool_calls == steps, result
             return workflow_id(wolf.tenant, sid)
 
-        await turn(WARMUP_STEPS)
+        for name in agents:
+            await turn(WARMUP_STEPS, name)
         yield turn
     finally:
         worker.stop()
@@ -217,6 +231,24 @@ async def run_traced(client: Client, plain: Measure, traced: Measure, log: Path)
         receiver.close()
 
 
+async def run_capabilities(client: Client, plain: Measure, hooked: Measure, log: Path) -> None:
+    """AgentWolf without capabilities and with an empty one and do-nothing hooks: two agents on one
+    worker, their timed turns alternating, each going first in every other pair."""
+    async with agentwolf_turns(client, plain, log, capabilities=("Empty", "NoOpHooks")) as turn:
+        for i in range(TRACE_REPEATS):
+            pair = [(plain, "a"), (hooked, "h")]
+            for measure, agent in pair if i % 2 == 0 else pair[::-1]:
+                await measure.time(partial(turn, agent=agent))
+
+
+def report_capabilities(plain: Measure, hooked: Measure) -> None:
+    print(f"tool rounds, {plain.steps} per turn; median of {TRACE_REPEATS} alternating timed turns each")
+    for name, m in (("none", plain), ("hooked", hooked)):  # one worker, two agents
+        print(f"{name:<7} {m.turn_seconds * 1000 / m.steps:>7.1f} ms/round")
+    ratio = hooked.turn_seconds / plain.turn_seconds
+    print(f"capability overhead per round (empty + no-op hooks / none): {ratio:.3f}  goal <= 1.05")
+
+
 def report_trace(plain: Measure, traced: Measure, spans: int) -> None:
     print(f"tool rounds, {plain.steps} per turn; median of {TRACE_REPEATS} alternating timed turns each")
     for name, m in (("untraced", plain), ("traced", traced)):
@@ -234,6 +266,9 @@ async def main() -> None:
         "--default-dispatch", action="store_true", help="don't pass AgentWolf's dynamic config"
     )
     parser.add_argument("--trace", action="store_true", help="AgentWolf traced vs untraced, not pydantic-ai")
+    parser.add_argument(
+        "--capabilities", action="store_true", help="AgentWolf with do-nothing capabilities vs none"
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -250,6 +285,8 @@ async def main() -> None:
         try:
             if args.trace:
                 spans = await run_traced(env.client, wolf, traced, Path(tmp) / "worker.log")
+            elif args.capabilities:
+                await run_capabilities(env.client, wolf, traced, Path(tmp) / "worker.log")
             else:
                 await run_agentwolf(env.client, wolf, Path(tmp) / "worker.log")
                 await run_pydantic_ai(env.client, pai, Path(tmp) / "worker.log")
@@ -257,6 +294,9 @@ async def main() -> None:
             await env.shutdown()
         if args.trace:
             report_trace(wolf, traced, spans)
+            return
+        if args.capabilities:
+            report_capabilities(wolf, traced)
             return
 
         dispatch = "dev-server default" if args.default_dispatch else "agentwolf dynamic_config_args()"

@@ -18,6 +18,9 @@ does: importing fastmcp (pydantic-ai's MCP toolset) installs beartype's import h
 after which Temporal's sandbox re-imports beartype (about 250 modules) for every workflow run of
 any workflow module that is not passed through (pydantic-ai passes beartype through for its own).
 
+AgentWolf's worker also has two capabilities for `tool_round.py --capabilities`: `Empty` (no hooks,
+nothing contributed) and `NoOpHooks` (a model-request hook and a tool hook that change nothing).
+
 This module imports neither fastmcp nor pydantic-ai's Temporal integration.
 """
 
@@ -33,9 +36,12 @@ import subprocess
 import sys
 import tempfile
 import tracemalloc
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic_ai import RunContext
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -45,7 +51,9 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
+from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import ToolDefinition
 
 # __file__ is already absolute; Path.resolve() is off-limits in the workflow sandbox.
 ROOT = Path(__file__).parents[1]
@@ -161,16 +169,42 @@ async def _serve(worker: object, on_exit: object = None) -> None:
             print(MARK + json.dumps(stats), flush=True)
 
 
+@dataclass
+class Empty(AbstractCapability[Any]):
+    """A capability that contributes nothing and hooks nothing."""
+
+
+@dataclass
+class NoOpHooks(AbstractCapability[Any]):
+    """A model-request hook and a tool hook that change nothing."""
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        return request_context
+
+    async def before_tool_execute(
+        self, ctx: RunContext[Any], *, call: ToolCallPart, tool_def: ToolDefinition, args: dict[str, Any]
+    ) -> dict[str, Any]:
+        return args
+
+
 async def wolf_worker(address: str, namespace: str, task_queue: str) -> None:
     from temporalio.client import Client
 
     from agentwolf.payloads import data_converter
+    from agentwolf.plugins import PluginRegistry, Plugins
     from agentwolf.worker.bootstrap import create_worker
     from agentwolf.worker.memory import tune_malloc
 
     tune_malloc()  # before connecting, as `python -m agentwolf.worker` does
     client = await Client.connect(address, namespace=namespace, data_converter=data_converter())
-    worker, hosts = create_worker(client, task_queue=task_queue, local_models={"m": MODEL})
+    registry = PluginRegistry("bench")
+    registry.capability(Empty)
+    registry.capability(NoOpHooks)
+    plugins = Plugins()
+    plugins.add(registry)
+    worker, hosts = create_worker(client, task_queue=task_queue, local_models={"m": MODEL}, plugins=plugins)
     try:
         await _serve(worker)
     finally:

@@ -75,6 +75,8 @@ async def test_config_schema_is_one_document_the_bundled_config_validates_agains
     pretty = await _wolf(None, "config", "schema")
     assert json.loads(pretty.stdout) == schema
     jsonschema.validate(yaml.safe_load(BUNDLED_CONFIG.read_text()), schema)
+    specs = ["WebSearch", {"Thinking": {"effort": "high"}}, {"Thinking": "low"}, {"mcp": "x"}]
+    jsonschema.validate({"agents": {"a": {"capabilities": specs}}}, schema)  # pydantic-ai's beside ours
     try:
         jsonschema.validate({"agents": {"a": {"modle": "x"}}}, schema)
     except jsonschema.ValidationError as exc:

@@ -102,6 +102,47 @@ async def test_the_quickstart_s_own_manifest_answers(client, run_worker, offline
     assert re.match(r"It is \d\d:\d\d on \w+day in UTC \(UTC\+00:00\)\.", json.loads(out)["output"]), out
 
 
+@runs("capabilities_plugin.py", "capabilities.yaml")
+async def test_the_seed_s_capabilities_route_inject_and_validate(wolf, run_worker, monkeypatch):
+    """The router picks a model per turn (recorded: the provider saw it, status counts it), context
+    injection sends the file the prompt names for that request only, URI validation marks a URI that
+    does not resolve."""
+    from agentwolf.plugins import load_plugins
+    from tests.support.openai_server import Reply, ScriptedOpenAI
+
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    real = f"file://{ROOT}/docs/guides/capabilities.md"
+    with ScriptedOpenAI(lambda body: Reply(text=f"See {real} and file:///nowhere/notes.md.")) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "k")
+        manifest = load_manifest(EXAMPLES / "capabilities.yaml")
+        plugins = load_plugins(["capabilities_plugin"], entry_points=[])
+        async with run_worker(plugins=plugins):
+            sid = await wolf.start_session("researcher", manifest)
+            await wolf.prompt(sid, "What do the capabilities docs say?")
+            await wait_for(lambda: _turns_done(wolf, sid, 1))
+            await wolf.prompt(sid, "Design an architecture for our deploys.")
+            await wait_for(lambda: _turns_done(wolf, sid, 2))
+            status = await wolf.status(sid)
+            transcript = await wolf.transcript(sid)
+            await wolf.close(sid)
+            events = [e async for _, e in wolf.events(sid, live=False)]  # it ends as the session does
+    said = [e.model for e in events if e.kind == "model_text"]
+    assert said == [None, "openai:gpt-5"]  # the step a capability routed names its model
+    first, second = server.requests
+    assert (first["model"], second["model"]) == ("gpt-4o-mini", "gpt-5")  # fast, then smart
+    assert {"openai:gpt-4o-mini", "openai:gpt-5"} <= set(status.counters.models)
+    assert "## capabilities.md" in json.dumps(first["input"])  # the named file went as context
+    assert "## capabilities.md" not in json.dumps(second["input"])  # for that request only
+    answers = [m.parts[-1].content for m in transcript if m.kind == "response"]  # type: ignore[union-attr]
+    assert answers[0] == f"See {real} and file:///nowhere/notes.md [INVALID]."
+
+
+async def _turns_done(wolf: WolfClient, sid: str, n: int) -> bool:
+    status = await wolf.status(sid)
+    return status.state == "idle" and status.counters.turns >= n
+
+
 @runs("openai_client.py")
 async def test_the_openai_sdk_talks_to_wolf_serve(demo_server, offline):
     out = await run(sys.executable, "examples/openai_client.py", f"{demo_server}/v1", "key-a", env=offline)

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+from dataclasses import dataclass, field
+from typing import Any
 
+from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agentwolf.activities import observe
@@ -14,11 +17,14 @@ from agentwolf.activities.tools import tool_specs
 from agentwolf.activities.window import context_window
 from agentwolf.config.agent_files import AgentFileError, reread
 from agentwolf.config.aliases import AliasError, resolve_model
+from agentwolf.config.capabilities import CapabilityError
 from agentwolf.config.manifest import (
     AgentConfig,
     CodeModeCapability,
     CodeModeSettings,
     Manifest,
+    McpServerConfig,
+    PydanticCapability,
     SubagentCapability,
     WebCapability,
 )
@@ -26,6 +32,7 @@ from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError
 from agentwolf.config.suggest import did_you_mean, listing
 from agentwolf.extensions import code_mode
+from agentwolf.hosts.capabilities import CAPABILITY_TOOLS, SessionDeps, context
 from agentwolf.hosts.host import AgentHost
 from agentwolf.hosts.prepare import Prepared, PrepareError, prepare
 from agentwolf.workflows.contracts import (
@@ -72,13 +79,16 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
         )
     except PrepareError as exc:
         raise ApplicationError(str(exc), type=exc.kind, non_retryable=exc.permanent) from None
-    tools, script_tools, code = _tools(agent, prepared, inp.manifest)
+    contributed = await _capabilities(host, inp, agent, models)
+    tools, script_tools, code = _tools(agent, prepared, inp.manifest, contributed.tools)
     defaults = inp.manifest.host.models.defaults
     compiled = CompiledAgent(
         agent=inp.agent,
         models=models,
         labels=[observe.model_label(spec, host.secrets) for spec in models],
-        instructions="\n\n".join(part for part in (agent.instructions, prepared.catalog) if part),
+        instructions="\n\n".join(
+            part for part in (agent.instructions, *contributed.instructions, prepared.catalog) if part
+        ),
         tools=tools,
         temperature=agent.temperature if agent.temperature is not None else defaults.temperature,
         max_tokens=agent.max_tokens if agent.max_tokens is not None else defaults.max_tokens,
@@ -101,8 +111,10 @@ async def compile_agent(host: AgentHost, inp: CompileInput) -> CompiledAgent:
             )
             for e in prepared.skills
         ],
-        skill_servers=prepared.skill_servers,
+        skill_servers=prepared.skill_servers | contributed.servers,
         session_servers=prepared.session_servers,
+        capabilities=contributed.specs,
+        model_settings={**agent.model_settings, **contributed.settings},
         script_tools=script_tools,
         code_mode=code,
     )
@@ -136,15 +148,16 @@ def _models(
 
 
 def _tools(
-    agent: AgentConfig, prepared: Prepared, manifest: Manifest
+    agent: AgentConfig, prepared: Prepared, manifest: Manifest, contributed: list[ToolSpec]
 ) -> tuple[list[ToolSpec], list[ToolSpec], CodeModeSettings | None]:
     """(the tools offered, the tools scripts call, code mode's settings): the MCP and function tools
-    the agent's `tools` globs offer, `delegate`, the skill tools, the session's readers, the web
-    tools; code mode then offers `run_code` instead of the tools its scripts call."""
+    and those the agent's pydantic-ai capabilities contribute, as the agent's `tools` globs offer
+    them, `delegate`, the skill tools, the session's readers, the web tools; code mode then offers
+    `run_code` instead of the tools its scripts call."""
     subagents = [
         name for cap in agent.capabilities if isinstance(cap, SubagentCapability) for name in cap.subagent
     ]
-    tools = tool_specs(prepared.tools, manifest)
+    tools = [*tool_specs(prepared.tools, manifest), *contributed]
     if agent.tools is not None:
         tools = [t for t in tools if _offered(t, agent.tools)]
     skills = skill_tools([e.name for e in prepared.skills]) if prepared.skills else []
@@ -177,6 +190,59 @@ async def _from_file(manifest: Manifest, name: str, loaded: AgentConfig) -> Agen
         )
     except AgentFileError as exc:
         raise ApplicationError(str(exc), type="ConfigError", non_retryable=True) from None
+
+
+@dataclass
+class _Contributed:
+    """What an agent's pydantic-ai capabilities add to its compiled agent."""
+
+    specs: list[PydanticCapability] = field(default_factory=list)
+    instructions: list[str] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+    tools: list[ToolSpec] = field(default_factory=list)
+    servers: dict[str, McpServerConfig] = field(default_factory=dict)
+
+
+async def _capabilities(
+    host: AgentHost, inp: CompileInput, agent: AgentConfig, models: list[str]
+) -> _Contributed:
+    """Build the agent's pydantic-ai capabilities (a spec the worker cannot build fails the compile,
+    for good) and take their static parts: instructions after the agent's own, model settings over
+    the agent's, their toolsets' tools (run by `wolf.call_tool` on the host's built toolset). Per-run
+    instructions and settings, native tools and hooks are applied per request (hosts/capabilities.py)."""
+    specs = [c for c in agent.capabilities if isinstance(c, PydanticCapability)]
+    if not specs:
+        return _Contributed()
+    try:
+        built = host.capabilities(specs)
+    except CapabilityError as exc:
+        raise ApplicationError(str(exc), type="ConfigError", non_retryable=True) from None
+    assert built is not None
+    out = _Contributed(specs, built.static_instructions(), dict(built.static_settings()))
+    if built.toolset is not None:
+        model = await heartbeating(host.model(models))
+        deps = SessionDeps(
+            inp.ref.tenant,
+            inp.ref.workflow_id,
+            inp.agent,
+            inp.turn_id,
+            None,
+            activity.info().attempt,
+            host.named,
+        )
+        listed = await heartbeating(built.tools(context(deps, model, [], built)))
+        out.tools = [
+            ToolSpec(
+                name=name,
+                server=CAPABILITY_TOOLS,
+                tool=name,
+                description=tool.tool_def.description or "",
+                parameters=dict(tool.tool_def.parameters_json_schema),
+            )
+            for name, tool in listed.items()
+        ]
+        out.servers = {CAPABILITY_TOOLS: McpServerConfig(plugin=CAPABILITY_TOOLS)}
+    return out
 
 
 def _offered(spec: ToolSpec, patterns: list[str]) -> bool:

@@ -20,9 +20,11 @@ from agentwolf.activities.cost import attempts_cost, record, request_cost, used_
 from agentwolf.activities.overflow import CONTEXT_LENGTH_EXCEEDED, context_overflow
 from agentwolf.activities.provider_errors import SET_IT, config_failure, http_failure
 from agentwolf.activities.session_io import heartbeating, query
+from agentwolf.config.capabilities import CapabilityError
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError
 from agentwolf.hosts import model_requests, quotas
+from agentwolf.hosts.capabilities import HookError
 from agentwolf.hosts.host import AgentHost
 from agentwolf.hosts.host_registry import HostRegistry
 from agentwolf.hosts.model_requests import Held, TranscriptMismatch
@@ -55,6 +57,7 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
                 waits,
                 _held(inp.ref),
                 functools.partial(live.request, live=streamed),
+                activity.info().attempt,
             ),
             details=lambda: live.details(inp.turn_id, inp.step, streamed, waits.now),
         )
@@ -65,10 +68,18 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
     except MissingVariable as exc:
         message = host.secrets.redact(f"model configuration: {exc}; {SET_IT}")
         raise ApplicationError(message, type="ConfigError", non_retryable=True) from None
-    except (UserError, LookupError, PolicyError) as exc:
+    except (UserError, LookupError, PolicyError, CapabilityError) as exc:
         message = host.secrets.redact(f"model configuration: {config_failure(exc)}")
         raise ApplicationError(message, type="ConfigError", non_retryable=True) from None
-    out = answered(host, inp.ref, sent.model, compiled.models, sent.response, sent.cache_hit)
+    except HookError as exc:
+        raise ApplicationError(
+            host.secrets.redact(str(exc)), type="CapabilityError", non_retryable=True
+        ) from None
+    # A model a capability chose (a router) is labelled and priced by its own specs.
+    specs = host.specs_of(sent.model) if sent.routed else compiled.models
+    out = answered(host, inp.ref, sent.model, specs, sent.response, sent.cache_hit)
+    if sent.routed:
+        out.routed = out.model
     sent.keep(host, inp.ref.workflow_id, out.response)
     return out
 

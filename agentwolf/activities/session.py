@@ -22,7 +22,7 @@ from mcp.shared.exceptions import MCPError
 from temporalio import activity
 
 from agentwolf.access import check_caller
-from agentwolf.activities import live, observe
+from agentwolf.activities import capabilities, live, observe
 from agentwolf.activities.archive import archive, read_archived
 from agentwolf.activities.compile import compile_agent
 from agentwolf.activities.model_request import request_model
@@ -196,13 +196,19 @@ class SessionActivities:
         with observe.tool_call(inp.server, inp.tool, inp.arguments) as call:
             started = time.monotonic()
             on_progress, progress = live.tool_progress(inp.call_id, inp.name or inp.tool, host.secrets)
+            manifest = self.hosts.manifests[inp.ref.config_id]
             result = await heartbeating(
-                call_tool(
+                capabilities.call_tool(  # through the agent's capability hooks, if it has any
                     host,
+                    manifest,
                     inp,
-                    self.hosts.manifests[inp.ref.config_id],
-                    lambda: query(inp.ref, COMPILED_QUERY, CompiledAgent),
-                    on_progress,
+                    lambda call: call_tool(
+                        host,
+                        call,
+                        manifest,
+                        lambda: query(inp.ref, COMPILED_QUERY, CompiledAgent),
+                        on_progress,
+                    ),
                 ),
                 details=progress,
             )

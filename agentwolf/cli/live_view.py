@@ -412,7 +412,7 @@ def event_line(event: Event, session_id: str = "SESSION") -> Text | None:
     if k == "turn_started":
         return Text(f"> {text}", "bold")
     if k == "model_text":
-        return Text(text)
+        return Text(f"[{inert(event.model)}] {text}" if event.model else text)
     pad = "    " if event.parent else "  "  # a code-mode script's calls sit under its run_code
     if k == "tool_call_started":
         return Text(f"{pad}-> {tool}({args})", "cyan")

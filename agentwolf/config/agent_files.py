@@ -1,4 +1,5 @@
-"""Agents defined in Markdown files (Claude Code's `.claude/agents/*.md` convention).
+"""Agents defined in Markdown files (Claude Code's `.claude/agents/*.md` convention), and in
+pydantic-ai agent spec files (what `Agent.from_file` reads, config/spec_agents.py) named one by one.
 
 A file's YAML frontmatter gives `name`, `description`, `tools` and `model`; its body is the agent's
 instructions. `agents_from:` folders are read when the manifest loads (so names check, and `wolf config
@@ -18,6 +19,9 @@ from typing import Any
 
 from agentwolf.config.frontmatter import FrontmatterError, split_frontmatter
 from agentwolf.config.manifest import AgentConfig
+
+SPEC_SUFFIXES = (".yaml", ".yml", ".json")
+"""pydantic-ai agent spec files, named one by one in `agents_from`."""
 
 DEFAULT_AGENT_PATHS = [".claude/agents", "~/.claude/agents"]
 """Claude Code's project folder, then the user's (`agents_from: default`)."""
@@ -51,9 +55,10 @@ def load_folders(
     problems: list[str] = []
     notes: list[str] = []
     for folder in paths:
-        for path in sorted(folder.glob("*.md")) if folder.is_dir() else []:
+        files = sorted(folder.glob("*.md")) if folder.is_dir() else [folder] if folder.is_file() else []
+        for path in files:
             try:
-                name, config = parse_agent_file(path, aliases, servers)
+                name, config = parse_file(path, aliases, servers)
             except AgentFileError as exc:
                 problems.append(str(exc))
                 continue
@@ -62,6 +67,15 @@ def load_folders(
                 continue
             agents[name] = config
     return agents, problems, notes
+
+
+def parse_file(path: Path, aliases: Collection[str], servers: Collection[str]) -> tuple[str, dict[str, Any]]:
+    """A Markdown agent, or a pydantic-ai agent spec (`.yaml`, `.yml`, `.json`)."""
+    if path.suffix in SPEC_SUFFIXES:
+        from agentwolf.config.spec_agents import parse_spec_file  # pydantic-ai only for spec files
+
+        return parse_spec_file(path)
+    return parse_agent_file(path, aliases, servers)
 
 
 def parse_agent_file(
@@ -117,12 +131,15 @@ def reread(
     not on this machine (a config pushed from elsewhere). A file now bad raises AgentFileError.
 
     `file` is manifest data, and whoever sends a config may name any path: only a `*.md` file
-    directly in one of the config's own `agents_from` folders, as this machine resolves them, is
-    read; another is refused before anything reads or watches it."""
+    directly in one of the config's own `agents_from` folders, or a spec file `agents_from` names,
+    as this machine resolves them, is read; another is refused before anything reads or watches it."""
     if config.file is None:
         return config
     allowed = folders(agents_from, None) if agents_from else []
-    if not config.file.endswith(".md") or Path(config.file).parent.resolve() not in allowed:
+    path = Path(config.file).resolve()
+    in_folder = config.file.endswith(".md") and path.parent in allowed
+    named = path.suffix in SPEC_SUFFIXES and path in allowed
+    if not (in_folder or named):
         raise AgentFileError(
             f"agents.{name}.file: {config.file} is not in a folder of this config's `agents_from` "
             f"({', '.join(map(str, allowed)) or 'none'}, as this worker resolves them); the worker "
@@ -130,7 +147,7 @@ def reread(
         )
     if not Path(config.file).is_file():
         return config
-    _, data = parse_agent_file(Path(config.file), aliases, servers)
+    _, data = parse_file(Path(config.file), aliases, servers)
     return AgentConfig.model_validate({**config.model_dump(exclude={"tools", "model"}), **data})
 
 

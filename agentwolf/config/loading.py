@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING, Any, TypeGuard, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from agentwolf.config.aliases import AliasError, resolve_model
-from agentwolf.config.manifest import Manifest, McpCapability, SubagentCapability, WebCapability
+from agentwolf.config.manifest import (
+    Manifest,
+    McpCapability,
+    PydanticCapability,
+    SubagentCapability,
+    WebCapability,
+)
 from agentwolf.config.suggest import did_you_mean, listing
 
 if TYPE_CHECKING:
@@ -191,6 +197,11 @@ def _capability_problems(manifest: Manifest, name: str) -> Problems:
                 problems.append(
                     ((*where, *at), f"unknown MCP server {server!r}{hint} (known: {listing(known)})")
                 )
+        if isinstance(cap, PydanticCapability):
+            from agentwolf.config.capabilities import check  # pydantic-ai only for configs that use it
+
+            if (problem := check(cap)) is not None:
+                problems.append((where, problem))
         if isinstance(cap, SubagentCapability):
             problems.extend(
                 ((*where, "subagent", str(j)), f"unknown agent {sub!r}{did_you_mean(sub, manifest.agents)}")

@@ -15,9 +15,18 @@ import json
 import re
 from datetime import timedelta
 from functools import cached_property
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    RootModel,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from agentwolf.config.jobs import Hook, Job
 from agentwolf.config.quotas import EndpointQuota, renamed
@@ -275,7 +284,72 @@ class WorkspaceSettings(_Strict):
     """What the workspace may hold on disk, in MB."""
 
 
-Capability = McpCapability | SubagentCapability | SkillsCapability | CodeModeCapability | WebCapability
+WOLF_CAPABILITIES = ("mcp", "subagent", "skills", "code_mode", "web")
+"""The keys of AgentWolf's own capabilities; any other entry is a pydantic-ai capability spec."""
+
+
+class PydanticCapability(RootModel[str | dict[str, Any]]):
+    """A pydantic-ai capability spec, written as pydantic-ai's agent specs write it: `Thinking` (no
+    arguments), `{Thinking: high}` (one positional argument) or `{Thinking: {effort: high}}` (keyword
+    arguments). Its name is checked, and it is built, where the types are known: when a config loads
+    (pydantic-ai's built-ins and `agentwolf.capabilities` entry points) and on the worker (plugins too)."""
+
+    model_config = ConfigDict(frozen=True, json_schema_extra=lambda schema: _spec_schema(schema))
+
+    @model_validator(mode="after")
+    def _one_name(self) -> PydanticCapability:
+        if isinstance(self.root, dict) and len(self.root) != 1:
+            raise ValueError(
+                f"a capability is one name with its arguments ({{Thinking: {{effort: high}}}}), got keys "
+                f"{', '.join(map(str, self.root)) or 'none'}"
+            )
+        return self
+
+    @property
+    def name(self) -> str:
+        return self.root if isinstance(self.root, str) else next(iter(self.root))
+
+
+def _spec_schema(schema: dict[str, Any]) -> None:
+    """A name, or one name (not one of AgentWolf's keys) with its arguments: one of `capabilities`'
+    alternatives only, as the schema's `oneOf` needs."""
+    schema.pop("anyOf", None)
+    schema["anyOf"] = [
+        {"type": "string"},
+        {
+            "type": "object",
+            "minProperties": 1,
+            "maxProperties": 1,
+            "not": {"anyOf": [{"required": [key]} for key in WOLF_CAPABILITIES]},
+        },
+    ]
+
+
+def _capability_kind(value: Any) -> str:
+    """AgentWolf's own by their key (so an ill-typed one gets its own model's error), else pydantic-ai's."""
+    if isinstance(value, BaseModel):
+        kinds: dict[type[BaseModel], str] = {
+            McpCapability: "mcp",
+            SubagentCapability: "subagent",
+            SkillsCapability: "skills",
+            CodeModeCapability: "code_mode",
+            WebCapability: "web",
+            PydanticCapability: "pydantic",
+        }
+        return kinds[type(value)]
+    own = [key for key in value if key in WOLF_CAPABILITIES] if isinstance(value, dict) else []
+    return own[0] if own else "pydantic"
+
+
+Capability = Annotated[
+    Annotated[McpCapability, Tag("mcp")]
+    | Annotated[SubagentCapability, Tag("subagent")]
+    | Annotated[SkillsCapability, Tag("skills")]
+    | Annotated[CodeModeCapability, Tag("code_mode")]
+    | Annotated[WebCapability, Tag("web")]
+    | Annotated[PydanticCapability, Tag("pydantic")],
+    Discriminator(_capability_kind),
+]
 
 
 class SkillSettings(_Strict):
@@ -480,7 +554,9 @@ class AgentConfig(_Strict):
     instructions: str = ""
     """The system instructions."""
     capabilities: list[Capability] = []
-    """What the agent can use: `{mcp: server}`, `{skills: [folders]}`, `{subagent: [agents]}`."""
+    """What the agent can use: `{mcp: server}`, `{skills: [folders]}`, `{subagent: [agents]}`, `{web: ...}`,
+    `{code_mode: ...}`, and pydantic-ai capabilities as its agent specs write them (`{Thinking: high}`,
+    `{WebSearch: {...}}`, a plugin's or an `agentwolf.capabilities` entry point's by its name)."""
     permissions: Permissions | None = None
     """Overrides `host.permissions` for this agent."""
     limits: Limits = Limits()
@@ -492,6 +568,9 @@ class AgentConfig(_Strict):
     """Sampling temperature."""
     max_tokens: int | None = None
     """Most tokens of a model answer."""
+    model_settings: dict[str, Any] = Field({}, exclude_if=lambda v: not v)
+    """pydantic-ai model settings laid under `temperature` and `max_tokens` (a pydantic-ai agent
+    spec's `model_settings`)."""
     stream: bool = True
     """Stream model responses to followers as they come (providers that cannot stream answer whole)."""
     description: str = Field("", exclude_if=lambda v: not v)
@@ -506,8 +585,8 @@ class AgentConfig(_Strict):
     # description, tools, acp and file are left out of the dump when unset, so configs written
     # before them keep their identity.
     file: str | None = Field(None, exclude_if=lambda v: v is None)
-    """The Markdown file the agent came from (`agents_from`): the worker reads it again at compile,
-    so an edit reaches the next turn."""
+    """The Markdown or agent spec file the agent came from (`agents_from`): the worker reads it again
+    at compile, so an edit reaches the next turn."""
 
 
 class Manifest(_Strict):
@@ -525,8 +604,9 @@ class Manifest(_Strict):
     hooks: dict[str, Hook] = {}
     """Webhooks (`POST /hooks/<name>` on `wolf serve`) that run a job or prompt a session."""
     agents_from: list[str] | Literal["default"] = Field([], exclude_if=lambda v: not v)
-    """Folders of Markdown agent files (`*.md`, Claude Code's format) read at load into `agents`
-    (agents written here win a name clash); `default` is `.claude/agents`, then `~/.claude/agents`."""
+    """Folders of Markdown agent files (`*.md`, Claude Code's format) and pydantic-ai agent spec files
+    (`*.yaml`, `*.yml`, `*.json`: what `Agent.from_file` reads), read at load into `agents` (agents
+    written here win a name clash); `default` is `.claude/agents`, then `~/.claude/agents`."""
 
     def job(self, name: str) -> Job:
         """The job `name`, or a ValueError listing the known ones."""

@@ -14,7 +14,7 @@ import logging
 import os
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,10 @@ from typing import Any
 from mcp.shared.exceptions import MCPError
 from pydantic_ai.models import Model
 
-from agentwolf.config.manifest import Manifest, McpCapability, SkillsCapability
+from agentwolf.config.agent_files import SPEC_SUFFIXES
+from agentwolf.config.aliases import resolve_model
+from agentwolf.config.capabilities import capability_types
+from agentwolf.config.manifest import Manifest, McpCapability, PydanticCapability, SkillsCapability
 from agentwolf.config.policy import Secrets
 from agentwolf.extensions.functions import FunctionToolsCap
 from agentwolf.extensions.mcp import McpServerCap
@@ -32,6 +35,7 @@ from agentwolf.extensions.skills import LocalSkillRoot
 from agentwolf.extensions.types import ChangeEvent, ExtensionError, SkillResource
 from agentwolf.extensions.watch import SkillRootWatcher
 from agentwolf.hosts.acp_agents import AcpRun
+from agentwolf.hosts.capabilities import Capabilities, CapabilityCache
 from agentwolf.hosts.models import build_model
 from agentwolf.hosts.quotas import Quotas
 from agentwolf.hosts.transcripts import CachedTranscript, TranscriptCache
@@ -60,6 +64,8 @@ class AgentHost:
     """The fleet's provider quotas (None: none kept, as in tests without a Temporal client)."""
     plugin_tools: Mapping[str, Mapping[str, FunctionTool]] = field(default_factory=dict)
     """The worker's plugins' function tools (plugin -> tool name -> tool), for `{plugin: ...}` servers."""
+    plugin_capabilities: Mapping[str, type] = field(default_factory=dict)
+    """The worker's plugins' pydantic-ai capability classes, by serialization name."""
     transcripts: TranscriptCache = field(default_factory=TranscriptCache)
     """The worker's transcript copies (HostRegistry gives every host the same one)."""
     max_compiled: int = 256
@@ -88,6 +94,7 @@ class AgentHost:
     _models: dict[tuple[str, ...], Model] = field(default_factory=dict)
     acp_runs: dict[str, AcpRun] = field(default_factory=dict)
     """The live ACP agent processes of the sessions this host serves, by workflow id."""
+    _capabilities: CapabilityCache | None = None
 
     def __post_init__(self) -> None:
         self.registry = ExtensionRegistry(
@@ -304,6 +311,21 @@ class AgentHost:
         if agent := self._served.pop(workflow_id, ""):
             self._unuse_agent(agent)
 
+    def capabilities(self, specs: Sequence[PydanticCapability]) -> Capabilities | None:
+        """An agent's pydantic-ai capabilities, built once per host (None: it has none); a spec
+        the worker cannot build raises CapabilityError."""
+        if self._capabilities is None:
+            self._capabilities = CapabilityCache(capability_types(self.plugin_capabilities))
+        return self._capabilities.get(specs)
+
+    async def named(self, name: str) -> Model:
+        """The model an alias or spec of this host's manifest names (a capability choosing a model)."""
+        return await self.model(resolve_model(self.manifest.host.models, name))
+
+    def specs_of(self, model: Model) -> list[str]:
+        """The spec chain this host built `model` from (empty: not one of this host's)."""
+        return next((list(specs) for specs, built in self._models.items() if built is model), [])
+
     async def model(self, specs: list[str]) -> Model:
         """The model for a spec chain, built on first use in a thread: building imports its provider's
         client library (`openai` took 6.6 s on a loaded machine), and an activity whose event loop
@@ -354,5 +376,6 @@ class AgentHost:
 
 
 def _agent_files(folder: Path) -> list[object]:
-    """What a folder of Markdown agents says (names and contents), for its digest."""
-    return [[p.name, p.read_text(errors="replace")] for p in sorted(folder.glob("*.md")) if p.is_file()]
+    """What a folder of agent files says (names and contents), for its digest."""
+    found = [p for suffix in ("*.md", *(f"*{s}" for s in SPEC_SUFFIXES)) for p in folder.glob(suffix)]
+    return [[p.name, p.read_text(errors="replace")] for p in sorted(found) if p.is_file()]

@@ -137,6 +137,7 @@ class HostRegistry:
                 notify=self.notify,
                 quotas=self.quotas,
                 plugin_tools=self.plugins.tools,
+                plugin_capabilities=self.plugins.capabilities,
                 transcripts=self.transcripts,
             )
             self._hosts[key] = host

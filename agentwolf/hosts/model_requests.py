@@ -20,6 +20,7 @@ from pydantic_ai.tools import ToolDefinition
 
 from agentwolf.config.manifest import Manifest
 from agentwolf.hosts import quotas, turn_settings
+from agentwolf.hosts.capabilities import SessionDeps, hooked_request
 from agentwolf.hosts.host import AgentHost
 from agentwolf.hosts.transcripts import Prefix, Working, transcript_size
 from agentwolf.workflows.archive import TranscriptTail, restored
@@ -50,9 +51,11 @@ class Sent:
 
     response: ModelResponse
     model: Model
-    """The host's model for the spec chain (which member answered is read off it and the response)."""
+    """The host's model for the spec chain (which member answered is read off it and the response),
+    or the one a capability's hook chose (`routed`)."""
     cache_hit: bool
     transcript: Working
+    routed: bool = False
 
     def keep(self, host: AgentHost, workflow_id: str, stored: ModelResponse) -> None:
         """Cache the transcript with the answer as the workflow holds it (`stored`, redacted)."""
@@ -67,9 +70,11 @@ async def request(
     waits: quotas.Waits,
     held: Held,
     send: Send,
+    attempt: int = 1,
 ) -> Sent:
     """One model request for a session of `manifest`: `waits` carries its priority to the provider's
-    limiter and says what it waits for."""
+    limiter and says what it waits for; the agent's pydantic-ai capabilities apply (their hooks
+    raise HookError; `attempt`, the activity's, is theirs to read)."""
     if inp.ref.workflow_id not in host.sessions:
         host.track(inp.ref.workflow_id, compiled.sources)
         host.background(host.recheck(manifest, compiled, inp.ref.workflow_id))
@@ -105,13 +110,35 @@ async def request(
         output_mode="tool" if inp.output else answer_mode,
         output_object=None if inp.output else answer_object,
     )
-    messages = _with_instructions(
-        working.context,
-        instructions(turn_settings.instructions(compiled.instructions, inp.settings), inp.view),
-    )
+    text = turn_settings.instructions(compiled.instructions, inp.settings)
     settings = turn_settings.merged_settings(_settings(compiled), inp.settings)
-    response = await send(quotas.bind(model, waits), messages, settings, parameters)
-    return Sent(response, model, base.cache_hit, working)
+    caps = host.capabilities(compiled.capabilities)
+    if caps is None:
+        messages = _with_instructions(working.context, instructions(text, inp.view))
+        response = await send(quotas.bind(model, waits), messages, settings, parameters)
+        return Sent(response, model, base.cache_hit, working)
+    deps = SessionDeps(
+        inp.ref.tenant, inp.ref.workflow_id, compiled.agent, inp.turn_id, inp.step, attempt, host.named
+    )
+
+    async def bound(
+        chosen: Model, messages: list[ModelMessage], s: ModelSettings, p: ModelRequestParameters
+    ) -> ModelResponse:
+        return await send(quotas.bind(chosen, waits), messages, s, p)
+
+    response, answered = await hooked_request(
+        caps,
+        deps,
+        model,
+        working.context,
+        lambda messages, text: _with_instructions(messages, instructions(text, inp.view)),
+        text,
+        settings,
+        parameters,
+        bound,
+        streaming=compiled.stream,
+    )
+    return Sent(response, answered, base.cache_hit, working, routed=answered is not model)
 
 
 async def prefix(
@@ -155,7 +182,7 @@ def _with_instructions(messages: list[ModelMessage], instructions: str) -> list[
 
 
 def _settings(compiled: CompiledAgent) -> ModelSettings:
-    settings = ModelSettings()
+    settings = ModelSettings(**compiled.model_settings)  # type: ignore[typeddict-item]
     if compiled.temperature is not None:
         settings["temperature"] = compiled.temperature
     if compiled.max_tokens is not None:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, PrivateAttr
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
 
-from agentwolf.config.manifest import CodeModeSettings, Manifest, McpServerConfig
+from agentwolf.config.manifest import CodeModeSettings, Manifest, McpServerConfig, PydanticCapability
 from agentwolf.workflows.compaction import RECALL, ContextView
 from agentwolf.workflows.turn_settings import TurnSettings
 
@@ -187,6 +187,11 @@ class CompiledAgent(BaseModel):
     script_tools: list[ToolSpec] = Field([], exclude_if=lambda v: not v)
     """Code mode: the tools a `run_code` script may call (offered to the model as Python signatures)."""
     code_mode: CodeModeSettings | None = Field(None, exclude_if=lambda v: v is None)
+    capabilities: list[PydanticCapability] = Field([], exclude_if=lambda v: not v)
+    """The agent's pydantic-ai capability specs: each worker builds them from here, so all run the
+    same ones; their hooks run in the model request and tool call activities (hosts/capabilities.py)."""
+    model_settings: dict[str, Any] = Field({}, exclude_if=lambda v: not v)
+    """pydantic-ai model settings: the agent's `model_settings`, then its capabilities' static ones."""
 
     _digest: str | None = PrivateAttr(None)
 
@@ -306,6 +311,9 @@ class ModelRequestOutput(BaseModel):
     histories hold the spec itself or None."""
     cost_usd: float | None = None
     """USD for this request (activities/cost.py); None when no price is known for its model."""
+    routed: str | None = Field(None, exclude_if=lambda v: v is None)
+    """Set when a capability's hook chose the model (a router): its label, which the step's
+    `model_text` event names."""
 
 
 class LiveText(BaseModel):

@@ -197,6 +197,8 @@ class Event(BaseModel):
     """context_compacted: 1 (old tool results stubbed) or 2 (older turns summarised)."""
     before_tokens: int | None = Field(None, exclude_if=lambda v: v is None)
     after_tokens: int | None = Field(None, exclude_if=lambda v: v is None)
+    model: str | None = Field(None, exclude_if=lambda v: v is None)
+    """model_text: the model that said it, when a capability chose it (a router) instead of the agent's."""
 
 
 class Prompt(BaseModel):

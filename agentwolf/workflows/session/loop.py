@@ -248,7 +248,7 @@ class TurnRunner:
                 self.core.count_request(turn, out)  # spent, even if an interrupt ends the turn now
                 self.core.check_interrupted()
                 if response.text:
-                    self.core.publish("model_text", text=response.text)
+                    self.core.publish("model_text", text=response.text, model=out.routed)
                 if self.core.inp.output_schema is not None:  # a job's typed result (output.py)
                     verdict = judge(response, self.core.inp.output_schema, workflow.now())
                     if verdict.parts is not None:
