@@ -72,9 +72,12 @@ def load_folders(
 def parse_file(path: Path, aliases: Collection[str], servers: Collection[str]) -> tuple[str, dict[str, Any]]:
     """A Markdown agent, or a pydantic-ai agent spec (`.yaml`, `.yml`, `.json`)."""
     if path.suffix in SPEC_SUFFIXES:
-        from agentwolf.config.spec_agents import parse_spec_file  # pydantic-ai only for spec files
+        from agentwolf.config.spec_agents import SpecFileError, parse_spec_file  # pydantic-ai: spec files
 
-        return parse_spec_file(path)
+        try:
+            return parse_spec_file(path)
+        except SpecFileError as exc:
+            raise AgentFileError(str(exc)) from None
     return parse_agent_file(path, aliases, servers)
 
 

@@ -14,7 +14,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from agentwolf.config.agent_files import AgentFileError
+
+class SpecFileError(ValueError):
+    """A spec file that cannot be used; the message names the file (an AgentFileError to callers)."""
+
 
 LEFT_ASIDE = ("deps_schema", "output_schema", "retries", "tool_timeout", "metadata")
 _NAME = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -28,9 +31,9 @@ def parse_spec_file(path: Path) -> tuple[str, dict[str, Any]]:
     try:
         spec = AgentSpec.from_file(path)
     except (OSError, UnicodeDecodeError) as exc:
-        raise AgentFileError(f"{path}: cannot read it: {exc}") from None
+        raise SpecFileError(f"{path}: cannot read it: {exc}") from None
     except (ValidationError, ValueError) as exc:
-        raise AgentFileError(f"{path}: not a pydantic-ai agent spec: {' '.join(str(exc).split())}") from None
+        raise SpecFileError(f"{path}: not a pydantic-ai agent spec: {' '.join(str(exc).split())}") from None
     ignored = [key for key in LEFT_ASIDE if getattr(spec, key)]
     if ignored:
         warnings.warn(f"{path}: left aside in a session: {', '.join(ignored)}", stacklevel=2)
