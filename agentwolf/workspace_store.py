@@ -184,29 +184,50 @@ class _Trees:
     fresh: _Index
     taken: Taken
 
-    async def store(self, entries: list[dict[str, Any]], depth: int = 0) -> str:
-        """The reference of a folder's tree (or, below depth 0, of a bucket of it), stored unless an
-        equal one is already (the last snapshot's, or one this snapshot stored)."""
-        body: dict[str, Any]
-        if len(entries) <= SPLIT_ENTRIES or depth == MAX_DEPTH:
-            body = {"v": 1, "entries": entries}
-        else:
-            split: list[list[dict[str, Any]]] = [[] for _ in range(FANOUT)]
-            for entry in entries:
-                split[_bucket(entry["n"], depth)].append(entry)
-            body = {
-                "v": 2,
-                "buckets": [await self.store(part, depth + 1) if part else None for part in split],
-            }
-        digest = _digest(body)
-        ref = self.fresh.trees.get(digest) or self.index.trees.get(digest)
-        if ref is None:
-            packed = pydantic_core.to_json(body)
-            [payload] = await self.always.encode([packed])
-            self.fresh.meta, ref = _ref(payload)
-            self.taken.stored_bytes += len(packed)
-        self.fresh.trees[digest] = ref
+    async def store(self, entries: list[dict[str, Any]]) -> str:
+        """The reference of a folder's tree."""
+        [ref] = await self._stored([_split(entries, 0)])
         return ref
+
+    async def _stored(self, nodes: list[_Node]) -> list[str]:
+        """The references of trees, those not stored yet (by the last snapshot or this one) stored
+        in one round trip, after their buckets (one round trip per level)."""
+        below = [bucket for node in nodes if isinstance(node, list) for bucket in node if bucket is not None]
+        refs = iter(await self._stored(below) if below else [])
+        bodies = [
+            node
+            if isinstance(node, dict)
+            else {"v": 2, "buckets": [None if b is None else next(refs) for b in node]}
+            for node in nodes
+        ]
+        digests = [_digest(body) for body in bodies]
+        for digest in digests:
+            if digest not in self.fresh.trees and digest in self.index.trees:
+                self.fresh.trees[digest] = self.index.trees[digest]
+        new = {
+            d: pydantic_core.to_json(b)
+            for d, b in zip(digests, bodies, strict=True)
+            if d not in self.fresh.trees
+        }
+        if new:
+            for digest, payload in zip(new, await self.always.encode(list(new.values())), strict=True):
+                self.fresh.meta, self.fresh.trees[digest] = _ref(payload)
+            self.taken.stored_bytes += sum(len(packed) for packed in new.values())
+        return [self.fresh.trees[d] for d in digests]
+
+
+_Node = dict[str, Any] | list[Any]
+"""A tree to store: a listing's JSON, or a split's buckets (each a `_Node`, or None when empty)."""
+
+
+def _split(entries: list[dict[str, Any]], depth: int) -> _Node:
+    """A folder's listing as one tree, or split into buckets by the names' hashes while it is big."""
+    if len(entries) <= SPLIT_ENTRIES or depth == MAX_DEPTH:
+        return {"v": 1, "entries": entries}
+    parts: list[list[dict[str, Any]]] = [[] for _ in range(FANOUT)]
+    for entry in entries:
+        parts[_bucket(entry["n"], depth)].append(entry)
+    return [_split(part, depth + 1) if part else None for part in parts]
 
 
 async def take(
