@@ -6,9 +6,17 @@ plain JSON: `wolf payloads gc` keeps what a kept payload names by the digests it
 (ops/payload_gc.py), so a session's recorded root keeps every folder and file of its snapshot. The
 session records only the root tree's reference per turn. A snapshot reads and stores only what
 changed since the last one: an index beside the folder (outside the sandbox's reach) keeps each
-file's stat signature and reference and each folder's tree, so an unchanged file is not read and an
-unchanged folder not stored again; the store itself deduplicates equal contents (an activity retry
-stores nothing new).
+file's stat signature and reference and each stored tree by digest, so an unchanged file is not
+read and an unchanged tree not stored again; the store itself deduplicates equal contents (an
+activity retry stores nothing new).
+
+A folder of more than `SPLIT_ENTRIES` entries is not one listing (a change would rewrite all of
+it): its tree is `{"v": 2, "buckets": [...]}`, `FANOUT` references (or null) to the trees of its
+entries split by a hex digit of their name's SHA-256 (the first digit at the top, the next one
+below, until a bucket holds at most `SPLIT_ENTRIES`), the shape of a hash array mapped trie. The
+shape follows from the names alone, so a change rewrites one small bucket and the few nodes above
+it, and equal buckets are equal payloads. Readers take both kinds of tree at any size, so
+snapshots recorded before the split (one `"v": 1` listing per folder) still read.
 
 A restore writes the tree into a fresh folder beside the workspace's and swaps it in, so a restore
 cut short leaves the old folder or the new one, never half of each.
@@ -35,6 +43,10 @@ from agentwolf.workflows.archive import StoredRef
 BATCH_BYTES = 16 << 20
 """Files stored or read in one round trip to the store, by size."""
 INDEX_SUFFIX = ".index.json"
+SPLIT_ENTRIES = 64
+"""A folder listing with more entries is split into buckets (a change rewrites one of them)."""
+FANOUT = 16
+"""Buckets per split: one per hex digit of the entry name's hash."""
 
 
 class SnapshotError(ValueError):
@@ -53,19 +65,22 @@ class Taken:
 
 @dataclass
 class _Index:
-    """The last snapshot's (or restore's) references: files by stat signature, folders by content."""
+    """The last snapshot's (or restore's) references: files by stat signature, trees (folders and
+    their buckets) by the digest of their JSON."""
 
     files: dict[str, tuple[list[int], str]] = field(default_factory=dict)
-    dirs: dict[str, tuple[str, str]] = field(default_factory=dict)
+    trees: dict[str, str] = field(default_factory=dict)
     meta: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path) -> _Index:
+        """The index at `path`; an unreadable one is empty (the next snapshot reads every file
+        again), one written before trees were indexed by digest has no trees."""
         try:
             raw = pydantic_core.from_json(path.read_bytes())
             return cls(
                 files={k: (list(v[0]), v[1]) for k, v in raw["files"].items()},
-                dirs={k: (v[0], v[1]) for k, v in raw["dirs"].items()},
+                trees=dict(raw.get("trees", {})),
                 meta=raw["meta"],
             )
         except (OSError, ValueError, KeyError, TypeError):
@@ -74,7 +89,7 @@ class _Index:
     def save(self, path: Path) -> None:
         tmp = path.with_name(path.name + ".tmp")
         # pydantic-core's encoder: the stdlib's took ~10x longer on a 5,000-file index.
-        tmp.write_bytes(pydantic_core.to_json({"files": self.files, "dirs": self.dirs, "meta": self.meta}))
+        tmp.write_bytes(pydantic_core.to_json({"files": self.files, "trees": self.trees, "meta": self.meta}))
         os.replace(tmp, path)
 
 
@@ -104,6 +119,17 @@ class _Entry:
         if self.kind == "f":
             out["s"] = self.size
         return out
+
+
+def _bucket(name: str, depth: int) -> int:
+    """The bucket of entry `name` in a split at `depth`: the `depth`-th hex digit of its hash."""
+    digest = hashlib.sha256(name.encode(errors="surrogateescape")).digest()
+    byte = digest[depth // 2]
+    return byte >> 4 if depth % 2 == 0 else byte & 0x0F
+
+
+MAX_DEPTH = 64
+"""Hex digits in a SHA-256: a bucket this deep is one listing however many entries it holds."""
 
 
 def _scan(root: Path) -> dict[str, list[tuple[str, os.stat_result, str]]]:
@@ -148,6 +174,62 @@ def _payload(meta: dict[str, str], data: str) -> Payload:
     return Payload(metadata={k: v.encode() for k, v in meta.items()}, data=data.encode())
 
 
+@dataclass
+class _Trees:
+    """Stores a snapshot's trees: a folder's listing, split into buckets when it is big."""
+
+    always: DataConverter
+    """The converter storing every payload (payloads.storing_all)."""
+    index: _Index
+    fresh: _Index
+    taken: Taken
+
+    async def store(self, entries: list[dict[str, Any]]) -> str:
+        """The reference of a folder's tree."""
+        [ref] = await self._stored([_split(entries, 0)])
+        return ref
+
+    async def _stored(self, nodes: list[_Node]) -> list[str]:
+        """The references of trees, those not stored yet (by the last snapshot or this one) stored
+        in one round trip, after their buckets (one round trip per level)."""
+        below = [bucket for node in nodes if isinstance(node, list) for bucket in node if bucket is not None]
+        refs = iter(await self._stored(below) if below else [])
+        bodies = [
+            node
+            if isinstance(node, dict)
+            else {"v": 2, "buckets": [None if b is None else next(refs) for b in node]}
+            for node in nodes
+        ]
+        digests = [_digest(body) for body in bodies]
+        for digest in digests:
+            if digest not in self.fresh.trees and digest in self.index.trees:
+                self.fresh.trees[digest] = self.index.trees[digest]
+        new = {
+            d: pydantic_core.to_json(b)
+            for d, b in zip(digests, bodies, strict=True)
+            if d not in self.fresh.trees
+        }
+        if new:
+            for digest, payload in zip(new, await self.always.encode(list(new.values())), strict=True):
+                self.fresh.meta, self.fresh.trees[digest] = _ref(payload)
+            self.taken.stored_bytes += sum(len(packed) for packed in new.values())
+        return [self.fresh.trees[d] for d in digests]
+
+
+_Node = dict[str, Any] | list[Any]
+"""A tree to store: a listing's JSON, or a split's buckets (each a `_Node`, or None when empty)."""
+
+
+def _split(entries: list[dict[str, Any]], depth: int) -> _Node:
+    """A folder's listing as one tree, or split into buckets by the names' hashes while it is big."""
+    if len(entries) <= SPLIT_ENTRIES or depth == MAX_DEPTH:
+        return {"v": 1, "entries": entries}
+    parts: list[list[dict[str, Any]]] = [[] for _ in range(FANOUT)]
+    for entry in entries:
+        parts[_bucket(entry["n"], depth)].append(entry)
+    return [_split(part, depth + 1) if part else None for part in parts]
+
+
 async def take(
     converter: DataConverter, root: Path, run: Callable[..., Any], index_file: Path | None = None
 ) -> Taken:
@@ -160,6 +242,8 @@ async def take(
     folders = await run(_scan, root)
     fresh = _Index(meta=dict(index.meta))
     taken = Taken(tree=StoredRef(metadata={}, data=""))
+    trees = _Trees(always, index, fresh, taken)
+
     changed: list[tuple[str, int]] = []
     for rel, entries in folders.items():
         for name, info, _ in entries:
@@ -183,31 +267,22 @@ async def take(
             taken.stored_bytes += len(data)
 
     # Folders deepest first, so each one's sub-folders have their trees.
+    dirs: dict[str, str] = {}
     for rel in sorted(folders, key=lambda r: r.count("/") + bool(r), reverse=True):
         entries = []
         for name, info, target in folders[rel]:
             path = f"{rel}/{name}" if rel else name
             mode = stat_module.S_IMODE(info.st_mode)
             if stat_module.S_ISDIR(info.st_mode):
-                entries.append(_Entry(name, "d", mode, ref=fresh.dirs[path][1]))
+                entries.append(_Entry(name, "d", mode, ref=dirs[path]))
             elif stat_module.S_ISLNK(info.st_mode):
                 entries.append(_Entry(name, "l", mode, target=target))
             else:
                 entries.append(_Entry(name, "f", mode, size=info.st_size, ref=fresh.files[path][1]))
-        tree = {"v": 1, "entries": [e.dump() for e in entries]}
-        digest = _digest(tree)
-        known_dir = index.dirs.get(rel)
-        if known_dir is not None and known_dir[0] == digest:
-            fresh.dirs[rel] = known_dir
-            continue
-        packed = pydantic_core.to_json(tree)
-        [ref] = await always.encode([packed])
-        fresh.meta, text = _ref(ref)
-        fresh.dirs[rel] = (digest, text)
-        taken.stored_bytes += len(packed)
+        dirs[rel] = await trees.store([e.dump() for e in entries])
     if index_file is not None:
         await run(fresh.save, index_file)
-    taken.tree = StoredRef(metadata=fresh.meta, data=fresh.dirs[""][1])
+    taken.tree = StoredRef(metadata=fresh.meta, data=dirs[""])
     return taken
 
 
@@ -223,34 +298,36 @@ async def _trees(converter: DataConverter, meta: dict[str, str], refs: list[str]
 
 
 def _digest(body: dict[str, Any]) -> str:
-    """A folder tree's identity (its keys in the order `_Entry.dump` writes them, kept by a load)."""
+    """A tree's identity (its keys in the order `_Entry.dump` writes them, kept by a load)."""
     return hashlib.sha256(pydantic_core.to_json(body)).hexdigest()
 
 
 async def listing(converter: DataConverter, tree: StoredRef) -> dict[str, dict[str, Any]]:
-    """Every entry of the snapshot by relative path (folders too)."""
-    return (await _walk(converter, tree))[0]
+    """Every entry of the snapshot by relative path (folders too), in path order."""
+    return dict(sorted((await _walk(converter, tree))[0].items()))
 
 
 async def _walk(
     converter: DataConverter, tree: StoredRef
-) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[str, str]]]:
-    """The entries by path, and each folder's (digest, reference): a folder level per round trip."""
+) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """The entries by path, and every tree read by digest (folders and their buckets, either
+    layout): a level of trees per round trip."""
     out: dict[str, dict[str, Any]] = {}
-    folders: dict[str, tuple[str, str]] = {}
+    trees: dict[str, str] = {}
     level = [("", tree.data)]
     while level:
-        trees = await _trees(converter, tree.metadata, [r for _, r in level])
+        bodies = await _trees(converter, tree.metadata, [r for _, r in level])
         nxt = []
-        for (rel, ref), body in zip(level, trees, strict=True):
-            folders[rel] = (_digest(body), ref)
-            for entry in body["entries"]:
+        for (rel, ref), body in zip(level, bodies, strict=True):
+            trees[_digest(body)] = ref
+            nxt += [(rel, bucket) for bucket in body.get("buckets", ()) if bucket is not None]
+            for entry in body.get("entries", ()):
                 path = f"{rel}/{entry['n']}" if rel else entry["n"]
                 out[path] = entry
                 if entry["k"] == "d":
                     nxt.append((path, entry["r"]))
         level = nxt
-    return out, folders
+    return out, trees
 
 
 async def contents(converter: DataConverter, meta: dict[str, str], refs: list[str]) -> list[bytes]:
@@ -279,11 +356,11 @@ async def restore(
 ) -> Taken:
     """Make `root` hold exactly the snapshot (a fresh folder swapped in), owned by `uid` if given; the
     index then names what was restored, so the next snapshot stores only later changes."""
-    entries, folders = await _walk(converter, tree)
+    entries, trees = await _walk(converter, tree)
     staging = root.with_name(f".{root.name}.restoring")
     await run(shutil.rmtree, staging, True)
     await run(lambda: staging.mkdir(parents=True, mode=0o755))
-    index = _Index(dirs=folders, meta=dict(tree.metadata))
+    index = _Index(trees=trees, meta=dict(tree.metadata))
     taken = Taken(tree=tree)
     files = [(p, e) for p, e in entries.items() if e["k"] == "f"]
 

@@ -267,3 +267,100 @@ async def test_payload_gc_keeps_every_file_a_recorded_snapshot_names(tmp_path: P
     # Only the first snapshot's "one" and its root tree may go: the unchanged deep.txt and folders stay.
     assert len(stored - kept) == 2
     assert (store / recorded[:2] / recorded).exists() and len(kept & stored) == len(stored) - 2
+
+
+def _stored(store: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_size for p in store.rglob("*") if p.is_file()}
+
+
+@pytest.mark.anyio
+async def test_a_three_file_change_in_a_2000_file_folder_stores_about_the_three_files(tmp_path: Path) -> None:
+    """A big folder's listing is split into content-addressed buckets: the unchanged part of it
+    costs nothing, so the second snapshot puts in the store about what the 3 files hold, not a
+    rewritten 2,000-entry listing (measured as bytes added to the store). What it stored reads
+    back whole, and `wolf payloads gc` keeps all of it from the recorded root alone."""
+    import asyncio
+
+    from agentwolf import workspace_store
+    from agentwolf.ops.payload_gc import followed
+    from agentwolf.payloads import data_converter
+
+    async def off_loop(fn: Any, *args: Any) -> Any:
+        return await asyncio.to_thread(fn, *args)
+
+    store = tmp_path / "store"
+    converter = data_converter(str(store))
+    root = tmp_path / "tree"
+    (root / "big").mkdir(parents=True)
+    for i in range(2000):
+        (root / "big" / f"module_{i:04d}.py").write_text(f"# module {i}\n" + "x = 1\n" * 20)
+    index = workspace_store.index_path(root)
+    await workspace_store.take(converter, root, off_loop, index)
+    before = _stored(store)
+    changed = [root / "big" / f"module_{i:04d}.py" for i in (0, 777, 1999)]
+    for path in changed:
+        path.write_text(path.read_text() + "y = 2\n")
+    taken = await workspace_store.take(converter, root, off_loop, index)
+    added = sum(size for name, size in _stored(store).items() if name not in before)
+    files = sum(p.stat().st_size for p in changed)
+    assert files < added < files + 3 * 6_000, (files, added)
+
+    listed = await workspace_store.listing(converter, taken.tree)
+    assert len(listed) == 2001 and listed["big/module_0777.py"]["s"] == changed[1].stat().st_size
+    restored = await workspace_store.restore(converter, taken.tree, tmp_path / "again", off_loop)
+    assert restored.files == 2000
+    assert (tmp_path / "again" / "big" / "module_1999.py").read_text().endswith("y = 2\n")
+    recorded = json.loads(taken.tree.data)["claimData"]["sha256"]
+    kept = followed(store, {recorded})
+    assert set(_stored(store)) - kept == {n for n in before if n not in kept}  # only the first's own
+    # What may go: the 3 files' old bytes, and per file a bucket and the trees above it, and the root's.
+    assert len(set(_stored(store)) - kept) <= 3 * 4 + 1
+
+
+@pytest.mark.anyio
+async def test_a_snapshot_in_the_old_layout_still_reads_and_restores(tmp_path: Path) -> None:
+    """Snapshots recorded before big listings were split hold one JSON listing per folder however
+    many entries it has: listing, reading and restoring still take them, and the next snapshot of
+    the restored folder stores only what changed since."""
+    import asyncio
+
+    from agentwolf import workspace_store
+    from agentwolf.payloads import data_converter, storing_all
+    from agentwolf.workflows.archive import StoredRef
+
+    async def off_loop(fn: Any, *args: Any) -> Any:
+        return await asyncio.to_thread(fn, *args)
+
+    converter = data_converter(str(tmp_path / "store"))
+    always = storing_all(converter)
+    assert always is not None
+    datas = [f"file {i}\n".encode() for i in range(300)]
+    refs = await always.encode(datas)
+    entries = [
+        {"n": f"f{i:03d}.txt", "k": "f", "m": 0o644, "r": ref.data.decode(), "s": len(data)}
+        for i, (ref, data) in enumerate(zip(refs, datas, strict=True))
+    ]
+    [sub] = await always.encode([json.dumps({"v": 1, "entries": entries}).encode()])
+    top = {"v": 1, "entries": [{"n": "many", "k": "d", "m": 0o755, "r": sub.data.decode()}]}
+    [ref] = await always.encode([json.dumps(top).encode()])
+    tree = StoredRef(metadata={k: v.decode() for k, v in ref.metadata.items()}, data=ref.data.decode())
+
+    assert len(await workspace_store.listing(converter, tree)) == 301
+    assert await workspace_store.read(converter, tree, "many/f123.txt") == b"file 123\n"
+    root = tmp_path / "ws"
+    await workspace_store.restore(converter, tree, root, off_loop)
+    assert (root / "many" / "f299.txt").read_bytes() == b"file 299\n"
+    index = workspace_store.index_path(root)
+    split = await workspace_store.take(converter, root, off_loop, index)  # stores the split listing once
+    new, old = (
+        await workspace_store.listing(converter, split.tree),
+        await workspace_store.listing(converter, tree),
+    )
+    assert (
+        split.stored_bytes < 60_000
+        and new.keys() == old.keys()
+        and new["many/f007.txt"] == old["many/f007.txt"]
+    )
+    (root / "many" / "f000.txt").write_text("changed\n")
+    taken = await workspace_store.take(converter, root, off_loop, index)
+    assert taken.files == 300 and taken.stored_bytes < 8_000
