@@ -37,6 +37,7 @@ from agentwolf.workflows.contracts import (
     delegate_spec,
     skill_tools,
 )
+from agentwolf.workflows.memory_tools import memory_tools
 from agentwolf.workflows.web_tools import web_tools
 
 
@@ -159,10 +160,13 @@ def _offered(spec: ToolSpec, patterns: list[str]) -> bool:
 
 
 def _built_in_capabilities(compiled: CompiledAgent, agent: AgentConfig) -> None:
-    """Web adds its tools; code mode then offers `run_code` instead of the tools its scripts call."""
+    """Web and memory add their tools; code mode then offers `run_code` instead of the tools its
+    scripts call."""
     compiled.tools += [
         t for c in agent.capabilities if isinstance(c, WebCapability) for t in web_tools(c.web)
     ]
+    if agent.memory is not None:
+        compiled.tools += memory_tools(agent.memory)
     code = next((c.code_mode for c in agent.capabilities if isinstance(c, CodeModeCapability)), None)
     if code is not None:
         offered, compiled.script_tools = code_mode.split_tools(compiled.tools, code)

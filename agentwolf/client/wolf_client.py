@@ -39,6 +39,7 @@ from agentwolf.workflows.types import (
     ACTIVE_ATTR,
     AGENT_ATTR,
     CONFIG_ATTR,
+    OWNER_MEMO,
     PARENT_ATTR,
     RUN_PREFIX,
     SCHEDULE_ATTR,
@@ -88,11 +89,6 @@ class SessionNotFound(ValueError):
 
 class NotOwner(PermissionError):
     """The session was started for someone else (another editor's user): its servers are not theirs."""
-
-
-OWNER_MEMO = "owner"
-"""The memo field naming who a session was started for (`start_session(owner=...)`); continue-as-new
-carries the memo over."""
 
 
 ANSWER_CHECK = timedelta(seconds=10)

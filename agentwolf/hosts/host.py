@@ -38,6 +38,7 @@ from agentwolf.hosts.demo import demo_model, slow_model
 from agentwolf.hosts.flow import Flow
 from agentwolf.hosts.models import build_model
 from agentwolf.hosts.transcripts import CachedTranscript, TranscriptCache
+from agentwolf.memory.store import Stores
 from agentwolf.plugins import FunctionTool, LocalModel, Plugins
 from agentwolf.workflows.contracts import CompiledAgent
 from agentwolf.workflows.types import ExtensionsChanged
@@ -401,6 +402,8 @@ class HostRegistry:
         """One transcript cache for every host: the worker's bound, not each host's."""
         self.sandboxes = Sandboxes()
         """Code mode's sandbox processes, for every host."""
+        self.memory = Stores()
+        """Long-term memory stores, by URL, for every host."""
         self._hosts: dict[tuple[str, str], AgentHost] = {}
         """By (config identity, tenant), least recently ensured first; configs whose `host:` sections
         match share a host, each under its own key (at most MAX_CONFIGS_PER_HOST of them)."""
@@ -525,5 +528,6 @@ class HostRegistry:
             await asyncio.gather(*(h.close() for h in hosts))
         finally:
             await asyncio.to_thread(self.sandboxes.close)
+            await asyncio.to_thread(self.memory.close)
             if self.flow is not None:
                 await self.flow.close()

@@ -9,6 +9,7 @@ write finds the receipt and adds nothing. Reads take a `MemoryView`: what a fork
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,3 +148,25 @@ def open_store(url: str) -> MemoryStore:
     from agentwolf.memory.sqlite import SqliteStore
 
     return SqliteStore(Path(path))
+
+
+class Stores:
+    """The stores a worker has opened, by URL (one connection each), closed with the worker."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, MemoryStore] = {}
+        self._lock = threading.Lock()
+
+    def get(self, url: str | None) -> MemoryStore:
+        """The store `url` names (None: the default one), opened on first use (blocking: in a thread)."""
+        url = url or default_store()
+        with self._lock:
+            if url not in self._open:
+                self._open[url] = open_store(url)
+            return self._open[url]
+
+    def close(self) -> None:
+        with self._lock:
+            stores, self._open = list(self._open.values()), {}
+        for store in stores:
+            store.close()

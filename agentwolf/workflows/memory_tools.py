@@ -71,6 +71,17 @@ class MemoryOutput(ToolCallOutput):
     """The revision of each namespace the call read or wrote: what a fork at this turn cuts at."""
 
 
+def fork_view(
+    source_view: MemoryView | None, source_wid: str, seen: dict[str, int], after_turn: int, wid: str
+) -> MemoryView:
+    """A fork's view of memory: its own line (its writes, which the source never sees), the lines its
+    source saw, and the source's line as of the cut (`seen`: what the source had seen by then; its
+    own rows after turn `after_turn` left out)."""
+    view = source_view or MemoryView()
+    cut = MemoryCut(branch=view.branch, revisions=seen, writer=source_wid, after_turn=after_turn)
+    return MemoryView(branch=wid, cuts=[*view.cuts, cut])
+
+
 def _tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> ToolSpec:
     schema = {"type": "object", "properties": properties, "required": required}
     return ToolSpec(name=name, server=MEMORY, tool=name, description=description, parameters=schema)
@@ -121,15 +132,13 @@ SEARCH = _tool(
     "and when they were kept.",
     {"query": {"type": "string"}, "k": {"type": "integer", "minimum": 1, "maximum": 50}},
     ["query"],
-)
+).model_copy(update={"repeat_safe": True})
 FORGET = _tool(
     "forget",
     "Forget a memory by id (it no longer comes back in searches); say why.",
     {"id": {"type": "string"}, "reason": {"type": "string"}},
     ["id", "reason"],
 )
-READ_ONLY = {"search_memory"}
-"""Memory tools that change nothing (a `view` of the file tool reads too, but the tool also writes)."""
 
 
 def memory_tools(settings: MemorySettings) -> list[ToolSpec]:

@@ -40,6 +40,8 @@ from agentwolf.workflows.contracts import (
 )
 from agentwolf.workflows.core import SessionCore
 from agentwolf.workflows.evals import RECORDED
+from agentwolf.workflows.memory import MEMORY_TOOLS, run_memory
+from agentwolf.workflows.memory_tools import MEMORY
 from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.turn import (
     BOUNDED_FAN_OUT,
@@ -207,6 +209,8 @@ class ToolRouter:
         refusal = await self.permission(compiled, spec, call, key, arguments)
         if refusal is not None:
             return ToolCallOutput(content=refusal, is_error=True), ToolOutcome.DENIED
+        if spec.server == MEMORY and workflow.patched(MEMORY_TOOLS):
+            return await run_memory(self.core, compiled, spec, call, arguments), None
         if spec.server == SKILLS:
             return await self._skill_tool(compiled, spec, arguments), None
         if spec.server == SUBAGENTS:
