@@ -156,3 +156,56 @@ async def test_sigkill_during_remember_leaves_one_row_each_time(env, wolf, task_
     rows = store.history([Namespace("default", "alice", "a")])
     store.close()
     assert sorted(r.body for r in rows) == sorted(f"fact number {n}" for n in range(kills))
+
+
+async def test_the_owner_comes_from_the_key_or_the_request_never_from_the_model(
+    client, task_queue, run_worker, tmp_path
+):
+    """Over the OpenAI API: a key's `subject` owns its sessions whatever `user` says; a key without
+    one takes the request's `user` within the key (it cannot name a subject's memory); without
+    either, the key itself."""
+    import httpx
+
+    from agentwolf.config.policy import ApiKeyEntry
+    from agentwolf.protocols.auth import ApiKeys, digest
+    from tests.support.serving import serving
+
+    manifest = _manifest(tmp_path / "memory.db")
+    script = Script(_commands)
+    keys = ApiKeys(
+        [
+            ApiKeyEntry(sha256=digest("key-alice"), tenant="t", subject="alice"),
+            ApiKeyEntry(sha256=digest("key-app"), tenant="t"),
+        ]
+    )
+    remember = 'call remember {"text": "the secret is 42", "kind": "user"}'
+    search = 'call search_memory {"query": "secret"}'
+
+    async def chat(key: str, prompt: str, user: str | None = None) -> str:
+        body: dict[str, Any] = {"model": "a", "messages": [{"role": "user", "content": prompt}]}
+        if user is not None:
+            body["user"] = user
+        reply = await http.post(
+            base + "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"}
+        )
+        assert reply.status_code == 200, reply.text
+        return str(reply.json()["choices"][0]["message"]["content"])
+
+    async with (
+        run_worker(local_models={"m": script.model}),
+        serving(client, task_queue, manifest, keys=keys) as base,
+        httpx.AsyncClient(timeout=120) as http,
+    ):
+        assert await chat("key-alice", remember, user="mallory") == "kept as m1"
+        assert "42" in await chat("key-alice", search)
+        assert await chat("key-app", search, user="alice") == "no memories match"  # not the key's alice
+        assert await chat("key-app", search, user="mallory") == "no memories match"
+        assert await chat("key-app", remember, user="bob") == "kept as m1"
+        assert "42" in await chat("key-app", search, user="bob")
+        assert await chat("key-app", search) == "no memories match"  # the key's own memory
+        reply = await http.post(
+            base + "/v1/chat/completions",
+            json={"model": "a", "messages": [{"role": "user", "content": search}], "user": "../alice"},
+            headers={"Authorization": "Bearer key-app"},
+        )
+        assert reply.status_code == 400 and "invalid memory owner" in reply.text

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from agentwolf.cli.common import Agent, ConfigOpt, Json, JsonLines, Tenant, verb
+from agentwolf.cli.common import Agent, ConfigOpt, Json, JsonLines, Tenant, User, owner_of, verb
 from agentwolf.cli.connection import Connection
 from agentwolf.cli.console import Exit, err, out
 from agentwolf.cli.errors import check_worker, with_worker
@@ -86,6 +86,7 @@ async def submit(
         typer.Option("--session", "-s", metavar="SESSION_ID", help="Session id (default: random)."),
     ] = None,
     tenant: Tenant = "default",
+    user: User = None,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream the events.")] = False,
     wait: Annotated[bool, typer.Option("--wait", "-w", help="Block until the result.")] = False,
     keep: Annotated[bool, typer.Option("--keep", "-k", help="Keep the session open after its turn.")] = False,
@@ -105,7 +106,9 @@ async def submit(
     source = config_source(config)
     agent = pick_agent(None if isinstance(source, str) else source, agent)
     wolf = await conn.client(tenant, start_local=True)
-    sid = await wolf.submit(text, agent, session_id=session, keep=keep, pinned=pin, **source_args(source))
+    sid = await wolf.submit(
+        text, agent, session_id=session, keep=keep, pinned=pin, owner=owner_of(user), **source_args(source)
+    )
     await check_worker(wolf, required=False)
     if follow:
         await follow_events(wolf, sid, as_json, until_turn_end=keep)

@@ -200,7 +200,8 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
     ) -> str:
         """Start a session (its first prompt optional); returns the session id. `output_schema`: the
         answer is a JSON object valid against it (a job with `output`, see `JobMethods`). `owner`: who
-        it is started for (an editor's user): only they join MCP servers to it (`join_servers`).
+        it is started for (a key's subject, an API `user`, an editor's user): whose long-term memory it
+        uses, and only they join MCP servers to it (`join_servers`).
         `prompt_settings`: what the first prompt's turn alone asks of the model (TurnSettings).
 
         The config is a manifest (file or object), or `config_name` from the registry: the session
@@ -343,8 +344,10 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
         session_id: str | None = None,
         keep: bool = False,
         prompt_settings: TurnSettings | None = None,
+        owner: str | None = None,
     ) -> str:
-        """A background task: a session whose first prompt arrives at start and that closes after it."""
+        """A background task: a session whose first prompt arrives at start and that closes after it.
+        `owner`: who it is for (whose long-term memory it uses), as `start_session` says."""
         return await self.start_session(
             agent,
             manifest,
@@ -355,6 +358,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
             background=True,
             keep=keep,
             prompt_settings=prompt_settings,
+            owner=owner,
         )
 
     async def prompt(self, session_id: str, text: str, settings: TurnSettings | None = None) -> str:

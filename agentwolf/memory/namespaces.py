@@ -9,7 +9,7 @@ from typing import Literal
 
 from agentwolf.access import check_tenant_name
 
-OWNER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}")
+OWNER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+:-]{0,127}")
 AGENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 SHARED = "*"
 """The owner (agent layer) or owner and agent (tenant layer) of a shared layer."""
@@ -21,9 +21,11 @@ class NamespaceError(ValueError):
 
 
 def check_owner(owner: str) -> str:
-    """`owner` if it can name a memory owner: letters, digits and `_.@+-` (an email works), no `/`."""
+    """`owner` if it can name a memory owner: letters, digits and `_.@+:-` (an email works), no `/`."""
     if not OWNER.fullmatch(owner):
-        raise NamespaceError(f"invalid memory owner {owner!r}: use letters, digits and '_.@+-' (at most 128)")
+        raise NamespaceError(
+            f"invalid memory owner {owner!r}: use letters, digits and '_.@+:-' (at most 128)"
+        )
     return owner
 
 
