@@ -61,22 +61,21 @@ def _hostile(rng: random.Random, victim: tuple[str, str, str]) -> tuple[str, dic
     )
     forged = {rng.choice(["owner", "tenant", "agent", "namespace", "user"]): rng.choice(names)}
     ident = rng.choice(["m1", "m2", f"{owner}:m1", "agent:m1", "tenant:m1", f"../{owner}/m1", f"{tenant}/m1"])
-    return rng.choice(
-        [
-            ("memory", {"command": "view", "path": path, **forged}),
-            ("memory", {"command": "view", "path": "/memories", **forged}),
-            ("memory", {"command": "create", "path": path, "file_text": "x", **forged}),
-            ("memory", {"command": "rename", "old_path": path, "new_path": "/memories/stolen.md"}),
-            ("memory", {"command": "str_replace", "path": path, "old_str": "zq", "new_str": "", **forged}),
-            ("search_memory", {"query": f"{_secret(*victim)} secret", **forged}),
-            ("search_memory", {"query": "secret", "k": 50, **forged}),
-            (
-                "remember",
-                {"text": "x", "kind": "user", "layer": rng.choice(["agent", "tenant", owner]), **forged},
-            ),
-            ("forget", {"id": ident, "reason": "probe", **forged}),
-        ]
-    )
+    probes: list[tuple[str, dict[str, Any]]] = [
+        ("memory", {"command": "view", "path": path, **forged}),
+        ("memory", {"command": "view", "path": "/memories", **forged}),
+        ("memory", {"command": "create", "path": path, "file_text": "x", **forged}),
+        ("memory", {"command": "rename", "old_path": path, "new_path": "/memories/stolen.md"}),
+        ("memory", {"command": "str_replace", "path": path, "old_str": "zq", "new_str": "", **forged}),
+        ("search_memory", {"query": f"{_secret(*victim)} secret", **forged}),
+        ("search_memory", {"query": "secret", "k": 50, **forged}),
+        (
+            "remember",
+            {"text": "x", "kind": "user", "layer": rng.choice(["agent", "tenant", owner]), **forged},
+        ),
+        ("forget", {"id": ident, "reason": "probe", **forged}),
+    ]
+    return rng.choice(probes)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

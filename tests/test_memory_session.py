@@ -5,6 +5,7 @@ session (never from the model), forks as of their cut, replay without the store,
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import random
@@ -148,7 +149,7 @@ async def test_sigkill_during_remember_leaves_one_row_each_time(env, wolf, task_
                 worker.wait()
                 worker = worker_process(env, task_queue)  # takes the retry over, and the next session
             for sid in sessions:
-                await wait_for(lambda sid=sid: idle(wolf, sid, 1), timeout=120)
+                await wait_for(functools.partial(idle, wolf, sid, 1), timeout=120)
         finally:
             worker.terminate()
             worker.wait(60)
