@@ -16,7 +16,8 @@ from agentwolf.access import Principal
 from agentwolf.config.manifest import MemorySettings
 from agentwolf.memory.faces import Faces
 from agentwolf.memory.namespaces import Namespace
-from agentwolf.memory.store import MemoryStore, open_store
+from agentwolf.memory.store import MemoryStore
+from agentwolf.memory.stores import open_store
 from agentwolf.protocols.openai_api.targeting import owner_of
 from agentwolf.protocols.served import ApiError
 from agentwolf.workflows.contracts import HostRef

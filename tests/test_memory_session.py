@@ -21,7 +21,7 @@ from temporalio.worker import Replayer
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
 from agentwolf.memory.namespaces import Namespace
-from agentwolf.memory.store import open_store
+from agentwolf.memory.stores import open_store
 from agentwolf.payloads import data_converter
 from agentwolf.worker.bootstrap import WORKFLOWS
 from agentwolf.workflows.types import workflow_id

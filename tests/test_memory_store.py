@@ -12,7 +12,8 @@ import pytest
 from agentwolf.config.manifest import MemorySettings
 from agentwolf.memory.faces import Faces
 from agentwolf.memory.namespaces import Namespace
-from agentwolf.memory.store import MemoryStore, MemoryStoreError, NewRow, Plan, open_store
+from agentwolf.memory.store import MemoryStore, MemoryStoreError, NewRow, Plan
+from agentwolf.memory.stores import open_store
 from agentwolf.workflows.contracts import HostRef
 from agentwolf.workflows.memory_tools import MemoryCall, MemoryCut, MemoryView, Provenance
 

@@ -38,7 +38,7 @@ from agentwolf.hosts.demo import demo_model, slow_model
 from agentwolf.hosts.flow import Flow
 from agentwolf.hosts.models import build_model
 from agentwolf.hosts.transcripts import CachedTranscript, TranscriptCache
-from agentwolf.memory.store import Stores
+from agentwolf.memory.stores import Stores
 from agentwolf.plugins import FunctionTool, LocalModel, Plugins
 from agentwolf.workflows.contracts import CompiledAgent
 from agentwolf.workflows.types import ExtensionsChanged

@@ -71,6 +71,9 @@ class PostgresStore(SqlStore):
         self._execute("INSERT INTO memory_heads (ns, revision) VALUES (?, 0) ON CONFLICT DO NOTHING", [ns])
         return int(self._execute("SELECT revision FROM memory_heads WHERE ns = ? FOR UPDATE", [ns])[0][0])
 
+    def _scrub(self) -> None:
+        self._db.execute("VACUUM memory_rows, memory_receipts")  # dead tuples' bodies
+
     def _insert(self, params: list[Any]) -> int:
         return int(
             self._execute(f"INSERT INTO memory_rows ({INSERTED}) VALUES ({PLACES}) RETURNING seq", params)[0][

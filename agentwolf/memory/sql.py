@@ -81,6 +81,9 @@ class SqlStore:
     def _unindex(self, tenant: str, owner: str) -> None:
         """Drop the owner's rows from the full-text index, before they are deleted."""
 
+    def _scrub(self) -> None:
+        """After a purge: leave no deleted body readable in the database's files."""
+
     def _insert(self, params: list[Any]) -> int:
         """Insert one row (INSERTED), returning its `seq`."""
         raise NotImplementedError
@@ -192,7 +195,9 @@ class SqlStore:
             )
             self._execute("DELETE FROM memory_rows WHERE tenant = ? AND owner = ?", [tenant, owner])
             self._execute("DELETE FROM memory_receipts WHERE tenant = ? AND owner = ?", [tenant, owner])
-            return int(count[0][0])
+        with self._lock:
+            self._scrub()
+        return int(count[0][0])
 
 
 def to_row(r: Sequence[Any]) -> Row:

@@ -54,6 +54,7 @@ class SqliteStore(SqlStore):
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
         self._db.execute("PRAGMA journal_mode = WAL")
         self._db.execute("PRAGMA synchronous = NORMAL")
+        self._db.execute("PRAGMA secure_delete = ON")  # a purge overwrites what it deletes
         self._db.executescript(SCHEMA)
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -72,6 +73,9 @@ class SqliteStore(SqlStore):
     def _lock_head(self, ns: str) -> int:
         self._execute("INSERT OR IGNORE INTO memory_heads (ns, revision) VALUES (?, 0)", [ns])
         return int(self._execute("SELECT revision FROM memory_heads WHERE ns = ?", [ns])[0][0])
+
+    def _scrub(self) -> None:
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the log's copies of deleted pages too
 
     def _insert(self, params: list[Any]) -> int:
         cursor = self._db.execute(f"INSERT INTO memory_rows ({INSERTED}) VALUES ({PLACES})", params)

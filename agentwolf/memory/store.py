@@ -1,5 +1,4 @@
-"""The store protocol every memory store implements, the rows it keeps, and how a store is named
-(`sqlite:///...`, `postgresql://...`).
+"""The store protocol every memory store implements and the rows it keeps.
 
 Rows are append-only: a correction, an edit of a file or a `forget` is a new row that supersedes an
 older one, and each row takes the next revision of its namespace. A write carries an idempotency
@@ -8,11 +7,8 @@ write finds the receipt and adds nothing. Reads take a `MemoryView`: what a fork
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 from agentwolf.memory.namespaces import Namespace
@@ -22,7 +18,6 @@ FILE = "file"
 """The kind of a file of the `/memories` tree."""
 TOMBSTONE = "forget"
 """The kind of a row that ends another (a `forget`, a deleted or renamed file): its body is the reason."""
-STORE_ENV = "WOLF_MEMORY_STORE"
 
 
 class MemoryStoreError(RuntimeError):
@@ -129,44 +124,3 @@ class MemoryStore(Reader, Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-def default_store() -> str:
-    """`WOLF_MEMORY_STORE`, else a SQLite file in the data dir."""
-    from agentwolf.paths import data_dir
-
-    return os.environ.get(STORE_ENV) or f"sqlite:///{data_dir() / 'memory.db'}"
-
-
-def open_store(url: str) -> MemoryStore:
-    """The store `url` names: `sqlite:///path` (or a bare path) or `postgresql://...`."""
-    if url.startswith(("postgresql://", "postgres://")):
-        from agentwolf.memory.postgres import PostgresStore
-
-        return PostgresStore(url)
-    path = url.removeprefix("sqlite://") if url.startswith("sqlite://") else url
-    from agentwolf.memory.sqlite import SqliteStore
-
-    return SqliteStore(Path(path))
-
-
-class Stores:
-    """The stores a worker has opened, by URL (one connection each), closed with the worker."""
-
-    def __init__(self) -> None:
-        self._open: dict[str, MemoryStore] = {}
-        self._lock = threading.Lock()
-
-    def get(self, url: str | None) -> MemoryStore:
-        """The store `url` names (None: the default one), opened on first use (blocking: in a thread)."""
-        url = url or default_store()
-        with self._lock:
-            if url not in self._open:
-                self._open[url] = open_store(url)
-            return self._open[url]
-
-    def close(self) -> None:
-        with self._lock:
-            stores, self._open = list(self._open.values()), {}
-        for store in stores:
-            store.close()
