@@ -122,9 +122,10 @@ def runs(status: SessionStatus, served: Runs) -> bool:
     return status.config_id == manifest.identity
 
 
-def caller_tenant(claimed: str | None = None) -> str:
-    """In an activity: the tenant the calling workflow's id names (a session, registry or schedule
-    firing); refused when the id names none, or when the input claims another (`claimed`)."""
+def caller_tenant(claimed: str | None = None, served: str | None = None) -> str:
+    """In an activity: the tenant the calling workflow's id names (a session, registry, schedule
+    firing or eval run); refused when the id names none, when the input claims another (`claimed`),
+    or when this worker serves only another (`served`)."""
     caller = activity.info().workflow_id or ""
     tenant = tenant_of(caller)
     if tenant is None or (claimed is not None and claimed != tenant):
@@ -134,6 +135,7 @@ def caller_tenant(claimed: str | None = None) -> str:
             type="TenantMismatch",
             non_retryable=True,
         )
+    _check_served(tenant, served)
     return tenant
 
 
@@ -149,9 +151,13 @@ def check_caller(session_workflow_id: str, tenant: str, served: str | None) -> N
             type="TenantMismatch",
             non_retryable=True,
         )
-    if served is not None and caller_tenant != served:
+    _check_served(caller_tenant, served)
+
+
+def _check_served(tenant: str, served: str | None) -> None:
+    if served is not None and tenant != served:
         raise ApplicationError(
-            f"refused: this worker serves tenant {served!r} only, not {caller_tenant!r}",
+            f"refused: this worker serves tenant {served!r} only, not {tenant!r}",
             type="TenantMismatch",
             non_retryable=True,
         )

@@ -73,7 +73,7 @@ from agentwolf.config.manifest import Manifest
 from agentwolf.connection import connect
 from agentwolf.ops.devserver import start_dev_command
 from agentwolf.ops.local_stack import listening
-from agentwolf.workflows.session import SessionWorkflow
+from agentwolf.workflows.session.workflow import SessionWorkflow
 from agentwolf.workflows.types import Approval, workflow_id
 from tests.support.openai_server import Reply, ScriptedOpenAI
 

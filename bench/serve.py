@@ -15,7 +15,7 @@ the first at once, then one every `--chunk-ms`), the app (`create_app` on uvicor
    Added latency = p50(api) - p50(direct) (goal <= 20 ms).
 2. `--clients` streaming clients at once on the one app, each a stateless streaming chat completion
    (a new background session each) with a key of its own (one key may hold only
-   ServeLimits.max_requests_per_key streams): how many complete with the whole answer, wall time,
+   Capacity.max_requests_per_key streams): how many complete with the whole answer, wall time,
    the app's RSS before, at its peak (sampled every 100 ms from /proc), growth per client.
 3. Hostile clients, as `wolf serve` is configured (protocols/server.py `server_config`):
    - `--stalled` streaming chat completions opened by ONE key (each a long answer) whose client

@@ -12,6 +12,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from agentwolf.access import TenantError, caller_tenant, check_caller, check_tenant_name, workflow_id
+from agentwolf.activities.evals import eval_steps
+from agentwolf.workflows.evals.run import StepsInput
 
 
 def called_from(wid: str) -> ActivityEnvironment:
@@ -45,6 +47,20 @@ def test_activities_take_the_tenant_from_the_callers_id_and_refuse_any_other():
     refused(called_from(acme), check_caller, acme, "beta", None)
     # a worker that serves one tenant only
     assert "serves tenant 'beta' only" in str(refused(called_from(acme), check_caller, acme, "acme", "beta"))
+
+    # a worker that serves one tenant only, for a caller that is not a session (an eval run)
+    assert "serves tenant 'beta' only" in str(
+        refused(called_from(workflow_id("acme", "_eval-1")), caller_tenant, "acme", "beta")
+    )
+
+
+async def test_an_eval_run_reads_the_steps_of_its_own_tenant_s_sessions_only():
+    """`wolf.eval_steps` took any workflow id from its input and read that session's transcript."""
+    run = called_from(workflow_id("acme", "_eval-1"))
+    for session in (workflow_id("beta", "_eval-1.case-1"), "no-tenant-here"):
+        with pytest.raises(ApplicationError) as caught:
+            await run.run(eval_steps, StepsInput(workflow_id=session, start=0))
+        assert caught.value.type == "TenantMismatch" and caught.value.non_retryable
 
 
 @pytest.mark.parametrize("name", ["a/b", "", "../etc", "x" * 65, "-lead", "sp ace", "tab\t", "é"])

@@ -306,3 +306,25 @@ async def test_the_agent_runs_in_agentwolfs_mode_and_home_not_its_checkouts_sett
     (session,) = map(json.loads, lines(tmp_path, "sessions"))
     home = tmp_path / "wolf-home" / "acp" / "default" / "coder"
     assert session == {"home": str(home), "config": str(home / ".claude"), "sources": ["user"]}
+
+
+async def test_always_is_kept_by_agentwolf_and_the_agent_is_told_allow_once(wolf, run_worker, tmp_path):
+    """ "Always" for the agent's permission request stays in the session: the agent is told allow_once
+    both times, and its next request for the same tool is answered by AgentWolf without asking.
+    (The session stays open, so its events are read up to the second turn's end, not to the end.)"""
+    async with run_worker():
+        sid = await wolf.start_session("coder", acp_manifest(tmp_path))
+        await wolf.prompt(sid, "with permission")
+        asked = await approval(wolf, sid)
+        await wolf.approve(sid, asked.call_id or "", always=True)
+        await wolf.prompt(sid, "with permission again")
+        events = []
+        async for _, event in wolf.events(sid, live=False):
+            events.append(event)
+            if sum(e.kind == "turn_finished" for e in events) == 2:
+                break
+        await wolf.close(sid)
+    assert [e.outcome for e in events if e.kind == "turn_finished"] == ["completed", "completed"]
+    assert [e.kind for e in events].count("approval_requested") == 1  # the second was not asked
+    assert lines(tmp_path, "answers") == ["yes", "yes"]  # allow_once, never the agent's allow_always
+    assert counter(tmp_path) == 2

@@ -13,11 +13,15 @@ from pathlib import Path
 
 from temporalio import workflow
 
-from agentwolf.client import replay_check
-from agentwolf.client.replay_check import LONG_LIVED, check_corpus, check_live
+from agentwolf.ops import replay_check
+from agentwolf.ops.replay_check import LONG_LIVED, check_corpus, check_live
 from agentwolf.worker.bootstrap import WORKFLOWS
-from agentwolf.workflows.config_registry import REGISTRY_WORKFLOW, ConfigRegistryWorkflow, RegistryInput
-from agentwolf.workflows.loop import TurnRunner
+from agentwolf.workflows.configs.config_registry import (
+    REGISTRY_WORKFLOW,
+    ConfigRegistryWorkflow,
+    RegistryInput,
+)
+from agentwolf.workflows.session.loop import TurnRunner
 from agentwolf.workflows.types import SESSION_WORKFLOW, registry_id, workflow_id
 from tests.conftest import HISTORIES, make_manifest, wait_for
 from tests.support.deploy_worker import changed

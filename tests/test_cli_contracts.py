@@ -235,7 +235,7 @@ def _wolf_on(typer_change: str, *args: str) -> tuple[str, bool]:
         "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(out):\n"
         f"    app({list(args)!r})\n"
         "print(out.getvalue())\n"
-        "print('agentwolf.cli.limits' in sys.modules)\n"
+        "print('agentwolf.cli.quotas' in sys.modules)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -258,4 +258,4 @@ def test_wolf_is_built_the_documented_way_when_typers_internals_do_not_fit():
     output, everything = _wolf_on(moved, "status", "--help")
     assert "Example: wolf status" in output and "--json" in output and everything
     output, _ = _wolf_on(moved, "--help")
-    assert all(verb in output for verb in ("submit", "status", "check-replay", "limits"))
+    assert all(verb in output for verb in ("submit", "status", "check-replay", "quotas"))

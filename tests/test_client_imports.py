@@ -14,14 +14,14 @@ CLIENT_HEAVY = (
     "temporalio.contrib.workflow_streams",
     "jsonschema",
     "yaml",
-    "agentwolf.workflows.session",
+    "agentwolf.workflows.session.workflow",
 )
 HELP_HEAVY = ("temporalio", "pydantic", "rich", "agentwolf.protocols", "mcp", "asyncio")
 STATUS_HEAVY = (
     "pydantic_ai",
     "mcp",
     "agentwolf.protocols",
-    "agentwolf.workflows.session",
+    "agentwolf.workflows.session.workflow",
     "prompt_toolkit",
     "agentwolf.config.manifest",  # about 150 ms of pydantic model building: a session's config
     "rich",  # its lines are plain: rich's console is 17 ms of import

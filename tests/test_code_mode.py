@@ -4,6 +4,7 @@ permitted, approved), and a worker SIGKILLed mid-script resumes without repeatin
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -19,7 +20,14 @@ from agentwolf.config.manifest import Manifest, SessionSettings
 from agentwolf.extensions import code_mode
 from agentwolf.hosts.host import HostRegistry
 from agentwolf.workflows.contracts import ToolSpec
-from agentwolf.workflows.script import ScriptLimits, ScriptStart, function_name
+from agentwolf.workflows.script import (
+    ScriptLimits,
+    ScriptResult,
+    ScriptResume,
+    ScriptRound,
+    ScriptStart,
+    function_name,
+)
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import (
     make_manifest,
@@ -469,3 +477,75 @@ async def test_a_script_that_waits_too_long_for_a_sandbox_is_told_it_is_busy():
     )
     assert "TimeoutError" in ((await spinning).error or "")
     sandboxes.close()
+
+
+FIFTY_CALLS = """
+found = []
+for i in range(50):
+    found.append(await echo(text=f"https://example.com/page/{i}"))
+print(len(found))
+"""
+
+
+def _sandbox_steps(history) -> list[dict[str, Any]]:
+    """What each sandbox run (`wolf.code_start`/`wolf.code_resume`) recorded in its marker."""
+    steps = []
+    for event in history.events:
+        if event.event_type != EventType.EVENT_TYPE_MARKER_RECORDED:
+            continue
+        details = event.marker_recorded_event_attributes.details
+        if "result" not in details or "data" not in details:
+            continue
+        kind = json.loads(details["data"].payloads[0].data)["activity_type"]
+        if kind in ("wolf.code_start", "wolf.code_resume"):
+            steps.append(json.loads(details["result"].payloads[0].data))
+    return steps
+
+
+async def test_a_scripts_snapshots_stay_on_its_worker_and_history_records_their_digests(wolf, run_worker):
+    """The interpreter's state was in the marker of every sandbox run (50 calls: 51 snapshots in
+    history); it stays on the worker, and the markers carry its digest."""
+    result, _, history = await _script_then_next_prompt(
+        wolf, run_worker, _manifest(), FIFTY_CALLS, record="code_mode_kept"
+    )
+    assert result.outcome == "success" and result.content.strip() == "50"
+    steps = _sandbox_steps(history)
+    assert len(steps) == 51
+    assert all(s.get("snapshot") is None and s.get("digest") for s in steps[:-1])
+
+
+def test_a_worker_without_the_kept_snapshot_runs_the_script_again_on_its_recorded_calls():
+    """Each resume on a worker that never saw the script (as after a restart) rebuilds its state from
+    the recorded rounds and calls no tool again; what it prints is only what follows the last call.
+    Rounds that do not match what the script asks for end it with an error, not a call."""
+    functions = {"add": ["a", "b"]}
+    limits = ScriptLimits(memory_mb=64, timeout_s=10)
+    code = "total = 0\nfor i in range(3):\n    print('round', i)\n    total = total + await add(i, 10)\ntotal"
+    step = code_mode.start(
+        ScriptStart(code=code, functions=functions, limits=limits, keep="s"), code_mode.Sandboxes(1)
+    )
+    rounds, printed = [], [step.stdout]
+    while step.calls:
+        assert step.snapshot is None and step.digest
+        results = [
+            ScriptResult(id=c.id, content=str(c.arguments["a"] + c.arguments["b"])) for c in step.calls
+        ]
+        rounds.append(ScriptRound(calls=step.calls, results=results))
+        resume = ScriptResume(
+            functions=functions, limits=limits, scope="s", digest=step.digest, code=code, rounds=rounds
+        )
+        step = code_mode.resume(resume, code_mode.Sandboxes(1))  # a cold worker every time
+        printed.append(step.stdout)
+    assert step.error is None and step.output == "33"
+    assert "".join(printed) == "round 0\nround 1\nround 2\n"
+    other = [
+        ScriptRound(
+            calls=[c.model_copy(update={"arguments": {"a": 5, "b": 5}}) for c in rounds[0].calls],
+            results=rounds[0].results,
+        )
+    ]
+    resume = ScriptResume(
+        functions=functions, limits=limits, scope="s", digest="gone", code=code, rounds=other
+    )
+    diverged = code_mode.resume(resume, code_mode.Sandboxes(1))
+    assert diverged.error == code_mode.REPLAY_DIVERGED and not diverged.calls

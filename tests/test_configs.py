@@ -14,7 +14,7 @@ from temporalio.client import WorkflowUpdateFailedError
 
 from agentwolf.config.loading import ManifestError
 from agentwolf.config.manifest import Manifest
-from agentwolf.workflows.config_registry import (
+from agentwolf.workflows.configs.config_registry import (
     ConfigRegistryWorkflow,
     PushRequest,
     RegistryInput,

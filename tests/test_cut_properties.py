@@ -16,9 +16,9 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from agentwolf.workflows import branches
 from agentwolf.workflows.compaction import ContextSizes, ContextView, chars, turn_starts, working_context
-from agentwolf.workflows.cuts import cut, fork_input
+from agentwolf.workflows.session import branches
+from agentwolf.workflows.session.cuts import cut, fork_input
 from agentwolf.workflows.session_input import SessionInput, TurnMark
 from agentwolf.workflows.types import Counters
 from tests.conftest import make_manifest

@@ -9,10 +9,14 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolReturnPart
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ApplicationError
 
 from agentwolf.client import evals
 from agentwolf.client.wolf_client import WolfClient
+from agentwolf.workflows.evals.run import EVAL_WORKFLOW, EvalRunInput
 from tests.conftest import make_manifest, record_history, tools_server, wait_for
 from tests.support.models import Script, text, tools, user_texts
 from tests.support.polls import idle
@@ -112,3 +116,15 @@ async def test_captured_turns_replay_identically_and_regressions_are_found_at_th
         assert pushed.returncode == 0, pushed.stderr
         mine = WolfClient(client, tenant=tenant, task_queue=task_queue)
         assert (await mine.config_get("evaluated")).version == 1
+
+
+async def test_an_eval_run_whose_id_names_no_tenant_is_refused(client, run_worker, task_queue):
+    """An `EvalRun` started under an id that names no tenant ran its cases as tenant "default"."""
+    run_id = f"eval-{uuid.uuid4().hex[:8]}"
+    inp = EvalRunInput(cases=[], manifest=make_manifest())
+    async with run_worker(local_models={"m": Script(lambda s: text("unused")).model}):
+        with pytest.raises(WorkflowFailureError) as failed:
+            await client.execute_workflow(EVAL_WORKFLOW, inp, id=run_id, task_queue=task_queue)
+        cause = failed.value.cause
+        assert isinstance(cause, ApplicationError) and cause.type == "TenantMismatch"
+        await record_history(client, run_id, "eval_run_without_tenant")

@@ -26,8 +26,8 @@ from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.policy import REDACTED
 from agentwolf.hosts.host import HostRegistry
 from agentwolf.plugins import EvaluatorContext, load_plugins
-from agentwolf.workflows.datasets import DatasetInput, EvalDatasetWorkflow, dataset_id
-from agentwolf.workflows.evals import EvalCase, EvaluatorSpec, ScoreInput
+from agentwolf.workflows.evals.cases import EvalCase, EvaluatorSpec, ScoreInput
+from agentwolf.workflows.evals.datasets import DatasetInput, EvalDatasetWorkflow, dataset_id
 from agentwolf.workflows.types import TENANT_ATTR, quote
 from tests.conftest import make_manifest, record_history, wait_for
 from tests.support.models import Script, text, user_texts
@@ -278,7 +278,7 @@ async def test_dataset_forms_unknown_evaluators_and_a_run_scoring_another_tenant
         workflow_id="wolf/a/victim", start=0, name="c", agent="a", prompt="p", steps=[],
         expected_output=None, evaluators=[], output=None,
     )  # fmt: skip
-    with pytest.raises(ApplicationError, match="may score only its own tenant's sessions"):
+    with pytest.raises(ApplicationError, match="names tenant 'a', but the calling workflow is 'wolf/b/"):
         await activity.run(EvalActivities(hosts).eval_score, hostile)
 
 

@@ -7,7 +7,7 @@ import sys
 import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 
-from agentwolf.workflows.session import SessionWorkflow
+from agentwolf.workflows.session.workflow import SessionWorkflow
 from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import SUPPORT, make_manifest, record_history

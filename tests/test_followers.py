@@ -21,8 +21,9 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.worker.bootstrap import SANDBOX, WORKFLOWS
-from agentwolf.workflows import session, stream
-from agentwolf.workflows.stream import MAX_WAITING_POLLS
+from agentwolf.workflows.session import stream
+from agentwolf.workflows.session import workflow as session
+from agentwolf.workflows.session.stream import MAX_WAITING_POLLS
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import make_manifest, wait_for
 from tests.support.models import Script, text
@@ -218,7 +219,7 @@ async def test_a_run_recorded_before_the_cap_replays(wolf, run_worker, client, m
 # The workflow modules are sandboxed (imported afresh per run): tests that patch them pass them through.
 PATCHABLE = SandboxedWorkflowRunner(
     restrictions=SANDBOX.restrictions.with_passthrough_modules(
-        "agentwolf.workflows.session", "agentwolf.workflows.stream"
+        "agentwolf.workflows.session.workflow", "agentwolf.workflows.session.stream"
     )
 )
 

@@ -16,7 +16,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from agentwolf.access import TenantError
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
-from agentwolf.workflows.cuts import CutError
+from agentwolf.workflows.session.cuts import CutError
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import make_manifest, record_history, tools_server, wait_for
 from tests.support.models import Script, text, tools, user_texts
@@ -222,7 +222,7 @@ def test_a_fork_leaves_the_sources_own_servers_and_always_allowed_tools_behind()
 
     from agentwolf.config.manifest import McpServerConfig
     from agentwolf.workflows.contracts import CompiledAgent
-    from agentwolf.workflows.cuts import cut, fork_input
+    from agentwolf.workflows.session.cuts import cut, fork_input
     from agentwolf.workflows.session_input import SessionInput, TurnMark
     from agentwolf.workflows.types import Counters
 

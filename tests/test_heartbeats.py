@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from agentwolf.hosts.host import AgentHost
-from agentwolf.workflows.turn import HEARTBEAT_TIMEOUT
+from agentwolf.workflows.session.turn import HEARTBEAT_TIMEOUT
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import make_manifest
 from tests.support.models import Script, text

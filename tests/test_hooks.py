@@ -18,7 +18,7 @@ from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
 from agentwolf.config.policy import WorkerPolicy
 from agentwolf.protocols import hooks
-from agentwolf.protocols.limits import ServeLimits
+from agentwolf.protocols.capacity import Capacity
 from agentwolf.workflows.types import SCHEDULE_ATTR
 from tests.conftest import make_manifest, wait_for
 from tests.support.models import Script, text, tool, user_texts
@@ -270,7 +270,7 @@ async def test_a_delivery_counts_in_its_hook_s_share_once_its_signature_checks(
     """Until its signature checks a delivery is anonymous (a wrong one is answered 401 as always);
     then it counts in its hook's share, here full, so it is refused 429 naming the hook."""
     monkeypatch.setenv("HOOK_SECRET", SECRET)
-    limits = ServeLimits(max_requests_per_key=0)
+    limits = Capacity(max_requests_per_key=0)
     async with (
         serving(client, task_queue, hook_manifest(), routes=hooks.routes(POLICY), limits=limits) as base,
         httpx.AsyncClient(base_url=base) as http,

@@ -82,8 +82,7 @@ async def test_idle_hosts_close_their_mcp_servers_and_come_back_on_demand(
 ):
     pid_file = tmp_path / "pids"
     script = Script(_echo_then_answer)
-    registry = HostRegistry({"m": script.model}, host_idle_timeout=0.5)
-    async with run_worker(hosts=registry):
+    async with run_worker(local_models={"m": script.model}, host_idle_timeout=0.5) as registry:
         sid = await wolf.start_session("a", _manifest(pid_file, tmp_path / "skills"))
         await _turn(wolf, sid, "first", 1)
         (first,) = _pids(pid_file)

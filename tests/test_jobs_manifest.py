@@ -9,7 +9,7 @@ import pytest
 
 from agentwolf.config.jobs import JobError
 from agentwolf.config.loading import ManifestError, parse_manifest
-from agentwolf.workflows.output import check_result
+from agentwolf.workflows.session.output import check_result
 
 MANIFEST = """
 agents:

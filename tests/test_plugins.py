@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 from pydantic_ai import ModelRetry, RunContext
@@ -20,7 +21,6 @@ from temporalio.client import WorkflowFailureError
 from agentwolf.config.manifest import Manifest
 from agentwolf.config.policy import WorkerPolicy
 from agentwolf.extensions.functions import FunctionToolsCap
-from agentwolf.hosts.host import HostRegistry
 from agentwolf.hosts.models import build_model
 from agentwolf.plugins import PluginError, PluginRegistry, Plugins, load_plugins
 from tests.conftest import wait_for
@@ -51,13 +51,14 @@ def _manifest(*rules: dict[str, str], plugin: str = "notes_plugin") -> Manifest:
     )
 
 
-def _hosts(script: Script) -> HostRegistry:
-    return HostRegistry({"m": script.model}, plugins=load_plugins(["notes_plugin"], entry_points=[]))
+def _hosts(script: Script) -> dict[str, Any]:
+    """A worker's hosts with the notes plugin (`run_worker(**_hosts(script))`)."""
+    return {"local_models": {"m": script.model}, "plugins": load_plugins(["notes_plugin"], entry_points=[])}
 
 
 async def test_the_model_calls_a_plugin_tool(wolf, run_worker, notes):
     script = Script(sequence(tool("add_note", {"text": "oat milk"}), text("noted it")))
-    async with run_worker(hosts=_hosts(script)):
+    async with run_worker(**_hosts(script)):
         result = await wolf.result(await wolf.submit("remember oat milk", "a", _manifest()))
     assert result.output == "noted it"
     assert notes.NOTES == ["oat milk"]
@@ -70,7 +71,7 @@ async def test_a_deny_rule_holds_for_plugin_tools(wolf, run_worker, notes):
     notes.NOTES.append("keep me")
     script = Script(sequence(tool("delete_notes", {}), text("could not")))
     manifest = _manifest({"tool": "notes:delete_.*", "action": "deny"})
-    async with run_worker(hosts=_hosts(script)):
+    async with run_worker(**_hosts(script)):
         result = await wolf.result(await wolf.submit("forget everything", "a", manifest))
     (ret,) = tool_returns(script.requests[1][-1:])
     assert result.output == "could not"
@@ -81,7 +82,7 @@ async def test_a_deny_rule_holds_for_plugin_tools(wolf, run_worker, notes):
 async def test_a_confirm_rule_asks_before_a_plugin_tool_runs(wolf, run_worker, notes):
     script = Script(sequence(tool("add_note", {"text": "call mum"}, "c1"), text("done")))
     manifest = _manifest({"tool": "notes:add_note", "action": "confirm"})
-    async with run_worker(hosts=_hosts(script)):
+    async with run_worker(**_hosts(script)):
         sid = await wolf.submit("remember to call mum", "a", manifest)
 
         async def pending():
@@ -98,7 +99,7 @@ async def test_a_confirm_rule_asks_before_a_plugin_tool_runs(wolf, run_worker, n
 
 async def test_a_plugin_missing_on_the_worker_fails_the_compile_clearly(wolf, run_worker, notes):
     script = Script(sequence(text("never asked")))
-    async with run_worker(hosts=_hosts(script)):
+    async with run_worker(**_hosts(script)):
         sid = await wolf.submit("hi", "a", _manifest(plugin="absent_plugin"))
         with pytest.raises(WorkflowFailureError) as failure:
             await wolf.result(sid)

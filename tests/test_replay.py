@@ -104,6 +104,7 @@ def test_the_corpus_covers_every_feature():
         "rewind_folded",
         "eval_run",
         "eval_run_scored",
+        "eval_run_without_tenant",
         "eval_dataset",
         "limiter_paced",
         "last_activity",

@@ -35,12 +35,12 @@ def _passed_through(module: str) -> bool:
 
 def test_workflow_modules_are_sandboxed():
     workflow_code = [
-        f"agentwolf.workflows.{m.name}" for m in pkgutil.iter_modules(agentwolf.workflows.__path__)
+        m.name for m in pkgutil.walk_packages(agentwolf.workflows.__path__, "agentwolf.workflows.")
     ]
     assert {
-        "agentwolf.workflows.session",
-        "agentwolf.workflows.config_registry",
-        "agentwolf.workflows.stream",
+        "agentwolf.workflows.session.workflow",
+        "agentwolf.workflows.configs.config_registry",
+        "agentwolf.workflows.session.stream",
     } <= set(workflow_code)
     assert [m for m in workflow_code if m != "agentwolf.workflows.types" and _passed_through(m)] == []
 
@@ -75,14 +75,23 @@ async def test_workflow_modules_are_compiled_once_per_process(client: Client):
     the compiled code of the sandboxed modules, and only of those."""
     Worker(client, task_queue=f"tq-{uuid.uuid4().hex[:8]}", workflows=WORKFLOWS, workflow_runner=SANDBOX)
     workflows = Path(agentwolf.workflows.__file__).parent
+    session = workflows / "session"
     compiled = {Path(p) for p in CODE_CACHE.cached()}
-    assert {workflows / "session.py", workflows / "stream.py", workflows / "config_registry.py"} <= compiled
+    assert {
+        session / "workflow.py",
+        session / "stream.py",
+        workflows / "configs" / "config_registry.py",
+    } <= compiled
     assert workflows / "types.py" not in compiled  # passed through: the host's module, never re-run
     # Only modules that define workflows (and the stream they share) run per workflow run: a helper
     # imported as `from package import module` slipped past the passthrough (branches.py did).
     defining = {Path(sys.modules[w.__module__].__file__).name for w in {*WORKFLOWS, *VERSIONED_WORKFLOWS}}
-    assert {p.name for p in compiled if p.parent == workflows} <= {*defining, "stream.py", "__init__.py"}
-    assert CODE_CACHE.covers("agentwolf.workflows.session") and not CODE_CACHE.covers("agentwolfish")
+    assert {p.name for p in compiled if p.parent in (workflows, session)} <= {
+        *defining,
+        "stream.py",
+        "__init__.py",
+    }
+    assert CODE_CACHE.covers("agentwolf.workflows.session.workflow") and not CODE_CACHE.covers("agentwolfish")
 
 
 def test_workflow_payload_models_are_complete_at_import():
@@ -156,7 +165,7 @@ def _passed_through_workflow_modules(client: Client) -> list[Path]:
     Worker(client, task_queue=f"tq-{uuid.uuid4().hex[:8]}", workflows=WORKFLOWS, workflow_runner=SANDBOX)
     compiled = {Path(p) for p in CODE_CACHE.cached()}
     folder = Path(agentwolf.workflows.__file__).parent
-    return sorted(f for f in folder.glob("*.py") if f not in compiled and f.name != "__init__.py")
+    return sorted(f for f in folder.rglob("*.py") if f not in compiled and f.name != "__init__.py")
 
 
 async def test_passed_through_workflow_modules_use_no_clock_randomness_or_io(client: Client):

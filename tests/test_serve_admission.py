@@ -14,7 +14,7 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueResponse
 
 from agentwolf.protocols.app import create_app
 from agentwolf.protocols.auth import ApiKeys
-from agentwolf.protocols.limits import Admission, Refused, ServeLimits
+from agentwolf.protocols.capacity import Admission, Capacity, Refused
 from agentwolf.protocols.served import Served
 from tests.conftest import make_manifest
 from tests.support.serving import console_cookie, serving
@@ -30,7 +30,7 @@ async def test_anonymous_requests_held_open_leave_probes_login_and_signed_in_peo
     tenant = f"admit-{uuid.uuid4().hex[:8]}"  # its own: the sessions page lists no other test's configs
     keys = ApiKeys.load([], {"WOLF_API_KEYS": f"key-a={tenant}"})
     async with (
-        serving(client, task_queue, make_manifest(), keys=keys, limits=ServeLimits()) as base,
+        serving(client, task_queue, make_manifest(), keys=keys, limits=Capacity()) as base,
         httpx.AsyncClient(base_url=base, timeout=30) as http,
     ):
         cookie = await console_cookie(http, "key-a")
@@ -57,7 +57,7 @@ async def test_anonymous_requests_held_open_leave_probes_login_and_signed_in_peo
 
 def test_a_request_moves_to_another_share_only_when_that_one_has_room():
     """A webhook enters as anonymous and moves to its hook's share once its signature checks."""
-    admission = Admission(ServeLimits(max_requests_per_key=1, max_anonymous=1))
+    admission = Admission(Capacity(max_requests_per_key=1, max_anonymous=1))
     first = admission.enter(admission.anonymous)
     first.move(admission.share("hook:a"))
     second = admission.enter(admission.anonymous)  # the anonymous place is free again

@@ -24,6 +24,7 @@ import yaml
 
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.protocols import agui
+from agentwolf.protocols.served import ApiError, Target
 from agentwolf.worker.bootstrap import create_worker
 from agentwolf.workflows.types import registry_id
 from tests.conftest import TOOLS_SERVER, make_manifest, tools_server, wait_for
@@ -487,3 +488,17 @@ def test_every_position_resumes_to_exactly_the_rest_of_the_run():
         where = Where.parse(position)
         start = cursors.index(where.cursor)
         assert run(where, start) == whole[k + 1 :], f"resuming after event {k} ({position})"
+
+
+async def test_a_thread_the_served_config_cannot_start_keeps_the_config_to_the_log(wolf):
+    """F16: a start the served config refuses (here an agent a new version dropped after the request's
+    targets were read) answers 400 without the config's own account (its other agents' names); a
+    thread id the caller got wrong still says why."""
+    manifest = make_manifest(agent={"description": "the private agent"})
+    with pytest.raises(ApiError) as dropped:
+        await agui._session(wolf, Target("gone", "gone", {"manifest": manifest}), f"t-{uuid.uuid4().hex[:8]}")
+    assert dropped.value.status == 400
+    assert "'a'" not in dropped.value.message and "agents" not in dropped.value.message
+    with pytest.raises(ApiError) as wrong_id:
+        await agui._session(wolf, Target("a", "a", {"manifest": manifest}), "x/y")
+    assert wrong_id.value.status == 400 and "no '/'" in wrong_id.value.message

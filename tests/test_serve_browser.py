@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from playwright.async_api import Page, async_playwright
 
-from agentwolf.protocols.limits import ServeLimits
+from agentwolf.protocols.capacity import Capacity
 from tests.conftest import make_manifest
 from tests.support.models import Script, sequence, text
 from tests.support.serving import serving
@@ -103,7 +103,7 @@ async def test_a_listed_origin_s_page_reads_answers_and_streams(client, task_que
     with web_app() as origin:
         async with (
             run_worker(local_models={"m": script.model}),
-            serving(client, task_queue, make_manifest(), cors_origins=(origin,), limits=ServeLimits()) as api,
+            serving(client, task_queue, make_manifest(), cors_origins=(origin,), limits=Capacity()) as api,
             browser_page() as page,
         ):
             await page.goto(origin)
@@ -152,7 +152,7 @@ async def test_another_origin_s_page_cannot_fetch(client, task_queue, caplog):
     caplog.set_level(logging.INFO, logger="agentwolf.protocols.http")
     with web_app() as listed, web_app() as other:
         async with (
-            serving(client, task_queue, make_manifest(), cors_origins=(listed,), limits=ServeLimits()) as api,
+            serving(client, task_queue, make_manifest(), cors_origins=(listed,), limits=Capacity()) as api,
             browser_page() as page,
         ):
             await page.goto(other)

@@ -17,7 +17,7 @@ import pytest
 from agentwolf.config.origins import web_origin
 from agentwolf.config.policy import PolicyError, WorkerPolicy, load_policy
 from agentwolf.protocols.auth import ApiKeys
-from agentwolf.protocols.limits import ServeLimits
+from agentwolf.protocols.capacity import Capacity
 from agentwolf.protocols.server import BindingRefused, check_binding
 from tests.conftest import make_manifest
 from tests.support.serving import free_port, serve_process, serving
@@ -60,7 +60,7 @@ async def test_a_listed_origin_s_preflight_is_answered_before_auth_and_requests_
 ):
     caplog.set_level(logging.INFO, logger="agentwolf.protocols.http")
     async with (
-        serving(client, task_queue, make_manifest(), cors_origins=(PAGE,), limits=ServeLimits()) as base,
+        serving(client, task_queue, make_manifest(), cors_origins=(PAGE,), limits=Capacity()) as base,
         httpx.AsyncClient(base_url=base) as http,
     ):
         preflight = await http.options("/v1/chat/completions", headers=_preflight(PAGE))
@@ -96,7 +96,7 @@ async def test_a_listed_origin_s_preflight_is_answered_before_auth_and_requests_
 @pytest.mark.parametrize("origin", LOOK_ALIKES)
 async def test_other_origins_get_no_cors_header_and_are_never_reflected(client, task_queue, origin):
     async with (
-        serving(client, task_queue, make_manifest(), cors_origins=(PAGE,), limits=ServeLimits()) as base,
+        serving(client, task_queue, make_manifest(), cors_origins=(PAGE,), limits=Capacity()) as base,
         httpx.AsyncClient(base_url=base) as http,
     ):
         preflight = await http.options("/v1/chat/completions", headers=_preflight(origin))
@@ -221,7 +221,7 @@ async def test_the_flag_adds_to_the_policy_and_bad_origins_exit_2(client, tmp_pa
 
 async def test_a_listed_page_reads_a_refusal_s_retry_after_and_others_get_no_cors_header(client, task_queue):
     # max_requests_per_key=0: every keyed request is refused before the app, as a busy key's would be.
-    limits = ServeLimits(max_requests_per_key=0)
+    limits = Capacity(max_requests_per_key=0)
     async with (
         serving(client, task_queue, make_manifest(), cors_origins=(PAGE,), limits=limits) as base,
         httpx.AsyncClient(base_url=base) as http,

@@ -15,9 +15,9 @@ import pytest
 from openai import AsyncOpenAI
 from pydantic_ai.profiles import ModelProfile
 
-from agentwolf.activities.turn_settings import answer_format, instructions, merged_settings
 from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
+from agentwolf.hosts.turn_settings import answer_format, instructions, merged_settings
 from agentwolf.protocols.openai_api import ResponseId
 from agentwolf.protocols.openai_api.settings import ChatRequest, ResponsesRequest, checked
 from agentwolf.protocols.served import IDLE_CLOSE_AFTER, ApiError

@@ -18,7 +18,7 @@ from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
 from agentwolf.hosts.host import HostRegistry
 from agentwolf.worker.bootstrap import SANDBOX, WORKFLOWS
-from agentwolf.workflows.turn import Staleness
+from agentwolf.workflows.session.turn import Staleness
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import make_manifest, record_history, tools_server, wait_for
 from tests.support.models import Script, text, user_texts

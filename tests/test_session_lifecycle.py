@@ -23,8 +23,8 @@ from agentwolf.config.manifest import Manifest, McpServerConfig, SessionSettings
 from agentwolf.hosts.host import HostRegistry
 from agentwolf.worker.bootstrap import SANDBOX, WORKFLOWS
 from agentwolf.workflows.contracts import COMPILED_QUERY, CompiledAgent, HostRef
+from agentwolf.workflows.session.turn import WAITING_SNAPSHOT_EVENTS
 from agentwolf.workflows.session_input import SessionInput, TurnSnapshot
-from agentwolf.workflows.turn import WAITING_SNAPSHOT_EVENTS
 from agentwolf.workflows.types import (
     SESSION_WORKFLOW,
     ExtensionsChanged,

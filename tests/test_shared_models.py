@@ -1,4 +1,4 @@
-"""What keeps a cached session small (agentwolf/workflows/turn.py): sessions share their manifest and
+"""What keeps a cached session small (agentwolf/workflows/session/turn.py): sessions share their manifest and
 compiled agent (`shared`: one instance per exact content, so sharing is invisible to a run), and the
 event stream keeps its log serialized (`CompactLog`: reads give back equal items)."""
 
@@ -11,7 +11,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.contrib.workflow_streams import WorkflowStreamItem
 
 from agentwolf.config.manifest import Manifest
-from agentwolf.workflows import turn
+from agentwolf.workflows.session import turn
 
 
 def _manifest(*agents: str) -> Manifest:

@@ -9,7 +9,7 @@ from temporalio.worker import Replayer
 
 from agentwolf.payloads import data_converter
 from agentwolf.worker.bootstrap import SANDBOX, WORKFLOWS
-from agentwolf.workflows.loop import PROJECTED_SNAPSHOT
+from agentwolf.workflows.session.loop import PROJECTED_SNAPSHOT
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import make_manifest, record_history, wait_for
 from tests.support.models import Script, text, tool

@@ -10,7 +10,7 @@ import pytest
 
 from agentwolf.config.loading import ManifestError, parse_manifest
 from agentwolf.config.manifest import Manifest
-from agentwolf.workflows.output import structured
+from agentwolf.workflows.session.output import structured
 from tests.support.models import Script, text
 
 OUTPUT = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}

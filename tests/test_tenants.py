@@ -10,7 +10,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from agentwolf.access import TenantError, namespace_for, tenant_namespaces
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
-from agentwolf.workflows.session import SessionWorkflow
+from agentwolf.workflows.session.workflow import SessionWorkflow
 from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.types import AGENT_ATTR, TENANT_ATTR, workflow_id
 from tests.conftest import make_manifest, wait_for

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from temporalio.client import WorkflowQueryFailedError
 
-from agentwolf.hosts.transcript_store import ArchiveError
+from agentwolf.transcript_store import ArchiveError
 from agentwolf.workflows.archive import TranscriptTail
 from agentwolf.workflows.contracts import TRANSCRIPT_QUERY, TRANSCRIPT_TAIL_QUERY
 from agentwolf.workflows.session_input import SessionInput

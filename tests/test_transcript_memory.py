@@ -1,4 +1,4 @@
-"""A worker holds one copy of each long text of a session's transcript (workflows/turn.py's
+"""A worker holds one copy of each long text of a session's transcript (workflows/session/turn.py's
 `share_texts`): the workflow's state, its transcript cache and the next run's snapshot each decode
 the transcript from their own payload, and used to keep a copy of every tool result each. A run that
 continued as new lets its transcript go at once, not with the next full collection (queries to it,
@@ -26,8 +26,8 @@ from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from agentwolf.workflows.compaction import ContextView, Rendered, working_context
-from agentwolf.workflows.core import SessionCore
-from agentwolf.workflows.turn import SHARED_TEXT_MIN, share_texts
+from agentwolf.workflows.session.core import SessionCore
+from agentwolf.workflows.session.turn import SHARED_TEXT_MIN, share_texts
 from agentwolf.workflows.types import SessionStatus, workflow_id
 from tests.conftest import make_manifest, wait_for
 from tests.support.models import Script, sequence, text, tool
@@ -112,7 +112,7 @@ async def test_a_run_that_continued_as_new_lets_its_transcript_go_and_a_query_to
                 runs.append(await wait_for(partial(_next_run, client, sid, runs[-1]), timeout=120))
                 await wait_for(partial(_live, client, sid, runs[-1], i + 1), timeout=120)
             cores = [o for o in gc.get_objects() if isinstance(o, SessionCore) and o.inp.session_id == sid]
-            held = sorted(len(core.transcript) for core in cores)
+            held = sorted(len(core.log.transcript) for core in cores)
             # A query to the first run replays it: it reads the transcript that run ended with.
             first = await client.get_workflow_handle(workflow_id("default", sid), run_id=first_run).query(
                 "transcript", result_type=list[ModelMessage]

@@ -23,7 +23,7 @@ from agentwolf.config.manifest import Manifest, McpServerConfig, Permissions
 from agentwolf.config.policy import PolicyError, WorkerPolicy, load_policy
 from agentwolf.extensions.pool import McpPool, McpUnavailable
 from agentwolf.hosts.host import HostRegistry
-from agentwolf.workflows.session import SessionWorkflow
+from agentwolf.workflows.session.workflow import SessionWorkflow
 from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.types import workflow_id
 from tests.conftest import TOOLS_SERVER, make_manifest, tools_server, wait_for, worker_process

@@ -1,19 +1,37 @@
-"""The session workflow's parts that need no server: the limit guard (pure) and the approvals'
-book-keeping. The parts that run activities are tested through the workflow (test_session*,
-test_approval*, ...) and the replay corpus (test_replay.py)."""
+"""The session workflow's parts that need no server: the limit guard (pure), the approvals'
+book-keeping, the transcript log and a turn's end. The parts that run activities are tested through
+the workflow (test_session*, test_approval*, ...) and the replay corpus (test_replay.py)."""
 
 from __future__ import annotations
 
+import ast
+import re
 from datetime import UTC, datetime
+from pathlib import Path
 
-from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 
-from agentwolf.config.manifest import Limits
-from agentwolf.workflows.approvals import Approvals
-from agentwolf.workflows.guard import LimitGuard
-from agentwolf.workflows.session_input import TurnSnapshot
-from agentwolf.workflows.turn import Turn
-from agentwolf.workflows.types import Approval, PendingApproval, Prompt, Usage
+from agentwolf.config.manifest import Limits, Manifest
+from agentwolf.workflows.archive import ARCHIVED, ArchivedPart, StoredRef
+from agentwolf.workflows.compaction import ContextView
+from agentwolf.workflows.contracts import EMPTY_DIGEST, chain_digest
+from agentwolf.workflows.session import core
+from agentwolf.workflows.session.approvals import Approvals
+from agentwolf.workflows.session.transcript_log import TranscriptLog
+from agentwolf.workflows.session.turn import Turn, turn_end
+from agentwolf.workflows.session.turn_limits import LimitGuard
+from agentwolf.workflows.session_input import SessionInput, TurnSnapshot
+from agentwolf.workflows.types import Approval, Counters, PendingApproval, Prompt, Usage
+
+AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _turn(tokens: int = 0, usd: float | None = None, calls: list[ToolCallPart] | None = None) -> Turn:
@@ -85,3 +103,96 @@ def test_approvals_take_answers_only_for_calls_that_wait_and_carry_over_a_snapsh
     assert carried.pending == {} and not carried.unanswered()
     carried.clear()
     assert carried.decisions == {} and carried.always_allowed == {"mcp:add"}  # the session's, kept
+
+
+def _log(messages: list[ModelMessage] | None = None) -> TranscriptLog:
+    inp = SessionInput(session_id="s", agent="a", manifest=Manifest(), transcript=messages or [])
+    return TranscriptLog(inp)
+
+
+def _exchange(n: int) -> list[ModelMessage]:
+    return [
+        ModelRequest(parts=[UserPromptPart(f"q{n}", timestamp=AT)]),
+        ModelResponse(parts=[TextPart(f"a{n}")], timestamp=AT),
+    ]
+
+
+def test_the_transcript_log_keeps_its_chain_and_what_the_worker_holds_through_each_change():
+    """Appends, a sent request, turn marks, archiving, a summary, a rewind and the hand-over: the
+    digest always chains the whole line, and the sync marks say what the worker holds."""
+    log = _log(_exchange(0))
+    assert log.synced_len == 2 and log.synced_digest == log.digest == chain_digest(EMPTY_DIGEST, _exchange(0))
+    for n in (1, 2):
+        log.turn_started(f"turn-{n}", config_version=None)
+        request, response = _exchange(n)
+        log.append(request)
+        log.mark_sent(response)  # the worker appended the answer to its copy
+        log.append(response)
+        log.turn_ended(f"turn-{n}", Counters(turns=n))
+        assert (log.synced_len, log.synced_digest) == (len(log.transcript), log.digest)
+    whole = log.digest
+    assert whole == log.whole_digest() and log.appended_bytes > 0
+    assert [(m.turn_id, m.start, m.end) for m in log.turns] == [("turn-1", 2, 4), ("turn-2", 4, 6)]
+
+    part = ArchivedPart(start=0, end=2, ref=StoredRef(metadata={}, data="{}"))
+    log.archived(part, end=2, fold="q0 -> a0")
+    assert log.transcript[:2] == [ARCHIVED, ARCHIVED] and log.tail() == log.transcript[2:]
+    assert log.archive.length == 2 and log.archive.digest == chain_digest(EMPTY_DIGEST, _exchange(0))
+    assert log.whole_digest() == whole  # the chain goes on over the archived part
+    log.summarised(upto=1)
+    assert log.archive.fold == "q0 -> a0"  # the summary does not cover every archived message yet
+    log.summarised(upto=2)
+    assert log.archive.fold == ""
+
+    done, _ = log.rewound("1", ContextView(), None, whole_view=True)
+    assert done.point == "turn-1" and [b.name for b in log.branches] == ["branch-1"]
+    assert len(log.transcript) == 4 and [m.turn_id for m in log.turns] == ["turn-1"]
+    assert log.digest == log.synced_digest == log.whole_digest() and log.synced_len == 4
+    log.released()
+    assert log.transcript == [] and log.turns == []
+
+
+def test_a_turn_end_closes_every_dangling_call_and_keeps_what_the_model_was_not_sent():
+    calls = [ToolCallPart("read", {}, tool_call_id="c1"), ToolCallPart("write", {}, tool_call_id="c2")]
+    ran = ToolReturnPart("write", "done", tool_call_id="c2", timestamp=AT)
+    unsent = UserPromptPart("a tool's repeat note", timestamp=AT)
+    turn = Turn(pending=[unsent], finished={1: ran}, open_calls=calls, usage=Usage(requests=2))
+
+    end = turn_end(turn, "turn-3", "interrupted", None, AT)
+    closed = end.closing[0]
+    assert isinstance(closed, ToolReturnPart) and closed.tool_call_id == "c1"
+    assert (closed.content, closed.outcome, closed.timestamp) == (
+        "interrupted by the user",
+        "interrupted",
+        AT,
+    )
+    assert end.closing[1:] == [ran, unsent] and turn.finished == {1: ran}  # the turn is left as it was
+    assert (end.turn_id, end.outcome, end.usage) == ("turn-3", "interrupted", Usage(requests=2))
+
+    limited = turn_end(turn, "turn-3", "limit", "max_steps (3) reached", AT).closing[0]
+    assert isinstance(limited, ToolReturnPart) and limited.content == "not run: max_steps (3) reached"
+    done = turn_end(Turn(pending=[]), "turn-4", "completed", "the answer", AT)
+    assert done.closing == [] and done.output == "the answer"
+
+
+def test_the_session_core_has_at_most_15_fields_each_written_in_its_own_module():
+    """The parts read the core and call its methods: no assignment to a core field elsewhere."""
+    session = Path(core.__file__).parent
+    assigned = re.compile(r"core\.[a-z_]+ (=|\+=|-=) ")
+    found = [
+        f"{path.name}:{n}: {line.strip()}"
+        for path in sorted(session.glob("*.py"))
+        if path.name != "core.py"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if assigned.search(line)
+    ]
+    assert found == []
+    tree = ast.parse(Path(core.__file__).read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "SessionCore")
+    fields = {
+        n.attr
+        for n in ast.walk(cls)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
+        if isinstance(n.ctx, ast.Store)
+    }
+    assert len(fields) <= 15, sorted(fields)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from temporalio import activity
 
+from agentwolf import transcript_store
 from agentwolf.activities.model_request import cached_transcript, compiled_agent
 from agentwolf.activities.session_io import heartbeating
-from agentwolf.hosts import transcript_store
 from agentwolf.hosts.host import AgentHost
 from agentwolf.workflows.archive import ARCHIVED, ArchivedPart, ArchivedRead, ArchiveInput
 from agentwolf.workflows.contracts import ToolCallOutput
-from agentwolf.workflows.tools import output_page
+from agentwolf.workflows.session.tools import output_page
 
 
 async def archive(host: AgentHost, inp: ArchiveInput) -> ArchivedPart | None:

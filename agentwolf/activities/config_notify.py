@@ -13,7 +13,7 @@ from temporalio import activity
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentwolf.access import caller_tenant
-from agentwolf.workflows.config_registry import NotifyInput
+from agentwolf.workflows.configs.config_registry import NotifyInput
 from agentwolf.workflows.types import CONFIG_ATTR, SESSION_WORKFLOW, TENANT_ATTR, quote
 
 CONTINUE_AS_NEW_GAP = timedelta(minutes=1)

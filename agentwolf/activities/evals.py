@@ -5,22 +5,29 @@ the trajectory, for runs recorded before evaluators."""
 from __future__ import annotations
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
+from agentwolf.access import caller_tenant
 from agentwolf.activities.evaluators import Evaluators, Target
 from agentwolf.config.manifest import Manifest
 from agentwolf.hosts.host import HostRegistry
-from agentwolf.hosts.transcript_store import read_transcript
 from agentwolf.plugins import EvaluatorContext
-from agentwolf.workflows.eval_run import StepsInput
-from agentwolf.workflows.evals import Scored, ScoreInput, Step, divergence, trajectory
+from agentwolf.transcript_store import read_transcript
+from agentwolf.workflows.evals.cases import Scored, ScoreInput, Step, divergence, trajectory
+from agentwolf.workflows.evals.run import StepsInput
 from agentwolf.workflows.types import tenant_of
 
 
 @activity.defn(name="wolf.eval_steps")
 async def eval_steps(inp: StepsInput) -> list[Step]:
-    """The steps of the case's session after its recorded prefix (only they enter history)."""
+    """The steps of the case's session after its recorded prefix (only they enter history): of a
+    session of the calling run's own tenant only."""
+    caller_tenant(_tenant_named(inp.workflow_id))
     return await _steps(inp.workflow_id, inp.start)
+
+
+def _tenant_named(workflow_id: str) -> str:
+    """The tenant a case's session id names ("" for an id that names none: nobody's)."""
+    return tenant_of(workflow_id) or ""
 
 
 async def _steps(workflow_id: str, start: int) -> list[Step]:
@@ -39,19 +46,7 @@ class EvalActivities:
     async def eval_score(self, inp: ScoreInput) -> Scored:
         """The case's new trajectory, where it left the recorded one, and each evaluator's verdict."""
         run_id = activity.info().workflow_id or ""
-        tenant = tenant_of(run_id)
-        if tenant is None or tenant_of(inp.workflow_id) != tenant:
-            raise ApplicationError(
-                f"refused: run {run_id!r} may score only its own tenant's sessions, not {inp.workflow_id!r}",
-                type="TenantMismatch",
-                non_retryable=True,
-            )
-        if self.hosts.tenant is not None and tenant != self.hosts.tenant:
-            raise ApplicationError(
-                f"refused: this worker serves tenant {self.hosts.tenant!r} only, not {tenant!r}",
-                type="TenantMismatch",
-                non_retryable=True,
-            )
+        tenant = caller_tenant(_tenant_named(inp.workflow_id), self.hosts.tenant)
         steps = await _steps(inp.workflow_id, inp.start)
         diverged = divergence(inp.steps, steps)
         ctx = EvaluatorContext(

@@ -33,7 +33,7 @@ from agentwolf.config.manifest import Manifest
 from agentwolf.config.policy import redact
 from agentwolf.hosts.host import HostRegistry
 from agentwolf.plugins import EvaluationReason, Evaluator, EvaluatorContext, PluginError
-from agentwolf.workflows.evals import SAME_TRAJECTORY, Evaluation, EvaluatorSpec
+from agentwolf.workflows.evals.cases import SAME_TRAJECTORY, Evaluation, EvaluatorSpec
 
 JUDGE_INSTRUCTIONS = (
     "You grade an AI agent's answer against a rubric. Answer with one JSON object and nothing else: "

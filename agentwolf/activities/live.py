@@ -23,7 +23,7 @@ from pydantic_ai.settings import ModelSettings
 from temporalio import activity
 
 from agentwolf.config.policy import Secrets
-from agentwolf.hosts.flow import Wait
+from agentwolf.hosts.quotas import Wait
 from agentwolf.telemetry import tracing
 from agentwolf.workflows.contracts import LiveText, LiveTool
 

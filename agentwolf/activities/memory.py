@@ -2,7 +2,7 @@
 tenant is the calling workflow's; the owner is the one the workflow recorded at its start. Safe to
 run twice: a write's receipt (by the call's key) answers a retry, and reads change nothing. A store
 that cannot be opened answers the model an error at once; a failing one after its retries
-(workflows/memory.py): never the turn."""
+(workflows/session/memory.py): never the turn."""
 
 from __future__ import annotations
 
@@ -35,5 +35,5 @@ class MemoryActivities:
             faces = Faces(store, inp.ref.tenant, inp)
         except (MemoryStoreError, MissingVariable, SecretRefused, NamespaceError) as exc:
             return MemoryOutput(content=secrets.redact(f"memory is unavailable: {exc}"), is_error=True)
-        # A driver's error is retried (workflows/memory.py); after the last attempt the model is told.
+        # A driver's error is retried (workflows/session/memory.py); after the last attempt the model is told.
         return await heartbeating(asyncio.to_thread(faces.run))

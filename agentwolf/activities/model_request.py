@@ -1,48 +1,40 @@
-"""`wolf.model_request`: one model request on the host, the transcript a delta against this worker's
-cached copy, its text streamed as heartbeat details."""
+"""`wolf.model_request`: one model request, answered by the host in one call (hosts/model_requests.py:
+the transcript a delta against this worker's cached copy); here what is Temporal's, as in
+pydantic-ai's own request activity: heartbeats carrying the streamed text and what the request waits
+for, redaction, cost, and failures as ApplicationError."""
 
 from __future__ import annotations
 
-import dataclasses
+import functools
+from collections.abc import Awaitable
 
 from pydantic_ai.exceptions import ModelHTTPError, UserError
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ModelResponse
-from pydantic_ai.models import Model, ModelRequestParameters
-from pydantic_ai.settings import ModelSettings
-from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse
+from pydantic_ai.models import Model
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from agentwolf.activities import live, observe, turn_settings
+from agentwolf import transcript_store
+from agentwolf.activities import live, observe
 from agentwolf.activities.cost import attempts_cost, record, request_cost, used_spec
 from agentwolf.activities.overflow import CONTEXT_LENGTH_EXCEEDED, context_overflow
 from agentwolf.activities.provider_errors import SET_IT, config_failure, http_failure
 from agentwolf.activities.session_io import heartbeating, query
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError
-from agentwolf.hosts import flow, transcript_store
+from agentwolf.hosts import model_requests, quotas
 from agentwolf.hosts.host import AgentHost, HostRegistry
-from agentwolf.hosts.transcripts import CachedTranscript
-from agentwolf.workflows.archive import let_go, restored
-from agentwolf.workflows.compaction import (
-    Rendered,
-    cut_tool_outputs,
-    instructions,
-    stubs_any,
-    working_context,
-)
+from agentwolf.hosts.model_requests import Held, TranscriptMismatch
+from agentwolf.hosts.transcripts import Prefix
+from agentwolf.workflows.archive import TranscriptTail
 from agentwolf.workflows.contracts import (
     COMPILED_QUERY,
-    RECALL_SPEC,
-    SESSION,
     CompiledAgent,
     HostRef,
     ModelRequestInput,
     ModelRequestOutput,
-    chain_digest,
 )
-from agentwolf.workflows.output import OUTPUT_DESCRIPTION, OUTPUT_TOOL
-from agentwolf.workflows.turn import share_texts
+from agentwolf.workflows.session.turn import share_texts
 
 PERMANENT_HTTP = {400, 401, 403, 404, 422}
 
@@ -50,68 +42,23 @@ PERMANENT_HTTP = {400, 401, 403, 404, 422}
 async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestInput) -> ModelRequestOutput:
     """One model request; the transcript arrives as a delta against this worker's copy."""
     compiled = await compiled_agent(host, inp.ref, inp.compiled_digest)
-    if inp.ref.workflow_id not in host.sessions:
-        host.track(inp.ref.workflow_id, compiled.sources)
-        manifest = hosts.manifests[inp.ref.config_id]
-        host.background(host.recheck(manifest, compiled, inp.ref.workflow_id))
-    offered = (
-        compiled.tools if inp.tool_names is None else [t for t in compiled.tools if t.name in inp.tool_names]
-    )
-    limit = compiled.tool_output_chars
-    share_texts(inp.delta)  # the workflow's copy of the transcript holds the same texts
-    cached = await cached_transcript(host, inp.ref, inp.base_len, inp.base_digest, limit)
-    cache_hit = cached.cache_hit
-    base, base_sent, base_size = cached.messages, cached.sent, cached.size
-    if inp.view is not None:  # what the session archived leaves this worker's copy (the cached one too)
-        base_size -= _size(let_go(base, base_sent, cached.rendered, inp.view))
-    messages = [*base, *inp.delta]
-    sent = [*base_sent, *cut_tool_outputs(inp.delta, limit, start=len(base))]
-    cut = any(m is not s for m, s in zip(messages, sent, strict=True))
-    stubbed = stubs_any(messages, inp.view)
-    offered = [  # nothing cut or put aside: nothing to read on
-        t for t in offered if t.server != SESSION or (cut if t.name != RECALL_SPEC.name else stubbed)
-    ]
-    context = working_context(messages, inp.view, sent, cached.rendered) if inp.view is not None else sent
+    streamed = live.LiveResponse(inp.turn_id, inp.step, host.secrets) if compiled.stream else None
+    waits = quotas.Waits(priority=inp.priority)
     try:
-        model = await heartbeating(host.model(compiled.models))
-        answer_mode, answer_object = turn_settings.answer_format(inp.settings, model.profile)
-        streamed = live.LiveResponse(inp.turn_id, inp.step, host.secrets) if compiled.stream else None
-        waits = flow.Waits(priority=inp.priority)
-        flow.WAITS.set(waits)
-        response = await heartbeating(
-            live.request(
-                model,
-                _with_instructions(
-                    context,
-                    instructions(turn_settings.instructions(compiled.instructions, inp.settings), inp.view),
-                ),
-                turn_settings.merged_settings(_settings(compiled), inp.settings),
-                ModelRequestParameters(
-                    function_tools=[
-                        ToolDefinition(
-                            name=t.name, description=t.description, parameters_json_schema=t.parameters
-                        )
-                        for t in offered
-                    ],
-                    output_tools=[
-                        ToolDefinition(
-                            name=OUTPUT_TOOL,
-                            description=OUTPUT_DESCRIPTION,
-                            parameters_json_schema=inp.output,
-                            kind="output",
-                        )
-                    ]
-                    if inp.output
-                    else [],
-                    allow_text_output=inp.output is None,
-                    # A job's output schema is its answer: a turn's answer format gives way to it.
-                    output_mode="tool" if inp.output else answer_mode,
-                    output_object=None if inp.output else answer_object,
-                ),
-                streamed,
+        sent = await heartbeating(
+            model_requests.request(
+                host,
+                inp,
+                compiled,
+                hosts.manifests[inp.ref.config_id],
+                waits,
+                _held(inp.ref),
+                functools.partial(live.request, live=streamed),
             ),
             details=lambda: live.details(inp.turn_id, inp.step, streamed, waits.now),
         )
+    except TranscriptMismatch as exc:
+        raise ApplicationError(str(exc), type="TranscriptMismatch") from None
     except ModelHTTPError as exc:
         raise model_http_error(exc, host) from None
     except MissingVariable as exc:
@@ -120,13 +67,8 @@ async def request_model(hosts: HostRegistry, host: AgentHost, inp: ModelRequestI
     except (UserError, LookupError, PolicyError) as exc:
         message = host.secrets.redact(f"model configuration: {config_failure(exc)}")
         raise ApplicationError(message, type="ConfigError", non_retryable=True) from None
-    out = answered(host, inp.ref, model, compiled.models, response, cache_hit)
-    digest = chain_digest(chain_digest(inp.base_digest, inp.delta), [out.response])
-    size = base_size + _size(inp.delta) + _size([out.response])
-    host.remember(
-        inp.ref.workflow_id,
-        CachedTranscript([*messages, out.response], digest, [*sent, out.response], size, cached.rendered),
-    )
+    out = answered(host, inp.ref, sent.model, compiled.models, sent.response, sent.cache_hit)
+    sent.keep(host, inp.ref.workflow_id, out.response)
     return out
 
 
@@ -175,65 +117,23 @@ def model_http_error(exc: ModelHTTPError, host: AgentHost) -> ApplicationError:
     return ApplicationError(message, type="ModelHTTPError", non_retryable=exc.status_code in PERMANENT_HTTP)
 
 
-@dataclasses.dataclass
-class CachedPrefix:
-    messages: list[ModelMessage]
-    sent: list[ModelMessage]
-    size: int
-    cache_hit: bool
-    rendered: Rendered
-
-
 async def cached_transcript(
     host: AgentHost, ref: HostRef, base_len: int, base_digest: str, limit: int
-) -> CachedPrefix:
-    """The session's first `base_len` messages (and as cut for the model): this worker's copy, else
-    the workflow's, checked against `base_digest`."""
-    cached = host.transcript(ref.workflow_id, base_len, base_digest) if base_len else None
-    if cached is not None:
-        return CachedPrefix(cached.messages, cached.sent, cached.size, True, cached.rendered)
-    base: list[ModelMessage] = []
-    rendered = Rendered()
-    if base_len:
-        # The transcript is append-only, so the workflow's current copy starts with our prefix;
-        # checked against the digest the workflow sent, like a cached copy. Archived messages stay
-        # in the payload store: the working context needs only their fold's text.
-        handle = activity.client().get_workflow_handle(ref.workflow_id)
-        tail = await heartbeating(transcript_store.held(handle.query))
-        archive = tail.archive
-        base = restored(archive, tail.messages)[:base_len]
-        if len(base) != base_len or chain_digest(archive.digest, base[archive.length :]) != base_digest:
-            raise ApplicationError(
-                f"the session's transcript prefix ({len(base)} messages) does not match the digest "
-                "it was sent with",
-                type="TranscriptMismatch",
-            )
-        share_texts(base)
-        rendered = Rendered(archived=archive.length, archived_fold=archive.fold)
-    return CachedPrefix(base, cut_tool_outputs(base, limit), _size(base), not base_len, rendered)
+) -> Prefix:
+    """The session's first `base_len` messages (and as cut for the model), from the host: for the
+    activities that read the transcript without a model request (archive, compact_summary)."""
+    try:
+        return await heartbeating(
+            model_requests.prefix(host, ref.workflow_id, base_len, base_digest, limit, _held(ref))
+        )
+    except TranscriptMismatch as exc:
+        raise ApplicationError(str(exc), type="TranscriptMismatch") from None
 
 
-def _size(messages: list[ModelMessage]) -> int:
-    """About how many bytes `messages` hold: their JSON's length (what the cache bounds)."""
-    return len(ModelMessagesTypeAdapter.dump_json(messages)) if messages else 0
+def _held(ref: HostRef) -> Held:
+    """The session's transcript as it holds it, by query (a worker without a matching copy)."""
 
+    def held() -> Awaitable[TranscriptTail]:
+        return transcript_store.held(activity.client().get_workflow_handle(ref.workflow_id).query)
 
-def _with_instructions(messages: list[ModelMessage], instructions: str) -> list[ModelMessage]:
-    """pydantic-ai reads instructions from the last request; set them there without touching the cache."""
-    if not instructions:
-        return messages
-    for i in range(len(messages) - 1, -1, -1):
-        if isinstance(request := messages[i], ModelRequest):
-            out = list(messages)
-            out[i] = dataclasses.replace(request, instructions=instructions)
-            return out
-    return messages
-
-
-def _settings(compiled: CompiledAgent) -> ModelSettings:
-    settings = ModelSettings()
-    if compiled.temperature is not None:
-        settings["temperature"] = compiled.temperature
-    if compiled.max_tokens is not None:
-        settings["max_tokens"] = compiled.max_tokens
-    return settings
+    return held

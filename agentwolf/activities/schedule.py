@@ -20,7 +20,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentwolf.access import caller_tenant, workflow_id
-from agentwolf.workflows.config_registry import ConfigRegistryWorkflow
+from agentwolf.workflows.configs.config_registry import ConfigRegistryWorkflow
 from agentwolf.workflows.schedule import DeliverInput, Delivery, JobRequest, job_session
 from agentwolf.workflows.session_input import SessionInput
 from agentwolf.workflows.types import registry_id

@@ -1,11 +1,13 @@
 """The activities a session runs: compile, model_request, compact_summary, call_tool, read_skill,
 expand_command.
 
-Thin by design: each looks up the host for (config, tenant) and delegates to it. Whatever a worker
-lacks (a manifest it never saw, a compiled agent, a transcript prefix) it fetches from the session
-workflow by query, so any worker can serve any step. SessionActivities is where the worker registers
-them; the longer work lives beside it: compile.py, model_request.py, the skill and session servers
-(servers.py), tools as the model sees them (tools.py), heartbeating and queries (session_io.py).
+Thin by design: each looks up the host for (config, tenant) and asks it once (a tool call:
+hosts/tool_calls.py; a model request: hosts/model_requests.py, through model_request.py); what stays
+here is Temporal's: heartbeats, a lost attempt's cut, redaction, failures as ApplicationError.
+Whatever a worker lacks (a manifest it never saw, a compiled agent, a transcript prefix) it fetches
+from the session workflow by query, so any worker can serve any step. SessionActivities is where the
+worker registers them; beside it: compile.py, model_request.py, tools as the model sees them
+(tools.py), heartbeating and queries (session_io.py).
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from mcp.shared.exceptions import MCPError
-from pydantic import ValidationError
 from temporalio import activity
 
 from agentwolf.access import check_caller
@@ -27,15 +28,13 @@ from agentwolf.activities.compile import compile_agent
 from agentwolf.activities.model_request import request_model
 from agentwolf.activities.session_io import after_lost_attempt, heartbeating, query
 from agentwolf.activities.summary import summarise
-from agentwolf.activities.tools import render
 from agentwolf.config.manifest import Manifest
-from agentwolf.config.session_servers import SESSION_SERVER
 from agentwolf.extensions.pool import McpUnavailable
 from agentwolf.extensions.registry import Scope
 from agentwolf.extensions.skills import LocalSkillRoot
 from agentwolf.extensions.types import ExtensionError
 from agentwolf.hosts.host import AgentHost, HostRegistry
-from agentwolf.hosts.servers import restore_session_server, restore_skill_server
+from agentwolf.hosts.tool_calls import call_tool
 from agentwolf.telemetry import metrics
 from agentwolf.workflows.archive import ArchivedPart, ArchivedRead, ArchiveInput
 from agentwolf.workflows.contracts import (
@@ -195,7 +194,17 @@ class SessionActivities:
         host = self.hosts.ensure(inp.manifest, inp.ref.tenant) if inp.manifest else await self._host(inp.ref)
         with observe.tool_call(inp.server, inp.tool, inp.arguments) as call:
             started = time.monotonic()
-            result = await self._call_tool(host, inp)
+            on_progress, progress = live.tool_progress(inp.call_id, inp.name or inp.tool, host.secrets)
+            result = await heartbeating(
+                call_tool(
+                    host,
+                    inp,
+                    self.hosts.manifests[inp.ref.config_id],
+                    lambda: query(inp.ref, COMPILED_QUERY, CompiledAgent),
+                    on_progress,
+                ),
+                details=progress,
+            )
             ran_ms = int((time.monotonic() - started) * 1000)
             result = result.model_copy(
                 update={
@@ -206,41 +215,6 @@ class SessionActivities:
             )
             call.done(result)
         return result
-
-    async def _call_tool(self, host: AgentHost, inp: ToolCallInput) -> ToolCallOutput:
-        if inp.server not in host.pool.servers and inp.server.startswith(SESSION_SERVER):
-            compiled = await heartbeating(query(inp.ref, COMPILED_QUERY, CompiledAgent))
-            await heartbeating(restore_session_server(host, compiled, inp))
-        elif inp.server not in host.pool.servers:
-            await heartbeating(restore_skill_server(host, self.hosts.manifests[inp.ref.config_id], inp))
-        if (functions := host.function_tools(inp.server)) is not None:  # a plugin's: runs right here
-            try:
-                done = await heartbeating(functions.call_tool(inp.tool, inp.arguments))
-            except ExtensionError as exc:  # the plugin is not loaded on this worker
-                return ToolCallOutput(content=str(exc), is_error=True)
-            return ToolCallOutput(content=render(done), is_error=bool(done.is_error))
-        cap = host.mcp.get(inp.server)
-        version = cap.version if cap else 0
-        try:
-            on_progress, progress = live.tool_progress(inp.call_id, inp.name or inp.tool, host.secrets)
-            result = await heartbeating(
-                host.pool.call_tool(inp.server, inp.tool, inp.arguments, on_progress), details=progress
-            )
-        except McpUnavailable as exc:
-            return ToolCallOutput(content=str(exc), is_error=True)
-        except MCPError as exc:
-            return ToolCallOutput(content=f"MCP error {exc.code}: {exc}", is_error=True)
-        except TimeoutError:
-            timeout = host.pool.servers[inp.server].call_timeout
-            return ToolCallOutput(content=f"tool call timed out after {timeout:g}s", is_error=True)
-        except (ValidationError, RuntimeError) as exc:  # an answer the MCP client cannot parse
-            return ToolCallOutput(
-                content=f"MCP server {inp.server!r} sent an unusable answer: {exc}", is_error=True
-            )
-        # A server announces a list change before it answers: the SDK spawns the notification's
-        # handler (which bumps the cap's version) before it hands over the answer, so it has run.
-        changed = cap is not None and cap.version != version
-        return ToolCallOutput(content=render(result), is_error=bool(result.is_error), changed=changed)
 
     @activity.defn(name="wolf.release_session")
     async def release_session(self, ref: HostRef) -> None:

@@ -1,13 +1,11 @@
-"""Tools as the model sees them: specs with model-facing names, MCP results rendered as text (their
-outputs are cut to the agent's limit by `compaction.cut_tool_outputs`; the transcript keeps them whole)."""
+"""Tools as the model sees them: specs with model-facing names (their results are rendered as text by
+hosts/tool_calls.py, cut to the agent's limit by `compaction.cut_tool_outputs`; the transcript keeps
+them whole)."""
 
 from __future__ import annotations
 
 import fnmatch
-import json
 import re
-
-import mcp_types
 
 from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.extensions.types import ToolEntry
@@ -46,15 +44,3 @@ def _repeat_safe(config: McpServerConfig | None, tool: ToolEntry) -> bool:
     if config is None or config.repeat_safe is None:
         return tool.repeat_safe
     return any(fnmatch.fnmatchcase(tool.name, pattern) for pattern in config.repeat_safe)
-
-
-def render(result: mcp_types.CallToolResult) -> str:
-    parts: list[str] = []
-    for block in result.content:
-        if isinstance(block, mcp_types.TextContent):
-            parts.append(block.text)
-        else:
-            parts.append(json.dumps(block.model_dump(mode="json", exclude_none=True)))
-    if not parts and result.structured_content is not None:
-        parts.append(json.dumps(result.structured_content))
-    return "\n".join(parts)

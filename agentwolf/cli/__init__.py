@@ -42,7 +42,7 @@ VERB_MODULES = (
     "mcp",
     "editor",
     "usage",
-    "limits",
+    "quotas",
 )
 """The modules of agentwolf.cli holding verbs, imported in this order until the verb asked for is found
 (`wolf status` loads sessions alone); `wolf --help` and a misspelt verb load them all."""
@@ -60,7 +60,7 @@ PANELS = {  # `wolf --help` groups each module's verbs under its heading (a verb
     "mcp": "Front ends",
     "editor": "Front ends",
     "usage": "Spending",
-    "limits": "Spending",
+    "quotas": "Spending",
 }
 
 HELP = """Durable AI agent sessions on Temporal: submit, follow, steer and interrupt them; run workers;

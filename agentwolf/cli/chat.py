@@ -48,6 +48,7 @@ from agentwolf.paths import data_dir
 from agentwolf.workflows.types import LIVE_KINDS, Event
 
 PROMPT = "you> "
+NO_WORKER_NOW = "(no worker polls now: the prompt waits in the session and runs when one does)"
 CHAT_COMMANDS = {
     "/exit": "leave the chat",
     "/queue": (
@@ -227,6 +228,15 @@ class Chat:
             return True
         return False
 
+    async def _send_prompt(self, text: str) -> bool:
+        """A prompt; while no worker polls, left in the session (and said) to run when one does."""
+        sending = asyncio.ensure_future(self.wolf.prompt_or_leave(self.sid, text))
+        if not await self._send(sending):
+            return False
+        if sending.result() is None:
+            self._say(NO_WORKER_NOW, "yellow")
+        return True
+
     async def _context_command(self, command: str, rest: str) -> None:
         """`/compact`: compact at the next safe point; `/pin TEXT`: a note every request carries."""
         if command == "/compact":
@@ -264,7 +274,7 @@ class Chat:
             await self._send(self.wolf.interrupt(self.sid, "/interrupt in wolf chat"))
         elif command == "/queue":
             if rest.strip():
-                await self._send(self.wolf.prompt(self.sid, rest))
+                await self._send_prompt(rest)
         elif command in ("/compact", "/pin"):
             await self._context_command(command, rest.strip())
         elif self.view.running and not command.startswith("/"):
@@ -272,7 +282,7 @@ class Chat:
                 self._say("(steering the running turn)")
         else:
             self.view.running = True  # the spinner shows before turn_started arrives
-            if not await self._send(self.wolf.prompt(self.sid, text)):
+            if not await self._send_prompt(text):
                 self.view.running = False
         return True
 
@@ -363,7 +373,8 @@ async def run_lines(
         if not line:
             continue
         try:
-            await wolf.prompt(sid, line)
+            if await wolf.prompt_or_leave(sid, line) is None:
+                err.print(Text(NO_WORKER_NOW, "yellow"))
         except WorkflowUpdateFailedError as exc:
             err.print(Text(f"refused: {inert(str(exc.cause))}", "red"))
             continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -14,7 +15,7 @@ from agentwolf.cli.console import Exit, err, literal, out
 from agentwolf.cli.sources import config_path, config_source, pick_agent, registry_ref
 
 if TYPE_CHECKING:
-    from agentwolf.workflows.config_registry import PushResult, VersionInfo
+    from agentwolf.workflows.configs.config_registry import PushResult, VersionInfo
 
 app = typer.Typer()
 config_app = typer.Typer(
@@ -103,7 +104,6 @@ async def config_validate(
 
     Example: wolf config validate wolf.yaml --tenant acme
     """
-    from dataclasses import asdict
 
     from agentwolf.access import check_tenant_name
     from agentwolf.cli.render import inert
@@ -214,7 +214,7 @@ async def config_push(
 
     Example: wolf config push prod wolf.yaml --note "stricter rules" --eval evals.jsonl --min-score 0.9
     """
-    from agentwolf.workflows.config_registry import pushable
+    from agentwolf.workflows.configs.config_registry import pushable
     from agentwolf.workflows.types import check_config_name
 
     manifest = pushable(file)  # file:line errors before anything is sent

@@ -5,6 +5,7 @@ session's next step)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -53,7 +54,7 @@ async def deploy_status(conn: Connection, deployment: DeploymentName = None, as_
 
     Example: wolf deploy status --json
     """
-    from agentwolf.client.deployments import DeploymentError, status
+    from agentwolf.ops.deployments import DeploymentError, status
 
     wolf = await conn.client("default")
     try:
@@ -89,7 +90,7 @@ async def deploy_promote(
 
     Example: wolf deploy promote 0.2.0-3f2a9c1d0e
     """
-    from agentwolf.client.deployments import DeploymentError, promote
+    from agentwolf.ops.deployments import DeploymentError, promote
 
     wolf = await conn.client("default")
     try:
@@ -106,7 +107,7 @@ async def deploy_rollback(conn: Connection, deployment: DeploymentName = None, a
 
     Example: wolf deploy rollback
     """
-    from agentwolf.client.deployments import DeploymentError, rollback
+    from agentwolf.ops.deployments import DeploymentError, rollback
 
     wolf = await conn.client("default")
     try:
@@ -145,7 +146,7 @@ async def check_replay(
             "--live",
             metavar="N",
             help="Also replay N running sessions of the server, and up to N of each long-lived workflow "
-            "type (limiters, config registries, schedule fires, eval runs and datasets; 0: none).",
+            "type (quota workflows, config registries, schedule fires, eval runs and datasets; 0: none).",
         ),
     ] = 0,
     as_json: Json = False,
@@ -155,9 +156,8 @@ async def check_replay(
 
     Example: wolf check-replay --histories tests/histories --live 200 --address temporal:7233
     """
-    from pathlib import Path
 
-    from agentwolf.client.replay_check import Broken, check_corpus, check_live
+    from agentwolf.ops.replay_check import Broken, check_corpus, check_live
 
     folder = Path(histories or "tests/histories")
     if histories is None and not folder.is_dir() and not live:

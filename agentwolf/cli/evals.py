@@ -17,7 +17,7 @@ from agentwolf.cli.errors import check_worker
 if TYPE_CHECKING:
     from agentwolf.client.wolf_client import WolfClient
     from agentwolf.config.manifest import Manifest
-    from agentwolf.workflows.evals import EvalReport, Evaluation
+    from agentwolf.workflows.evals.cases import EvalReport, Evaluation
 
 app = typer.Typer()
 eval_app = typer.Typer(
@@ -192,7 +192,7 @@ def print_report(report: EvalReport) -> None:
 
 
 def _verdict(evaluation: Evaluation) -> str:
-    from agentwolf.workflows.evals import SAME_TRAJECTORY
+    from agentwolf.workflows.evals.cases import SAME_TRAJECTORY
 
     value = evaluation.value
     shown = ("pass" if value else "FAIL") if isinstance(value, bool) else f"{value:.2f}"

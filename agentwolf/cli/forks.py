@@ -14,7 +14,7 @@ from agentwolf.cli.console import out
 from agentwolf.cli.errors import check_worker
 
 if TYPE_CHECKING:
-    from agentwolf.workflows.cuts import Effect, Fork
+    from agentwolf.workflows.session.cuts import Effect, Fork
 
 app = typer.Typer()
 

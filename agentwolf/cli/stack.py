@@ -194,49 +194,54 @@ async def dev(
         out().print(f"stopped: {', '.join(local_stack.down(timeout=DEV_STOP_GRACE)) or 'nothing'}")
 
 
+ServeHost = Annotated[str, typer.Option("--host", help="Address to bind (non-loopback needs API keys).")]
+ServePort = Annotated[int, typer.Option("--port", "-p", metavar="PORT", help="Port to listen on.")]
+ServeTenant = Annotated[
+    str,
+    typer.Option(
+        "--tenant",
+        "-t",
+        envvar="WOLF_TENANT",
+        metavar="TENANT",
+        help="The tenant of --no-auth requests and of webhooks.",
+    ),
+]
+NoAuth = Annotated[bool, typer.Option("--no-auth", help="Serve without API keys (loopback only).")]
+ServePolicy = Annotated[
+    str | None,
+    typer.Option("--policy", metavar="FILE", help="Policy file with `api_keys:` and `cors_origins:`."),
+]
+CorsOrigins = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--cors-origin",
+        metavar="ORIGIN",
+        help="A web origin (scheme://host[:port], or '*' for any) whose pages may call from a "
+        "browser; repeatable, adds to the policy's cors_origins. Default: none.",
+    ),
+]
+ForwardedAllowIps = Annotated[
+    str | None,
+    typer.Option(
+        "--forwarded-allow-ips",
+        help="Addresses or networks (comma-separated, '*' for any) of the TLS proxies whose "
+        "X-Forwarded-Proto/-For to believe. Default: FORWARDED_ALLOW_IPS, else 127.0.0.1.",
+    ),
+]
+
+
 @app.command(rich_help_panel="Front ends")
 @verb
 async def serve(
     conn: Connection,
-    host: Annotated[
-        str, typer.Option("--host", help="Address to bind (non-loopback needs API keys).")
-    ] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", "-p", metavar="PORT", help="Port to listen on.")] = 8088,
+    host: ServeHost = "127.0.0.1",
+    port: ServePort = 8088,
     config: ConfigOpt = None,
-    tenant: Annotated[
-        str,
-        typer.Option(
-            "--tenant",
-            "-t",
-            envvar="WOLF_TENANT",
-            metavar="TENANT",
-            help="The tenant of --no-auth requests and of webhooks.",
-        ),
-    ] = "default",
-    no_auth: Annotated[
-        bool, typer.Option("--no-auth", help="Serve without API keys (loopback only).")
-    ] = False,
-    policy: Annotated[
-        str | None,
-        typer.Option("--policy", metavar="FILE", help="Policy file with `api_keys:` and `cors_origins:`."),
-    ] = None,
-    cors_origin: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--cors-origin",
-            metavar="ORIGIN",
-            help="A web origin (scheme://host[:port], or '*' for any) whose pages may call from a "
-            "browser; repeatable, adds to the policy's cors_origins. Default: none.",
-        ),
-    ] = None,
-    forwarded_allow_ips: Annotated[
-        str | None,
-        typer.Option(
-            "--forwarded-allow-ips",
-            help="Addresses or networks (comma-separated, '*' for any) of the TLS proxies whose "
-            "X-Forwarded-Proto/-For to believe. Default: FORWARDED_ALLOW_IPS, else 127.0.0.1.",
-        ),
-    ] = None,
+    tenant: ServeTenant = "default",
+    no_auth: NoAuth = False,
+    policy: ServePolicy = None,
+    cors_origin: CorsOrigins = None,
+    forwarded_allow_ips: ForwardedAllowIps = None,
     task_queue: TaskQueue = TASK_QUEUE,
     log_level: LogLevel = "INFO",
     log_format: LogFormat = "text",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated
 
@@ -26,7 +26,6 @@ def _since(text: str | None) -> datetime | None:
     """An ISO date or date-time (without a zone: UTC, visibility's time), or a duration ago (`7d`)."""
     if text is None:
         return None
-    from datetime import UTC
 
     from agentwolf.client.durations import FORMS, parse_duration
 

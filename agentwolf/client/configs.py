@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import BaseModel
 from temporalio.client import (
-    Client,
     WithStartWorkflowOperation,
     WorkflowHandle,
     WorkflowQueryFailedError,
@@ -18,11 +17,12 @@ from temporalio.client import (
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
+from agentwolf.client.parts import ClientCore
 from agentwolf.workflows.types import CONFIG_ATTR, TENANT_ATTR, check_config_name, quote, registry_id
 
 if TYPE_CHECKING:
     from agentwolf.config.manifest import Manifest
-    from agentwolf.workflows.config_registry import (
+    from agentwolf.workflows.configs.config_registry import (
         ConfigRegistryWorkflow,
         ConfigVersion,
         PushResult,
@@ -57,15 +57,11 @@ class ConfigSummary(BaseModel):
     note: str = ""
 
 
-class ConfigMethods:
+class ConfigMethods(ClientCore):
     """Named, versioned configs of this client's tenant (one `ConfigRegistry` workflow per name)."""
 
-    client: Client
-    tenant: str
-    task_queue: str
-
     def _registry(self, name: str) -> Registry:
-        from agentwolf.workflows.config_registry import ConfigRegistryWorkflow
+        from agentwolf.workflows.configs.config_registry import ConfigRegistryWorkflow
 
         return self.client.get_workflow_handle_for(
             ConfigRegistryWorkflow.run, registry_id(self.tenant, check_config_name(name))
@@ -78,7 +74,7 @@ class ConfigMethods:
             raise ValueError(
                 f"{SERVED!r} names the config wolf serve serves (API keys' `configs`): choose another"
             )
-        from agentwolf.workflows.config_registry import (
+        from agentwolf.workflows.configs.config_registry import (
             ConfigRegistryWorkflow,
             PushRequest,
             RegistryInput,
@@ -121,13 +117,13 @@ class ConfigMethods:
         return sorted(configs, key=lambda c: c.name)
 
     async def config_history(self, name: str) -> list[VersionInfo]:
-        from agentwolf.workflows.config_registry import ConfigRegistryWorkflow
+        from agentwolf.workflows.configs.config_registry import ConfigRegistryWorkflow
 
         return await self._ask(name, lambda h: h.query(ConfigRegistryWorkflow.history))
 
     async def config_get(self, name: str, version: int | None = None) -> ConfigVersion:
         """A version's content (the current one by default)."""
-        from agentwolf.workflows.config_registry import ConfigRegistryWorkflow
+        from agentwolf.workflows.configs.config_registry import ConfigRegistryWorkflow
 
         if version is not None:
             return await self._ask(name, lambda h: h.query(ConfigRegistryWorkflow.get, version))
@@ -138,7 +134,7 @@ class ConfigMethods:
 
     async def config_rollback(self, name: str, version: int, *, note: str = "") -> PushResult:
         """Push a new version equal to `version`'s content (running sessions switch to it)."""
-        from agentwolf.workflows.config_registry import ConfigRegistryWorkflow, RollbackRequest
+        from agentwolf.workflows.configs.config_registry import ConfigRegistryWorkflow, RollbackRequest
 
         request = RollbackRequest(version=version, note=note)
         return await self._ask(name, lambda h: h.execute_update(ConfigRegistryWorkflow.rollback, request))

@@ -1,11 +1,11 @@
-"""Evals from recorded sessions (workflows/evals.py): capture a turn as a case, run cases against a
+"""Evals from recorded sessions (workflows/evals/cases.py): capture a turn as a case, run cases against a
 config or model with the recorded tool results, report scores and where trajectories diverge.
 
-A run is an `EvalRun` workflow (workflows/eval_run.py); each case a background child session started
+A run is an `EvalRun` workflow (workflows/evals/run.py); each case a background child session started
 from the turn's prefix (as a fork is) with the prompt queued and the tool results recorded: matching
 calls run nothing.
 A dataset is a JSON Lines file (one case a line) when named by a path, or an `EvalDataset` workflow of
-the client's tenant (workflows/datasets.py) when named by a plain name (no `.` or `/`)."""
+the client's tenant (workflows/evals/datasets.py) when named by a plain name (no `.` or `/`)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from agentwolf.client.wolf_client import WolfClient
     from agentwolf.config.manifest import Manifest
-    from agentwolf.workflows.evals import EvalCase, EvalReport
+    from agentwolf.workflows.evals.cases import EvalCase, EvalReport
 
 
 class DatasetNotFound(ValueError):
@@ -53,8 +53,14 @@ async def capture(
 ) -> EvalCase:
     """Turn `turn` of the session (default: its last finished one) as an eval case, scored by
     `SameTrajectory` and `evaluators` (EvaluatorSpec or their dataset forms: `{"Contains": "x"}`)."""
-    from agentwolf.workflows.cuts import CutError
-    from agentwolf.workflows.evals import SAME_TRAJECTORY, EvalCase, prompt_of, recorded_calls, trajectory
+    from agentwolf.workflows.evals.cases import (
+        SAME_TRAJECTORY,
+        EvalCase,
+        prompt_of,
+        recorded_calls,
+        trajectory,
+    )
+    from agentwolf.workflows.session.cuts import CutError
 
     source = await wolf.snapshot(session_id)
     finished = [m for m in source.turns if m.end is not None]
@@ -94,7 +100,7 @@ async def save(wolf: WolfClient, case: EvalCase, dataset: str | Path) -> int:
     from temporalio.client import WithStartWorkflowOperation
     from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 
-    from agentwolf.workflows.datasets import DatasetInput, EvalDatasetWorkflow, dataset_id
+    from agentwolf.workflows.evals.datasets import DatasetInput, EvalDatasetWorkflow, dataset_id
     from agentwolf.workflows.types import TENANT_ATTR
 
     name = str(dataset)
@@ -113,7 +119,7 @@ async def save(wolf: WolfClient, case: EvalCase, dataset: str | Path) -> int:
 
 async def load(wolf: WolfClient, dataset: str | Path) -> list[EvalCase]:
     """A dataset's cases: a file's lines, or the registry dataset of the client's tenant."""
-    from agentwolf.workflows.evals import EvalCase
+    from agentwolf.workflows.evals.cases import EvalCase
 
     if in_registry(dataset):
         cases = await _registry_cases(wolf, str(dataset))
@@ -128,7 +134,7 @@ async def load(wolf: WolfClient, dataset: str | Path) -> list[EvalCase]:
 async def _registry_cases(wolf: WolfClient, name: str) -> list[EvalCase]:
     from temporalio.service import RPCError, RPCStatusCode
 
-    from agentwolf.workflows.datasets import EvalDatasetWorkflow, dataset_id
+    from agentwolf.workflows.evals.datasets import EvalDatasetWorkflow, dataset_id
 
     handle = wolf.client.get_workflow_handle_for(EvalDatasetWorkflow.run, dataset_id(wolf.tenant, name))
     try:
@@ -144,7 +150,7 @@ async def _registry_cases(wolf: WolfClient, name: str) -> list[EvalCase]:
 
 async def datasets(wolf: WolfClient) -> list[DatasetSummary]:
     """The client's tenant's registry datasets, by name."""
-    from agentwolf.workflows.datasets import DATASET_WORKFLOW
+    from agentwolf.workflows.evals.datasets import DATASET_WORKFLOW
     from agentwolf.workflows.types import TENANT_ATTR, quote
 
     query = (
@@ -175,8 +181,8 @@ async def run(
 ) -> EvalReport:
     """Each case asked again of `manifest`'s agent (its model replaced by `model`): an `EvalRun`
     workflow whose children are the cases' sessions, `concurrency` at once."""
-    from agentwolf.workflows.eval_run import EVAL_WORKFLOW, EvalRunInput
-    from agentwolf.workflows.evals import EvalReport
+    from agentwolf.workflows.evals.cases import EvalReport
+    from agentwolf.workflows.evals.run import EVAL_WORKFLOW, EvalRunInput
     from agentwolf.workflows.types import workflow_id
 
     for case in cases:

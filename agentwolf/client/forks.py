@@ -1,7 +1,7 @@
 """The fork half of `WolfClient`: a new session that starts from a recorded prefix of another, and
-rewinds of a session to an earlier turn or back to a branch (workflows/branches.py).
+rewinds of a session to an earlier turn or back to a branch (workflows/session/branches.py).
 
-The fork starts from the snapshot a continue-as-new would hand over (workflows/cuts.py cuts it), so
+The fork starts from the snapshot a continue-as-new would hand over (workflows/session/cuts.py cuts it), so
 nothing in the prefix runs again: no model request, no tool call. Its effect ledger lists what ran
 after the cut and may have changed the world, which the fork does not undo."""
 
@@ -10,12 +10,12 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from agentwolf.client.core import ClientCore
+from agentwolf.client.parts import ClientCore
 from agentwolf.workflows.types import OWNER_MEMO, RUN_PREFIX, workflow_id
 
 if TYPE_CHECKING:
-    from agentwolf.workflows.branches import BranchInfo, Rewound
-    from agentwolf.workflows.cuts import Fork
+    from agentwolf.workflows.session.branches import BranchInfo, Rewound
+    from agentwolf.workflows.session.cuts import Fork
     from agentwolf.workflows.session_input import SessionInput
 
 FORK_MEMO = "fork_of"
@@ -28,7 +28,7 @@ class ForkMethods(ClientCore):
     async def snapshot(self, session_id: str) -> SessionInput:
         """The session's state as a continue-as-new would hand it over (transcript, turns, counters)."""
         from agentwolf.client.transient import patiently
-        from agentwolf.hosts.transcript_store import whole
+        from agentwolf.transcript_store import whole
         from agentwolf.workflows.archive import TranscriptTail
         from agentwolf.workflows.contracts import SNAPSHOT_QUERY
         from agentwolf.workflows.session_input import SessionInput
@@ -81,7 +81,14 @@ class ForkMethods(ClientCore):
         the session it was given in, and the snapshot cannot tell whether it was given before the
         cut, so the fork asks again. Nor are the source's own MCP servers (an editor's): they
         belong to its user, whose servers join a fork as they join any session."""
-        from agentwolf.workflows.cuts import CutError, Fork, cut, effect_ledger, fork_input, parse_point
+        from agentwolf.workflows.session.cuts import (
+            CutError,
+            Fork,
+            cut,
+            effect_ledger,
+            fork_input,
+            parse_point,
+        )
 
         new_id = as_id or uuid.uuid4().hex[:12]
         if "/" in new_id or new_id.startswith(RUN_PREFIX):
@@ -94,7 +101,7 @@ class ForkMethods(ClientCore):
             old = await self.config_get(source.config_name, point.config_version)
             inp.manifest = old.manifest
         memo = {FORK_MEMO: f"{source.session_id}@{point.point}"}
-        if owner is None:  # the source's owner: the fork's memory is theirs (workflows/memory.py)
+        if owner is None:  # the source's owner: the fork's memory is theirs (workflows/session/memory.py)
             described = await (await self._handle(session_id)).describe()
             owner = await described.memo_value(OWNER_MEMO, None)
         await self.start_from(inp, prompt=edit, memo=memo, owner=owner)
@@ -111,9 +118,9 @@ class ForkMethods(ClientCore):
         branch named `to` (a redo); ValueError says why not."""
         from temporalio.client import WorkflowUpdateFailedError
 
-        from agentwolf.workflows.branches import Rewound
         from agentwolf.workflows.contracts import REWIND_UPDATE
-        from agentwolf.workflows.cuts import CutError
+        from agentwolf.workflows.session.branches import Rewound
+        from agentwolf.workflows.session.cuts import CutError
 
         handle = await self._handle(session_id)
         try:
@@ -123,8 +130,8 @@ class ForkMethods(ClientCore):
 
     async def branches(self, session_id: str) -> list[BranchInfo]:
         """The branches rewinds of the session set aside."""
-        from agentwolf.workflows.branches import BranchInfo
         from agentwolf.workflows.contracts import BRANCHES_QUERY
+        from agentwolf.workflows.session.branches import BranchInfo
 
         handle = await self._handle(session_id)
         return await handle.query(BRANCHES_QUERY, result_type=list[BranchInfo])

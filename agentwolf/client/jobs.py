@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 from temporalio.client import WorkflowFailureError
 
-from agentwolf.client.core import ClientCore
+from agentwolf.client.parts import ClientCore
 from agentwolf.workflows.types import SessionResult
 
 if TYPE_CHECKING:
@@ -42,24 +42,6 @@ def job_output(result: SessionResult) -> dict[str, Any] | str | None:
 
 class JobMethods(ClientCore):
     """Jobs of a manifest or registry config, run as background sessions of this client's tenant."""
-
-    if TYPE_CHECKING:  # provided by WolfClient
-
-        async def start_session(
-            self,
-            agent: str,
-            manifest: Manifest | str | Path | None = None,
-            *,
-            config_name: str | None = None,
-            session_id: str | None = None,
-            prompt: str | None = None,
-            background: bool = False,
-            output_schema: dict[str, Any] | None = None,
-            trigger: str | None = None,
-            unique: bool = False,
-        ) -> str: ...
-
-        async def result(self, session_id: str) -> SessionResult: ...
 
     async def _job_session(
         self,

@@ -141,7 +141,7 @@ class Merge:
             shown = self.shown[key] = _Shown(current)
         if live.attempt < current:  # the previous attempt's details, still on the pending activity
             return out
-        if live.waiting != shown.waiting:  # the request waits for its provider's limits (hosts/flow.py)
+        if live.waiting != shown.waiting:  # the request waits for its provider's limits (hosts/quotas.py)
             shown.waiting = live.waiting
             if live.waiting:
                 until = f", resumes at {live.resumes_at:%H:%M:%S} UTC" if live.resumes_at else ""

@@ -13,12 +13,11 @@ import hashlib
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel
 from temporalio.client import (
-    Client,
     Schedule,
     ScheduleActionExecutionStartWorkflow,
     ScheduleActionStartWorkflow,
@@ -44,6 +43,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from agentwolf.access import TenantError, workflow_id
 from agentwolf.client.configs import ConfigNotFound
 from agentwolf.client.durations import parse_duration
+from agentwolf.client.parts import ClientCore
 from agentwolf.config.suggest import listing
 from agentwolf.workflows.types import (
     RUN_PREFIX,
@@ -58,8 +58,7 @@ from agentwolf.workflows.types import (
 if TYPE_CHECKING:
     from agentwolf.config.jobs import BusyPolicy, Hook
     from agentwolf.config.manifest import Manifest
-    from agentwolf.workflows.config_registry import ConfigVersion
-    from agentwolf.workflows.session_input import SessionInput
+    from agentwolf.workflows.schedule import FireInput
 
 Overlap = Literal["skip", "buffer_one", "allow_all"]
 _OVERLAP = {
@@ -113,30 +112,8 @@ class HookRun(BaseModel):
     """The key was seen before: nothing started, these are the first request's ids."""
 
 
-class ScheduleMethods:
+class ScheduleMethods(ClientCore):
     """Schedules of this client's tenant (Temporal Schedules: visible and operable in its UI too)."""
-
-    client: Client
-    tenant: str
-    task_queue: str
-
-    if TYPE_CHECKING:  # provided by JobMethods, ConfigMethods and WolfClient
-
-        async def config_get(self, name: str, version: int | None = None) -> ConfigVersion: ...
-
-        async def _job_session(
-            self,
-            job: str,
-            variables: dict[str, object],
-            manifest: Manifest | str | Path | None,
-            config_name: str | None,
-        ) -> SessionInput: ...
-
-        async def _handle(self, session_id: str) -> Any: ...
-
-        async def start_job(
-            self, job: str, variables: dict[str, object] | None = None, *args: Any, **kwargs: Any
-        ) -> str: ...
 
     async def schedule_create(
         self,
@@ -161,22 +138,61 @@ class ScheduleMethods:
 
         Every input is checked first: a bad job, variable, session, duration, time zone or cron
         expression is a ValueError and nothing is created."""
-        from agentwolf.workflows.schedule import FireInput, ScheduleFireWorkflow  # pydantic-ai: a job's input
+        from agentwolf.workflows.schedule import ScheduleFireWorkflow  # pydantic-ai: a job's input
 
         check_config_name(name)
-        if (cron is None) == (every is None):
-            raise ValueError("a schedule needs exactly one of a cron expression or an interval (every)")
-        if (job is None) == (session is None):
-            raise ValueError("a schedule runs exactly one of a job or a prompt for a session")
         if overlap not in _OVERLAP:
             raise ValueError(f"unknown overlap policy {overlap!r} (known: {listing(_OVERLAP)})")
-        if timezone is not None:
-            try:
-                ZoneInfo(timezone)
-            except (ZoneInfoNotFoundError, ValueError):
-                raise ValueError(f"unknown time zone {timezone!r} (use IANA names: Europe/Berlin)") from None
-        interval = parse_duration(every, "every") if isinstance(every, str) else every
-        spread = parse_duration(jitter, "jitter") if isinstance(jitter, str) else jitter
+        spec, when = _spec(cron, every, jitter, timezone)
+        fire, target = await self._fire(
+            name, job, variables, manifest, config_name, session, prompt, when_busy
+        )
+        attributes = TypedSearchAttributes(
+            [SearchAttributePair(TENANT_ATTR, self.tenant), SearchAttributePair(SCHEDULE_ATTR, name)]
+        )
+        schedule = Schedule(
+            action=ScheduleActionStartWorkflow(
+                ScheduleFireWorkflow.run,
+                fire,
+                id=fire_id(self.tenant, name),
+                task_queue=self.task_queue,
+                typed_search_attributes=attributes,
+            ),
+            spec=spec,
+            policy=SchedulePolicy(overlap=_OVERLAP[overlap]),
+            state=ScheduleState(paused=paused, note=note or None),
+        )
+        memo = {"target": target, "when": when, "overlap": overlap}
+        if session is not None:
+            memo["when_busy"] = when_busy
+        try:
+            await self.client.create_schedule(
+                schedule_id(self.tenant, name), schedule, memo={MEMO: memo}, search_attributes=attributes
+            )
+        except ScheduleAlreadyRunningError:
+            raise ValueError(f"schedule {name!r} exists already in tenant {self.tenant!r}") from None
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.INVALID_ARGUMENT:
+                raise ValueError(f"schedule {name!r} refused: {exc.message}") from None
+            raise
+        return await self.schedule_describe(name)
+
+    async def _fire(
+        self,
+        name: str,
+        job: str | None,
+        variables: dict[str, object] | None,
+        manifest: Manifest | str | Path | None,
+        config_name: str | None,
+        session: str | None,
+        prompt: str | None,
+        when_busy: BusyPolicy,
+    ) -> tuple[FireInput, str]:
+        """What each firing of schedule `name` does, checked, and that in words."""
+        from agentwolf.workflows.schedule import FireInput
+
+        if (job is None) == (session is None):
+            raise ValueError("a schedule runs exactly one of a job or a prompt for a session")
         if job is not None:
             if prompt is not None:
                 raise ValueError("a job schedule runs the job's prompt: give variables, not a prompt")
@@ -198,43 +214,7 @@ class ScheduleMethods:
                 schedule=name, tenant=self.tenant, target=session, prompt=prompt, when_busy=when_busy
             )
             target = f"session {session}"
-        when = f"cron {cron}" if cron is not None else f"every {every}"
-        when += f", jitter {jitter}" if jitter else ""
-        when += f", {timezone}" if timezone else ""
-        attributes = TypedSearchAttributes(
-            [SearchAttributePair(TENANT_ATTR, self.tenant), SearchAttributePair(SCHEDULE_ATTR, name)]
-        )
-        schedule = Schedule(
-            action=ScheduleActionStartWorkflow(
-                ScheduleFireWorkflow.run,
-                fire,
-                id=fire_id(self.tenant, name),
-                task_queue=self.task_queue,
-                typed_search_attributes=attributes,
-            ),
-            spec=ScheduleSpec(
-                cron_expressions=[cron] if cron is not None else [],
-                intervals=[ScheduleIntervalSpec(every=interval)] if interval is not None else [],
-                jitter=spread,
-                time_zone_name=timezone,
-            ),
-            policy=SchedulePolicy(overlap=_OVERLAP[overlap]),
-            state=ScheduleState(paused=paused, note=note or None),
-        )
-        memo = {"target": target, "when": when, "overlap": overlap}
-        if session is not None:
-            memo["when_busy"] = when_busy
-        try:
-            await self.client.create_schedule(
-                schedule_id(self.tenant, name), schedule, memo={MEMO: memo}, search_attributes=attributes
-            )
-        except ScheduleAlreadyRunningError:
-            raise ValueError(f"schedule {name!r} exists already in tenant {self.tenant!r}") from None
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.INVALID_ARGUMENT:
-                raise ValueError(f"schedule {name!r} refused: {exc.message}") from None
-            raise
-        return await self.schedule_describe(name)
+        return fire, target
 
     async def hook_fire(
         self,
@@ -406,3 +386,27 @@ async def _summary(name: str, described: ScheduleDescription) -> ScheduleSummary
         recent_runs=recent,
         actions=info.num_actions,
     )
+
+
+def _spec(
+    cron: str | None, every: str | timedelta | None, jitter: str | timedelta | None, timezone: str | None
+) -> tuple[ScheduleSpec, str]:
+    """When a schedule fires, checked (a ValueError names what is wrong), and that in words."""
+    if (cron is None) == (every is None):
+        raise ValueError("a schedule needs exactly one of a cron expression or an interval (every)")
+    if timezone is not None:
+        try:
+            ZoneInfo(timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {timezone!r} (use IANA names: Europe/Berlin)") from None
+    interval = parse_duration(every, "every") if isinstance(every, str) else every
+    spec = ScheduleSpec(
+        cron_expressions=[cron] if cron is not None else [],
+        intervals=[ScheduleIntervalSpec(every=interval)] if interval is not None else [],
+        jitter=parse_duration(jitter, "jitter") if isinstance(jitter, str) else jitter,
+        time_zone_name=timezone,
+    )
+    when = f"cron {cron}" if cron is not None else f"every {every}"
+    when += f", jitter {jitter}" if jitter else ""
+    when += f", {timezone}" if timezone else ""
+    return spec, when

@@ -31,7 +31,7 @@ from agentwolf.client.configs import ConfigMethods
 from agentwolf.client.forks import ForkMethods
 from agentwolf.client.jobs import JobMethods
 from agentwolf.client.schedules import ScheduleMethods
-from agentwolf.client.transient import NO_POLLER, patiently, transient
+from agentwolf.client.transient import NO_POLLER, patiently, resent, transient
 from agentwolf.client.usage import Spending, UsageKey, UsageReport, read_spending, usage_report
 from agentwolf.connection import connect
 from agentwolf.defaults import TASK_QUEUE
@@ -56,7 +56,7 @@ from agentwolf.workflows.types import (
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
 
-    from agentwolf.client.limits import SessionWait
+    from agentwolf.client.quotas import SessionWait
     from agentwolf.config.manifest import Manifest, McpServerConfig
     from agentwolf.workflows.session_input import SessionInput
     from agentwolf.workflows.turn_settings import TurnSettings
@@ -85,6 +85,10 @@ VISIBILITY_WAIT = 30.0
 
 class SessionNotFound(ValueError):
     pass
+
+
+class InvalidSessionId(ValueError):
+    """A session id AgentWolf cannot take: the caller's own mistake, safe to say back to them."""
 
 
 class NotOwner(PermissionError):
@@ -226,9 +230,13 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
             raise ValueError(f"unknown agent {agent!r} (agents and teams in this config: {known})")
         session_id = session_id or uuid.uuid4().hex[:12]
         if "/" in session_id:
-            raise ValueError(f"invalid session id {session_id!r}: no '/' (it is part of the workflow id)")
+            raise InvalidSessionId(
+                f"invalid session id {session_id!r}: no '/' (it is part of the workflow id)"
+            )
         if session_id.startswith(RUN_PREFIX) and trigger is None:
-            raise ValueError(f"invalid session id {session_id!r}: a leading {RUN_PREFIX!r} marks job runs")
+            raise InvalidSessionId(
+                f"invalid session id {session_id!r}: a leading {RUN_PREFIX!r} marks job runs"
+            )
         from agentwolf.workflows.session_input import SessionInput
 
         wid = workflow_id(self.tenant, session_id)
@@ -265,8 +273,8 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
         memo: dict[str, Any] | None = None,
     ) -> None:
         """Start the session workflow of `inp`: its search attributes, summary and priority memo."""
-        from agentwolf.config.limits import PRIORITY_MEMO, session_priority
-        from agentwolf.workflows.turn import short
+        from agentwolf.config.quotas import PRIORITY_MEMO, session_priority
+        from agentwolf.workflows.session.turn import short
 
         attributes: list[SearchAttributePair[Any]] = [
             SearchAttributePair(TENANT_ATTR, self.tenant),
@@ -289,7 +297,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
             else WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             static_summary=short(f"{agent}: {prompt}" if prompt else f"{agent} (interactive)"),
             static_details=start_details(agent, manifest, inp.config_name, version, prompt),
-            # The limiters serve interactive sessions first (config/limits.py). A memo, not a Temporal
+            # The quota workflows serve interactive sessions first (config/quotas.py). A memo, not a Temporal
             # priority: the dev server (1.32) stalled a priority session's tasks after a worker restart.
             memo={PRIORITY_MEMO: session_priority(inp.background, trigger)}
             | ({OWNER_MEMO: owner} if owner is not None else {})
@@ -324,7 +332,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
             delay = min(delay * 2, 0.5)
         current = await self.config_get(name)
         if current.version > version:
-            from agentwolf.workflows.config_update import ConfigUpdate
+            from agentwolf.workflows.configs.config_update import ConfigUpdate
 
             update = ConfigUpdate(name=name, version=current.version, manifest=current.manifest)
             try:
@@ -363,10 +371,35 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
 
     async def prompt(self, session_id: str, text: str, settings: TurnSettings | None = None) -> str:
         """Start (or queue) a turn; returns its turn id. `settings`: what this turn alone asks of the
-        model (TurnSettings); sent only when given, so workers from before them take the prompt too."""
+        model (TurnSettings); sent only when given, so workers from before them take the prompt too.
+        A call a busy server cuts is sent again with the same update id (`resent`): taken once."""
         handle = await self._handle(session_id)
         args: list[Any] = [text] if settings is None else [text, settings]
-        return await handle.execute_update("prompt", args=args, result_type=str)
+        update_id = uuid.uuid4().hex
+        return await resent(lambda: handle.execute_update("prompt", args=args, id=update_id, result_type=str))
+
+    async def prompt_or_leave(
+        self, session_id: str, text: str, settings: TurnSettings | None = None
+    ) -> str | None:
+        """`prompt`, or while no worker polls the session's task queue (its status query says so, or
+        goes unanswered for ANSWER_CHECK), the prompt left in the session's history as a signal: the
+        turn runs once a worker polls, and None says so (no turn id before a worker takes it; a
+        prompt the session refuses then is dropped with an error event). `prompt` itself needs a
+        worker: an update is only taken by one. For callers that need no answer now (`wolf chat`)."""
+        from agentwolf.workflows.contracts import PROMPT_LATER_SIGNAL
+
+        handle = await self._handle(session_id)
+        try:
+            await handle.query("status", rpc_timeout=ANSWER_CHECK)
+        except RPCError as exc:
+            if NO_POLLER not in exc.message and exc.status not in (
+                RPCStatusCode.CANCELLED,
+                RPCStatusCode.DEADLINE_EXCEEDED,
+            ):
+                raise
+            await handle.signal(PROMPT_LATER_SIGNAL, args=[text] if settings is None else [text, settings])
+            return None
+        return await self.prompt(session_id, text, settings)
 
     async def steer(self, session_id: str, text: str) -> bool:
         """Refused here when the session's steer queue is full (the workflow would drop it, with an
@@ -488,7 +521,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
 
     async def waiting(self, session_id: str) -> SessionWait | None:
         """What the session's model request waits for (its provider's limits), or None."""
-        from agentwolf.client.limits import session_wait
+        from agentwolf.client.quotas import session_wait
 
         return await session_wait(self.client, (await self._handle(session_id)).id)
 
@@ -507,7 +540,7 @@ class WolfClient(ConfigMethods, JobMethods, ScheduleMethods, ForkMethods):
 
     async def transcript(self, session_id: str) -> list[ModelMessage]:
         """The whole transcript, its archived messages read back from the payload store."""
-        from agentwolf.hosts.transcript_store import read_transcript
+        from agentwolf.transcript_store import read_transcript
 
         handle = await self._handle(session_id)
         converter = self.client.data_converter

@@ -2,6 +2,10 @@
 
 Values keep their `${VAR}` placeholders: the manifest travels through workflow history and must
 never carry a secret. Placeholders are resolved on the worker (`placeholders.resolve`).
+
+Over 500 lines on purpose: the schema reads top to bottom as a manifest does, each field documented
+where it is declared (the JSON Schema's descriptions); its parts with rules of their own live beside
+it (quotas.py, jobs.py, origins.py).
 """
 
 from __future__ import annotations
@@ -11,12 +15,12 @@ import json
 import re
 from datetime import timedelta
 from functools import cached_property
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentwolf.config.jobs import Hook, Job
-from agentwolf.config.limits import EndpointLimits
+from agentwolf.config.quotas import EndpointQuota, renamed
 from agentwolf.config.suggest import did_you_mean, listing
 
 
@@ -67,7 +71,7 @@ class ModelPrice(_Strict):
 
 class ModelsConfig(_Strict):
     """The models this config may use: providers, aliases, defaults, prices, context windows and
-    provider limits."""
+    provider quotas."""
 
     providers: dict[str, ProviderConfig] = {}
     """Provider settings by provider name (`openai`, `anthropic`...): key and endpoint. A provider without
@@ -84,9 +88,14 @@ class ModelsConfig(_Strict):
     context_windows: dict[str, int] = Field({}, exclude_if=lambda v: not v)
     """Tokens a model takes, by model spec or alias name (its models), for models genai-prices does
     not know or to override its figure: compaction keeps requests under it."""
-    limits: list[EndpointLimits] = Field([], exclude_if=lambda v: not v)
-    """Provider limits (requests, tokens per window, concurrency) by model pattern; the worker
-    policy's win."""
+    quotas: list[EndpointQuota] = Field([], exclude_if=lambda v: not v)
+    """Provider quotas (requests, tokens per window, concurrency) by model pattern; the worker
+    policy's win. Formerly `limits:` (still read, with a deprecation warning)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_keys(cls, data: Any) -> Any:
+        return renamed(data, "limits", "quotas", "models.")
 
 
 class McpServerConfig(_Strict):

@@ -31,12 +31,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from agentwolf.config.limits import FlowPolicy
 from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.config.origins import WebOrigin
 from agentwolf.config.placeholders import has_placeholder, names, resolve, substitute
+from agentwolf.config.quotas import QuotaPolicy, renamed
 from agentwolf.paths import data_dir
 
 POLICY_ENV = "WOLF_POLICY"
@@ -126,9 +126,14 @@ class WorkerPolicy(BaseModel):
     cors_origins: list[WebOrigin] = []
     """Web origins whose pages may call `wolf serve` from a browser (besides `--cors-origin`);
     `*` for any. None by default: no cross-origin access."""
-    flow: FlowPolicy = FlowPolicy()
-    """Provider limits, tenant weights and how long a turn may wait for them."""
+    quotas: QuotaPolicy = QuotaPolicy()
+    """Provider quotas, tenant weights and how long a turn may wait for them (formerly `flow:`)."""
     source: str = "built-in default policy"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_keys(cls, data: Any) -> Any:
+        return renamed(data, "flow", "quotas", "")
 
     @field_validator("commands")
     @classmethod

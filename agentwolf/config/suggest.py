@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import get_args
 
 # Model families whose provider a bare name implies (`gpt-4o` -> `openai:gpt-4o`), for names
 # pydantic-ai's list of known models does not hold.
@@ -36,7 +37,6 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
 
 def model_spec(name: str) -> str | None:
     """The `provider:model` spec a bare model name most likely means, if any."""
-    from typing import get_args
 
     from pydantic_ai.models import KnownModelName  # only on this error path: it is slow to import
 

@@ -5,17 +5,19 @@ The script runs in pydantic-monty (a Python interpreter in Rust, run in a subpro
 network or imports beyond its standard modules, with memory and time limits). Execution pauses at
 every call of a tool; this module runs a script until all its tasks wait on tool calls (or it ends),
 and hands back the interpreter's snapshot with the calls, which the workflow runs as ordinary tool
-calls before resuming the snapshot with their results (workflows/code.py).
+calls before resuming the snapshot with their results (workflows/session/code.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import fnmatch
+import hashlib
 import json
 import os
 import threading
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -32,6 +34,7 @@ from agentwolf.workflows.script import (
     ScriptLimits,
     ScriptResult,
     ScriptResume,
+    ScriptRound,
     ScriptStart,
     ScriptStep,
     function_name,
@@ -116,6 +119,35 @@ def _hint(schema: dict[str, Any]) -> str:
 Run = TypeVar("Run", ScriptStart, ScriptResume)
 
 
+class KeptSnapshots:
+    """The snapshots of the scripts this worker runs, by (scope, digest), so that history records a
+    digest and not the interpreter's state at every tool call of a script. The oldest go past
+    `max_bytes`; a resume that finds its snapshot gone runs the script again (`resume`)."""
+
+    def __init__(self, max_bytes: int = 64 << 20) -> None:
+        self.max_bytes = max_bytes
+        self._kept: OrderedDict[tuple[str, str], bytes] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()  # runs call in from the sandbox threads
+
+    def hold(self, scope: str, step: ScriptStep) -> ScriptStep:
+        """`step` with its snapshot kept here and replaced by its digest."""
+        if step.snapshot is None:
+            return step
+        digest = hashlib.sha256(step.snapshot).hexdigest()
+        with self._lock:
+            if (scope, digest) not in self._kept:
+                self._kept[(scope, digest)] = step.snapshot
+                self._bytes += len(step.snapshot)
+            while self._bytes > self.max_bytes and len(self._kept) > 1:
+                self._bytes -= len(self._kept.popitem(last=False)[1])
+        return step.model_copy(update={"snapshot": None, "digest": digest})
+
+    def take(self, scope: str, digest: str) -> bytes | None:
+        with self._lock:
+            return self._kept.get((scope, digest))
+
+
 class Sandboxes:
     """The worker's warm sandbox processes, started at the first script and stopped with the worker
     (`HostRegistry.close`). Each script run checks one out as a fresh session (nothing a script
@@ -135,6 +167,7 @@ class Sandboxes:
         self._lock = threading.Lock()
         self._threads = ThreadPoolExecutor(self.processes, thread_name_prefix="sandbox")
         self._free = asyncio.Semaphore(self.processes)
+        self.kept = KeptSnapshots()
 
     async def run(self, step: Callable[[Run, Sandboxes], ScriptStep], inp: Run) -> ScriptStep:
         """`step(inp, self)` on a sandbox thread once one is free; a script that waited `wait_s` in
@@ -192,47 +225,95 @@ def start(inp: ScriptStart, sandboxes: Sandboxes) -> ScriptStep:
     try:
         with sandboxes.session(inp.limits) as (session, printed):
             try:
-                return _drive(session.feed_start(inp.code, print_callback=printed), inp.functions, printed)
+                step = _drive(session.feed_start(inp.code, print_callback=printed), inp.functions, printed)
             except monty.MontyError as exc:
                 return _failed(exc, printed)
     except TimeoutError:  # no sandbox came free in time
         return sandboxes.busy()
+    return step if inp.keep is None else sandboxes.kept.hold(inp.keep, step)
 
 
 def resume(inp: ScriptResume, sandboxes: Sandboxes) -> ScriptStep:
-    """Resume a snapshot with the results of the calls it waited on (blocking: call it in a thread)."""
+    """Resume a snapshot with the results of the calls it waited on (blocking: call it in a thread).
+    A kept snapshot (`inp.digest`) this worker does not hold (it restarted, or another worker ran
+    the script so far) is rebuilt by running the script from its start on the recorded rounds."""
+    packed, results = inp.snapshot, inp.results
+    limits = inp.limits
+    if inp.scope is not None and inp.digest is not None:
+        kept = sandboxes.kept.take(inp.scope, inp.digest)
+        packed, results = kept or b"", inp.rounds[-1].results
+        if kept is None:  # the earlier runs' output is printed again, then cut: the whole budget
+            limits = limits.model_copy(update={"output_bytes": OUTPUT_BYTES})
     try:
-        with sandboxes.session(inp.limits) as (session, printed):
+        with sandboxes.session(limits) as (session, printed):
             try:
-                dumped = zlib.decompress(inp.snapshot) if inp.packed else inp.snapshot
-                waiting = session.load_snapshot(dumped, print_callback=printed)
-                if not isinstance(waiting, monty.FutureSnapshot):
-                    raise TypeError(f"a script's snapshot waits on futures, not {type(waiting).__name__}")
-                answers = {r.id: _answer(r) for r in inp.results}
-                return _drive(waiting.resume(answers), inp.functions, printed)
+                if not packed:
+                    step = _replay(session, inp, printed)
+                else:
+                    dumped = zlib.decompress(packed) if inp.packed or inp.digest else packed
+                    waiting = session.load_snapshot(dumped, print_callback=printed)
+                    if not isinstance(waiting, monty.FutureSnapshot):
+                        raise TypeError(f"a script's snapshot waits on futures, not {type(waiting).__name__}")
+                    step = _drive(waiting.resume({r.id: _answer(r) for r in results}), inp.functions, printed)
             except monty.MontyError as exc:
                 return _failed(exc, printed)
     except TimeoutError:
         return sandboxes.busy()
+    return step if inp.scope is None else sandboxes.kept.hold(inp.scope, step)
+
+
+REPLAY_DIVERGED = (
+    "the script could not be resumed: this worker did not hold its state, and running it again on "
+    "the recorded results of its calls made other calls (does it use time or randomness?). Its calls "
+    "so far ran once; do the rest in another run_code call."
+)
+
+
+def _replay(session: monty.MontySession, inp: ScriptResume, printed: monty.CollectString) -> ScriptStep:
+    """The script run again from its start, each round answered with its recorded results (no tool
+    is called), then resumed with the last round's; only what it prints after that is its output."""
+    snapshot: monty.SyncSnapshot = session.feed_start(inp.code, print_callback=printed)
+    before = 0
+    for round_ in inp.rounds:
+        waiting, calls = _advance(snapshot, inp.functions)
+        if not isinstance(waiting, monty.FutureSnapshot) or not _same_calls(calls, round_):
+            return ScriptStep(error=REPLAY_DIVERGED)
+        recorded = {r.id: r for r in round_.results}
+        before = len(printed.output)
+        snapshot = waiting.resume(
+            {new.id: _answer(recorded[old.id]) for new, old in zip(calls, round_.calls, strict=True)}
+        )
+    step = _drive(snapshot, inp.functions, printed)
+    return step.model_copy(update={"stdout": step.stdout[before:]})
+
+
+def _same_calls(calls: list[ScriptCall], round_: ScriptRound) -> bool:
+    return [(c.function, c.arguments) for c in calls] == [(c.function, c.arguments) for c in round_.calls]
 
 
 def _drive(
     snapshot: monty.SyncSnapshot, functions: dict[str, list[str]], printed: monty.CollectString
 ) -> ScriptStep:
+    """Run until every task of the script waits on tool calls (its snapshot, packed), or it ends."""
+    done, calls = _advance(snapshot, functions)
+    if isinstance(done, monty.MontyComplete):
+        return ScriptStep(stdout=printed.output, output=_render(done.output))
+    return ScriptStep(snapshot=zlib.compress(done.dump(), 1), packed=True, calls=calls, stdout=printed.output)
+
+
+def _advance(
+    snapshot: monty.SyncSnapshot, functions: dict[str, list[str]]
+) -> tuple[monty.MontyComplete | monty.FutureSnapshot, list[ScriptCall]]:
     """Answer what the host need not decide (file system: refused; unknown names: NameError; each
-    tool call: a future) until every task of the script waits on tool calls, or it ends."""
+    tool call: a future) until every task of the script waits on tool calls (with those calls), or
+    it ends."""
     calls: list[ScriptCall] = []
     while True:
         if isinstance(snapshot, monty.MontyComplete):
-            return ScriptStep(stdout=printed.output, output=_render(snapshot.output))
+            return snapshot, calls
         if isinstance(snapshot, monty.FutureSnapshot):
             waiting = set(snapshot.pending_call_ids)
-            return ScriptStep(
-                snapshot=zlib.compress(snapshot.dump(), 1),
-                packed=True,
-                calls=[c for c in calls if c.id in waiting],
-                stdout=printed.output,
-            )
+            return snapshot, [c for c in calls if c.id in waiting]
         if isinstance(snapshot, monty.NameLookupSnapshot):
             snapshot = snapshot.resume()  # NameError in the script
         elif snapshot.is_os_function:

@@ -35,8 +35,8 @@ from agentwolf.extensions.types import ChangeEvent, ExtensionError, SkillResourc
 from agentwolf.extensions.watch import SkillRootWatcher
 from agentwolf.hosts.acp_agents import AcpRun
 from agentwolf.hosts.demo import demo_model, slow_model
-from agentwolf.hosts.flow import Flow
 from agentwolf.hosts.models import build_model
+from agentwolf.hosts.quotas import Quotas
 from agentwolf.hosts.transcripts import CachedTranscript, TranscriptCache
 from agentwolf.memory.stores import Stores
 from agentwolf.plugins import FunctionTool, LocalModel, Plugins
@@ -60,8 +60,8 @@ class AgentHost:
     secrets: Secrets
     """Resolves this tenant's placeholders under the worker policy; redacts what it resolved."""
     notify: Notify | None = None
-    flow: Flow | None = None
-    """The fleet's provider limiters (None: no flow control, as in tests without a Temporal client)."""
+    quotas: Quotas | None = None
+    """The fleet's provider quotas (None: none kept, as in tests without a Temporal client)."""
     plugin_tools: Mapping[str, Mapping[str, FunctionTool]] = field(default_factory=dict)
     """The worker's plugins' function tools (plugin -> tool name -> tool), for `{plugin: ...}` servers."""
     transcripts: TranscriptCache = field(default_factory=TranscriptCache)
@@ -314,14 +314,14 @@ class AgentHost:
         is held that long misses its heartbeat timeout, so Temporal ran the request again (issue 38)."""
         key = tuple(specs)
         if key not in self._models:
-            flow, limits = self.flow, self.manifest.host.models.limits
+            quotas, budgets = self.quotas, self.manifest.host.models.quotas
             self._models[key] = await asyncio.to_thread(
                 build_model,
                 specs,
                 self.manifest.host.models.providers,
                 self.local_models,
                 self.secrets,
-                wrap=(lambda model, spec: flow.wrap(model, spec, limits, self.tenant)) if flow else None,
+                wrap=(lambda model, spec: quotas.wrap(model, spec, budgets, self.tenant)) if quotas else None,
             )
         return self._models[key]
 
@@ -378,7 +378,11 @@ class HostRegistry:
         max_mcp_clients: int = 20,
         mcp_idle_timeout: float = 600.0,
         host_idle_timeout: float = 1800.0,
+        notify: Notify | None = None,
+        quotas: Quotas | None = None,
     ) -> None:
+        """`notify` signals a session that extensions it uses changed, `quotas` reaches the fleet's
+        provider quota workflows (None: neither, as for a registry without a Temporal client)."""
         self.plugins = plugins or Plugins()
         self.local_models = {
             "demo": demo_model(),
@@ -390,8 +394,8 @@ class HostRegistry:
         self.policy = policy or WorkerPolicy()
         self.tenant = tenant
         """The only tenant this worker serves (`wolf worker --tenant`); None serves any."""
-        self.notify: Notify | None = None
-        self.flow: Flow | None = None
+        self.notify = notify
+        self.quotas = quotas
         self.manifests: dict[str, Manifest] = {}
         """The configs of the open hosts, by identity (a host may serve several); each goes with its host."""
         self.max_mcp_clients = max_mcp_clients
@@ -470,7 +474,7 @@ class HostRegistry:
                 pool,
                 secrets,
                 notify=self.notify,
-                flow=self.flow,
+                quotas=self.quotas,
                 plugin_tools=self.plugins.tools,
                 transcripts=self.transcripts,
             )
@@ -529,5 +533,5 @@ class HostRegistry:
         finally:
             await asyncio.to_thread(self.sandboxes.close)
             await asyncio.to_thread(self.memory.close)
-            if self.flow is not None:
-                await self.flow.close()
+            if self.quotas is not None:
+                await self.quotas.close()

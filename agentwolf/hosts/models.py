@@ -29,7 +29,7 @@ def build_model(
     wrap: Callable[[Model, str], Model] | None = None,
 ) -> Model:
     """One model for a spec chain; several specs make a `FallbackModel` tried in order. `wrap(model,
-    spec)` wraps each member (flow control, agentwolf/hosts/flow.py).
+    spec)` wraps each member (quotas, agentwolf/hosts/quotas.py).
 
     Specs and provider settings keep their placeholders until here, the moment of use. Slow: it
     imports the provider's client library and builds what its first answer would (`warm_openai`);

@@ -59,7 +59,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from agentwolf.client.wolf_client import SessionNotFound, WolfClient
+from agentwolf.client.wolf_client import InvalidSessionId, SessionNotFound, WolfClient
 from agentwolf.protocols import turns
 from agentwolf.protocols.cursor import Cursor, events_after
 from agentwolf.protocols.served import (
@@ -378,8 +378,13 @@ async def _session(wolf: WolfClient, target: Target, session_id: str) -> Session
             await wolf.start_session(target.agent, **target.source, session_id=session_id)
         except WorkflowAlreadyStartedError:
             pass  # another request started it just now
-        except ValueError as exc:
-            raise ApiError(400, f"cannot start thread {session_id!r}: {exc}", code="invalid_thread") from None
+        except InvalidSessionId as exc:  # the caller's own thread id: say why
+            raise ApiError(400, str(exc), code="invalid_thread") from None
+        except ValueError as exc:  # the served config's own account (its other agents...) stays in the log
+            log.warning("thread %r did not start: %s", session_id, exc)
+            raise ApiError(
+                400, f"cannot start thread {session_id!r} with the served config", code="invalid_thread"
+            ) from None
     return await session_of(wolf, target, session_id)  # another agent's or config's: not found
 
 

@@ -24,7 +24,7 @@ from temporalio.service import RPCError
 
 from agentwolf.client.configs import ConfigQueryFailed
 from agentwolf.protocols.cors import CrossOrigin
-from agentwolf.protocols.guard import BODY_TIMEOUT, MAX_BODY, AccessLog, Guard
+from agentwolf.protocols.middleware import BODY_TIMEOUT, MAX_BODY, AccessLog, Guard
 from agentwolf.protocols.served import ApiError, Served, served_of, too_deep
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """Cross-origin access to `wolf serve` for the web pages of listed origins (CORS), with Starlette's
 CORSMiddleware.
 
-It sits outside Guard (agentwolf/protocols/guard.py), because a browser's preflight carries no key:
+It sits outside Guard (agentwolf/protocols/middleware.py), because a browser's preflight carries no key:
 a listed origin's preflight is answered at once, and its real request then meets auth like any
 other (a 401 carries the CORS headers, so the page can read why). A request from an origin not
 listed, or from `null`, never reaches the middleware: it gets no `Access-Control-*` header at all,

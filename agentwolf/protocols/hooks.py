@@ -37,7 +37,7 @@ from agentwolf.client.wolf_client import SessionNotFound
 from agentwolf.config.jobs import Hook, JobError
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError, WorkerPolicy, load_policy
-from agentwolf.protocols.limits import Refused, place_of
+from agentwolf.protocols.capacity import Refused, place_of
 from agentwolf.protocols.served import ApiError, Served, not_found, served_of
 
 log = logging.getLogger(__name__)

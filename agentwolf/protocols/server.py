@@ -17,8 +17,8 @@ from agentwolf.client.wolf_client import WolfClient
 from agentwolf.config.manifest import Manifest
 from agentwolf.protocols.app import create_app
 from agentwolf.protocols.auth import ApiKeys
-from agentwolf.protocols.guard import LOOPBACK_HOSTS
-from agentwolf.protocols.limits import Limited, ServeLimits, protocol
+from agentwolf.protocols.capacity import Capacity, Limited, protocol
+from agentwolf.protocols.middleware import LOOPBACK_HOSTS
 from agentwolf.protocols.served import Served
 from agentwolf.protocols.shares import share_of
 from agentwolf.protocols.sign_ins import SignIns
@@ -156,16 +156,16 @@ def server_config(
     *,
     host: str,
     port: int,
-    limits: ServeLimits | None = None,
+    limits: Capacity | None = None,
     cors_origins: Collection[str] = (),
     **options: Any,
 ) -> uvicorn.Config:
-    """uvicorn serving `app` (create_app's) within `limits` (agentwolf/protocols/limits.py), each
+    """uvicorn serving `app` (create_app's) within `limits` (agentwolf/protocols/capacity.py), each
     request counted in the share of who sends it (shares.py): its own h11 protocol holds the header
     deadline and the connection cap; `limit_concurrency` is only a backstop (its
     503 says no Retry-After), past the caps that answer first. Refusals carry the CORS headers of
     `cors_origins`, as the app's own answers do."""
-    limits = limits or ServeLimits()
+    limits = limits or Capacity()
     return uvicorn.Config(
         Limited(app, limits, partial(share_of, app.state.served), cors_origins),
         host=host,

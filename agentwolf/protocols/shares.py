@@ -15,9 +15,9 @@ from starlette.requests import Request
 from starlette.types import Scope
 
 from agentwolf.protocols.auth import digest
+from agentwolf.protocols.capacity import Admission, Share
 from agentwolf.protocols.console.signin import OPEN, PREFIX, SAFE_METHODS, principal_from_cookie
-from agentwolf.protocols.guard import UNGUARDED
-from agentwolf.protocols.limits import Admission, Share
+from agentwolf.protocols.middleware import UNGUARDED
 from agentwolf.protocols.served import Served
 
 

@@ -22,7 +22,7 @@ from temporalio.service import RPCError
 from agentwolf.access import workflow_id
 from agentwolf.client.wolf_client import SessionNotFound, WolfClient
 from agentwolf.protocols.served import Target
-from agentwolf.workflows.turn import CUT_MARK, EVENT_TEXT_LIMIT
+from agentwolf.workflows.session.turn import CUT_MARK, EVENT_TEXT_LIMIT
 from agentwolf.workflows.types import EVENTS_TOPIC, Event, PendingApproval, SessionStatus
 
 log = logging.getLogger(__name__)

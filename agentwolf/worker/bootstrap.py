@@ -22,8 +22,8 @@ from agentwolf.activities.session import SessionActivities
 from agentwolf.activities.web import WebActivities
 from agentwolf.config.policy import WorkerPolicy, redact_logs
 from agentwolf.defaults import TASK_QUEUE
-from agentwolf.hosts.flow import Flow
 from agentwolf.hosts.host import HostRegistry, Notify
+from agentwolf.hosts.quotas import Quotas
 from agentwolf.isolation import protect_process
 from agentwolf.plugins import LocalModel, Plugins
 from agentwolf.telemetry import tracing
@@ -31,13 +31,13 @@ from agentwolf.telemetry.interceptor import ActivityContext
 from agentwolf.worker.deployment import Deployment
 from agentwolf.worker.memory import Trimmer, tune_malloc
 from agentwolf.worker.sandbox import CachingSandboxedWorkflowRunner
-from agentwolf.workflows.config_registry import ConfigRegistryWorkflow
-from agentwolf.workflows.datasets import EvalDatasetWorkflow
-from agentwolf.workflows.eval_run import EvalRunWorkflow
-from agentwolf.workflows.limiter import LimiterWorkflow
-from agentwolf.workflows.pinned import PinnedSessionWorkflow
+from agentwolf.workflows.configs.config_registry import ConfigRegistryWorkflow
+from agentwolf.workflows.evals.datasets import EvalDatasetWorkflow
+from agentwolf.workflows.evals.run import EvalRunWorkflow
+from agentwolf.workflows.quotas import QuotaWorkflow
 from agentwolf.workflows.schedule import ScheduleFireWorkflow
-from agentwolf.workflows.session import SessionWorkflow
+from agentwolf.workflows.session.pinned import PinnedSessionWorkflow
+from agentwolf.workflows.session.workflow import SessionWorkflow
 from agentwolf.workflows.types import ExtensionsChanged
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ WORKFLOWS = [
     SessionWorkflow,
     ConfigRegistryWorkflow,
     ScheduleFireWorkflow,
-    LimiterWorkflow,
+    QuotaWorkflow,
     EvalRunWorkflow,
     EvalDatasetWorkflow,
 ]
@@ -72,7 +72,7 @@ def create_worker(
     client: Client,
     *,
     task_queue: str = TASK_QUEUE,
-    hosts: HostRegistry | None = None,
+    host_idle_timeout: float = 1800.0,
     local_models: Mapping[str, LocalModel] | None = None,
     plugins: Plugins | None = None,
     policy: WorkerPolicy | None = None,
@@ -85,27 +85,27 @@ def create_worker(
     """A worker for sessions; `local_models` registers in-process models (`local:<name>` in manifests),
     `plugins` (`load_plugins()`) their models and function tools, `policy` limits what manifests reach
     (default: `load_policy()`'s), `tenant` is the only one served, `deployment` the worker deployment
-    and build it joins (None: unversioned).
+    and build it joins (None: unversioned). Its HostRegistry is built whole here, with the
+    limiters' client (`Flow`) and the signal that tells sessions of changed extensions.
 
     The process becomes non-dumpable, so the MCP servers it starts cannot read its environment, and
     its malloc is tuned for a long life (worker/memory.py)."""
     protect_process()
     tune_malloc()
     redact_logs()
-    hosts = hosts or HostRegistry(local_models, plugins=plugins, policy=policy, tenant=tenant)
-    hosts.notify = _signaller(client)
-    hosts.flow = Flow(client, task_queue, hosts.policy.flow)
+    policy = policy or WorkerPolicy()
+    hosts = HostRegistry(
+        local_models,
+        plugins=plugins,
+        policy=policy,
+        tenant=tenant,
+        host_idle_timeout=host_idle_timeout,
+        notify=_signaller(client),
+        quotas=Quotas(client, task_queue, policy.quotas),
+    )
     activities, code = SessionActivities(hosts), CodeActivities(hosts)
     acp = AcpActivities(activities)
-    options: dict[str, Any] = dict(
-        interceptors=_interceptors(client),
-        # Interrupts reach activities through heartbeat replies, and followers read live text from
-        # heartbeat details: keep the throttle short.
-        max_heartbeat_throttle_interval=timedelta(milliseconds=HEARTBEAT_THROTTLE_MS),
-        default_heartbeat_throttle_interval=timedelta(milliseconds=HEARTBEAT_THROTTLE_MS),
-        graceful_shutdown_timeout=timedelta(seconds=10),
-        deployment_config=deployment.config() if deployment else None,
-    )
+    options = _options(client, deployment)
     home = Worker(
         client,
         task_queue=home_queue(task_queue),
@@ -165,6 +165,19 @@ class SessionWorker(Worker):
             trimmer.cancel()
             await self.home.shutdown()
             await asyncio.gather(home, trimmer, return_exceptions=True)
+
+
+def _options(client: Client, deployment: Deployment | None) -> dict[str, Any]:
+    """What the session worker and its home worker share."""
+    return dict(
+        interceptors=_interceptors(client),
+        # Interrupts reach activities through heartbeat replies, and followers read live text from
+        # heartbeat details: keep the throttle short.
+        max_heartbeat_throttle_interval=timedelta(milliseconds=HEARTBEAT_THROTTLE_MS),
+        default_heartbeat_throttle_interval=timedelta(milliseconds=HEARTBEAT_THROTTLE_MS),
+        graceful_shutdown_timeout=timedelta(seconds=10),
+        deployment_config=deployment.config() if deployment else None,
+    )
 
 
 def _interceptors(client: Client) -> list[Interceptor]:

@@ -2,7 +2,7 @@
 
 A session is pinned to the build it started on, so a deploy never replays a running session on code
 that would emit other commands; it moves to the current build at its next idle continue-as-new
-(agentwolf/workflows/loop.py). The build id changes whenever workflow code changes: the package
+(agentwolf/workflows/session/loop.py). The build id changes whenever workflow code changes: the package
 version plus a digest of agentwolf/workflows, whose code decides the commands a session emits."""
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class Deployment:
 
     def config(self) -> WorkerDeploymentConfig:
         """Versioned polling. Sessions declare PINNED (PinnedSessionWorkflow); the small long-lived
-        workflows (config registry, limiter, schedule fires) move to the current build at their next
+        workflows (config registry, quota workflow, schedule fires) move to the current build at their next
         task, as before versioning: pinned, they would wait for ever once their build's workers stop."""
         return WorkerDeploymentConfig(
             version=self.version,

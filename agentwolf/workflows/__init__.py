@@ -1,2 +1,2 @@
 """The durable session run loop and the other workflows (config registry, schedule firings,
-provider limiters). Deterministic code only."""
+provider quota workflows). Deterministic code only."""

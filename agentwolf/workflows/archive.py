@@ -6,12 +6,12 @@ context needs nothing of them but their fold lines. Kept whole in memory anyway 
 state, the worker's cache, each new run's decoded snapshot), they were the only thing a long
 session's worker grew by (docs/features/compaction.md, "The floor").
 
-At an idle continue-as-new the context keeper (context.py) has those messages written to the payload
+At an idle continue-as-new the context keeper (session/context.py) has those messages written to the payload
 store (`wolf.archive_transcript`, one part per continue-as-new) and keeps, in their place, this
 archive: the parts' references, the chained digest of the messages archived, and the fold lines of
 those not summarised as one text. In the transcript list an archived message is `ARCHIVED` (one
 shared empty request), so every index keeps its meaning. Readers of the whole transcript (clients,
-forks, evals) read the parts back from the store (hosts/transcript_store.py); `recall` of an archived
+forks, evals) read the parts back from the store (agentwolf/transcript_store.py); `recall` of an archived
 tool result reads its part by activity; a rewind into the archive is refused (a fork from there
 works).
 

@@ -14,7 +14,7 @@ small stubbed turns slowed every request. Past `FOLD_AT` messages, older turns a
 one text note holding the same content (stubs stay stubs), derived from the transcript like the
 rest of the view, so folding needs no model request and loses nothing.
 
-Pure, like turn.py: imported passed through, no `workflow.*`, no clock, no I/O.
+Pure, like session/turn.py: imported passed through, no `workflow.*`, no clock, no I/O.
 """
 
 from __future__ import annotations

@@ -274,11 +274,11 @@ class ModelRequestInput(BaseModel):
     output: dict[str, Any] | None = None
     """A job's output schema: offered as the output tool, and text answers are not allowed."""
     settings: TurnSettings | None = None
-    """The turn's own settings, laid over the agent's (activities/turn_settings.py)."""
+    """The turn's own settings, laid over the agent's (hosts/turn_settings.py)."""
     view: ContextView | None = None
     """The working context (workflows/compaction.py), applied on the worker to its whole copy."""
     priority: int | None = None
-    """The session's priority key (its memo) for the provider's limiter: carried here, the worker
+    """The session's priority key (its memo) for the provider's quota workflow: carried here, the worker
     need not describe the session before each request (None: sent before the patch, described)."""
 
 
@@ -323,7 +323,7 @@ class LiveText(BaseModel):
     thinking: str = ""
     thinking_start: int = 0
     waiting: str | None = None
-    """Set while the request waits for its provider's limits (`rate_limited: rpm`, hosts/flow.py)."""
+    """Set while the request waits for its provider's limits (`rate_limited: rpm`, hosts/quotas.py)."""
     resumes_at: datetime | None = None
 
 
@@ -405,3 +405,5 @@ SNAPSHOT_QUERY = "snapshot"
 BRANCHES_QUERY = "branches"
 REWIND_UPDATE = "rewind"
 """The session's state as a continue-as-new would hand it over (forks start from it)."""
+PROMPT_LATER_SIGNAL = "prompt_later"
+"""A prompt sent while no worker polls (a signal waits for one; the `prompt` update needs one)."""

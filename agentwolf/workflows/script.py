@@ -51,22 +51,40 @@ class ScriptLimits(BaseModel):
     output_bytes: int = OUTPUT_BYTES
 
 
+class ScriptRound(BaseModel):
+    """One wait of the script: the calls it made and how they ended. A resume on a worker that does
+    not keep the script's snapshot runs the script again from its start on these (no call repeated)."""
+
+    calls: list[ScriptCall]
+    results: list[ScriptResult]
+
+
 class ScriptStart(BaseModel):
     code: str
     functions: dict[str, list[str]]
     """The tools the script may call, each with its parameters in signature order (for positional calls)."""
     limits: ScriptLimits
+    keep: str | None = None
+    """Keep the snapshot on this worker under this scope (the `run_code` call in its run): the step
+    then carries only the snapshot's digest, and history no snapshot (code-mode-kept patch)."""
 
 
 class ScriptResume(BaseModel):
     model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
 
-    snapshot: bytes
+    snapshot: bytes = b""
     packed: bool = False
     """The snapshot is zlib-compressed (as the sandbox hands it back since the snapshots were packed)."""
     functions: dict[str, list[str]]
-    results: list[ScriptResult]
+    results: list[ScriptResult] = []
     limits: ScriptLimits
+    scope: str | None = None
+    digest: str | None = None
+    """With `scope`: the kept snapshot to resume (ScriptStart.keep), in place of `snapshot`; the
+    current round's results are then the last of `rounds`."""
+    code: str = ""
+    rounds: list[ScriptRound] = []
+    """Every round so far, this one last: what a worker without the kept snapshot runs the script on."""
 
 
 class ScriptStep(BaseModel):
@@ -78,6 +96,8 @@ class ScriptStep(BaseModel):
     packed: bool = False
     """`snapshot` is zlib-compressed: each one is recorded in history (a local activity's result), and
     an interpreter's state compresses about sevenfold."""
+    digest: str | None = None
+    """In place of `snapshot`: the snapshot is kept on the worker that made it (ScriptStart.keep)."""
     calls: list[ScriptCall] = []
     stdout: str = ""
     output: str | None = None

@@ -15,9 +15,9 @@ from agentwolf.config.manifest import Manifest, McpServerConfig
 from agentwolf.workflows.acp_types import AcpSession
 from agentwolf.workflows.archive import TranscriptArchive
 from agentwolf.workflows.compaction import ContextView
-from agentwolf.workflows.config_update import ConfigUpdate
+from agentwolf.workflows.configs.config_update import ConfigUpdate
 from agentwolf.workflows.contracts import CompiledAgent
-from agentwolf.workflows.evals import RecordedCall
+from agentwolf.workflows.evals.cases import RecordedCall
 from agentwolf.workflows.memory_tools import MemoryView
 from agentwolf.workflows.turn_settings import TurnSettings
 from agentwolf.workflows.types import (
@@ -50,7 +50,7 @@ class TurnSnapshot(BaseModel):
 
 class TurnMark(BaseModel):
     """Where one turn lies in the transcript and what the session had done once it ended: what a
-    fork or rewind cuts at (workflows/cuts.py). `end` and `counters` are unset while it runs."""
+    fork or rewind cuts at (workflows/session/cuts.py). `end` and `counters` are unset while it runs."""
 
     turn_id: str
     start: int
@@ -58,7 +58,7 @@ class TurnMark(BaseModel):
     config_version: int | None = None
     counters: Counters | None = None
     memory: dict[str, int] | None = Field(None, exclude_if=lambda v: v is None)
-    """The revision of each memory namespace the turn's memory calls saw (workflows/memory.py)."""
+    """The revision of each memory namespace the turn's memory calls saw (workflows/session/memory.py)."""
 
     @field_serializer("counters")
     def _compact(self, counters: Counters | None) -> dict[str, Any] | None:
@@ -68,7 +68,7 @@ class TurnMark(BaseModel):
 
 
 class Branch(BaseModel):
-    """Turns a rewind set aside (workflows/branches.py): readable, and the line again on a redo."""
+    """Turns a rewind set aside (workflows/session/branches.py): readable, and the line again on a redo."""
 
     name: str
     base: int
@@ -124,7 +124,7 @@ class SessionInput(BaseModel):
     acp_home: str | None = Field(None, exclude_if=lambda v: v is None)
     """An ACP agent's home: the task queue of the host its process lives on."""
     acp_session: AcpSession | None = Field(None, exclude_if=lambda v: v is None)
-    """An ACP agent's session there. Both are kept on the input (workflows/acp.py), so a
+    """An ACP agent's session there. Both are kept on the input (workflows/session/acp.py), so a
     continue-as-new carries them; left out of the dump when unset."""
     turns: list[TurnMark] = []
     """Each turn's place in the transcript (recorded by code from 2026-12 on)."""
@@ -137,6 +137,6 @@ class SessionInput(BaseModel):
     context: ContextView | None = None
     """The working context's view (workflows/compaction.py): stubs, summary, pinned notes."""
     memory_view: MemoryView | None = Field(None, exclude_if=lambda v: v is None)
-    """A fork's view of long-term memory (workflows/memory.py); None: the main line, whole."""
+    """A fork's view of long-term memory (workflows/session/memory.py); None: the main line, whole."""
     archive: TranscriptArchive | None = Field(None, exclude_if=lambda v: v is None)
     """Older messages in the payload store (workflows/archive.py); `transcript` holds those after."""

@@ -3,7 +3,7 @@ format and instructions, as an OpenAI-compatible request gave them (protocols/op
 
 They ride on the turn's `Prompt` and reach every model request of that turn only
 (`ModelRequestInput.settings`), where the worker lays them over the agent's settings
-(activities/turn_settings.py). Light on purpose, like workflows/types.py: clients import it."""
+(hosts/turn_settings.py). Light on purpose, like workflows/types.py: clients import it."""
 
 from __future__ import annotations
 

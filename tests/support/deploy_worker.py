@@ -27,7 +27,7 @@ from temporalio import workflow
 from agentwolf.connection import connect
 from agentwolf.worker.bootstrap import create_worker, run_worker
 from agentwolf.worker.deployment import Deployment, default_name, take_current
-from agentwolf.workflows.loop import TurnRunner
+from agentwolf.workflows.session.loop import TurnRunner
 from agentwolf.workflows.types import Prompt
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 
-from agentwolf.client.deployments import status
+from agentwolf.ops.deployments import status
 from agentwolf.worker.deployment import current_build
 from agentwolf.workflows.types import workflow_id
 

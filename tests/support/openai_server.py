@@ -218,7 +218,7 @@ class ScriptedOpenAI:
     @property
     def base_url(self) -> str:
         """Under a path of its own: another test's server on the same port later is another provider
-        endpoint (flow control keeps a limiter workflow per endpoint on the server's test's queue)."""
+        endpoint (quotas keeps a quota workflow per endpoint on the server's test's queue)."""
         return f"http://127.0.0.1:{self._server.server_address[1]}/{self._path}/v1"
 
     # Responses API

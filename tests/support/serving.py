@@ -17,7 +17,7 @@ from temporalio.client import Client
 from agentwolf.config.manifest import Manifest
 from agentwolf.protocols.app import create_app
 from agentwolf.protocols.auth import ApiKeys
-from agentwolf.protocols.limits import ServeLimits
+from agentwolf.protocols.capacity import Capacity
 from agentwolf.protocols.served import IDLE_CLOSE_AFTER, Served
 from agentwolf.protocols.server import server_config
 
@@ -41,7 +41,7 @@ async def serving(
     open_tenant: str | None = None,
     keys: ApiKeys | None = None,
     cors_origins: tuple[str, ...] = (),
-    limits: ServeLimits | None = None,
+    limits: Capacity | None = None,
     idle_close_after: timedelta | None = IDLE_CLOSE_AFTER,
     **app: object,
 ) -> AsyncIterator[str]:

@@ -18,7 +18,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentwolf.access import Principal
-from agentwolf.protocols.guard import LOOPBACK_HOSTS, loopback_only
+from agentwolf.protocols.middleware import LOOPBACK_HOSTS, loopback_only
 from agentwolf.protocols.served import ApiError, Served
 
 PREFIX = "/console"

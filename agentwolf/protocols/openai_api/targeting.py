@@ -197,7 +197,7 @@ async def continue_from(
     that response is its latest turn or has not finished (the new one queues behind it); else (later
     turns followed it, or the session closed) on a fork of the session cut after that turn
     (client/forks.py), so the earlier answer goes on."""
-    from agentwolf.workflows.cuts import CutError
+    from agentwolf.workflows.session.cuts import CutError
 
     status = await wolf.status(named.session)
     running = _turn_number(status.turn_id) if status.turn_id else None
