@@ -1,6 +1,7 @@
 """The fleet's memory store: PostgreSQL through psycopg 3, records searched by a `tsvector` column
-(English stemming, GIN index). A write locks its namespace's head row (`FOR UPDATE`), so workers on
-any host serialize per namespace and never per tenant. Vectors (pgvector) are not used yet."""
+(English stemming of namespace-prefixed words, ranking.ns_words; GIN index). A write locks its
+namespace's head row (`FOR UPDATE`), so workers on any host serialize per namespace and never per
+tenant. Vectors (pgvector) are not used yet."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from agentwolf.memory.namespaces import Namespace
+from agentwolf.memory.ranking import ns_words
 from agentwolf.memory.sql import COLUMNS, INSERTED, PLACES, SqlStore, current, in_list, to_row, visible
-from agentwolf.memory.store import MemoryStoreError, Row
+from agentwolf.memory.store import TOMBSTONE, MemoryStoreError, NewRow, Row
 from agentwolf.workflows.memory_tools import MemoryView
 
 SCHEMA = """
@@ -21,9 +23,7 @@ CREATE TABLE IF NOT EXISTS memory_rows (
     writer TEXT NOT NULL, turn TEXT NOT NULL, turn_seq INTEGER NOT NULL, call TEXT NOT NULL,
     model TEXT NOT NULL, source TEXT NOT NULL, created DOUBLE PRECISION NOT NULL,
     tenant TEXT NOT NULL, owner TEXT NOT NULL,
-    tsv tsvector GENERATED ALWAYS AS (
-        setweight(to_tsvector('english', about), 'B') || setweight(to_tsvector('english', body), 'A')
-    ) STORED,
+    tsv tsvector,
     UNIQUE (ns, id)
 );
 CREATE INDEX IF NOT EXISTS memory_rows_supersedes ON memory_rows (ns, supersedes);
@@ -74,6 +74,14 @@ class PostgresStore(SqlStore):
     def _scrub(self) -> None:
         self._db.execute("VACUUM memory_rows, memory_receipts")  # dead tuples' bodies
 
+    def _index(self, seq: int, ns: str, row: NewRow) -> None:
+        if row.kind != TOMBSTONE:
+            self._execute(
+                "UPDATE memory_rows SET tsv = setweight(to_tsvector('english', ?), 'B') "
+                "|| setweight(to_tsvector('english', ?), 'A') WHERE seq = ?",
+                [ns_words(ns, row.about), ns_words(ns, row.body), seq],
+            )
+
     def _insert(self, params: list[Any]) -> int:
         return int(
             self._execute(f"INSERT INTO memory_rows ({INSERTED}) VALUES ({PLACES}) RETURNING seq", params)[0][
@@ -86,7 +94,7 @@ class PostgresStore(SqlStore):
     ) -> list[Row]:
         if not terms or not namespaces:
             return []
-        params: list[Any] = [" | ".join(terms)]
+        params: list[Any] = [" | ".join(ns_words(n.key, t) for n in namespaces for t in terms)]
         where = [in_list("a.ns", [n.key for n in namespaces], params), "a.kind NOT IN ('file', 'forget')"]
         where.append("a.tsv @@ q")
         where += [visible(view, "a", params), current(view, "a", params)]

@@ -4,6 +4,7 @@ what the question names (a person, a topic)."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from agentwolf.memory.store import Row
@@ -24,6 +25,18 @@ POOL = 50
 """Candidates taken from the index before boosting."""
 ABOUT_BOOST = 0.5
 """Added, as a share of the best lexical score, when a record's `about` is named in the question."""
+
+
+CONSONANTS = "bcdfghjklmnpqrstvwxz"
+
+
+def ns_words(ns: str, text: str) -> str:
+    """`text` as the stores' full-text indexes hold it: each word behind its namespace's prefix, so a
+    search reads only that namespace's postings, not every tenant's (one shared index of a million
+    rows read the whole postings of common words: p95 140 ms). The prefix is consonants only, so the
+    stemmers, whose rules count vowel-consonant runs, stem each word as they would alone."""
+    prefix = "".join(CONSONANTS[b % len(CONSONANTS)] for b in hashlib.sha256(ns.encode()).digest()[:9])
+    return " ".join(prefix + word for word in WORD.findall(text.lower()))
 
 
 def terms(query: str) -> list[str]:

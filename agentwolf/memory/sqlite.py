@@ -4,7 +4,6 @@ host serialize on."""
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -12,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agentwolf.memory.namespaces import Namespace
-from agentwolf.memory.ranking import WORD
+from agentwolf.memory.ranking import ns_words
 from agentwolf.memory.sql import COLUMNS, INSERTED, PLACES, SqlStore, current, in_list, to_row, visible
 from agentwolf.memory.store import TOMBSTONE, NewRow, Row
 from agentwolf.workflows.memory_tools import MemoryView
@@ -39,18 +38,6 @@ CREATE TABLE IF NOT EXISTS memory_receipts (
 CREATE INDEX IF NOT EXISTS memory_receipts_owner ON memory_receipts (tenant, owner);
 CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5 (about, body, tokenize = 'porter unicode61');
 """
-
-
-CONSONANTS = "bcdfghjklmnpqrstvwxz"
-
-
-def ns_words(ns: str, text: str) -> str:
-    """`text` as the index holds it: each word behind its namespace's prefix, so a search reads only
-    that namespace's postings, not every tenant's (one shared index of a million rows read whole
-    postings of common words: p95 140 ms). The prefix is consonants only, so the Porter stemmer,
-    whose rules count vowel-consonant runs, stems each word as it would alone."""
-    prefix = "".join(CONSONANTS[b % len(CONSONANTS)] for b in hashlib.sha256(ns.encode()).digest()[:9])
-    return " ".join(prefix + word for word in WORD.findall(text.lower()))
 
 
 class SqliteStore(SqlStore):
