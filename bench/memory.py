@@ -13,6 +13,7 @@ LoCoMo questions on random owners: p50/p95 per store (goals: p95 <= 50 ms SQLite
 PostgreSQL).
 
 Run:  python bench/memory.py [--data DIR] [--owners 100] [--rows 10000] [--postgres URL | --no-postgres]
+      [--no-sqlite]
 DIR defaults to ../shared/data/locomo/ (any folder of LoCoMo conversation files: one conversation
 per file, or locomo10.json's list). Without --postgres, a private cluster is started when Debian's
 PostgreSQL is installed (tests/support/postgres.py). Files go to a temporary folder.
@@ -186,9 +187,11 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000)
     parser.add_argument("--postgres", metavar="URL")
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--no-sqlite", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, postgres(args.postgres, not args.no_postgres) as pg:
-        stores = [("sqlite", f"sqlite:///{tmp}/memory.db")] + ([("postgres", pg)] if pg else [])
+        stores = [] if args.no_sqlite else [("sqlite", f"sqlite:///{tmp}/memory.db")]
+        stores += [("postgres", pg)] if pg else []
         for label, url in stores:
             store = open_store(url)
             report(f"[{label}]", recall(store, args.data, PlainBm25() if label == "sqlite" else None))

@@ -74,19 +74,11 @@ class PostgresStore(SqlStore):
     def _scrub(self) -> None:
         self._db.execute("VACUUM memory_rows, memory_receipts")  # dead tuples' bodies
 
-    def _index(self, seq: int, ns: str, row: NewRow) -> None:
-        if row.kind != TOMBSTONE:
-            self._execute(
-                "UPDATE memory_rows SET tsv = setweight(to_tsvector('english', ?), 'B') "
-                "|| setweight(to_tsvector('english', ?), 'A') WHERE seq = ?",
-                [ns_words(ns, row.about), ns_words(ns, row.body), seq],
-            )
-
-    def _insert(self, params: list[Any]) -> int:
-        return int(
-            self._execute(f"INSERT INTO memory_rows ({INSERTED}) VALUES ({PLACES}) RETURNING seq", params)[0][
-                0
-            ]
+    def _insert(self, ns: str, row: NewRow, params: list[Any]) -> None:
+        about, body = ("", "") if row.kind == TOMBSTONE else (ns_words(ns, row.about), ns_words(ns, row.body))
+        tsv = "setweight(to_tsvector('english', ?), 'B') || setweight(to_tsvector('english', ?), 'A')"
+        self._execute(
+            f"INSERT INTO memory_rows ({INSERTED}, tsv) VALUES ({PLACES}, {tsv})", [*params, about, body]
         )
 
     def search(

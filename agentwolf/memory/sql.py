@@ -75,17 +75,14 @@ class SqlStore:
         """In a write transaction: lock the namespace's head and return its revision."""
         raise NotImplementedError
 
-    def _index(self, seq: int, ns: str, row: NewRow) -> None:
-        """Add a new row to the full-text index (a store whose index is a column does nothing)."""
-
     def _unindex(self, tenant: str, owner: str) -> None:
         """Drop the owner's rows from the full-text index, before they are deleted."""
 
     def _scrub(self) -> None:
         """After a purge: leave no deleted body readable in the database's files."""
 
-    def _insert(self, params: list[Any]) -> int:
-        """Insert one row (INSERTED), returning its `seq`."""
+    def _insert(self, ns: str, row: NewRow, params: list[Any]) -> None:
+        """Insert one row (`params`: INSERTED) and index it for search."""
         raise NotImplementedError
 
     # The protocol.
@@ -148,12 +145,11 @@ class SqlStore:
                 head += 1
                 ids.append(f"m{head}")
                 p = provenance
-                seq = self._insert(
+                self._insert(ns.key, row,
                     [ns.key, f"m{head}", head, view.branch, row.kind, row.body, row.about, row.path,
                      row.supersedes, p.session, p.turn, p.turn_seq, p.call, p.model, p.source, now,
                      ns.tenant, ns.owner]
                 )  # fmt: skip
-                self._index(seq, ns.key, row)
             answer = planned.answer.replace("{id}", ids[0] if ids else "")
             self._execute("UPDATE memory_heads SET revision = ? WHERE ns = ?", [head, ns.key])
             self._execute(

@@ -71,15 +71,12 @@ class SqliteStore(SqlStore):
     def _scrub(self) -> None:
         self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the log's copies of deleted pages too
 
-    def _insert(self, params: list[Any]) -> int:
+    def _insert(self, ns: str, row: NewRow, params: list[Any]) -> None:
         cursor = self._db.execute(f"INSERT INTO memory_rows ({INSERTED}) VALUES ({PLACES})", params)
-        return int(cursor.lastrowid or 0)
-
-    def _index(self, seq: int, ns: str, row: NewRow) -> None:
         if row.kind != TOMBSTONE:
             self._execute(
                 "INSERT INTO memory_fts (rowid, about, body) VALUES (?, ?, ?)",
-                [seq, ns_words(ns, row.about), ns_words(ns, row.body)],
+                [cursor.lastrowid, ns_words(ns, row.about), ns_words(ns, row.body)],
             )
 
     def _unindex(self, tenant: str, owner: str) -> None:
