@@ -192,3 +192,16 @@ def test_a_plan_that_refuses_writes_nothing(store: MemoryStore) -> None:
         store.write(ns, MemoryView(), "k", "d", Provenance(), lambda reader: Plan(error="no"))
     store.write(ns, MemoryView(), "k", "d", Provenance(), lambda reader: Plan([NewRow("user", "x")], "ok"))
     assert store.revisions([ns]) == {ns.key: 1}
+
+
+def test_a_current_row_ranked_below_many_superseded_ones_is_found(store: MemoryStore) -> None:
+    """The index's best matches are read first (a window), then filtered to current rows: when the
+    window holds only superseded rows, it grows until the current one is in it."""
+    current = run(store, call("remember", text="deploy deploy deploy deploy on day 0", kind="project"))
+    for n in range(1, 12):
+        text = "deploy deploy deploy deploy on day" if n < 11 else "we ship on day"
+        current = run(
+            store, call("remember", text=f"{text} {n}", kind="project", supersedes=current.split()[-1])
+        )
+    hits = store.search(MemoryView(), [Namespace("acme", "alice", "a")], ["deploy", "day"], 1)
+    assert [h.body for h in hits] == ["we ship on day 11"]

@@ -40,6 +40,11 @@ CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5 (about, body, tokenize 
 """
 
 
+WINDOW = 4
+"""A search reads the index's best WINDOW x k matches before checking which are current."""
+MAX_WINDOW = 1 << 16
+
+
 class SqliteStore(SqlStore):
     def __init__(self, path: Path) -> None:
         super().__init__()
@@ -89,21 +94,33 @@ class SqliteStore(SqlStore):
     def search(
         self, view: MemoryView, namespaces: Sequence[Namespace], terms: list[str], k: int
     ) -> list[Row]:
+        """The index's best `window` matches first, then which of them this view sees as current:
+        checking visibility for every match cost 3-4 times as much (thousands of matches of a common
+        word in a 10,000-row namespace). A window that current rows do not fill doubles."""
         if not terms or not namespaces:
             return []
         match = " OR ".join(f'"{ns_words(n.key, t)}"' for n in namespaces for t in terms)
-        params: list[Any] = [match]
-        where = [in_list("a.ns", [n.key for n in namespaces], params), "a.kind NOT IN ('file', 'forget')"]
-        where += [visible(view, "a", params), current(view, "a", params)]
-        params.append(k)
-        bm25 = "bm25(memory_fts, 0.5, 1.0)"
-        sql = (
-            f"SELECT {', '.join('a.' + c for c in COLUMNS.split(', '))}, -{bm25} "
-            f"FROM memory_fts JOIN memory_rows a ON a.seq = memory_fts.rowid "
-            f"WHERE memory_fts MATCH ? AND {' AND '.join(where)} ORDER BY {bm25} LIMIT ?"
-        )
-        with self._lock:
-            return [to_row(r) for r in self._execute(sql, params)]
+        window = WINDOW * k
+        while True:
+            params: list[Any] = [match, window]
+            where = [in_list("a.ns", [n.key for n in namespaces], params), "a.kind NOT IN ('file', 'forget')"]
+            where += [visible(view, "a", params), current(view, "a", params)]
+            params.append(k)
+            sql = (
+                "WITH hits AS (SELECT rowid, -bm25(memory_fts, 0.5, 1.0) AS score FROM memory_fts "
+                "WHERE memory_fts MATCH ? ORDER BY bm25(memory_fts, 0.5, 1.0) LIMIT ?) "
+                f"SELECT {', '.join('a.' + c for c in COLUMNS.split(', '))}, hits.score "
+                f"FROM hits JOIN memory_rows a ON a.seq = hits.rowid "
+                f"WHERE {' AND '.join(where)} ORDER BY hits.score DESC LIMIT ?"
+            )
+            with self._lock:
+                rows = [to_row(r) for r in self._execute(sql, params)]
+                if len(rows) == k or window >= MAX_WINDOW:
+                    return rows
+                matched = self._execute("SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?", [match])
+            if matched[0][0] <= window:
+                return rows
+            window *= 2
 
     def close(self) -> None:
         with self._lock:
