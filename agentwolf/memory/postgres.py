@@ -11,8 +11,8 @@ from typing import Any
 
 from agentwolf.memory.namespaces import Namespace
 from agentwolf.memory.ranking import ns_words
-from agentwolf.memory.sql import COLUMNS, INSERTED, PLACES, SqlStore, current, in_list, to_row, visible
-from agentwolf.memory.store import TOMBSTONE, MemoryStoreError, NewRow, Row
+from agentwolf.memory.sql import COLUMNS, INSERTED, PLACES, SqlStore, current, in_list, visible
+from agentwolf.memory.store import TOMBSTONE, MemoryStoreError, NewRow
 from agentwolf.workflows.memory_tools import MemoryView
 
 SCHEMA = """
@@ -81,23 +81,31 @@ class PostgresStore(SqlStore):
             f"INSERT INTO memory_rows ({INSERTED}, tsv) VALUES ({PLACES}, {tsv})", [*params, about, body]
         )
 
-    def search(
-        self, view: MemoryView, namespaces: Sequence[Namespace], terms: list[str], k: int
-    ) -> list[Row]:
-        if not terms or not namespaces:
-            return []
+    def _search_sql(
+        self, view: MemoryView, namespaces: Sequence[Namespace], terms: list[str], window: int, k: int
+    ) -> tuple[str, list[Any]]:
         params: list[Any] = [" | ".join(ns_words(n.key, t) for n in namespaces for t in terms)]
         where = [in_list("a.ns", [n.key for n in namespaces], params), "a.kind NOT IN ('file', 'forget')"]
-        where.append("a.tsv @@ q")
-        where += [visible(view, "a", params), current(view, "a", params)]
+        where += ["a.tsv @@ q", visible(view, "a", params)]
+        params.append(window)
+        current_ = current(view, "a", params)
         params.append(k)
         sql = (
-            f"SELECT {', '.join('a.' + c for c in COLUMNS.split(', '))}, ts_rank(a.tsv, q) AS score "
-            f"FROM memory_rows a, to_tsquery('english', ?) q "
-            f"WHERE {' AND '.join(where)} ORDER BY score DESC LIMIT ?"
+            "WITH hits AS MATERIALIZED (SELECT a.seq, ts_rank(a.tsv, q) AS score "
+            f"FROM memory_rows a, to_tsquery('english', ?) q WHERE {' AND '.join(where)} "
+            "ORDER BY score DESC LIMIT ?) "
+            f"SELECT {', '.join('a.' + c for c in COLUMNS.split(', '))}, hits.score "
+            f"FROM hits JOIN memory_rows a ON a.seq = hits.seq "
+            f"WHERE {current_} ORDER BY hits.score DESC LIMIT ?"
         )
-        with self._lock:
-            return [to_row(r) for r in self._execute(sql, params)]
+        return sql, params
+
+    def _matches(self, namespaces: Sequence[Namespace], terms: list[str]) -> int:
+        query = " | ".join(ns_words(n.key, t) for n in namespaces for t in terms)
+        params: list[Any] = [query]
+        where = in_list("ns", [n.key for n in namespaces], params)
+        sql = f"SELECT count(*) FROM memory_rows, to_tsquery('english', ?) q WHERE tsv @@ q AND {where}"
+        return int(self._execute(sql, params)[0][0])
 
     def close(self) -> None:
         with self._lock:

@@ -23,6 +23,9 @@ COLUMNS = (
 
 INSERTED = f"{COLUMNS}, tenant, owner"
 PLACES = ", ".join("?" * 18)
+WINDOW = 4
+"""A search reads the index's best WINDOW x k matches before checking which are current."""
+MAX_WINDOW = 1 << 16
 
 
 def visible(view: MemoryView, alias: str, params: list[Any]) -> str:
@@ -158,6 +161,33 @@ class SqlStore:
                 [receipt_key, ns.key, ns.tenant, ns.owner, digest, json.dumps(ids), head, answer, now],
             )
             return Receipt(key, ids, head, answer)
+
+    def search(
+        self, view: MemoryView, namespaces: Sequence[Namespace], terms: list[str], k: int
+    ) -> list[Row]:
+        """The index's best `window` matches first, then which of them this view sees as current:
+        checking that for every match cost 3-4 times as much (thousands of matches of a common word
+        in a 10,000-row namespace). A window that current rows do not fill doubles."""
+        if not terms or not namespaces:
+            return []
+        window = WINDOW * k
+        while True:
+            sql, params = self._search_sql(view, namespaces, terms, window, k)
+            with self._lock:
+                rows = [to_row(r) for r in self._execute(sql, params)]
+                if len(rows) == k or window >= MAX_WINDOW or self._matches(namespaces, terms) <= window:
+                    return rows
+            window *= 2
+
+    def _search_sql(
+        self, view: MemoryView, namespaces: Sequence[Namespace], terms: list[str], window: int, k: int
+    ) -> tuple[str, list[Any]]:
+        """The statement of one search: the best `window` matches, then up to `k` current ones."""
+        raise NotImplementedError
+
+    def _matches(self, namespaces: Sequence[Namespace], terms: list[str]) -> int:
+        """How many rows of the namespaces match any of the terms (current or not)."""
+        raise NotImplementedError
 
     def history(self, namespaces: Sequence[Namespace], *, limit: int = 1000) -> list[Row]:
         params: list[Any] = []

@@ -12,8 +12,8 @@ from typing import Any
 
 from agentwolf.memory.namespaces import Namespace
 from agentwolf.memory.ranking import ns_words
-from agentwolf.memory.sql import COLUMNS, INSERTED, PLACES, SqlStore, current, in_list, to_row, visible
-from agentwolf.memory.store import TOMBSTONE, NewRow, Row
+from agentwolf.memory.sql import COLUMNS, INSERTED, PLACES, SqlStore, current, in_list, visible
+from agentwolf.memory.store import TOMBSTONE, NewRow
 from agentwolf.workflows.memory_tools import MemoryView
 
 SCHEMA = """
@@ -38,11 +38,6 @@ CREATE TABLE IF NOT EXISTS memory_receipts (
 CREATE INDEX IF NOT EXISTS memory_receipts_owner ON memory_receipts (tenant, owner);
 CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5 (about, body, tokenize = 'porter unicode61');
 """
-
-
-WINDOW = 4
-"""A search reads the index's best WINDOW x k matches before checking which are current."""
-MAX_WINDOW = 1 << 16
 
 
 class SqliteStore(SqlStore):
@@ -91,36 +86,26 @@ class SqliteStore(SqlStore):
             [tenant, owner],
         )
 
-    def search(
-        self, view: MemoryView, namespaces: Sequence[Namespace], terms: list[str], k: int
-    ) -> list[Row]:
-        """The index's best `window` matches first, then which of them this view sees as current:
-        checking visibility for every match cost 3-4 times as much (thousands of matches of a common
-        word in a 10,000-row namespace). A window that current rows do not fill doubles."""
-        if not terms or not namespaces:
-            return []
+    def _search_sql(
+        self, view: MemoryView, namespaces: Sequence[Namespace], terms: list[str], window: int, k: int
+    ) -> tuple[str, list[Any]]:
         match = " OR ".join(f'"{ns_words(n.key, t)}"' for n in namespaces for t in terms)
-        window = WINDOW * k
-        while True:
-            params: list[Any] = [match, window]
-            where = [in_list("a.ns", [n.key for n in namespaces], params), "a.kind NOT IN ('file', 'forget')"]
-            where += [visible(view, "a", params), current(view, "a", params)]
-            params.append(k)
-            sql = (
-                "WITH hits AS (SELECT rowid, -bm25(memory_fts, 0.5, 1.0) AS score FROM memory_fts "
-                "WHERE memory_fts MATCH ? ORDER BY bm25(memory_fts, 0.5, 1.0) LIMIT ?) "
-                f"SELECT {', '.join('a.' + c for c in COLUMNS.split(', '))}, hits.score "
-                f"FROM hits JOIN memory_rows a ON a.seq = hits.rowid "
-                f"WHERE {' AND '.join(where)} ORDER BY hits.score DESC LIMIT ?"
-            )
-            with self._lock:
-                rows = [to_row(r) for r in self._execute(sql, params)]
-                if len(rows) == k or window >= MAX_WINDOW:
-                    return rows
-                matched = self._execute("SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?", [match])
-            if matched[0][0] <= window:
-                return rows
-            window *= 2
+        params: list[Any] = [match, window]
+        where = [in_list("a.ns", [n.key for n in namespaces], params), "a.kind NOT IN ('file', 'forget')"]
+        where += [visible(view, "a", params), current(view, "a", params)]
+        params.append(k)
+        sql = (
+            "WITH hits AS (SELECT rowid, -bm25(memory_fts, 0.5, 1.0) AS score FROM memory_fts "
+            "WHERE memory_fts MATCH ? ORDER BY bm25(memory_fts, 0.5, 1.0) LIMIT ?) "
+            f"SELECT {', '.join('a.' + c for c in COLUMNS.split(', '))}, hits.score "
+            f"FROM hits JOIN memory_rows a ON a.seq = hits.rowid "
+            f"WHERE {' AND '.join(where)} ORDER BY hits.score DESC LIMIT ?"
+        )
+        return sql, params
+
+    def _matches(self, namespaces: Sequence[Namespace], terms: list[str]) -> int:
+        match = " OR ".join(f'"{ns_words(n.key, t)}"' for n in namespaces for t in terms)
+        return int(self._execute("SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?", [match])[0][0])
 
     def close(self) -> None:
         with self._lock:
