@@ -85,6 +85,9 @@ class Principal:
     agents: frozenset[str] | None = None
     key: str = ""
     """The key's SHA-256 (empty: no key, as with `--no-auth` or on stdio): what MCP sessions bind to."""
+    subject: str | None = None
+    """Whom the key acts for: the owner of the sessions it starts (whose long-term memory they use);
+    None: the request's `user` within this key, else the key itself."""
 
     def may_use(self, config: str, agent: str) -> bool:
         return (self.configs is None or config in self.configs) and (

@@ -138,6 +138,16 @@ ENVIRONMENT = {
         "else the bundled example).",
     ),
     "WOLF_TENANT": ("CLI", "The tenant of session verbs without `--tenant`. Default `default`."),
+    "WOLF_USER": (
+        "CLI",
+        "Who `wolf submit`, `wolf chat` and `wolf memory` act for without `--user`: the session's owner, "
+        "whose long-term memory it uses. Default: the login name.",
+    ),
+    "WOLF_MEMORY_STORE": (
+        "worker, CLI",
+        "The long-term memory store when the config names none (`host.memory.store`): `sqlite:///path` "
+        "or `postgresql://...`. Default: `memory.db` in the data folder.",
+    ),
     "WOLF_TASK_QUEUE": (
         "CLI verbs without a `--task-queue` option",
         "The task queue their work goes to. Default `agentwolf`.",

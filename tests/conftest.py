@@ -170,3 +170,28 @@ def openai_manifest(base_url: str, **host: Any) -> Manifest:
             "agents": {"a": {"model": "openai:gpt-4o-mini", "capabilities": [{"mcp": "tools"}]}},
         }
     )
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """A private PostgreSQL cluster for the run (tests/support/postgres.py): its URL."""
+    from tests.support import postgres
+
+    reason = postgres.available()
+    if reason is not None:
+        pytest.skip(reason)
+    with postgres.cluster() as url:
+        yield url
+
+
+@pytest.fixture
+def postgres_db(postgres_server: str) -> Iterator[str]:
+    """A fresh database of the run's cluster, dropped afterwards: its URL."""
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_server, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    yield postgres_server.rsplit("/", 1)[0] + f"/{name}"
+    with psycopg.connect(postgres_server, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE {name} WITH (FORCE)")

@@ -45,6 +45,7 @@ from agentwolf.workflows.contracts import (
     delegate_spec,
     skill_tools,
 )
+from agentwolf.workflows.memory_tools import memory_tools
 from agentwolf.workflows.web_tools import web_tools
 from agentwolf.workflows.workspace_tools import workspace_tools
 
@@ -169,6 +170,7 @@ def _tools(
         RECALL_SPEC,
         *(t for c in agent.capabilities if isinstance(c, WebCapability) for t in web_tools(c.web)),
         *(workspace_tools(agent.workspace) if agent.workspace is not None else []),
+        *(memory_tools(agent.memory) if agent.memory is not None else []),
     ]
     code = next((c.code_mode for c in agent.capabilities if isinstance(c, CodeModeCapability)), None)
     if code is None:

@@ -43,7 +43,26 @@ Tenant = Annotated[
     str,
     typer.Option("--tenant", "-t", envvar="WOLF_TENANT", metavar="TENANT", help="Tenant owning the session."),
 ]
+User = Annotated[
+    str | None,
+    typer.Option(
+        "--user",
+        "-u",
+        envvar="WOLF_USER",
+        metavar="USER",
+        help="Who the session is for: whose long-term memory it uses (default: your login name).",
+    ),
+]
 Json = Annotated[bool, typer.Option("--json", "-j", help="Machine-readable output: one JSON document.")]
+
+
+def owner_of(user: str | None) -> str:
+    """The owner a CLI session is started for: `--user`, else the login name."""
+    import getpass
+
+    return user or getpass.getuser()
+
+
 JsonLines = Annotated[
     bool, typer.Option("--json", "-j", help="Machine-readable output: JSON Lines, one JSON object per event.")
 ]

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from agentwolf.cli.common import Agent, ConfigOpt, Tenant, verb
+from agentwolf.cli.common import Agent, ConfigOpt, Tenant, User, owner_of, verb
 from agentwolf.cli.connection import Connection
 from agentwolf.cli.console import err, out
 from agentwolf.cli.errors import check_worker
@@ -27,6 +27,7 @@ async def chat(
         typer.Option("--session", "-s", metavar="SESSION_ID", help="Attach to an existing session."),
     ] = None,
     tenant: Tenant = "default",
+    user: User = None,
 ) -> None:
     """Interactive multi-turn session: Ctrl-C interrupts the running turn (twice exits), /exit leaves.
 
@@ -45,7 +46,7 @@ async def chat(
     else:
         source = config_source(config)
         agent = pick_agent(None if isinstance(source, str) else source, agent)
-        sid, offset = await wolf.start_session(agent, **source_args(source)), 0
+        sid, offset = await wolf.start_session(agent, owner=owner_of(user), **source_args(source)), 0
     await check_worker(wolf, required=False, session_id=sid)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         try:

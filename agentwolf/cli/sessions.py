@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from agentwolf.cli.common import Agent, ConfigOpt, Json, JsonLines, Tenant, verb
+from agentwolf.cli.common import Agent, ConfigOpt, Json, JsonLines, Tenant, User, owner_of, verb
 from agentwolf.cli.connection import Connection
 from agentwolf.cli.console import Exit, err, out
 from agentwolf.cli.errors import check_worker, with_worker
@@ -87,6 +87,7 @@ async def submit(
         typer.Option("--session", "-s", metavar="SESSION_ID", help="Session id (default: random)."),
     ] = None,
     tenant: Tenant = "default",
+    user: User = None,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream the events.")] = False,
     wait: Annotated[bool, typer.Option("--wait", "-w", help="Block until the result.")] = False,
     keep: Annotated[bool, typer.Option("--keep", "-k", help="Keep the session open after its turn.")] = False,
@@ -115,7 +116,14 @@ async def submit(
     agent = pick_agent(None if isinstance(source, str) else source, agent)
     wolf = await conn.client(tenant, start_local=True)
     sid = await wolf.submit(
-        text, agent, session_id=session, keep=keep, pinned=pin, workspace=workspace, **source_args(source)
+        text,
+        agent,
+        session_id=session,
+        keep=keep,
+        pinned=pin,
+        workspace=workspace,
+        owner=owner_of(user),
+        **source_args(source),
     )
     await check_worker(wolf, required=False)
     if follow:

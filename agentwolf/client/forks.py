@@ -11,7 +11,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from agentwolf.client.parts import ClientCore
-from agentwolf.workflows.types import RUN_PREFIX, workflow_id
+from agentwolf.workflows.types import OWNER_MEMO, RUN_PREFIX, workflow_id
 
 if TYPE_CHECKING:
     from agentwolf.workflows.session.branches import BranchInfo, Rewound
@@ -74,7 +74,8 @@ class ForkMethods(ClientCore):
         after its second step; default: its last finished turn), on the config version, counters and
         compiled agent it had there. `edit`: the fork instead stops before turn `at` and runs `edit`
         as that turn's prompt. `as_id`: the new session's id (refused if taken). `owner`: who the
-        fork is started for (only they join MCP servers to it, `join_servers`).
+        fork is started for (only they join MCP servers to it, `join_servers`; its memory is theirs);
+        default: the source's owner.
 
         What the source's user allowed "always" is not carried: that answer holds for the rest of
         the session it was given in, and the snapshot cannot tell whether it was given before the
@@ -100,6 +101,9 @@ class ForkMethods(ClientCore):
             old = await self.config_get(source.config_name, point.config_version)
             inp.manifest = old.manifest
         memo = {FORK_MEMO: f"{source.session_id}@{point.point}"}
+        if owner is None:  # the source's owner: the fork's memory is theirs (workflows/session/memory.py)
+            described = await (await self._handle(session_id)).describe()
+            owner = await described.memo_value(OWNER_MEMO, None)
         await self.start_from(inp, prompt=edit, memo=memo, owner=owner)
         return Fork(
             session_id=new_id,

@@ -17,7 +17,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agentwolf.client.parts import ClientCore
 from agentwolf.client.transient import NO_POLLER, patiently, resent, transient
-from agentwolf.workflows.types import Approval, Event, SessionResult, SessionStatus, workflow_id
+from agentwolf.workflows.types import OWNER_MEMO, Approval, Event, SessionResult, SessionStatus, workflow_id
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
@@ -35,11 +35,6 @@ unchecked (WolfClient._answer)."""
 
 class NotOwner(PermissionError):
     """The session was started for someone else (another editor's user): its servers are not theirs."""
-
-
-OWNER_MEMO = "owner"
-"""The memo field naming who a session was started for (`start_session(owner=...)`); continue-as-new
-carries the memo over."""
 
 
 class SessionMethods(ClientCore):

@@ -29,7 +29,7 @@ from agentwolf.client.configs import ConfigMethods
 from agentwolf.client.forks import ForkMethods
 from agentwolf.client.jobs import JobMethods
 from agentwolf.client.schedules import ScheduleMethods
-from agentwolf.client.sessions import OWNER_MEMO, SessionMethods
+from agentwolf.client.sessions import SessionMethods
 from agentwolf.client.usage import Spending, UsageKey, UsageReport, read_spending, usage_report
 from agentwolf.client.workspaces import WorkspaceMethods
 from agentwolf.connection import connect
@@ -38,6 +38,7 @@ from agentwolf.workflows.types import (
     ACTIVE_ATTR,
     AGENT_ATTR,
     CONFIG_ATTR,
+    OWNER_MEMO,
     PARENT_ATTR,
     RUN_PREFIX,
     SCHEDULE_ATTR,
@@ -186,7 +187,8 @@ class WolfClient(SessionMethods, ConfigMethods, JobMethods, ScheduleMethods, For
     ) -> str:
         """Start a session (its first prompt optional); returns the session id. `output_schema`: the
         answer is a JSON object valid against it (a job with `output`, see `JobMethods`). `owner`: who
-        it is started for (an editor's user): only they join MCP servers to it (`join_servers`).
+        it is started for (a key's subject, an API `user`, an editor's user): whose long-term memory it
+        uses, and only they join MCP servers to it (`join_servers`).
         `prompt_settings`: what the first prompt's turn alone asks of the model (TurnSettings).
 
         The config is a manifest (file or object), or `config_name` from the registry: the session
@@ -336,9 +338,11 @@ class WolfClient(SessionMethods, ConfigMethods, JobMethods, ScheduleMethods, For
         keep: bool = False,
         prompt_settings: TurnSettings | None = None,
         workspace: str | Path | None = None,
+        owner: str | None = None,
     ) -> str:
         """A background task: a session whose first prompt arrives at start and that closes after it.
-        `workspace`: a local folder copied in as the agent's workspace."""
+        `workspace`: a local folder copied in as the agent's workspace; `owner`: who it is for (whose
+        long-term memory it uses), as `start_session` says."""
         return await self.start_session(
             agent,
             manifest,
@@ -350,6 +354,7 @@ class WolfClient(SessionMethods, ConfigMethods, JobMethods, ScheduleMethods, For
             keep=keep,
             prompt_settings=prompt_settings,
             workspace=workspace,
+            owner=owner,
         )
 
     async def list_sessions(

@@ -352,6 +352,32 @@ Capability = Annotated[
 ]
 
 
+class MemorySettings(_Strict):
+    """`memory: {tools: both}` on an agent: long-term memory across its owner's sessions
+    (docs/guides/memory.md). Off unless set. What the model reads and writes is scoped by tenant, owner
+    (who started the session) and agent, never by its arguments."""
+
+    tools: Literal["file", "record", "both"] = "both"
+    """`file`: one `memory` tool over a `/memories` tree (Anthropic's memory tool commands); `record`:
+    `remember`, `search_memory`, `forget`; `both`."""
+    shared: list[Literal["agent", "tenant"]] = []
+    """Shared layers the agent also reads: `agent` (every owner of this agent), `tenant` (everyone of the
+    tenant). Read-only to sessions unless `write_shared` names them; operators fill them with
+    `wolf memory import --shared`."""
+    write_shared: list[Literal["agent", "tenant"]] = []
+    """Shared layers `remember(..., layer=...)` may write to."""
+    search_results: int = Field(10, ge=1, le=50)
+    """Hits `search_memory` returns when the model does not say (`k`)."""
+
+
+class MemoryStoreConfig(_Strict):
+    """`host.memory: {store: postgresql://...}`: where the worker keeps long-term memory for this config."""
+
+    store: str
+    """`sqlite:///path/memory.db` or `postgresql://user@host/db` (a `${VAR}` the worker policy allows for
+    credentials). Unset `host.memory`: `WOLF_MEMORY_STORE`, else SQLite in the worker's data dir."""
+
+
 class SkillSettings(_Strict):
     """Skill folders every agent of the host sees (after its own), and how skills are presented."""
 
@@ -459,6 +485,8 @@ class HostConfig(_Strict):
     allowed_commands: list[str] | None = None
     """When set, the only stdio commands MCP servers (also those skills bring) may run; it can only
     narrow the worker's policy, never widen it."""
+    memory: MemoryStoreConfig | None = Field(None, exclude_if=lambda v: v is None)
+    """Where agents' long-term memory lives (unset: the worker's default store)."""
 
     @field_validator("mcp_servers")
     @classmethod
@@ -584,6 +612,8 @@ class AgentConfig(_Strict):
     """Set: the session has a sandboxed workspace (files and a shell) and its six tools."""
     # description, tools, acp and file are left out of the dump when unset, so configs written
     # before them keep their identity.
+    memory: MemorySettings | None = Field(None, exclude_if=lambda v: v is None)
+    """Long-term memory tools (`{tools: both}`); unset: none."""
     file: str | None = Field(None, exclude_if=lambda v: v is None)
     """The Markdown or agent spec file the agent came from (`agents_from`): the worker reads it again
     at compile, so an edit reaches the next turn."""

@@ -84,6 +84,9 @@ class ApiKeyEntry(BaseModel):
     """The only registry configs it may use (`served` for the config `wolf serve` serves); None: any."""
     agents: frozenset[str] | None = None
     """The only agents it may use; None: any."""
+    subject: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@+:-]{0,127}$")
+    """Whom it acts for: the owner of the sessions it starts, whose long-term memory they use (None:
+    the request's `user` within this key, else the key itself)."""
 
 
 class WorkspacePolicy(BaseModel):

@@ -21,6 +21,7 @@ from agentwolf.hosts.demo import demo_model, slow_model
 from agentwolf.hosts.host import AgentHost, Notify
 from agentwolf.hosts.quotas import Quotas
 from agentwolf.hosts.transcripts import TranscriptCache
+from agentwolf.memory.stores import Stores
 from agentwolf.plugins import LocalModel, Plugins
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,8 @@ class HostRegistry:
         """One transcript cache for every host: the worker's bound, not each host's."""
         self.sandboxes = Sandboxes()
         """Code mode's sandbox processes, for every host."""
+        self.memory = Stores()
+        """Long-term memory stores, by URL, for every host."""
         self._hosts: dict[tuple[str, str], AgentHost] = {}
         """By (config identity, tenant), least recently ensured first; configs whose `host:` sections
         match share a host, each under its own key (at most MAX_CONFIGS_PER_HOST of them)."""
@@ -194,5 +197,6 @@ class HostRegistry:
             await asyncio.gather(*(h.close() for h in hosts))
         finally:
             await asyncio.to_thread(self.sandboxes.close)
+            await asyncio.to_thread(self.memory.close)
             if self.quotas is not None:
                 await self.quotas.close()

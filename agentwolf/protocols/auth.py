@@ -25,7 +25,10 @@ def digest(key: str) -> str:
 class ApiKeys:
     def __init__(self, entries: list[ApiKeyEntry]) -> None:
         self._keys = [
-            (bytes.fromhex(e.sha256), Principal(check_tenant_name(e.tenant), e.configs, e.agents, e.sha256))
+            (
+                bytes.fromhex(e.sha256),
+                Principal(check_tenant_name(e.tenant), e.configs, e.agents, e.sha256, e.subject),
+            )
             for e in entries
         ]
 

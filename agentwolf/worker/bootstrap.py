@@ -16,6 +16,7 @@ from agentwolf.activities.acp import AcpActivities, home_queue
 from agentwolf.activities.code import CodeActivities
 from agentwolf.activities.config_notify import config_notify
 from agentwolf.activities.evals import EvalActivities, eval_steps
+from agentwolf.activities.memory import MemoryActivities
 from agentwolf.activities.schedule import deliver_prompt, registry_job_session
 from agentwolf.activities.session import SessionActivities
 from agentwolf.activities.web import WebActivities
@@ -132,6 +133,7 @@ def create_worker(
             code.code_start,
             code.code_resume,
             WebActivities(hosts).web,
+            MemoryActivities(hosts).memory,
             config_notify,
             deliver_prompt,
             registry_job_session,

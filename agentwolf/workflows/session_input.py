@@ -18,6 +18,7 @@ from agentwolf.workflows.compaction import ContextView
 from agentwolf.workflows.configs.config_update import ConfigUpdate
 from agentwolf.workflows.contracts import CompiledAgent
 from agentwolf.workflows.evals.cases import RecordedCall
+from agentwolf.workflows.memory_tools import MemoryView
 from agentwolf.workflows.turn_settings import TurnSettings
 from agentwolf.workflows.types import (
     Approval,
@@ -57,6 +58,8 @@ class TurnMark(BaseModel):
     end: int | None = None
     config_version: int | None = None
     counters: Counters | None = None
+    memory: dict[str, int] | None = Field(None, exclude_if=lambda v: v is None)
+    """The revision of each memory namespace the turn's memory calls saw (workflows/session/memory.py)."""
 
     @field_serializer("counters")
     def _compact(self, counters: Counters | None) -> dict[str, Any] | None:
@@ -134,6 +137,8 @@ class SessionInput(BaseModel):
     """Lines a rewind set aside (`wolf branches`)."""
     context: ContextView | None = None
     """The working context's view (workflows/compaction.py): stubs, summary, pinned notes."""
+    memory_view: MemoryView | None = Field(None, exclude_if=lambda v: v is None)
+    """A fork's view of long-term memory (workflows/session/memory.py); None: the main line, whole."""
     archive: TranscriptArchive | None = Field(None, exclude_if=lambda v: v is None)
     """Older messages in the payload store (workflows/archive.py); `transcript` holds those after."""
     workspace: WorkspaceState | None = Field(None, exclude_if=lambda v: v is None)

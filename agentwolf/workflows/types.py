@@ -83,6 +83,9 @@ def check_config_name(name: str) -> str:
     return name
 
 
+OWNER_MEMO = "owner"
+"""The memo field naming who a session was started for (`start_session(owner=...)`): whose memory it
+uses, who may join MCP servers to it. Continue-as-new carries the memo over."""
 RUN_PREFIX = "_"
 """Starts every session id the system picks (schedule and webhook job runs): no client may choose
 one (WolfClient.start_session), so no session or thread named like a future run can take its id."""

@@ -19,6 +19,7 @@ from agentwolf.protocols.openai_api.targeting import (
     messages_of,
     model_of,
     no_client_tools,
+    owner_of,
     prompt_text,
     resolve_target,
     split_instructions,
@@ -63,7 +64,8 @@ async def chat_completions(request: Request) -> Response:
         await session_of(wolf, target, session)
         rid = await ask(wolf, session, messages[-1][1], settings)
     else:  # stateless, or `X-Wolf-Session: new` for a session that stays for more turns
-        rid = await start(wolf, target, prompt_text(messages), settings, keep=session == "new")
+        owner = owner_of(principal, params.user)
+        rid = await start(wolf, target, prompt_text(messages), settings, keep=session == "new", owner=owner)
     headers = {"X-Wolf-Session": rid.session, "X-Wolf-Response": str(rid)}
     view = TurnView(rid, model)
     if stream:

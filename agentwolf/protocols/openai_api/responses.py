@@ -22,6 +22,7 @@ from agentwolf.protocols.openai_api.targeting import (
     messages_of,
     model_of,
     no_client_tools,
+    owner_of,
     prompt_text,
     resolve_target,
     split_instructions,
@@ -88,9 +89,8 @@ async def create_response(request: Request) -> Response:
             400, "approval answers need the previous_response_id that asked", code="missing_previous_response"
         )
     else:  # `store: false`: nothing to continue from, so the session closes after this turn
-        rid = await start(
-            wolf, target, prompt_text(messages), settings, keep=body.get("store", True) is not False
-        )
+        keep, owner = body.get("store", True) is not False, owner_of(principal, params.user)
+        rid = await start(wolf, target, prompt_text(messages), settings, keep=keep, owner=owner)
     view = TurnView(rid, model, background=background)
     headers = {"X-Wolf-Session": rid.session}
     if stream:

@@ -1,7 +1,8 @@
 """What a Chat Completions or Responses request may ask of the model, checked as OpenAI checks it.
 
 Each parameter is applied to the turn it asks for (a `TurnSettings`), accepted without effect
-(bookkeeping such as `user` or `metadata`, which changes no answer), or refused with OpenAI's 400
+(bookkeeping such as `metadata`, which changes no answer; `user` names whom a new session is for,
+targeting.owner_of), or refused with OpenAI's 400
 (`invalid_request_error`, the parameter in `param`): a value out of range, an unknown parameter
 (OpenAI's own "Unrecognized request argument"), or one that would change the answer's shape in a
 way a turn cannot give (`n > 1`, log probabilities, client-side tools)."""
@@ -129,8 +130,10 @@ class _Common(BaseModel):
     parallel_tool_calls: bool | None = None
     tools: Any = None
     tool_choice: AutoTools = None
-    # Accepted without effect: bookkeeping that changes no answer.
     user: str | None = None
+    """The end user a new session is for (its owner, whose long-term memory it uses, within the key),
+    unless the key names its own subject."""
+    # Accepted without effect: bookkeeping that changes no answer.
     metadata: dict[str, str] | None = None
     service_tier: str | None = None
     safety_identifier: str | None = None

@@ -11,6 +11,7 @@ from temporalio.service import RPCError
 
 from agentwolf.access import Principal
 from agentwolf.client.wolf_client import WolfClient
+from agentwolf.memory.namespaces import NamespaceError, check_owner
 from agentwolf.protocols.auth import SERVED
 from agentwolf.protocols.served import ApiError, Served, Target, not_found
 from agentwolf.workflows.turn_settings import TurnSettings
@@ -212,18 +213,42 @@ async def continue_from(
     return await ask(wolf, made.session_id, text, settings)
 
 
+def owner_of(principal: Principal, user: str | None) -> str | None:
+    """Whom a new session is for (its owner: whose long-term memory it uses): the key's `subject`;
+    else the request's `user` (OpenAI's end-user id) within the key (`key:<its digest's first 12
+    hex>:<user>`), so a key without a subject reaches only the users it named itself, never a
+    subject's or another key's; else the key itself; without a key (`--no-auth`), `user` as given."""
+    if principal.subject:
+        return principal.subject
+    if user is not None:
+        try:
+            check_owner(user)
+        except NamespaceError as exc:
+            raise ApiError(400, str(exc), code="invalid_value", param="user") from None
+    key = f"key:{principal.key[:12]}" if principal.key else None
+    return ":".join(filter(None, [key, user])) or None
+
+
 async def start(
-    wolf: WolfClient, target: Target, text: str, settings: TurnSettings | None, *, keep: bool
+    wolf: WolfClient,
+    target: Target,
+    text: str,
+    settings: TurnSettings | None,
+    *,
+    keep: bool,
+    owner: str | None = None,
 ) -> ResponseId:
-    """A new session whose first turn is `text` (with its own settings): a background task that
-    closes after it unless `keep`."""
+    """A new session for `owner` whose first turn is `text` (with its own settings): a background
+    task that closes after it unless `keep`."""
     try:
         if keep:
             session_id = await wolf.start_session(
-                target.agent, prompt=text, prompt_settings=settings, **target.source
+                target.agent, prompt=text, prompt_settings=settings, owner=owner, **target.source
             )
         else:
-            session_id = await wolf.submit(text, target.agent, prompt_settings=settings, **target.source)
+            session_id = await wolf.submit(
+                text, target.agent, prompt_settings=settings, owner=owner, **target.source
+            )
     except ValueError as exc:
         raise ApiError(400, str(exc), code="invalid_request") from None
     return ResponseId(session_id, 1, 0)  # a fresh session's first turn, from its first event

@@ -26,8 +26,9 @@ from pydantic_ai.messages import (
 
 from agentwolf.workflows.compaction import ContextView
 from agentwolf.workflows.contracts import SESSION, SKILLS, CompiledAgent, ToolOutcome
+from agentwolf.workflows.memory_tools import MemoryView, fork_view
 from agentwolf.workflows.session_input import SessionInput, TurnMark
-from agentwolf.workflows.types import Counters, Prompt, Usage
+from agentwolf.workflows.types import Counters, Prompt, Usage, workflow_id
 from agentwolf.workflows.workspace_tools import WORKSPACE, line_turns
 
 POINT = re.compile(r"^(?:turn-)?(\d+)(?:\.(\d+))?$")
@@ -287,12 +288,23 @@ def fork_input(source: SessionInput, at: Cut, session_id: str, *, edit: str | No
         workspace=source.workspace.forked(line_turns([m.turn_id for m in at.turns], mid_turn(at)))
         if source.workspace
         else None,
+        memory_view=_memory_view(source, at, session_id),
     )
 
 
 def mid_turn(at: Cut) -> str | None:
     """The turn a cut at a step falls inside (`turn-4` for `turn-4.2`), else None."""
     return at.turns[-1].turn_id if "." in at.point and at.turns else None
+
+
+def _memory_view(source: SessionInput, at: Cut, session_id: str) -> MemoryView:
+    """What the fork sees of long-term memory: the source's as of the cut (workflows/session/memory.py)."""
+    seen: dict[str, int] = {}
+    for mark in at.turns:
+        seen |= mark.memory or {}
+    included = int(at.turns[-1].turn_id.removeprefix("turn-")) if at.turns else 0
+    source_wid, wid = workflow_id(source.tenant, source.session_id), workflow_id(source.tenant, session_id)
+    return fork_view(source.memory_view, source_wid, seen, included, wid)
 
 
 def clamp_view(view: ContextView, length: int, *, whole: bool = True) -> ContextView:

@@ -34,9 +34,11 @@ from agentwolf.workflows.contracts import (
     ToolSpec,
 )
 from agentwolf.workflows.evals.cases import RECORDED, Recording
+from agentwolf.workflows.memory_tools import MEMORY
 from agentwolf.workflows.session.code import CODE_MODE, Scripts
 from agentwolf.workflows.session.core import SessionCore
 from agentwolf.workflows.session.mcp_calls import McpCalls
+from agentwolf.workflows.session.memory import MEMORY_TOOLS, run_memory
 from agentwolf.workflows.session.tool_outputs import read_tool_output
 from agentwolf.workflows.session.turn import (
     BOUNDED_FAN_OUT,
@@ -208,6 +210,8 @@ class ToolRouter:
         refusal = await self.permission(compiled, spec, call, key, arguments)
         if refusal is not None:
             return ToolCallOutput(content=refusal, is_error=True), ToolOutcome.DENIED
+        if spec.server == MEMORY and workflow.patched(MEMORY_TOOLS):
+            return await run_memory(self.core, compiled, spec, call, arguments), None
         if spec.server == SKILLS:
             return await self._skill_tool(compiled, spec, arguments), None
         if spec.server == SUBAGENTS:

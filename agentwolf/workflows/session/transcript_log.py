@@ -73,6 +73,13 @@ class TranscriptLog:
     def turn_ended(self, turn_id: str, counters: Counters) -> None:
         mark_end(self.turns, turn_id, len(self.transcript), counters)
 
+    def saw_memory(self, turn_id: str, seen: dict[str, int]) -> None:
+        """What a memory call of the running turn saw of each namespace: what a fork at this turn
+        cuts memory at (workflows/session/memory.py)."""
+        if self.turns and self.turns[-1].turn_id == turn_id:
+            mark = self.turns[-1]
+            mark.memory = {**(mark.memory or {}), **seen}
+
     def plan(self, to: str) -> branches.Plan:
         """What a rewind to `to` (a turn number, a branch's name) would keep and restore."""
         return branches.plan(self.transcript, self.turns, self.branches, to, self.archive)

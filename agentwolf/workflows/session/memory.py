@@ -1,0 +1,82 @@
+"""Long-term memory in the workflow: a memory tool call runs as the `wolf.memory` activity, after the
+session's rules and approvals (the tool router, tools.py), like any tool call. Its result is recorded
+like any tool result, so a replay never reads the store again; its key (workflow id, turn, step, call
+id) makes a retried write a no-op. The owner is the session's (`owner` memo, set by whoever started
+it), never the model's. What each call saw of each namespace goes on the running turn's mark, so a
+fork at that turn sees memory as of then (`memory_tools.fork_view`).
+
+Imported passed through, like tools.py: it calls only `workflow.*` and deterministic helpers.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from pydantic_ai.messages import ToolCallPart
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, is_cancelled_exception
+
+from agentwolf.config.manifest import AgentConfig, MemorySettings
+from agentwolf.workflows.contracts import CompiledAgent, ToolSpec
+from agentwolf.workflows.memory_tools import MemoryCall, MemoryOutput, MemoryView, Provenance
+from agentwolf.workflows.session.core import SessionCore
+from agentwolf.workflows.session.turn import HEARTBEAT_TIMEOUT, short
+from agentwolf.workflows.types import OWNER_MEMO
+
+MEMORY_TOOLS = "memory-tools"  # patch: memory tools run as `wolf.memory` activities
+MEMORY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=5)
+"""A lost worker's write is retried under its key (the receipt answers); a store that stays down
+answers the model an error after these attempts, and the turn goes on."""
+
+
+def memory_settings(agent: AgentConfig | None) -> MemorySettings | None:
+    return None if agent is None else agent.memory
+
+
+async def run_memory(
+    core: SessionCore, compiled: CompiledAgent, spec: ToolSpec, call: ToolCallPart, arguments: dict[str, Any]
+) -> MemoryOutput:
+    """One memory tool call, permitted already."""
+    settings = memory_settings(core.inp.manifest.agents.get(core.inp.agent))
+    owner = workflow.memo_value(OWNER_MEMO, None, type_hint=str)
+    if settings is None or not owner:
+        why = "this agent has no memory" if settings is None else "this session was started for no one"
+        return MemoryOutput(content=f"memory is unavailable: {why}", is_error=True)
+    ref, running = core.ref(), core.running
+    memory = core.inp.manifest.host.memory
+    try:
+        out = await workflow.execute_activity(
+            "wolf.memory",
+            MemoryCall(
+                ref=ref,
+                tool=spec.tool,
+                arguments=arguments,
+                agent=core.inp.agent,
+                owner=owner,
+                settings=settings,
+                store=memory.store if memory else None,
+                view=core.inp.memory_view or MemoryView(),
+                key=f"{ref.workflow_id}/{running.turn_id}/{running.step}/{call.tool_call_id}",
+                provenance=Provenance(
+                    session=ref.workflow_id,
+                    turn=running.turn_id or "",
+                    turn_seq=core.counters.turn_seq,
+                    call=call.tool_call_id,
+                    model=compiled.models[0] if compiled.models else "",
+                ),
+            ),
+            result_type=MemoryOutput,
+            start_to_close_timeout=timedelta(seconds=60),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            retry_policy=MEMORY_RETRY,
+            summary=short(f"{spec.tool} {next(iter(arguments.values()), '')}"),
+        )
+    except ActivityError as err:
+        if is_cancelled_exception(err):
+            raise
+        return MemoryOutput(content="memory is unavailable: the store did not answer", is_error=True)
+    if out.seen and running.turn_id is not None:
+        core.log.saw_memory(running.turn_id, out.seen)
+    return out
