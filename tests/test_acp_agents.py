@@ -29,6 +29,7 @@ def acp_manifest(
     delay: float = 0.02,
     permissions: dict[str, Any] | None = None,
     cwd: Path | None = None,
+    workspace: bool = False,
 ) -> Manifest:
     env = {"ACP_STATE": str(state), "ACP_CHUNK_DELAY": str(delay), **({} if load else {"ACP_NO_LOAD": "1"})}
     acp = {"command": sys.executable, "args": [ACP_AGENT], "env": env, "cwd": str(cwd or state)}
@@ -36,7 +37,11 @@ def acp_manifest(
         {
             "agents": {
                 "planner": {"model": "local:m", "instructions": "Plan."},
-                "coder": {**({"permissions": permissions} if permissions else {}), "acp": acp},
+                "coder": {
+                    **({"permissions": permissions} if permissions else {}),
+                    **({"workspace": {}} if workspace else {}),
+                    "acp": acp,
+                },
             },
             "teams": {"crew": {"members": ["planner", "coder"]}},
         }
@@ -328,3 +333,30 @@ async def test_always_is_kept_by_agentwolf_and_the_agent_is_told_allow_once(wolf
     assert [e.kind for e in events].count("approval_requested") == 1  # the second was not asked
     assert lines(tmp_path, "answers") == ["yes", "yes"]  # allow_once, never the agent's allow_always
     assert counter(tmp_path) == 2
+
+
+async def test_an_acp_agent_reads_and_writes_its_sessions_workspace_and_nothing_else(
+    wolf, run_worker, tmp_path, client
+):
+    """`fs/write_text_file` lands in the session's workspace (its snapshot has it); `../` and absolute
+    paths outside the folder are refused, in both directions."""
+    (tmp_path / "outside").mkdir()
+    state = tmp_path / "outside"
+    async with run_worker():
+        sid = await wolf.start_session("coder", acp_manifest(state, workspace=True))
+        await wolf.prompt(sid, "fswrite please")
+        [_ async for _ in _until_turns_end(wolf, sid, 1)]
+        assert await wolf.workspace_read(sid, "notes/hello.txt") == b"hi from acp\n"
+        await record_history(client, workflow_id("default", sid), "acp_agent_workspace_fs")
+    said = [json.loads(line) for line in lines(state, "fs")]
+    assert [(s["op"], s["ok"]) for s in said] == [
+        ("write", True),
+        ("read", True),
+        ("write", False),
+        ("write", False),
+        ("read", False),
+        ("read", False),
+    ]
+    assert said[1]["content"] == "hi from acp\n"
+    assert all("outside the workspace" in s["error"] for s in said[2:])
+    assert not (state / "abs-escape.txt").exists() and not list(tmp_path.glob("**/escape.txt"))

@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+from pathlib import Path
 
 from acp import RequestError
 from pydantic import ValidationError
+from pydantic_ai.workspaces import LocalWorkspaceBackend
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -19,7 +21,9 @@ from agentwolf.activities.session_io import heartbeating
 from agentwolf.config.manifest import AcpAgentConfig, McpServerConfig
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import PolicyError
+from agentwolf.hosts import workspaces
 from agentwolf.hosts.acp_agents import AcpAgentGone, AcpModeRefused, AcpRun, agent_env, agent_home
+from agentwolf.hosts.bubblewrap import SandboxUnavailable
 from agentwolf.hosts.host import AgentHost
 from agentwolf.isolation import unprivileged
 from agentwolf.workflows.acp_types import AcpResume, AcpSession, AcpTurnInput, AcpTurnOutput
@@ -66,7 +70,10 @@ class AcpActivities:
             if run is not None:
                 await run.close()
             run = host.acp_runs[workflow_id] = AcpRun(f"ACP agent {inp.agent}")
+            run.workspace = await self._workspace(host, inp)
             resumed = await self._start(host, run, inp, config, inp.session or _left_by_last_attempt())
+        elif inp.workspace is not None:
+            await self._workspace(host, inp)  # restored if it went (a seed, a rewind)
         prompt = inp.prompt
         if resumed == "lost":
             prompt = LOST_NOTE.format(context=inp.context or "(nothing yet)", prompt=inp.prompt)
@@ -111,9 +118,12 @@ class AcpActivities:
         except (PolicyError, MissingVariable, FileNotFoundError) as exc:
             raise ApplicationError(str(exc), type="ConfigError", non_retryable=True) from None
         cwd = os.path.abspath(os.path.expanduser(host.secrets.resolve(config.cwd or ".")))
+        where = str(run.workspace[1]) if run.workspace else cwd  # the session works in its workspace
         try:
             loadable = await heartbeating(run.start(command, argv, env, cwd))
-            return await heartbeating(run.open(recorded, cwd, loadable, config.mode, config.project_settings))
+            return await heartbeating(
+                run.open(recorded, where, loadable, config.mode, config.project_settings)
+            )
         except AcpModeRefused as exc:
             await run.close()
             raise ApplicationError(
@@ -125,6 +135,23 @@ class AcpActivities:
                 host.secrets.redact(f"could not start the ACP agent {config.command!r}: {exc}"),
                 type="AcpAgentGone",
             ) from None
+
+    async def _workspace(
+        self, host: AgentHost, inp: AcpTurnInput
+    ) -> tuple[LocalWorkspaceBackend, Path] | None:
+        """The session's workspace on this host, ready (restored from its last snapshot when missing,
+        or when the call asks), for the agent's `fs/*` requests."""
+        call = inp.workspace
+        if call is None:
+            return None
+        root = workspaces.folder(inp.ref.tenant, inp.ref.workflow_id)
+        try:
+            ws = workspaces.backend(root, call.settings, self.sessions.hosts.policy.workspaces)
+        except SandboxUnavailable as exc:
+            raise ApplicationError(str(exc), type="SandboxUnavailable", non_retryable=True) from None
+        async with workspaces.locked(root):
+            await heartbeating(workspaces.prepare(call, root, ws, activity.client().data_converter))
+        return ws, root
 
 
 def _left_by_last_attempt() -> AcpSession | None:

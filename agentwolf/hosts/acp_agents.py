@@ -7,7 +7,11 @@ agent's own state is lost. Client side of the ACP Python SDK (`acp.spawn_agent_p
 
 The agent runs with what AgentWolf gives it, not what its working directory says: a home of its own
 (HOME, CLAUDE_CONFIG_DIR), the session mode the manifest names (set after every new or loaded
-session), and, for Claude-based adapters, no project settings unless the manifest trusts them."""
+session), and, for Claude-based adapters, no project settings unless the manifest trusts them.
+
+An agent whose session has a workspace is told the client reads and writes text files: its
+`fs/read_text_file` and `fs/write_text_file` are served from the workspace folder (through the
+workspace's backend, paths confined to the folder), so what it writes is in the session's snapshots."""
 
 from __future__ import annotations
 
@@ -26,19 +30,25 @@ from acp.schema import (
     AgentMessageChunk,
     AgentThoughtChunk,
     AllowedOutcome,
+    ClientCapabilities,
     DeniedOutcome,
+    FileSystemCapabilities,
     Implementation,
     PermissionOption,
     PromptResponse,
+    ReadTextFileResponse,
     RequestPermissionResponse,
     SessionModeState,
     TextContentBlock,
     ToolCallProgress,
     ToolCallStart,
     ToolCallUpdate,
+    WriteTextFileResponse,
 )
+from pydantic_ai.workspaces import LocalWorkspaceBackend, WorkspaceError
 
 from agentwolf.access import NAME
+from agentwolf.hosts import workspaces
 from agentwolf.paths import data_dir
 from agentwolf.workflows.acp_types import (
     AcpOption,
@@ -88,7 +98,8 @@ def agent_env(home: Path, env: dict[str, str]) -> dict[str, str]:
 
 class AcpRun:
     """One session's agent process and its ACP session, driven a step at a time; the ACP client side
-    for it (the methods the agent calls; no fs or terminal capability is announced, so those stay out)."""
+    for it (the methods the agent calls). The fs capability is announced when the session has a
+    workspace (`workspace` set before `start`); no terminal capability is, so that stays out."""
 
     def __init__(self, label: str) -> None:
         self.label = label
@@ -108,6 +119,10 @@ class AcpRun:
         self._changed = asyncio.Event()
         self._stack = AsyncExitStack()
         self._process: Any = None
+        self.workspace: tuple[LocalWorkspaceBackend, Path] | None = None
+        """The session's workspace backend and folder, which serve the agent's `fs/*` requests."""
+        self.wrote = False
+        """The agent wrote to the workspace since the last step reported it."""
 
     async def start(self, command: str, args: list[str], env: dict[str, str], cwd: str) -> bool:
         """Spawn and initialize the agent; whether it can load sessions."""
@@ -115,8 +130,13 @@ class AcpRun:
             spawn_agent_process(cast(Client, self), command, *args, env=env, cwd=cwd)
         )
         self.conn = conn
+        fs = self.workspace is not None
         init = await conn.initialize(
-            protocol_version=PROTOCOL_VERSION, client_info=Implementation(name="agentwolf", version="1")
+            protocol_version=PROTOCOL_VERSION,
+            client_capabilities=ClientCapabilities(
+                fs=FileSystemCapabilities(read_text_file=fs, write_text_file=fs)
+            ),
+            client_info=Implementation(name="agentwolf", version="1"),
         )
         return bool(init.agent_capabilities and init.agent_capabilities.load_session)
 
@@ -190,7 +210,13 @@ class AcpRun:
             waiter = asyncio.ensure_future(self._changed.wait())
             await asyncio.wait({waiter, running}, return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()
-        out = AcpTurnOutput(session=self.session, text=self.text, tool_calls=list(self.tool_calls.values()))
+        out = AcpTurnOutput(
+            session=self.session,
+            text=self.text,
+            tool_calls=list(self.tool_calls.values()),
+            workspace_changed=self.wrote,
+        )
+        self.wrote = False
         if self.asking is not None:
             return out.model_copy(update={"permission": self.asking[0]})
         self.prompt = None
@@ -270,6 +296,33 @@ class AcpRun:
         if not option:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         return RequestPermissionResponse(outcome=AllowedOutcome(option_id=option, outcome="selected"))
+
+    async def read_text_file(
+        self, session_id: str, path: str, line: int | None = None, limit: int | None = None, **_: Any
+    ) -> ReadTextFileResponse:
+        args = {"path": path, "offset": line, "limit": limit}
+        return ReadTextFileResponse(content=await self._in_workspace(workspaces.read_file, args))
+
+    async def write_text_file(
+        self, session_id: str, path: str, content: str, **_: Any
+    ) -> WriteTextFileResponse:
+        self.wrote = True  # before: a write that fails half way may have changed the folder
+        await self._in_workspace(workspaces.write_file, {"path": path, "content": content})
+        return WriteTextFileResponse()
+
+    async def _in_workspace(self, tool: Any, args: dict[str, Any]) -> str:
+        """A file tool on the workspace (its lock held), its refusal the agent's error: a path outside
+        the folder (`../`, an absolute path elsewhere) is refused, never read or written."""
+        if self.workspace is None:  # not announced: an agent that calls anyway
+            raise RequestError.method_not_found("fs (this session has no workspace)")
+        ws, root = self.workspace
+        try:
+            async with workspaces.locked(root):
+                return str(await tool(ws, root, args))
+        except FileNotFoundError:
+            raise RequestError.resource_not_found(str(args["path"])) from None
+        except (workspaces.ToolError, OSError, UnicodeDecodeError, WorkspaceError) as exc:
+            raise RequestError.invalid_params({"path": args["path"], "error": str(exc)}) from None
 
 
 def _descendants(process: Any) -> list[psutil.Process]:

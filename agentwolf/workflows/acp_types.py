@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from agentwolf.workflows.contracts import HostRef
+from agentwolf.workflows.workspace_tools import WorkspaceCall
 
 
 class AcpSession(BaseModel):
@@ -55,6 +56,9 @@ class AcpTurnInput(BaseModel):
     session: AcpSession | None = None
     answers: dict[str, str] = {}
     """This turn's permission answers so far: tool call id -> option id (None-like "" = cancelled)."""
+    workspace: WorkspaceCall | None = None
+    """Set when the agent has a workspace: its folder on this host (restored as the call says) serves
+    the agent's `fs/*` requests."""
 
 
 class AcpTurnOutput(BaseModel):
@@ -68,6 +72,9 @@ class AcpTurnOutput(BaseModel):
     stop_reason: str | None = None
     resumed: Literal["live", "new", "loaded", "lost"] = "live"
     """How this step found the agent: its process alive, a first session, loaded, or state lost."""
+    workspace_changed: bool = False
+    """The agent wrote to its workspace (`fs/write_text_file`) in this step: the turn ends with a
+    snapshot."""
 
 
 class AcpResume(BaseModel):

@@ -12,7 +12,11 @@ Settings as Claude's adapter reads them: a session starts in the mode its workin
 `.claude/settings.json` names (`permissions.defaultMode`), and runs tools that file's
 `permissions.allow` lists without asking unless `_meta.claudeCode.options.settingSources` leaves
 `project` out; in mode `bypassPermissions` it never asks. Each new session's HOME, CLAUDE_CONFIG_DIR and
-setting sources go to ACP_STATE/sessions, each `session/set_mode` to ACP_STATE/modes."""
+setting sources go to ACP_STATE/sessions, each `session/set_mode` to ACP_STATE/modes.
+
+A prompt containing "fswrite", when the client announced the fs capability, writes `notes/hello.txt`
+in the session's cwd with `fs/write_text_file` and reads it back, then tries to write and read outside
+it (`../`, absolute paths); each outcome goes to ACP_STATE/fs as a JSON line."""
 
 from __future__ import annotations
 
@@ -58,12 +62,17 @@ ALL_SOURCES = ["user", "project", "local"]
 class Scripted(Agent):
     def __init__(self) -> None:
         self.cancelled: set[str] = set()
+        self.fs = False
 
     def on_connect(self, conn: Client) -> None:
         self.client = conn
 
-    async def initialize(self, protocol_version: int, **_: Any) -> InitializeResponse:
+    async def initialize(
+        self, protocol_version: int, client_capabilities: Any = None, **_: Any
+    ) -> InitializeResponse:
         (STATE / "pids").open("a").write(f"{os.getpid()}\n")
+        fs = client_capabilities.fs if client_capabilities else None
+        self.fs = bool(fs and fs.read_text_file and fs.write_text_file)
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION, agent_capabilities=AgentCapabilities(load_session=LOADS)
         )
@@ -138,6 +147,8 @@ class Scripted(Agent):
                 session_id,
                 update_tool_call("mark-1", status="completed" if allowed else "failed"),
             )
+        if "fswrite" in text and self.fs:
+            await self._fs(session_id, state["cwd"])
         words = [f"w{i}" for i in range(30)] if "slow" in text else []
         reply = ["ACP", "answer", "to:", *text.split()[-3:], *words]
         said = []
@@ -160,6 +171,28 @@ class Scripted(Agent):
         if not path.exists():
             raise RequestError.resource_not_found(session_id)
         return json.loads(path.read_text())
+
+    async def _fs(self, session_id: str, cwd: str) -> None:
+        mine = os.path.join(cwd, "notes", "hello.txt")
+        attempts: list[tuple[str, str]] = [
+            ("write", mine),
+            ("read", mine),
+            ("write", os.path.join(cwd, "..", "escape.txt")),
+            ("write", str(STATE / "abs-escape.txt")),
+            ("read", "../../../../../../etc/hostname"),
+            ("read", "/etc/hostname"),
+        ]
+        for op, path in attempts:
+            said: dict[str, Any] = {"op": op, "path": path}
+            try:
+                if op == "write":
+                    await self.client.write_text_file(session_id, path, "hi from acp\n")
+                else:
+                    said["content"] = (await self.client.read_text_file(session_id, path)).content
+                said["ok"] = True
+            except RequestError as exc:
+                said.update(ok=False, error=f"{exc} {exc.data}")
+            (STATE / "fs").open("a").write(json.dumps(said) + "\n")
 
     def _save(self, session_id: str, state: dict[str, Any]) -> None:
         (STATE / f"{session_id}.json").write_text(json.dumps(state))

@@ -17,13 +17,18 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 from agentwolf.workflows.acp_types import AcpPermission, AcpTurnInput, AcpTurnOutput
 from agentwolf.workflows.session.core import SessionCore
 from agentwolf.workflows.session.turn import HEARTBEAT_TIMEOUT, Turn, TurnStopped
+from agentwolf.workflows.session.workspace import session_settings
 from agentwolf.workflows.types import Approval
+from agentwolf.workflows.workspace_tools import WorkspaceCall, line_turns, turn_number
 
 ACP_AGENTS = "acp-agents"  # patch: an agent with `acp:` runs its turns in its ACP process
 ACP_RELEASE = "acp-release"  # patch: a closing session stops its ACP agent's process
 ACP_OWN_APPROVALS = "acp-own-approvals"
 """patch: rules match a permission request's kind and raw input (not its title); "always" is kept in
 the session's approvals and the agent is told allow_once."""
+ACP_WORKSPACE = "acp-workspace"
+"""patch: an ACP agent with a workspace is served `fs/*` from it; a turn it wrote in ends with a
+snapshot."""
 ACP_TURN_TIMEOUT = timedelta(hours=2)
 ACP_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=5)
 HOME_WAIT = timedelta(minutes=5)
@@ -54,6 +59,7 @@ class AcpRunner:
         while True:
             out = await self._acp_step(task, context, answers)
             self.core.acp_session_is(out.session)
+            self._workspace_used(out)
             if out.resumed in ("loaded", "lost"):
                 note = (
                     "the agent's session was loaded on its host again"
@@ -116,6 +122,7 @@ class AcpRunner:
                         context=context,
                         session=self.core.inp.acp_session,
                         answers=dict(answers),
+                        workspace=self._workspace_call(),
                     ),
                     result_type=AcpTurnOutput,
                     task_queue=self.core.inp.acp_home,
@@ -131,6 +138,31 @@ class AcpRunner:
                     raise
                 self.core.acp_home_is(None)
         raise TurnStopped("failed", f"no worker host serves the ACP agent {self.core.inp.agent}")
+
+    def _workspace_call(self) -> WorkspaceCall | None:
+        """The session's workspace for the agent's `fs/*` requests, if its agent has one."""
+        settings = session_settings(self.core)
+        if settings is None or not workflow.patched(ACP_WORKSPACE):
+            return None
+        state = self.core.workspace()
+        return WorkspaceCall(
+            ref=self.core.ref(),
+            tool=None,
+            settings=settings,
+            last=state.last(line_turns([m.turn_id for m in self.core.log.turns])),
+            restore=state.restore,
+            epoch=state.epoch,
+            turn=turn_number(self.core.running.turn_id),
+        )
+
+    def _workspace_used(self, out: AcpTurnOutput) -> None:
+        """The workspace now lives on the agent's home host; what the agent wrote is snapshotted at
+        the turn's end (workspace.turn_ended)."""
+        state = self.core.inp.workspace
+        if state is None or session_settings(self.core) is None or not workflow.patched(ACP_WORKSPACE):
+            return
+        state.home, state.restore = self.core.inp.acp_home, False
+        state.changed = state.changed or out.workspace_changed
 
     async def release(self) -> None:
         """The session closes: its ACP agent's process on the home host stops. Said, not raised, when
