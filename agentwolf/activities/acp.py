@@ -55,7 +55,7 @@ class AcpActivities:
         hosts = self.sessions.hosts
         check_caller(inp.ref.workflow_id, inp.ref.tenant, hosts.tenant)
         with hosts.serving(inp.ref.config_id, inp.ref.tenant):
-            host = await self.sessions._host(inp.ref)
+            host = await self.sessions.host(inp.ref)
             config = hosts.manifests[inp.ref.config_id].agents[inp.agent].acp
             if config is None:
                 raise ApplicationError(

@@ -1,11 +1,12 @@
-"""An agent's pydantic-ai capabilities inside `wolf.model_request` and `wolf.call_tool`: the
-session's side of hosts/capabilities.py (which hooks run where, and why once: its docstring)."""
+"""An agent's pydantic-ai capabilities inside `wolf.model_request` and the tool activities
+(`wolf.call_tool`, `wolf.workspace`, `wolf.memory`): the session's side of hosts/capabilities.py
+(which hooks run where, and why once: its docstring)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ModelRetry
@@ -20,6 +21,10 @@ from agentwolf.config.manifest import Manifest, PydanticCapability
 from agentwolf.hosts.capabilities import CAPABILITY_TOOLS, Capabilities, SessionDeps, context
 from agentwolf.hosts.host import AgentHost
 from agentwolf.workflows.contracts import CompiledAgent, ToolCallInput, ToolCallOutput
+from agentwolf.workflows.memory_tools import MemoryOutput
+from agentwolf.workflows.workspace_tools import WorkspaceResult
+
+Result = TypeVar("Result", WorkspaceResult, MemoryOutput)
 
 
 def built(host: AgentHost, compiled: CompiledAgent) -> Capabilities | None:
@@ -66,6 +71,28 @@ async def call_tool(
 
     content, is_error = await caps.call_tool(ctx, call, inp.arguments, run)
     return ToolCallOutput(content=content if isinstance(content, str) else _text(content), is_error=is_error)
+
+
+async def call_builtin(
+    host: AgentHost,
+    manifest: Manifest,
+    inp: ToolCallInput,
+    execute: Callable[[dict[str, Any]], Awaitable[Result]],
+    empty: Callable[[], Result],
+) -> Result:
+    """A built-in tool's call (a workspace or memory tool) through the agent's tool hooks, as
+    `call_tool`: `execute` runs it with the arguments the hooks leave, and its whole result is kept
+    with the content and error the hooks settle on (`empty()` when a hook answered for the call)."""
+    ran: list[Result] = []
+
+    async def run(call: ToolCallInput) -> ToolCallOutput:
+        result = await execute(call.arguments)
+        ran.append(result)
+        return ToolCallOutput(content=result.content, is_error=result.is_error)
+
+    out = await call_tool(host, manifest, inp, run)
+    kept = ran[-1] if ran else empty()
+    return kept.model_copy(update={"content": out.content, "is_error": out.is_error})
 
 
 async def _toolset_call(

@@ -105,7 +105,7 @@ class SessionActivities:
         return result
 
     async def _read_skill(self, inp: SkillReadInput) -> ToolCallOutput:
-        host = await self._host(inp.ref)
+        host = await self.host(inp.ref)
         scope = await heartbeating(
             host.scope(self.hosts.manifests[inp.ref.config_id], inp.agent, inp.ref.workflow_id, inp.turn_id)
         )
@@ -131,7 +131,7 @@ class SessionActivities:
     @_serving
     async def expand_command(self, inp: CommandInput) -> CommandOutput:
         """`/name args`: a local skill (with $ARGUMENTS, $1...) first, else an MCP prompt `/server:prompt`."""
-        host = await self._host(inp.ref)
+        host = await self.host(inp.ref)
         scope = await heartbeating(
             host.scope(self.hosts.manifests[inp.ref.config_id], inp.agent, inp.ref.workflow_id, inp.turn_id)
         )
@@ -157,19 +157,19 @@ class SessionActivities:
     @_serving
     async def model_request(self, inp: ModelRequestInput) -> ModelRequestOutput:
         """One model request; the transcript arrives as a delta against this worker's copy."""
-        return await request_model(self.hosts, await self._host(inp.ref), inp)
+        return await request_model(self.hosts, await self.host(inp.ref), inp)
 
     @activity.defn(name="wolf.compact_summary")
     @_serving
     async def compact_summary(self, inp: CompactInput) -> ModelRequestOutput:
         """Summarise older turns of the session (tier 2 of compaction, activities/summary.py)."""
-        return await summarise(await self._host(inp.ref), inp)
+        return await summarise(await self.host(inp.ref), inp)
 
     @activity.defn(name="wolf.archive_transcript")
     @_serving
     async def archive_transcript(self, inp: ArchiveInput) -> ArchivedPart | None:
         """Store older messages of the session in the payload store (activities/archive.py)."""
-        return await archive(await self._host(inp.ref), inp)
+        return await archive(await self.host(inp.ref), inp)
 
     @activity.defn(name="wolf.read_archived")
     @_serving
@@ -192,7 +192,7 @@ class SessionActivities:
         cut = await after_lost_attempt()
         if cut and not inp.repeat_safe:
             return ToolCallOutput(content=CUT_NOTICE, is_error=True, cut="not_repeated")
-        host = self.hosts.ensure(inp.manifest, inp.ref.tenant) if inp.manifest else await self._host(inp.ref)
+        host = self.hosts.ensure(inp.manifest, inp.ref.tenant) if inp.manifest else await self.host(inp.ref)
         with observe.tool_call(inp.server, inp.tool, inp.arguments) as call:
             started = time.monotonic()
             on_progress, progress = live.tool_progress(inp.call_id, inp.name or inp.tool, host.secrets)
@@ -234,7 +234,7 @@ class SessionActivities:
                 await run.close()
             host.forget(ref.workflow_id)
 
-    async def _host(self, ref: HostRef) -> AgentHost:
+    async def host(self, ref: HostRef) -> AgentHost:
         # A host new to this worker asks the session for its manifest (heartbeat on while it answers).
         host = await heartbeating(
             self.hosts.get(ref.config_id, ref.tenant, lambda: query(ref, MANIFEST_QUERY, Manifest))

@@ -15,11 +15,13 @@ from temporalio.exceptions import ApplicationError
 
 from agentwolf import workspace_store
 from agentwolf.access import check_caller
+from agentwolf.activities import capabilities
 from agentwolf.activities.acp import home_queue
 from agentwolf.activities.session import SessionActivities
 from agentwolf.activities.session_io import after_lost_attempt, heartbeating
 from agentwolf.hosts import workspaces
 from agentwolf.hosts.bubblewrap import BubblewrapBackend, SandboxUnavailable
+from agentwolf.hosts.host import AgentHost
 from agentwolf.workflows.contracts import HostRef
 from agentwolf.workflows.workspace_tools import WorkspaceCall, WorkspaceResult
 
@@ -35,15 +37,17 @@ class WorkspaceActivities:
 
     @activity.defn(name="wolf.workspace")
     async def call(self, inp: WorkspaceCall) -> WorkspaceResult:
-        return await self._call(inp)
+        return await self._call(inp, None)
 
     @activity.defn(name="wolf.workspace_here")
     async def call_here(self, inp: WorkspaceCall) -> WorkspaceResult:
         """A read-only tool as a local activity of the worker running the session, when that worker
-        is on the workspace's home host (else `elsewhere`: the workflow asks the home instead)."""
-        if inp.home != home_queue(activity.info().task_queue):
+        is on the workspace's home host and has the session's host (else `elsewhere`: the workflow
+        asks the home instead; a local activity cannot query its own workflow for the manifest)."""
+        host = self.sessions.hosts.find(inp.ref.config_id, inp.ref.tenant)
+        if inp.home != home_queue(activity.info().task_queue) or host is None:
             return WorkspaceResult(elsewhere=True)
-        return await self._call(inp)
+        return await self._call(inp, host)
 
     @activity.defn(name="wolf.workspace_release")
     async def release(self, ref: HostRef) -> None:
@@ -51,10 +55,12 @@ class WorkspaceActivities:
         check_caller(ref.workflow_id, ref.tenant, self.sessions.hosts.tenant)
         await asyncio.to_thread(workspaces.remove, workspaces.folder(ref.tenant, ref.workflow_id))
 
-    async def _call(self, inp: WorkspaceCall) -> WorkspaceResult:
+    async def _call(self, inp: WorkspaceCall, host: AgentHost | None) -> WorkspaceResult:
         hosts = self.sessions.hosts
         check_caller(inp.ref.workflow_id, inp.ref.tenant, hosts.tenant)
         cut = inp.tool == "bash" and await after_lost_attempt()  # first: see session.call_tool
+        if inp.tool is not None and host is None:  # its agent's tool hooks run around the call
+            host = await self.sessions.host(inp.ref)
         root = workspaces.folder(inp.ref.tenant, inp.ref.workflow_id)
         try:
             ws = workspaces.backend(root, inp.settings, hosts.policy.workspaces)
@@ -77,7 +83,14 @@ class WorkspaceActivities:
                 note = await workspaces.prepare(inp, root, ws, converter)
                 if inp.tool is None:
                     return WorkspaceResult(snapshot=await workspaces.snapshot(root, converter, inp.turn))
-                result = await workspaces.run_tool(ws, root, inp.tool, inp.arguments, inp.settings)
+                assert host is not None
+                result = await capabilities.call_builtin(
+                    host,
+                    hosts.manifests[inp.ref.config_id],
+                    inp.as_tool_call(),
+                    lambda args: workspaces.run_tool(ws, root, inp.tool or "", args, inp.settings),
+                    WorkspaceResult,
+                )
             if note is None:
                 return result
             assert inp.last is not None

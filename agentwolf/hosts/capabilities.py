@@ -3,12 +3,12 @@ called where pydantic-ai's agent graph calls them, each inside the activity of t
 
 AgentWolf's loop is a workflow, so no hook runs in workflow code: the model-request hooks (and the
 tool preparation, the run's instructions and model settings, and the run hooks of the turn's first
-and last step) run inside `wolf.model_request`, the tool hooks inside `wolf.call_tool`. What a hook
-decides (the request sent, the model chosen, a response or tool result rewritten, a call refused)
-ends up in that activity's result, which history records: a replay, a new worker or a continued
-session reads it and never runs the hook again for that step. A retried activity (a lost worker,
-a timeout) runs its hooks again, as it runs the request again. docs/guides/capabilities.md says so
-per hook.
+and last step) run inside `wolf.model_request`, the tool hooks inside `wolf.call_tool` (inside
+`wolf.workspace` and `wolf.memory` for the workspace and memory tools). What a hook decides (the
+request sent, the model chosen, a response or tool result rewritten, a call refused) ends up in
+that activity's result, which history records: a replay, a new worker or a continued session reads
+it and never runs the hook again for that step. A retried activity (a lost worker, a timeout) runs
+its hooks again, as it runs the request again. docs/guides/capabilities.md says so per hook.
 
 The capabilities are built on each worker from the specs the compiled agent carries (recorded by
 `wolf.compile`), so every worker runs the same ones; a host keeps them built, per spec list.
@@ -217,10 +217,12 @@ class Capabilities:
         `after_tool_validate`) then `wrap_tool_execute` (`before_tool_execute`, the call with
         `on_tool_execute_error`, `after_tool_execute`). `execute` returns (content, is_error). Returns
         the content the model sees and whether it is an error: a refusal (a hook's ModelRetry or any
-        exception) is an error the model reads; SkipToolExecution's result stands for the call."""
+        exception) is an error the model reads; SkipToolExecution's result stands for the call; what
+        `execute` raises passes through unchanged."""
         root = self.root
         tool_def = ToolDefinition(name=call.tool_name)
         failed: list[bool] = [False]
+        raised: list[BaseException] = []
 
         async def validate(raw: str | dict[str, Any]) -> dict[str, Any]:
             raw = await root.before_tool_validate(ctx, call=call, tool_def=tool_def, args=raw)
@@ -229,7 +231,11 @@ class Capabilities:
 
         async def run(args: dict[str, Any]) -> Any:
             args = await root.before_tool_execute(ctx, call=call, tool_def=tool_def, args=args)
-            content, failed[0] = await execute(args)
+            try:
+                content, failed[0] = await execute(args)
+            except Exception as exc:
+                raised.append(exc)
+                raise
             return await root.after_tool_execute(ctx, call=call, tool_def=tool_def, args=args, result=content)
 
         try:
@@ -242,6 +248,8 @@ class Capabilities:
         except ModelRetry as retry:
             return f"{call.tool_name}: {retry.message}", True
         except Exception as exc:
+            if raised and exc is raised[0]:
+                raise  # the call's own failure (its activity retries it), not a hook's
             return f"a capability's hook refused the call to {call.tool_name}: {_said(exc)}", True
         return result, failed[0]
 

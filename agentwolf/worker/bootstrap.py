@@ -133,7 +133,7 @@ def create_worker(
             code.code_start,
             code.code_resume,
             WebActivities(hosts).web,
-            MemoryActivities(hosts).memory,
+            MemoryActivities(activities).memory,
             config_notify,
             deliver_prompt,
             registry_job_session,

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from agentwolf.config.manifest import MemorySettings
-from agentwolf.workflows.contracts import HostRef, ToolCallOutput, ToolSpec
+from agentwolf.workflows.contracts import HostRef, ToolCallInput, ToolCallOutput, ToolSpec
 
 MEMORY = "@memory"
 """The `server` of the memory tools: they run in the worker (`wolf.memory`)."""
@@ -64,6 +64,18 @@ class MemoryCall(BaseModel):
     key: str
     """The call's idempotency key: workflow id, turn, step and call id."""
     provenance: Provenance
+
+    def as_tool_call(self) -> ToolCallInput:
+        """The call as the agent's tool hooks see it."""
+        return ToolCallInput(
+            ref=self.ref,
+            server=MEMORY,
+            tool=self.tool,
+            arguments=self.arguments,
+            call_id=self.provenance.call,
+            agent=self.agent,
+            turn_id=self.provenance.turn,
+        )
 
 
 class MemoryOutput(ToolCallOutput):

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from agentwolf.config.manifest import WorkspaceSettings
 from agentwolf.workflows.archive import StoredRef
-from agentwolf.workflows.contracts import HostRef, ToolSpec
+from agentwolf.workflows.contracts import HostRef, ToolCallInput, ToolSpec
 
 WORKSPACE = "@workspace"
 """The `server` of the workspace tools: they run as `wolf.workspace` on the workspace's home host."""
@@ -154,9 +154,25 @@ class WorkspaceCall(BaseModel):
     restore: bool = False
     epoch: int = 0
     turn: int = 0
+    """The turn this runs in (a snapshot is recorded as that turn's)."""
     home: str | None = None
     """As a local activity (a read on the worker running the session): the home it must be on."""
-    """The turn this runs in (a snapshot is recorded as that turn's)."""
+    agent: str = ""
+    """The session's agent, whose capabilities' tool hooks run around the call ('' before they did)."""
+    turn_id: str = ""
+    call_id: str = ""
+
+    def as_tool_call(self) -> ToolCallInput:
+        """The call as the agent's tool hooks see it."""
+        return ToolCallInput(
+            ref=self.ref,
+            server=WORKSPACE,
+            tool=self.tool or "",
+            arguments=self.arguments,
+            call_id=self.call_id,
+            agent=self.agent,
+            turn_id=self.turn_id,
+        )
 
 
 class WorkspaceResult(BaseModel):

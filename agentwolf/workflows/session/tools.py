@@ -229,7 +229,7 @@ class ToolRouter:
         refusal = await self.permission(compiled, spec, call, key, arguments)
         if refusal is not None:
             return ToolCallOutput(content=refusal, is_error=True), ToolOutcome.DENIED
-        return await session_call(self.core, settings, spec.tool, arguments), None
+        return await session_call(self.core, settings, spec.tool, arguments, call.tool_call_id), None
 
     async def _skill_tool(
         self, compiled: CompiledAgent, spec: ToolSpec, arguments: dict[str, Any]

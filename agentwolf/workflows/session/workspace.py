@@ -88,9 +88,14 @@ async def run_workspace(
     settings: WorkspaceSettings,
     turn: int,
     line: set[int],
+    *,
+    agent: str,
+    turn_id: str,
+    call_id: str,
 ) -> ToolCallOutput:
     """One workspace tool call, permitted already; recorded like any tool result. `line`: the turn
-    numbers of the session's line (the snapshots a restore may use)."""
+    numbers of the session's line (the snapshots a restore may use); the agent, turn id and call id
+    are what its capabilities' tool hooks see."""
     call = WorkspaceCall(
         ref=ref,
         tool=tool,
@@ -100,6 +105,9 @@ async def run_workspace(
         restore=state.restore,
         epoch=state.epoch,
         turn=turn,
+        agent=agent,
+        turn_id=turn_id,
+        call_id=call_id,
     )
     timeout = timedelta(seconds=settings.bash_timeout_s) + SNAPSHOT_TIMEOUT
     result = None
@@ -149,12 +157,24 @@ def session_settings(core: SessionCore) -> WorkspaceSettings | None:
 
 
 async def session_call(
-    core: SessionCore, settings: WorkspaceSettings, tool: str, arguments: dict[str, Any]
+    core: SessionCore, settings: WorkspaceSettings, tool: str, arguments: dict[str, Any], call_id: str
 ) -> ToolCallOutput:
     """A workspace tool call of the running turn (the workspace made on the session's first call)."""
     line = line_turns([m.turn_id for m in core.log.turns])
-    turn = turn_number(core.running.turn_id)
-    return await run_workspace(core.workspace(), core.ref(), tool, arguments, settings, turn, line)
+    turn_id = core.running.turn_id or ""
+    state, turn = core.workspace(), turn_number(turn_id)
+    return await run_workspace(
+        state,
+        core.ref(),
+        tool,
+        arguments,
+        settings,
+        turn,
+        line,
+        agent=core.inp.agent,
+        turn_id=turn_id,
+        call_id=call_id,
+    )
 
 
 async def turn_ended(core: SessionCore, turn_id: str) -> None:
