@@ -8,17 +8,28 @@ from __future__ import annotations
 
 import asyncio
 
+from pydantic_ai.messages import ModelRequest, TextPart, UserPromptPart
+from pydantic_ai.models import ModelRequestParameters
+from pydantic_ai.settings import ModelSettings
 from temporalio import activity
 
 from agentwolf.access import check_caller
-from agentwolf.activities.session_io import heartbeating
+from agentwolf.activities import live
+from agentwolf.activities.session_io import heartbeating, query
+from agentwolf.config.manifest import Manifest
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import SecretRefused
+from agentwolf.config.quotas import PRIORITIES
+from agentwolf.hosts import quotas
 from agentwolf.hosts.host_registry import HostRegistry
-from agentwolf.memory.faces import Faces
-from agentwolf.memory.namespaces import NamespaceError
-from agentwolf.memory.store import MemoryStoreError
-from agentwolf.workflows.memory_tools import MemoryCall, MemoryOutput
+from agentwolf.memory import extraction
+from agentwolf.memory.faces import Faces, digest
+from agentwolf.memory.namespaces import Namespace, NamespaceError
+from agentwolf.memory.store import PENDING, MemoryStore, MemoryStoreError, NewRow, Plan, Reader
+from agentwolf.workflows.contracts import MANIFEST_QUERY
+from agentwolf.workflows.memory_tools import KINDS, MemoryCall, MemoryExtract, MemoryOutput, MemoryView
+
+BACKGROUND = next(p for p, name in PRIORITIES.items() if name == "background")
 
 
 class MemoryActivities:
@@ -37,3 +48,53 @@ class MemoryActivities:
             return MemoryOutput(content=secrets.redact(f"memory is unavailable: {exc}"), is_error=True)
         # A driver's error is retried (workflows/session/memory.py); after the last attempt the model is told.
         return await heartbeating(asyncio.to_thread(faces.run))
+
+    @activity.defn(name="wolf.memory_extract")
+    async def memory_extract(self, inp: MemoryExtract) -> list[str]:
+        """One extraction pass (agentwolf/memory/extraction.py): the agent's model, at background
+        priority, proposes facts; those kept are written under the pass's key, so a retried pass
+        writes once. Returns the ids written."""
+        check_caller(inp.ref.workflow_id, inp.ref.tenant, self.hosts.tenant)
+        host = await heartbeating(
+            self.hosts.get(
+                inp.ref.config_id, inp.ref.tenant, lambda: query(inp.ref, MANIFEST_QUERY, Manifest)
+            )
+        )
+        secrets = self.hosts.policy.secrets_for(inp.ref.tenant)
+        url = secrets.resolve(inp.store) if inp.store else None
+        store = await asyncio.to_thread(self.hosts.memory.get, url)
+        model = quotas.bind(await heartbeating(host.model(inp.models)), quotas.Waits(priority=BACKGROUND))
+        request = ModelRequest(
+            parts=[UserPromptPart(extraction.source(inp.messages))], instructions=extraction.INSTRUCTIONS
+        )
+        response = await heartbeating(
+            live.request(model, [request], ModelSettings(), ModelRequestParameters(), None)
+        )
+        answer = "".join(p.content for p in response.parts if isinstance(p, TextPart))
+        return await asyncio.to_thread(_keep, store, inp, extraction.candidates(answer))
+
+
+def _keep(store: MemoryStore, inp: MemoryExtract, found: list[dict[str, object]]) -> list[str]:
+    ns = Namespace(inp.ref.tenant, inp.owner, inp.agent)
+    echoed = extraction.template_lines(inp.templates, inp.messages)
+    fresh = [c for c in found if not extraction.echoes(str(c["text"]), echoed)]
+    kind = PENDING if inp.settings.extract == "review" else None
+
+    def plan(reader: Reader) -> Plan:
+        seen = {
+            extraction.normal(r.body) for r in reader.current(MemoryView(), [ns], kinds=[*KINDS, PENDING])
+        }
+        rows = []
+        for c in fresh:
+            text = str(c["text"]).strip()
+            if extraction.normal(text) in seen:
+                continue
+            seen.add(extraction.normal(text))
+            about = c.get("about") if isinstance(c.get("about"), str) else ""
+            rows.append(NewRow(kind or extraction.kind_of(c), text, str(about)))
+        return Plan(rows, f"extracted {len(rows)}")
+
+    evidence = sorted({d for c in fresh for d in extraction.evidence(c, inp.messages)})
+    provenance = inp.provenance.model_copy(update={"source": "extracted", "call": " ".join(evidence)})
+    receipt = store.write(ns, MemoryView(), inp.key, digest("extract", {"key": inp.key}), provenance, plan)
+    return receipt.ids
