@@ -58,7 +58,6 @@ def test_the_memory_verbs(tmp_path: Path) -> None:
         == "forgot m2"
     )
     assert "green tea" not in _wolf(db, "ls", "--user", "alice")
-
     store = open_store(str(db))
     private = NewRow("file", "zq-private-77 " * 50, path="/memories/private.md")
     store.write(NS, MemoryView(), "k9", "d", Provenance(), lambda _r: Plan([private], "ok"))
@@ -72,3 +71,15 @@ def test_the_memory_verbs(tmp_path: Path) -> None:
         "Alice drinks green tea"
     ]
     store.close()
+
+
+def test_a_pending_memory_is_listed_and_approved(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+    store = open_store(str(db))
+    row = NewRow("pending", "Alice is left-handed")
+    store.write(NS, MemoryView(), "p", "d", Provenance(source="extracted"), lambda _r: Plan([row], "ok"))
+    store.close()
+    assert "pending" in _wolf(db, "ls", "--user", "alice")
+    assert "left-handed" not in _wolf(db, "search", "left-handed", "--user", "alice")  # not until approved
+    assert _wolf(db, "approve", "m1", "--user", "alice", "--agent", "a").strip() == "approved m1 as m2"
+    assert "left-handed" in _wolf(db, "search", "left-handed", "--user", "alice")

@@ -10,18 +10,26 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any
 
+from pydantic_ai.messages import ModelRequest, TextPart, UserPromptPart
+from pydantic_ai.models import ModelRequestParameters
+from pydantic_ai.settings import ModelSettings
 from temporalio import activity
 
 from agentwolf.access import check_caller
-from agentwolf.activities import capabilities
+from agentwolf.activities import capabilities, live
 from agentwolf.activities.session import SessionActivities
 from agentwolf.activities.session_io import heartbeating
 from agentwolf.config.placeholders import MissingVariable
 from agentwolf.config.policy import SecretRefused
-from agentwolf.memory.faces import Faces
-from agentwolf.memory.namespaces import NamespaceError
-from agentwolf.memory.store import MemoryStoreError
-from agentwolf.workflows.memory_tools import MemoryCall, MemoryOutput
+from agentwolf.config.quotas import PRIORITIES
+from agentwolf.hosts import quotas
+from agentwolf.memory import extraction
+from agentwolf.memory.faces import Faces, digest
+from agentwolf.memory.namespaces import Namespace, NamespaceError
+from agentwolf.memory.store import PENDING, MemoryStore, MemoryStoreError, NewRow, Plan, Reader
+from agentwolf.workflows.memory_tools import KINDS, MemoryCall, MemoryExtract, MemoryOutput, MemoryView
+
+BACKGROUND = next(p for p, name in PRIORITIES.items() if name == "background")
 
 
 class MemoryActivities:
@@ -53,3 +61,49 @@ class MemoryActivities:
                 host, manifest, inp.as_tool_call(), run, lambda: MemoryOutput(content="")
             )
         )
+
+    @activity.defn(name="wolf.memory_extract")
+    async def memory_extract(self, inp: MemoryExtract) -> list[str]:
+        """One extraction pass (agentwolf/memory/extraction.py): the agent's model, at background
+        priority, proposes facts; those kept are written under the pass's key, so a retried pass
+        writes once. Returns the ids written."""
+        check_caller(inp.ref.workflow_id, inp.ref.tenant, self.sessions.hosts.tenant)
+        host = await self.sessions.host(inp.ref)
+        secrets = self.sessions.hosts.policy.secrets_for(inp.ref.tenant)
+        url = secrets.resolve(inp.store) if inp.store else None
+        store = await asyncio.to_thread(self.sessions.hosts.memory.get, url)
+        model = quotas.bind(await heartbeating(host.model(inp.models)), quotas.Waits(priority=BACKGROUND))
+        request = ModelRequest(
+            parts=[UserPromptPart(extraction.source(inp.messages))], instructions=extraction.INSTRUCTIONS
+        )
+        response = await heartbeating(
+            live.request(model, [request], ModelSettings(), ModelRequestParameters(), None)
+        )
+        answer = "".join(p.content for p in response.parts if isinstance(p, TextPart))
+        return await asyncio.to_thread(_keep, store, inp, extraction.candidates(answer))
+
+
+def _keep(store: MemoryStore, inp: MemoryExtract, found: list[dict[str, object]]) -> list[str]:
+    ns = Namespace(inp.ref.tenant, inp.owner, inp.agent)
+    echoed = extraction.template_lines(inp.templates, inp.messages)
+    fresh = [c for c in found if not extraction.echoes(str(c["text"]), echoed)]
+    kind = PENDING if inp.settings.extract == "review" else None
+
+    def plan(reader: Reader) -> Plan:
+        seen = {
+            extraction.normal(r.body) for r in reader.current(MemoryView(), [ns], kinds=[*KINDS, PENDING])
+        }
+        rows = []
+        for c in fresh:
+            text = str(c["text"]).strip()
+            if extraction.normal(text) in seen:
+                continue
+            seen.add(extraction.normal(text))
+            about = c.get("about") if isinstance(c.get("about"), str) else ""
+            rows.append(NewRow(kind or extraction.kind_of(c), text, str(about)))
+        return Plan(rows, f"extracted {len(rows)}")
+
+    evidence = sorted({d for c in fresh for d in extraction.evidence(c, inp.messages)})
+    provenance = inp.provenance.model_copy(update={"source": "extracted", "call": " ".join(evidence)})
+    receipt = store.write(ns, MemoryView(), inp.key, digest("extract", {"key": inp.key}), provenance, plan)
+    return receipt.ids

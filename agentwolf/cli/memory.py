@@ -194,6 +194,40 @@ async def memory_forget(
         opened.close()
 
 
+@memory_app.command("approve")
+@verb
+async def memory_approve(
+    row_id: Annotated[str, typer.Argument(metavar="ID")],
+    user: Owner,
+    agent: Annotated[
+        str, typer.Option("--agent", "-a", metavar="AGENT", help="The agent whose memory it is.")
+    ],
+    kind: Annotated[str, typer.Option("--kind", "-k", help="user, feedback, project or reference.")] = "user",
+    tenant: Tenant = "default",
+    store: Store = None,
+    as_json: Json = False,
+) -> None:
+    """Keep a pending memory (`memory.extract: review`): searched from now on, as a `kind` record.
+
+    Example: wolf memory approve m7 --user alice --agent assistant
+    """
+    from agentwolf.memory import admin
+    from agentwolf.memory.store import MemoryStoreError
+    from agentwolf.workflows.memory_tools import KINDS
+
+    if kind not in KINDS:
+        raise Exit(2, f"--kind is one of {', '.join(KINDS)}")
+    opened = _open(store)
+    try:
+        (ns,) = admin.namespaces(opened, tenant, user, agent, "own")
+        answer = admin.approve(opened, ns, row_id, kind)
+        _say(answer, {"approved": row_id, "namespace": ns.key}, as_json)
+    except MemoryStoreError as exc:
+        raise Exit(2, str(exc)) from None
+    finally:
+        opened.close()
+
+
 @memory_app.command("export")
 @verb
 async def memory_export(

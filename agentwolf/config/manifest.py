@@ -368,6 +368,10 @@ class MemorySettings(_Strict):
     """Shared layers `remember(..., layer=...)` may write to."""
     search_results: int = Field(10, ge=1, le=50)
     """Hits `search_memory` returns when the model does not say (`k`)."""
+    extract: Literal["auto", "review", "off"] = "off"
+    """At session close, ask the agent's model (at background priority) for facts about the user from
+    the session's turns: `auto` keeps them (source `extracted`), `review` keeps them pending (shown by
+    `wolf memory ls`, never searched), `off` asks nothing."""
 
 
 class MemoryStoreConfig(_Strict):

@@ -13,7 +13,17 @@ from typing import Any
 
 from agentwolf.memory import ranking
 from agentwolf.memory.namespaces import SHARED, Layer, Namespace
-from agentwolf.memory.store import FILE, TOMBSTONE, MemoryStore, MemoryStoreError, NewRow, Plan, Reader, Row
+from agentwolf.memory.store import (
+    FILE,
+    PENDING,
+    TOMBSTONE,
+    MemoryStore,
+    MemoryStoreError,
+    NewRow,
+    Plan,
+    Reader,
+    Row,
+)
 from agentwolf.workflows.memory_tools import KINDS, MemoryView, Provenance
 
 MAIN = MemoryView()
@@ -34,7 +44,7 @@ def namespaces(
 
 
 def current(store: MemoryStore, spaces: list[Namespace]) -> list[Row]:
-    return store.current(MAIN, spaces, kinds=[*KINDS, FILE]) if spaces else []
+    return store.current(MAIN, spaces, kinds=[*KINDS, FILE, PENDING]) if spaces else []
 
 
 def find(store: MemoryStore, spaces: list[Namespace], row_id: str) -> list[Row]:
@@ -62,10 +72,25 @@ def search(store: MemoryStore, spaces: list[Namespace], query: str, k: int) -> l
 
 def forget(store: MemoryStore, ns: Namespace, row_id: str, reason: str) -> str:
     def plan(reader: Reader) -> Plan:
-        rows = reader.current(MAIN, [ns], ids=[row_id], kinds=[*KINDS, FILE], limit=1)
+        rows = reader.current(MAIN, [ns], ids=[row_id], kinds=[*KINDS, FILE, PENDING], limit=1)
         if not rows:
             return Plan(error=f"no current memory {row_id!r} in {ns.key}")
         return Plan([NewRow(TOMBSTONE, reason, path=rows[0].path, supersedes=row_id)], f"forgot {row_id}")
+
+    provenance = Provenance(source="operator")
+    return store.write(ns, MAIN, f"operator/{uuid.uuid4().hex}", "", provenance, plan).answer
+
+
+def approve(store: MemoryStore, ns: Namespace, row_id: str, kind: str) -> str:
+    """A pending memory (`memory.extract: review`) kept as a `kind` record: a new row superseding it."""
+
+    def plan(reader: Reader) -> Plan:
+        rows = reader.current(MAIN, [ns], ids=[row_id], kinds=[PENDING], limit=1)
+        if not rows:
+            return Plan(error=f"no pending memory {row_id!r} in {ns.key}")
+        return Plan(
+            [NewRow(kind, rows[0].body, rows[0].about, supersedes=row_id)], f"approved {row_id} as {{id}}"
+        )
 
     provenance = Provenance(source="operator")
     return store.write(ns, MAIN, f"operator/{uuid.uuid4().hex}", "", provenance, plan).answer

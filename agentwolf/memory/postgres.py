@@ -85,7 +85,10 @@ class PostgresStore(SqlStore):
         self, view: MemoryView, namespaces: Sequence[Namespace], terms: list[str], window: int, k: int
     ) -> tuple[str, list[Any]]:
         params: list[Any] = [" | ".join(ns_words(n.key, t) for n in namespaces for t in terms)]
-        where = [in_list("a.ns", [n.key for n in namespaces], params), "a.kind NOT IN ('file', 'forget')"]
+        where = [
+            in_list("a.ns", [n.key for n in namespaces], params),
+            "a.kind NOT IN ('file', 'forget', 'pending')",
+        ]
         where += ["a.tsv @@ q", visible(view, "a", params)]
         params.append(window)
         current_ = current(view, "a", params)

@@ -91,7 +91,10 @@ class SqliteStore(SqlStore):
     ) -> tuple[str, list[Any]]:
         match = " OR ".join(f'"{ns_words(n.key, t)}"' for n in namespaces for t in terms)
         params: list[Any] = [match, window]
-        where = [in_list("a.ns", [n.key for n in namespaces], params), "a.kind NOT IN ('file', 'forget')"]
+        where = [
+            in_list("a.ns", [n.key for n in namespaces], params),
+            "a.kind NOT IN ('file', 'forget', 'pending')",
+        ]
         where += [visible(view, "a", params), current(view, "a", params)]
         params.append(k)
         sql = (

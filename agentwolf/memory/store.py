@@ -16,6 +16,8 @@ from agentwolf.workflows.memory_tools import MemoryView, Provenance
 
 FILE = "file"
 """The kind of a file of the `/memories` tree."""
+PENDING = "pending"
+"""The kind of an extracted memory waiting for review (`memory.extract: review`): listed, never searched."""
 TOMBSTONE = "forget"
 """The kind of a row that ends another (a `forget`, a deleted or renamed file): its body is the reason."""
 

@@ -134,6 +134,7 @@ def create_worker(
             code.code_resume,
             WebActivities(hosts).web,
             MemoryActivities(activities).memory,
+            MemoryActivities(activities).memory_extract,
             config_notify,
             deliver_prompt,
             registry_job_session,

@@ -159,3 +159,20 @@ def memory_tools(settings: MemorySettings) -> list[ToolSpec]:
     if settings.tools in ("record", "both"):
         tools += [REMEMBER, SEARCH, FORGET]
     return tools
+
+
+class MemoryExtract(BaseModel):
+    """One extraction pass (`memory.extract`) at a session's close: the session's messages as text
+    (`messages`), what the model must not echo back as a fact (`templates`: instructions, tool
+    descriptions), the agent's models, and the pass's idempotency key (workflow id and pass)."""
+
+    ref: HostRef
+    agent: str
+    owner: str
+    settings: MemorySettings
+    store: str | None = None
+    models: list[str]
+    messages: list[str]
+    templates: list[str]
+    key: str
+    provenance: Provenance

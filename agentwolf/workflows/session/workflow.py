@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     # imported past the passthrough, and every run executed the module (its models) again.
     import agentwolf.workflows.session.branches as branches
     import agentwolf.workflows.session.closing as closing
+    import agentwolf.workflows.session.memory as memory
     from agentwolf.config.manifest import Manifest, McpServerConfig
     from agentwolf.workflows.archive import TranscriptTail
     from agentwolf.workflows.configs.config_update import ConfigUpdate
@@ -136,6 +137,7 @@ class SessionWorkflow:
             await workflow.wait_condition(workflow.all_handlers_finished)
             raise
         self._close(self.core.last_outcome)
+        await memory.extract_at_close(self.core)
         await closing.release(self.core, self.runner.acp)
         await workflow.wait_condition(workflow.all_handlers_finished)
         if inp.background and self.core.last_outcome == "failed":
