@@ -70,6 +70,7 @@ FIELDS = {
     "text": "The kind's text (prompts, answers, reasons); cut past a limit in durable events.",
     "tool": "The tool, agent or command the event is about.",
     "call_id": "The tool call (or child session) it is about.",
+    "model": "The model that answered the step, where a capability routed it to another (`model_text`).",
     "args": "The tool call's arguments.",
     "duration_ms": "How long the call took.",
     "outcome": "How it ended.",
