@@ -373,6 +373,12 @@ class MemorySettings(_Strict):
     the session's turns: `auto` keeps them (source `extracted`), `review` keeps them pending (shown by
     `wolf memory ls`, never searched), `off` asks nothing."""
 
+    @field_validator("extract", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: object) -> object:
+        """YAML reads a bare `off` as false: it means `off` here."""
+        return "off" if value is False else value
+
 
 class MemoryStoreConfig(_Strict):
     """`host.memory: {store: postgresql://...}`: where the worker keeps long-term memory for this config."""
